@@ -1,0 +1,516 @@
+"""Reading stream files: replay to the end, or follow a growing file like ``tail -f``.
+
+The reader demultiplexes beacons at every multiple of the interval (format spec §6.3), checks each
+payload's CRC, and works on whole buffers read with ``os.pread``: memory stays flat for any file size.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from nbkit.errors import (
+    ChecksumError,
+    FileRemovedError,
+    FormatError,
+    NbkitError,
+    SeekError,
+    StreamKeyError,
+    TimestampRangeError,
+    TruncatedError,
+)
+from nbkit.transport.positions import FilePosition
+from nbkit.wire.crc import crc16
+from nbkit.wire.ssformat import (
+    EOS_PAYLOAD,
+    HEADER_SIZE,
+    MAX_TIMESTAMP_MS,
+    Beacon,
+    FileHeader,
+    decode_beacon,
+    decode_header,
+    decode_key,
+)
+from nbkit.wire.keys import INTERNAL_KEY
+
+_HEAD = struct.Struct(">QQQI")
+_CRC = struct.Struct(">H")
+CHUNK = 1 << 22  # bytes per pread: large enough to amortise syscalls, small enough to stay flat
+
+
+class Message(NamedTuple):
+    """One message frame: where it starts (``offset``) and ends (``end``) in the file, and its fields."""
+
+    stream_key: str
+    shard_id: int
+    seq: int
+    timestamp_ms: int
+    payload: bytes
+    offset: int
+    end: int
+
+    @property
+    def is_eos(self) -> bool:
+        return self.stream_key == INTERNAL_KEY and self.payload == EOS_PAYLOAD
+
+
+@dataclass(frozen=True, slots=True)
+class ReadEnd:
+    """Why a read ended: ``eos``, ``end`` (clean end of data), ``truncated`` (a partial frame at the
+    tail: ``trailing_bytes`` from ``offset``), ``removed`` (file deleted while followed) or ``error``
+    (with ``errors="stop"``; ``error`` holds the problem)."""
+
+    reason: str
+    offset: int
+    trailing_bytes: int = 0
+    error: NbkitError | None = None
+
+    def describe(self) -> str:
+        if self.reason == "eos":
+            return f"ended at the end-of-stream mark (offset {self.offset})"
+        if self.reason == "end":
+            return f"ended at the end of the data (offset {self.offset})"
+        if self.reason == "truncated":
+            return (
+                f"ended at offset {self.offset}: {self.trailing_bytes} trailing bytes are not a complete "
+                "frame (a writer may still be writing, or it stopped mid-frame)"
+            )
+        if self.reason == "removed":
+            return f"ended at offset {self.offset}: the file was removed"
+        return f"stopped at offset {self.offset}: {self.error}"
+
+
+class _NeedMore(Exception):
+    """Internal: the file does not (yet) hold the bytes a parse needs."""
+
+
+NEED_MORE = object()
+"""Returned by :meth:`StreamReader.poll` when a follower must wait for the file to grow."""
+
+
+class StreamReader:
+    """Read messages from a ``.ss`` file, in replay (``follow=False``) or follow mode.
+
+    Iterate it for messages; ``end`` then says why the read ended. ``poll()`` is the non-blocking
+    step a runtime uses: a Message, ``NEED_MORE`` (follow mode: wait), or ``None`` (ended).
+
+    >>> with StreamReader("sample.ss") as r:        # doctest: +SKIP
+    ...     keys = [m.stream_key for m in r]
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike,
+        *,
+        follow: bool = False,
+        start: FilePosition | None = None,
+        key: str | None = None,
+        shard_id: int = 0,
+        errors: str = "raise",
+        poll_min: float = 0.001,
+        poll_max: float = 1.024,
+        idle_timeout: float | None = None,
+    ) -> None:
+        if errors not in ("raise", "stop"):
+            raise ValueError(f"errors must be 'raise' or 'stop', not {errors!r}")
+        self.path = os.fspath(path)
+        self.follow = follow
+        self.errors = errors
+        self.poll_min = poll_min
+        self.poll_max = poll_max
+        self.idle_timeout = idle_timeout
+        self.end: ReadEnd | None = None
+        self.beacons_seen = 0
+        self.last_beacon: Beacon | None = None
+        self._fd = _open_for_reading(self.path)
+        self._ino = os.fstat(self._fd).st_ino
+        self._buf = b""
+        self._base = 0
+        self._keys: dict[bytes, str] = {}
+        try:
+            self.header = self._read_header()
+        except BaseException:
+            self.close()
+            raise
+        self.interval = self.header.beacon_interval
+        self.pos = HEADER_SIZE
+        if start is not None:
+            self.seek(start, key=key, shard_id=shard_id)
+
+    # -- lifecycle -------------------------------------------------------------------------------
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def __enter__(self) -> StreamReader:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    # -- byte access -------------------------------------------------------------------------------
+    def _read_header(self) -> FileHeader:
+        data = os.pread(self._fd, HEADER_SIZE, 0)
+        try:
+            return decode_header(data)
+        except FormatError as exc:
+            raise exc.located(path=self.path) from None
+
+    def size(self) -> int:
+        """The file's current size in bytes."""
+        return os.fstat(self._fd).st_size
+
+    def _fill(self, pos: int, need: int) -> None:
+        """Make ``self._buf`` cover ``[pos, pos+need)``, reading from the file; _NeedMore if it can't."""
+        base = self._base
+        if pos >= base and pos + need <= base + len(self._buf):
+            return
+        data = os.pread(self._fd, max(need, CHUNK), pos)
+        self._buf = data
+        self._base = pos
+        if len(data) < need:
+            raise _NeedMore
+
+    def _beacon_at(self, pos: int) -> Beacon:
+        """Parse the beacon at boundary ``pos``; it never crosses the next boundary."""
+        want = 6
+        while True:
+            self._fill(pos, want)
+            try:
+                return decode_beacon(self._buf, pos - self._base, pos)
+            except TruncatedError:
+                avail = self._base + len(self._buf) - pos
+                if avail > want:  # the buffer already held more than we asked: the file ends here
+                    want = avail + 1
+                else:
+                    want = max(want * 2, avail + 1)
+                if want > self.interval:
+                    raise _NeedMore from None
+
+    def _gather(self, pos: int, n: int) -> tuple[bytes, int]:
+        """Read ``n`` logical bytes from ``pos``, skipping beacons at boundaries (§6.3)."""
+        interval = self.interval
+        parts = []
+        while n > 0:
+            if pos % interval == 0:
+                beacon = self._beacon_at(pos)
+                self._note_beacon(beacon)
+                pos += beacon.size
+            take = min(n, interval - pos % interval)
+            self._fill(pos, take)
+            i = pos - self._base
+            parts.append(self._buf[i : i + take])
+            pos += take
+            n -= take
+        return b"".join(parts), pos
+
+    def _note_beacon(self, beacon: Beacon) -> None:
+        if self.last_beacon is None or beacon.offset > self.last_beacon.offset:
+            self.beacons_seen += 1
+            self.last_beacon = beacon
+
+    # -- frames ----------------------------------------------------------------------------------
+    def _key(self, raw: bytes, offset: int) -> str:
+        key = self._keys.get(raw)
+        if key is None:
+            key = decode_key(raw, offset)
+            self._keys[raw] = key
+        return key
+
+    def _parse_frame(self, pos: int, *, verify: bool = True) -> Message:
+        """Parse the frame whose first field read starts at ``pos``; raises _NeedMore or FormatError."""
+        interval = self.interval
+        if pos % interval == 0:
+            beacon = self._beacon_at(pos)
+            self._note_beacon(beacon)
+            pos += beacon.size
+        start = pos
+        boundary = pos - pos % interval + interval
+        self._fill(pos, 1)
+        buf = self._buf
+        i = pos - self._base
+        k = buf[i]
+        if pos + 29 + k <= boundary:  # fast path: the header lies inside this interval
+            self._fill(pos, 29 + k)
+            buf = self._buf
+            i = pos - self._base
+            raw_key = buf[i + 1 : i + 1 + k]
+            shard, seq, ts, size = _HEAD.unpack_from(buf, i + 1 + k)
+            total = 32 + k + size
+            if pos + total <= boundary:
+                self._fill(pos, total)
+                buf = self._buf
+                i = pos - self._base
+                p = i + 29 + k
+                payload = buf[p : p + size]
+                (stored,) = _CRC.unpack_from(buf, p + size)
+                end = pos + total
+            else:
+                tail, end = self._gather(pos + 29 + k, size + 3)
+                payload = tail[:size]
+                (stored,) = _CRC.unpack_from(tail, size)
+        else:
+            head, p = self._gather(pos, 29 + k)
+            raw_key = head[1 : 1 + k]
+            shard, seq, ts, size = _HEAD.unpack_from(head, 1 + k)
+            tail, end = self._gather(p, size + 3)
+            payload = tail[:size]
+            (stored,) = _CRC.unpack_from(tail, size)
+        key = self._key(raw_key, start + 1)
+        if ts > MAX_TIMESTAMP_MS:
+            raise TimestampRangeError(f"message timestamp {ts} ms is after year 9999", offset=start + 9 + k)
+        if verify:
+            computed = crc16(payload)
+            if computed != stored:
+                raise ChecksumError(
+                    f"payload checksum mismatch in the frame of {key!r} seq {seq}: "
+                    f"stored 0x{stored:04X}, computed 0x{computed:04X}",
+                    received=stored,
+                    computed=computed,
+                    offset=start,
+                )
+        return Message(key, shard, seq, ts, payload, start, end)
+
+    def poll(self) -> Message | object | None:
+        """The next message, ``NEED_MORE`` (follow mode, nothing complete yet) or ``None`` (ended)."""
+        if self.end is not None:
+            return None
+        try:
+            msg = self._parse_frame(self.pos)
+        except _NeedMore:
+            return self._at_data_end()
+        except FormatError as exc:
+            err = exc if exc.path else exc.located(path=self.path)
+            if self.errors == "stop":
+                self.end = ReadEnd("error", self.pos, self.size() - self.pos, err)
+                return None
+            raise err from None
+        self.pos = msg.end
+        if msg.is_eos:
+            self.end = ReadEnd("eos", msg.end)
+        return msg
+
+    def _at_data_end(self) -> object | None:
+        if self.follow:
+            if _was_removed(self.path, self._ino):
+                self.end = ReadEnd("removed", self.pos)
+                return None
+            return NEED_MORE
+        trailing = max(0, self.size() - self.pos)
+        if trailing and self._only_beacon_left(trailing):
+            trailing = 0
+        self.end = ReadEnd("truncated" if trailing else "end", self.pos, trailing)
+        return None
+
+    def _only_beacon_left(self, trailing: int) -> bool:
+        """True when the bytes after ``pos`` are exactly one complete beacon (a clean end)."""
+        if self.pos % self.interval:
+            return False
+        try:
+            beacon = self._beacon_at(self.pos)
+        except (_NeedMore, FormatError):
+            return False
+        return beacon.size == trailing
+
+    def __iter__(self) -> Iterator[Message]:
+        delay = self.poll_min
+        waited = 0.0
+        while True:
+            item = self.poll()
+            if item is None:
+                return
+            if item is NEED_MORE:
+                if self.idle_timeout is not None and waited >= self.idle_timeout:
+                    return
+                time.sleep(delay)
+                waited += delay
+                delay = min(delay * 2, self.poll_max)
+                continue
+            delay = self.poll_min
+            waited = 0.0
+            yield item  # type: ignore[misc]
+
+    # -- positions -------------------------------------------------------------------------------
+    def resync(self, n: int) -> int:
+        """Move to the first whole frame after the n-th beacon (§6.5); returns the beacon index reached."""
+        interval = self.interval
+        size = self.size()
+        if n <= 0:
+            self.pos = HEADER_SIZE
+            return 0
+        target = n * interval
+        if target >= size:
+            target = max(interval * (size // interval), HEADER_SIZE)
+            if target < interval:
+                self.pos = HEADER_SIZE
+                return 0
+        pos = target
+        try:
+            while pos % interval == 0:
+                beacon = self._beacon_at(pos)
+                self._note_beacon(beacon)
+                pos += beacon.size + min(beacon.remaining, interval - beacon.size)
+        except _NeedMore:
+            raise SeekError(f"{self.path}: the beacon at offset {pos} is incomplete") from None
+        self.pos = pos
+        return pos // interval
+
+    def seek(self, position: FilePosition, *, key: str | None = None, shard_id: int = 0) -> None:
+        """Move to ``position``; sequence and timestamp positions need the stream ``key``.
+
+        Differs from upstream on purpose: the forward scan after the beacon survey only matches
+        messages of the target stream (upstream stops at any stream's message, spec §11.2).
+        """
+        self.end = None
+        kind = position.kind
+        if kind == "beginning":
+            self.pos = HEADER_SIZE
+        elif kind == "beacon":
+            self.resync(position.value or 0)
+        elif kind == "end":
+            self.pos = self._live_start()
+        elif kind in ("sequence", "timestamp"):
+            if key is None:
+                raise ValueError(f"seeking to {position!r} needs the stream key")
+            self._seek_by(kind, position.value, key, shard_id)
+        else:
+            raise ValueError(f"unknown position {position!r}")
+
+    def _live_start(self) -> int:
+        """Just after the last complete frame (spec §8 'Live start')."""
+        size = self.size()
+        boundary = max(self.interval * (size // self.interval), HEADER_SIZE)
+        while True:
+            try:
+                self.resync(boundary // self.interval) if boundary >= self.interval else None
+                pos = self.pos if boundary >= self.interval else HEADER_SIZE
+                break
+            except SeekError:
+                boundary -= self.interval
+                if boundary < self.interval:
+                    pos = HEADER_SIZE
+                    break
+        while True:
+            try:
+                msg = self._parse_frame(pos, verify=False)
+            except (_NeedMore, FormatError):
+                return pos
+            pos = msg.end
+
+    def _judge(self, b: int, kind: str, target: int, key: str, shard_id: int) -> str | None:
+        """Left/Right/None for beacon ``b`` by its marker of (key, shard) (§11.2)."""
+        try:
+            beacon = self._beacon_at(b * self.interval)
+        except (_NeedMore, FormatError):
+            return None
+        for m in beacon.markers:
+            if m.stream_key == key and m.shard_id == shard_id:
+                if kind == "sequence":
+                    return "L" if m.seq < target else "R"
+                return "L" if m.timestamp_ms <= target else "R"
+        return None
+
+    def _seek_by(self, kind: str, target: int, key: str, shard_id: int) -> None:
+        saved = self.pos
+        max_b = self.size() // self.interval
+        lo, hi, left = 1, max_b, 0
+        while lo <= hi:
+            mid = (lo + hi) // 2
+            decided = None
+            for b in range(mid, hi + 1):
+                verdict = self._judge(b, kind, target, key, shard_id)
+                if verdict:
+                    decided = (b, verdict)
+                    break
+            if decided is None:
+                for b in range(mid - 1, lo - 1, -1):
+                    verdict = self._judge(b, kind, target, key, shard_id)
+                    if verdict:
+                        decided = (b, verdict)
+                        break
+            if decided is None:
+                break
+            b, verdict = decided
+            if verdict == "L":
+                left = max(left, b)
+                lo = b + 1
+            else:
+                hi = b - 1
+        try:
+            self.resync(left)
+            pos = self.pos
+            while True:
+                msg = self._parse_frame(pos)
+                if msg.stream_key == key and msg.shard_id == shard_id:
+                    value = msg.seq if kind == "sequence" else msg.timestamp_ms
+                    if (value >= target) if kind == "sequence" else (value > target):
+                        self.pos = msg.offset
+                        return
+                pos = msg.end
+        except (_NeedMore, SeekError):
+            self.pos = saved
+            what = f"sequence {target}" if kind == "sequence" else f"a message later than {target} ms"
+            raise SeekError(
+                f"{self.path}: stream {key!r} (shard {shard_id}) has no {what}; "
+                "seek to a position the file holds (beginning, end, or an existing sequence)"
+            ) from None
+        except FormatError as exc:
+            self.pos = saved
+            raise exc.located(path=self.path) from None
+
+
+def _open_for_reading(path: str) -> int:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        raise NbkitError(f"{path}: no such file; check the path") from None
+    except IsADirectoryError:
+        raise NbkitError(f"{path}: is a directory, not a stream file") from None
+    except PermissionError:
+        raise NbkitError(f"{path}: permission denied; the file must be readable") from None
+    if os.path.isdir(path):
+        os.close(fd)
+        raise NbkitError(f"{path}: is a directory, not a stream file")
+    return fd
+
+
+def _was_removed(path: str, ino: int) -> bool:
+    try:
+        return os.stat(path).st_ino != ino
+    except FileNotFoundError:
+        return True
+
+
+def read_header(path: str | os.PathLike) -> FileHeader:
+    """Read just the header of a stream file."""
+    with StreamReader(path) as r:
+        return r.header
+
+
+def iter_messages(path: str | os.PathLike, **options) -> Iterator[Message]:
+    """Yield every message of a stream file (replay); options as for :class:`StreamReader`."""
+    with StreamReader(path, **options) as r:
+        yield from r
+
+
+__all__ = [
+    "Message",
+    "NEED_MORE",
+    "ReadEnd",
+    "StreamReader",
+    "iter_messages",
+    "read_header",
+    "FileRemovedError",
+    "StreamKeyError",
+]

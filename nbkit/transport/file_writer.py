@@ -1,0 +1,313 @@
+"""Writing stream files: create or append, beacons as upstream writes them, one writer per file.
+
+Every message reaches the OS with one ``os.write`` (a flush per message by default), so a follower
+in another process sees it at once. An exclusive advisory lock (``flock``) keeps a second writer out.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from nbkit.errors import FileLimitError, FormatError, NbkitError, WriterLockedError
+from nbkit.transport.file_reader import StreamReader
+from nbkit.wire.crc import CRC_INIT, crc16, running_update
+from nbkit.wire.keys import INTERNAL_KEY, validate_key
+from nbkit.wire.ssformat import (
+    DEFAULT_BEACON_INTERVAL,
+    EOS_PAYLOAD,
+    HEADER_SIZE,
+    FileHeader,
+    Marker,
+    check_write_interval,
+    encode_beacon,
+    encode_frame,
+    encode_header,
+    num_markers,
+)
+
+#: Upstream's default file size limit (16 GiB).
+DEFAULT_SIZE_LIMIT = 16 << 30
+
+
+@dataclass(slots=True)
+class _StreamState:
+    seq: int
+    ts: int
+    running: int
+
+
+@dataclass(frozen=True, slots=True)
+class Written:
+    """Where a message landed: its stream, sequence, timestamp and the frame's file offsets."""
+
+    stream_key: str
+    shard_id: int
+    seq: int
+    timestamp_ms: int
+    offset: int
+    end: int
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class StreamWriter:
+    """Append messages to a ``.ss`` file, creating it (with its header) when it does not exist.
+
+    When the file exists, the writer keeps its beacon interval, resumes after the last complete
+    non-EOS frame (a trailing EOS is overwritten, an incomplete tail is cut off) and continues each
+    stream's sequence. ``flush_every=N`` batches N messages per write (1 = flush every message).
+
+    >>> with StreamWriter("orders.ss") as w:        # doctest: +SKIP
+    ...     w.write("orders", b'{"id": 1}')
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike,
+        *,
+        beacon_interval: int = DEFAULT_BEACON_INTERVAL,
+        file_name: str | None = None,
+        created_at_ms: int | None = None,
+        clock_ms: Callable[[], int] = _now_ms,
+        flush_every: int = 1,
+        size_limit: int = DEFAULT_SIZE_LIMIT,
+        existing_only: bool = False,
+    ) -> None:
+        self.path = os.fspath(path)
+        check_write_interval(beacon_interval)
+        if flush_every < 1:
+            raise ValueError(f"flush_every must be at least 1, not {flush_every}")
+        self.clock_ms = clock_ms
+        self.flush_every = flush_every
+        self.size_limit = size_limit
+        self._streams: dict[tuple[str, int], _StreamState] = {}
+        self._beacon_count = 0
+        self._pending: list[bytes] = []
+        self._pending_count = 0
+        self._fd = -1
+        self.appended = False
+        self.truncated_bytes = 0
+        fd = self._open(existing_only)
+        self._fd = fd
+        try:
+            self._lock()
+            size = os.fstat(fd).st_size
+            if size == 0:
+                name = file_name if file_name is not None else os.path.basename(self.path)
+                created = created_at_ms if created_at_ms is not None else clock_ms()
+                self.header = FileHeader(name, created, beacon_interval)
+                head = encode_header(self.header)
+                os.write(fd, head)
+                self.offset = len(head)
+                if self.offset % beacon_interval == 0:
+                    os.write(fd, encode_beacon(0, ()))
+                    self.offset += 7
+            else:
+                self._resume(size)
+        except BaseException:
+            self.close()
+            raise
+
+    # -- opening -----------------------------------------------------------------------------------
+    def _open(self, existing_only: bool) -> int:
+        flags = os.O_RDWR | (0 if existing_only else os.O_CREAT)
+        try:
+            return os.open(self.path, flags, 0o644)
+        except FileNotFoundError:
+            raise NbkitError(
+                f"{self.path}: no such file (existing_only is set); create it first or drop existing_only"
+            ) from None
+        except IsADirectoryError:
+            raise NbkitError(f"{self.path}: is a directory, not a stream file") from None
+        except PermissionError:
+            raise NbkitError(f"{self.path}: permission denied; the file must be writable") from None
+
+    def _lock(self) -> None:
+        try:
+            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = _lock_holder(self._fd)
+            who = f"process {holder}" if holder else "another process"
+            raise WriterLockedError(
+                f"{self.path}: {who} is writing this stream file; two writers would interleave "
+                "frames and corrupt it. Stop that writer, or publish through it."
+            ) from None
+
+    def _resume(self, size: int) -> None:
+        """Scan the existing file: keep its interval, find where to resume, rebuild stream state."""
+        reader = StreamReader(self.path, errors="stop")
+        try:
+            self.header = reader.header
+            resume = HEADER_SIZE
+            for msg in reader:
+                if msg.is_eos:
+                    break
+                self._account(msg.stream_key, msg.shard_id, msg.seq, msg.timestamp_ms, msg.payload)
+                resume = msg.end
+            end = reader.end
+        finally:
+            reader.close()
+        if end is not None and end.reason == "error":
+            raise NbkitError(
+                f"{self.path}: cannot append: {end.error}. Appending would overwrite the frames after "
+                "the damage; copy the good part out first (nbkit cat ... | nbkit write NEW)."
+            )
+        if resume < size:
+            self.truncated_bytes = size - resume
+            os.ftruncate(self._fd, resume)
+        self.offset = resume
+        self.appended = True
+        self._beacon_count = 0
+        if resume % self.header.beacon_interval == 0 and resume > 0:
+            os.pwrite(self._fd, encode_beacon(0, ()), resume)
+            self.offset += 7
+        os.lseek(self._fd, self.offset, os.SEEK_SET)
+
+    # -- writing ---------------------------------------------------------------------------------
+    def _account(self, key: str, shard: int, seq: int, ts: int, payload: bytes, crc: int | None = None) -> None:
+        state = self._streams.get((key, shard))
+        if state is None:
+            state = self._streams[(key, shard)] = _StreamState(seq, ts, CRC_INIT)
+        if seq > state.seq:
+            state.seq = seq
+        if ts > state.ts:
+            state.ts = ts
+        state.running = running_update(state.running, crc16(payload) if crc is None else crc)
+
+    def next_seq(self, stream_key: str, shard_id: int = 0) -> int:
+        """The sequence number the next message of this stream gets by default (1 in a fresh file)."""
+        state = self._streams.get((stream_key, shard_id))
+        return 1 if state is None else state.seq + 1
+
+    def last_seq(self, stream_key: str, shard_id: int = 0) -> int | None:
+        state = self._streams.get((stream_key, shard_id))
+        return None if state is None else state.seq
+
+    def write(
+        self,
+        stream_key: str,
+        payload: bytes,
+        *,
+        seq: int | None = None,
+        shard_id: int = 0,
+        timestamp_ms: int | None = None,
+    ) -> Written:
+        """Append one message; returns where it landed. The key must be a valid stream key."""
+        if self._fd < 0:
+            raise NbkitError(f"{self.path}: the writer is closed")
+        if stream_key != INTERNAL_KEY:
+            validate_key(stream_key)
+        if not isinstance(payload, (bytes, bytearray, memoryview)):
+            raise TypeError(f"payload must be bytes, not {type(payload).__name__}")
+        payload = bytes(payload)
+        if seq is None:
+            seq = self.next_seq(stream_key, shard_id)
+        ts = self.clock_ms() if timestamp_ms is None else timestamp_ms
+        try:
+            frame, crc = encode_frame(stream_key.encode("ascii"), shard_id, seq, ts, payload)
+        except FormatError as exc:
+            raise exc.located(path=self.path) from None
+        interval = self.header.beacon_interval
+        start = self.offset
+        if start + len(frame) + 7 > self.size_limit:
+            raise FileLimitError(
+                f"writing {len(frame)} more bytes would pass the size limit of {self.size_limit} bytes; "
+                "start a new file",
+                path=self.path,
+                offset=start,
+            )
+        self._account(stream_key, shard_id, seq, ts, payload, crc)
+        offset = start
+        chunks = []
+        pos = 0
+        total = len(frame)
+        while pos < total:
+            take = min(total - pos, interval - offset % interval)
+            chunks.append(frame[pos : pos + take] if take != total else frame)
+            pos += take
+            offset += take
+            if offset % interval == 0:
+                beacon = encode_beacon(total - pos, self._markers())
+                chunks.append(beacon)
+                offset += len(beacon)
+        self._pending.extend(chunks)
+        self._pending_count += 1
+        self.offset = offset
+        if self._pending_count >= self.flush_every:
+            self.flush()
+        return Written(stream_key, shard_id, seq, ts, start, offset)
+
+    def _markers(self) -> list[Marker]:
+        wanted = num_markers(self.header.beacon_interval)
+        if not self._streams or not wanted:
+            return []
+        ordered = sorted(self._streams, key=lambda ks: (ks[0].encode("ascii"), ks[1]))
+        n = len(ordered)
+        take = min(n, wanted)
+        first = self._beacon_count % n
+        markers = []
+        for j in range(take):
+            key, shard = ordered[(first + j) % n]
+            st = self._streams[(key, shard)]
+            markers.append(Marker(key, shard, st.seq, st.ts, st.running))
+        self._beacon_count += take
+        return markers
+
+    def flush(self) -> None:
+        """Hand every buffered byte to the OS (readers in other processes then see it)."""
+        if not self._pending:
+            return
+        data = b"".join(self._pending) if len(self._pending) > 1 else self._pending[0]
+        self._pending.clear()
+        self._pending_count = 0
+        view = memoryview(data)
+        while view:
+            n = os.write(self._fd, view)
+            view = view[n:]
+
+    def write_eos(self) -> Written:
+        """Append SeaStreamer's end-of-stream mark (key SEA_STREAMER_INTERNAL, seq 0, payload EOS)."""
+        return self.write(INTERNAL_KEY, EOS_PAYLOAD, seq=0, shard_id=0)
+
+    def close(self, *, eos: bool = False) -> None:
+        """Flush, optionally write EOS, and release the lock."""
+        if self._fd < 0:
+            return
+        try:
+            if eos:
+                self.write_eos()
+            self.flush()
+        finally:
+            os.close(self._fd)
+            self._fd = -1
+
+    @property
+    def closed(self) -> bool:
+        return self._fd < 0
+
+    def __enter__(self) -> StreamWriter:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _lock_holder(fd: int) -> int | None:
+    """The pid holding a flock on this file, from /proc/locks (Linux); None where unknown."""
+    try:
+        st = os.fstat(fd)
+        ident = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+        with open("/proc/locks") as f:
+            for line in f:
+                parts = line.split()
+                if len(parts) >= 6 and parts[1] == "FLOCK" and parts[5] == ident:
+                    return int(parts[4])
+    except (OSError, ValueError):
+        return None
+    return None

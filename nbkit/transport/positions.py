@@ -1,0 +1,69 @@
+"""Where a file subscription or reader starts: ``FilePosition`` (spec runtime §4.3)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+
+from nbkit.errors import TimestampRangeError
+from nbkit.wire.ssformat import MAX_TIMESTAMP_MS
+
+
+def to_epoch_ms(t: int | float | dt.datetime) -> int:
+    """Epoch milliseconds from an int/float of ms or an aware datetime (naive datetimes are refused)."""
+    if isinstance(t, dt.datetime):
+        if t.tzinfo is None:
+            raise ValueError(
+                f"naive datetime {t.isoformat()} is ambiguous; give it a timezone, e.g. tzinfo=datetime.UTC"
+            )
+        delta = t - dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+        ms = (delta.days * 86_400 + delta.seconds) * 1000 + delta.microseconds // 1000
+    elif isinstance(t, bool) or not isinstance(t, (int, float)):
+        raise TypeError(f"a timestamp is epoch milliseconds or an aware datetime, not {type(t).__name__}")
+    else:
+        ms = int(t)
+    if not 0 <= ms <= MAX_TIMESTAMP_MS:
+        raise TimestampRangeError(f"'{ms}' is not a valid timestamp: outside year 1970..9999")
+    return ms
+
+
+@dataclass(frozen=True, slots=True)
+class FilePosition:
+    """A start position in a stream file.
+
+    ``beginning()`` and ``end()`` (the tip), ``sequence(n)`` (message n of the subscription's key,
+    inclusive), ``timestamp(t)`` (first message strictly later than t) and ``beacon(n)`` (resync
+    at the n-th beacon, as upstream's ``rewind(At(n))``).
+    """
+
+    kind: str
+    value: int | None = None
+
+    @classmethod
+    def beginning(cls) -> FilePosition:
+        return cls("beginning")
+
+    @classmethod
+    def end(cls) -> FilePosition:
+        return cls("end")
+
+    @classmethod
+    def sequence(cls, n: int) -> FilePosition:
+        if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n < 1 << 64:
+            raise ValueError(f"a sequence position is an unsigned 64-bit integer, not {n!r}")
+        return cls("sequence", n)
+
+    @classmethod
+    def timestamp(cls, t: int | float | dt.datetime) -> FilePosition:
+        return cls("timestamp", to_epoch_ms(t))
+
+    @classmethod
+    def beacon(cls, n: int) -> FilePosition:
+        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+            raise ValueError(f"a beacon index is a non-negative integer, not {n!r}")
+        return cls("beacon", n)
+
+    def __repr__(self) -> str:
+        if self.value is None:
+            return f"FilePosition.{self.kind}()"
+        return f"FilePosition.{self.kind}({self.value})"

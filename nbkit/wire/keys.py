@@ -1,0 +1,45 @@
+"""Stream-key rules shared by the file and pipe formats: 1-249 ASCII characters of [A-Za-z0-9._-]."""
+
+from __future__ import annotations
+
+import re
+
+from nbkit.errors import StreamKeyError
+
+MAX_KEY_LEN = 249
+#: Key of the end-of-stream mark written by SeaStreamer (payload ``EOS``).
+INTERNAL_KEY = "SEA_STREAMER_INTERNAL"
+#: Reserved subscription key meaning "all streams"; never written to a file.
+WILDCARD_KEY = "SEA_STREAMER_WILDCARD"
+#: Key of the priming message a ruststream FileBroker writes into a fresh file.
+PRIMING_KEY = "ruststream-internal"
+#: Key a stdio line without a header is delivered under.
+BROADCAST_KEY = "broadcast"
+#: Keys that are bookkeeping, not user data; DataFrames leave them out unless asked.
+INTERNAL_KEYS = frozenset({INTERNAL_KEY, PRIMING_KEY})
+
+_KEY_RE = re.compile(r"[A-Za-z0-9._-]{1,249}")
+
+
+def is_valid_key(key: str) -> bool:
+    """True when ``key`` is a stream key both transports accept."""
+    return isinstance(key, str) and _KEY_RE.fullmatch(key) is not None
+
+
+def validate_key(key: str, *, what: str = "stream key") -> str:
+    """Return ``key`` unchanged, or raise StreamKeyError saying what is wrong with it and how to fix it."""
+    if not isinstance(key, str):
+        raise StreamKeyError(f"{what} must be a str, not {type(key).__name__}")
+    if not key:
+        raise StreamKeyError(f"{what} must be non-empty (1-{MAX_KEY_LEN} characters of [A-Za-z0-9._-])")
+    if len(key) > MAX_KEY_LEN:
+        raise StreamKeyError(
+            f"{what} {key[:20]!r}... is {len(key)} characters long; the limit is {MAX_KEY_LEN}"
+        )
+    if _KEY_RE.fullmatch(key) is None:
+        bad = sorted({c for c in key if not (c.isascii() and (c.isalnum() or c in "._-"))})
+        raise StreamKeyError(
+            f"{what} {key!r} has characters {''.join(bad)!r} outside [A-Za-z0-9._-]; "
+            "use letters, digits, '.', '_' or '-'"
+        )
+    return key
