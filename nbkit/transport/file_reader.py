@@ -25,6 +25,7 @@ from nbkit.errors import (
 )
 from nbkit.transport.positions import FilePosition
 from nbkit.wire.crc import crc16
+from nbkit.wire.keys import INTERNAL_KEY
 from nbkit.wire.ssformat import (
     EOS_PAYLOAD,
     HEADER_SIZE,
@@ -35,7 +36,6 @@ from nbkit.wire.ssformat import (
     decode_header,
     decode_key,
 )
-from nbkit.wire.keys import INTERNAL_KEY
 
 _HEAD = struct.Struct(">QQQI")
 _CRC = struct.Struct(">H")
@@ -191,10 +191,8 @@ class StreamReader:
                 return decode_beacon(self._buf, pos - self._base, pos)
             except TruncatedError:
                 avail = self._base + len(self._buf) - pos
-                if avail > want:  # the buffer already held more than we asked: the file ends here
-                    want = avail + 1
-                else:
-                    want = max(want * 2, avail + 1)
+                # asking for more than the buffer held tells "the file ends here" from "read more"
+                want = avail + 1 if avail > want else max(want * 2, avail + 1)
                 if want > self.interval:
                     raise _NeedMore from None
 

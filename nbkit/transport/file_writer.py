@@ -170,7 +170,9 @@ class StreamWriter:
         os.lseek(self._fd, self.offset, os.SEEK_SET)
 
     # -- writing ---------------------------------------------------------------------------------
-    def _account(self, key: str, shard: int, seq: int, ts: int, payload: bytes, crc: int | None = None) -> None:
+    def _account(
+        self, key: str, shard: int, seq: int, ts: int, payload: bytes, crc: int | None = None
+    ) -> None:
         state = self._streams.get((key, shard))
         if state is None:
             state = self._streams[(key, shard)] = _StreamState(seq, ts, CRC_INIT)

@@ -101,8 +101,11 @@ def encode_header(header: FileHeader) -> bytes:
             f"file name {header.file_name!r} is {len(name)} bytes; the header holds at most 111"
         )
     check_timestamp(header.created_at_ms)
-    head = MAGIC + bytes((VERSION, len(name))) + name + struct.pack(
-        ">QI", header.created_at_ms, header.beacon_interval
+    head = (
+        MAGIC
+        + bytes((VERSION, len(name)))
+        + name
+        + struct.pack(">QI", header.created_at_ms, header.beacon_interval)
     )
     return head + bytes(HEADER_SIZE - 1 - len(head)) + CR
 
@@ -165,7 +168,13 @@ def encode_frame(key: bytes, shard_id: int, seq: int, timestamp_ms: int, payload
     check_timestamp(timestamp_ms)
     crc = crc16(payload)
     return b"".join(
-        (bytes((len(key),)), key, _HEAD.pack(shard_id, seq, timestamp_ms, size), payload, _CRC_END.pack(crc, CR))
+        (
+            bytes((len(key),)),
+            key,
+            _HEAD.pack(shard_id, seq, timestamp_ms, size),
+            payload,
+            _CRC_END.pack(crc, CR),
+        )
     ), crc
 
 

@@ -1,0 +1,61 @@
+"""nbkit: the ruststream runtime on SeaStreamer stream files and pipes, in Python, for Jupyter."""
+
+from __future__ import annotations
+
+from nbkit.errors import (
+    AckError,
+    ChecksumError,
+    ConfigurationError,
+    FormatError,
+    LineParseError,
+    NbkitError,
+    RetryDestinationError,
+    SeekError,
+    StreamKeyError,
+    TruncatedError,
+    WriterLockedError,
+)
+from nbkit.runtime.app import App
+from nbkit.runtime.clock import RealClock, VirtualClock
+from nbkit.runtime.delivery import Delivery
+from nbkit.runtime.events import SettlementEvent
+from nbkit.runtime.file_broker import FileBroker
+from nbkit.runtime.outcome import HandlerOutcome
+from nbkit.runtime.position_store import PositionStore
+from nbkit.runtime.settle import Action
+from nbkit.runtime.stdio_broker import StdioBroker
+from nbkit.transport.file_reader import Message, ReadEnd, StreamReader
+from nbkit.transport.file_writer import StreamWriter
+from nbkit.transport.positions import FilePosition
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AckError",
+    "Action",
+    "App",
+    "ChecksumError",
+    "ConfigurationError",
+    "Delivery",
+    "FileBroker",
+    "FilePosition",
+    "FormatError",
+    "HandlerOutcome",
+    "LineParseError",
+    "Message",
+    "NbkitError",
+    "PositionStore",
+    "ReadEnd",
+    "RealClock",
+    "RetryDestinationError",
+    "SeekError",
+    "SettlementEvent",
+    "StdioBroker",
+    "StreamKeyError",
+    "StreamReader",
+    "StreamWriter",
+    "TruncatedError",
+    "VirtualClock",
+    "WriterLockedError",
+    "__version__",
+]

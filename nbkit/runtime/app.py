@@ -1,0 +1,466 @@
+"""The app: connects brokers, delivers messages to handlers, settles them and keeps delayed copies.
+
+One engine serves every way of driving it: ``run()`` (blocking, real clock, signals),
+``run_async()``, and step by step (``step``/``advance``) for tests and notebook sessions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import inspect
+import itertools
+import logging
+import select
+import signal
+import threading
+import time
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from nbkit.errors import AckError, ConfigurationError, NbkitError
+from nbkit.runtime import logs
+from nbkit.runtime.broker import NEED_MORE, Broker, Subscription
+from nbkit.runtime.clock import Clock, RealClock
+from nbkit.runtime.delivery import Delivery, retry_count
+from nbkit.runtime.events import SettlementEvent, events_frame
+from nbkit.runtime.outcome import HandlerOutcome, as_outcome
+from nbkit.runtime.settle import Action, decide
+from nbkit.wire.envelope import RETRY_COUNT_HEADER
+
+_IDLE_MIN = 0.001
+_IDLE_MAX = 0.1
+
+
+@dataclass(order=True, slots=True)
+class PendingCopy:
+    """A delayed retry copy held in this process until ``due`` (lost if the process dies first)."""
+
+    due: float
+    order: int
+    broker: Broker = field(compare=False)
+    destination: str = field(compare=False)
+    payload: bytes = field(compare=False, repr=False)
+    headers: dict = field(compare=False, repr=False)
+    event_index: int = field(compare=False)
+    subscription: str = field(compare=False)
+    attempt: int = field(compare=False)
+
+
+class App:
+    """Runs the handlers registered on one or more brokers.
+
+    ``shutdown_timeout`` bounds how long a graceful shutdown waits for delayed copies (None: wait
+    them all out, as upstream). ``clock`` defaults to the real clock; sessions pass a virtual one.
+
+    >>> app = App(broker)                            # doctest: +SKIP
+    >>> app.run()                                    # doctest: +SKIP
+    """
+
+    def __init__(self, *brokers: Broker, shutdown_timeout: float | None = None, clock: Clock | None = None):
+        if not brokers:
+            raise ConfigurationError(
+                "App needs at least one broker: App(FileBroker(path)) or App(StdioBroker())"
+            )
+        for b in brokers:
+            if not isinstance(b, Broker):
+                raise ConfigurationError(f"App takes brokers (FileBroker, StdioBroker), not {b!r}")
+        if shutdown_timeout is not None and shutdown_timeout < 0:
+            raise ConfigurationError(f"shutdown_timeout must be >= 0 seconds or None, not {shutdown_timeout}")
+        self.brokers = brokers
+        self.shutdown_timeout = shutdown_timeout
+        self.clock: Clock = clock or RealClock()
+        self.events: list[SettlementEvent] = []
+        self.subscriptions: list[Subscription] = []
+        self._pending: list[PendingCopy] = []
+        self._order = itertools.count()
+        self._rr = 0
+        self.started = False
+        self.stopped = False
+        self._stop_requested = False
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    # -- lifecycle -------------------------------------------------------------------------------
+    def start(self) -> None:
+        """Bind the clock, connect every broker and open the subscriptions (idempotent)."""
+        if self.started:
+            return
+        for b in self.brokers:
+            b.bind_clock(self.clock)
+        subs: list[Subscription] = []
+        for b in self.brokers:
+            subs.extend(b.connect())
+            for reg in b.registrations:
+                if not reg.declaration.declares_nothing:
+                    logs.emit(
+                        logs.RETRY,
+                        logging.INFO,
+                        logs.DECLARATION,
+                        subscription=reg.name,
+                        max_attempts=reg.declaration.max_attempts,
+                        dead_letter=reg.declaration.dead_letter,
+                        applied_by="runtime",
+                    )
+        self.subscriptions = subs
+        self.started = True
+
+    @property
+    def pending(self) -> list[PendingCopy]:
+        """Delayed copies not yet published, soonest first."""
+        return sorted(self._pending)
+
+    def events_frame(self):
+        """The settlement events as a pandas DataFrame (schema in :mod:`nbkit.runtime.events`)."""
+        return events_frame(self.events)
+
+    def all_ended(self) -> bool:
+        return all(s.ended for s in self.subscriptions)
+
+    def request_stop(self) -> None:
+        """Ask a running app to shut down gracefully (what SIGINT/SIGTERM do)."""
+        self._stop_requested = True
+
+    # -- one delivery ------------------------------------------------------------------------------
+    def next_delivery(self) -> tuple[Subscription, Delivery] | None:
+        """The next delivery from any subscription, round robin; None if none is ready now."""
+        subs = self.subscriptions
+        n = len(subs)
+        for i in range(n):
+            sub = subs[(self._rr + i) % n]
+            if sub.ended:
+                continue
+            item = sub.poll()
+            if item is None or item is NEED_MORE:
+                continue
+            self._rr = (self._rr + i + 1) % n
+            return sub, item  # type: ignore[return-value]
+        return None
+
+    def invoke(self, sub: Subscription, delivery: Delivery) -> Any:
+        """Call the handler; returns its result (maybe awaitable) or the exception it raised."""
+        try:
+            return sub.registration.handler(delivery)
+        except Exception as exc:  # a failing handler drops the delivery, like an Err from Rust
+            return exc
+
+    def settle(self, sub: Subscription, delivery: Delivery, result: Any) -> SettlementEvent:
+        """Apply the outcome (or the exception) to the delivery; record and return the event."""
+        error = None
+        if isinstance(result, BaseException):
+            logs.DISPATCH.error(
+                "%s subscription=%s",
+                logs.HANDLER_FAILED,
+                sub.name,
+                exc_info=(type(result), result, result.__traceback__),
+            )
+            outcome = HandlerOutcome.drop()
+            error = f"{type(result).__name__}: {result}"
+        else:
+            try:
+                outcome = as_outcome(result)
+            except TypeError as exc:
+                logs.DISPATCH.error("%s subscription=%s error=%s", logs.HANDLER_FAILED, sub.name, exc)
+                outcome, error = HandlerOutcome.drop(), f"TypeError: {exc}"
+        reg = sub.registration
+        broker = sub.broker
+        attempt = delivery.attempt
+        decision = decide(outcome.kind, outcome.delay, attempt, reg.declaration, broker.transport)
+        now = self.clock.now()
+        destination = None
+        if decision.destination == "retry":
+            destination = broker.retry_destination(reg)
+        elif decision.destination == "dead_letter":
+            destination = reg.declaration.dead_letter
+        event = SettlementEvent(
+            time=now,
+            transport=broker.transport,
+            subscription=reg.name,
+            stream_key=delivery.stream_key,
+            shard_id=delivery.shard_id,
+            seq=delivery.seq,
+            attempt=attempt,
+            outcome=outcome.kind,
+            action=decision.action.value,
+            delay=decision.delay,
+            destination=destination,
+            error=error,
+        )
+        action = decision.action
+        if action is Action.UNSUPPORTED:
+            self._unsupported(reg.name)
+        elif action is Action.REJECTED:
+            logs.emit(
+                logs.DISPATCH, logging.WARNING, logs.EXHAUSTED_REJECT, subscription=reg.name, attempt=attempt
+            )
+            self._unsupported(reg.name)
+        else:
+            if action is Action.DEAD_LETTER and decision.at_cap:
+                logs.emit(
+                    logs.DISPATCH,
+                    logging.WARNING,
+                    logs.EXHAUSTED_DLQ,
+                    subscription=reg.name,
+                    attempt=attempt,
+                    dead_letter=destination,
+                )
+            headers = dict(delivery.headers)
+            headers[RETRY_COUNT_HEADER] = str(retry_count(delivery.headers) + 1)
+            if action is Action.DELAYED_COPY:
+                event = replace(event, due=now + decision.delay)
+                heapq.heappush(
+                    self._pending,
+                    PendingCopy(
+                        now + decision.delay,
+                        next(self._order),
+                        broker,
+                        destination,
+                        delivery.payload,
+                        headers,
+                        len(self.events),
+                        reg.name,
+                        attempt,
+                    ),
+                )
+            else:
+                event = self._publish_copy(event, broker, reg.name, destination, delivery.payload, headers)
+        self.events.append(event)
+        if reg.checkpoint is not None:
+            reg.checkpoint.save(delivery.stream_key, delivery.seq + 1)
+        return event
+
+    def _unsupported(self, name: str) -> None:
+        logs.emit(
+            logs.DISPATCH, logging.WARNING, logs.ACK_FAILED, subscription=name, error=AckError("unsupported")
+        )
+
+    def _publish_copy(
+        self,
+        event: SettlementEvent,
+        broker: Broker,
+        name: str,
+        destination: str,
+        payload: bytes,
+        headers: dict,
+    ) -> SettlementEvent:
+        try:
+            published = broker.publish(destination, payload, headers)
+        except NbkitError as exc:
+            logs.emit(
+                logs.DISPATCH,
+                logging.WARNING,
+                logs.COPY_FAILED,
+                subscription=name,
+                destination=destination,
+                error=exc,
+            )
+            return replace(event, error=f"copy lost: {exc}")
+        return replace(event, written_at=published.time, copy_seq=published.seq)
+
+    def step(self) -> SettlementEvent | None:
+        """Publish due copies, then deliver and settle one message; None if none was ready."""
+        self.start()
+        self.fire_due()
+        got = self.next_delivery()
+        if got is None:
+            return None
+        sub, delivery = got
+        result = self.invoke(sub, delivery)
+        if inspect.isawaitable(result):
+            result = self._resolve(result)
+        return self.settle(sub, delivery, result)
+
+    def _resolve(self, awaitable: Any) -> Any:
+        """Run an async handler to completion from synchronous code (also inside Jupyter's loop)."""
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            if self._loop is None or self._loop.is_closed():
+                self._loop = asyncio.new_event_loop()
+            try:
+                return self._loop.run_until_complete(_capture(awaitable))
+            except Exception as exc:  # pragma: no cover - _capture returns exceptions
+                return exc
+        box: list[Any] = []
+        worker = threading.Thread(target=lambda: box.append(asyncio.run(_capture(awaitable))))
+        worker.start()
+        worker.join()
+        return box[0]
+
+    # -- delayed copies ----------------------------------------------------------------------------
+    def fire_due(self, until: float | None = None) -> int:
+        """Publish every delayed copy due by ``until`` (default: now), in due order."""
+        limit = self.clock.now() if until is None else until
+        fired = 0
+        while self._pending and self._pending[0].due <= limit:
+            copy = heapq.heappop(self._pending)
+            if getattr(self.clock, "virtual", False):
+                self.clock.set(copy.due)
+            self._fire(copy)
+            fired += 1
+        return fired
+
+    def _fire(self, copy: PendingCopy) -> None:
+        event = self.events[copy.event_index]
+        self.events[copy.event_index] = self._publish_copy(
+            event, copy.broker, copy.subscription, copy.destination, copy.payload, copy.headers
+        )
+
+    def next_due(self) -> float | None:
+        return self._pending[0].due if self._pending else None
+
+    def abandon_pending(self, *, log: bool = True) -> int:
+        """Give up every delayed copy (they are lost); returns how many."""
+        n = 0
+        while self._pending:
+            copy = heapq.heappop(self._pending)
+            if log:
+                logs.emit(
+                    logs.DISPATCH,
+                    logging.WARNING,
+                    logs.COPY_ABANDONED,
+                    subscription=copy.subscription,
+                    destination=copy.destination,
+                    attempt=copy.attempt,
+                )
+            self.events[copy.event_index] = replace(self.events[copy.event_index], abandoned=True)
+            n += 1
+        return n
+
+    # -- running -----------------------------------------------------------------------------------
+    def run(self) -> None:
+        """Run until every subscription has ended and no delayed copy is pending, or until
+        SIGINT/SIGTERM; then shut down gracefully (waiting for copies within ``shutdown_timeout``)."""
+        self.start()
+        restore = self._install_signals()
+        try:
+            idle = _IDLE_MIN
+            while not self._stop_requested:
+                if self.step() is not None:
+                    idle = _IDLE_MIN
+                    continue
+                if self.all_ended() and not self._pending:
+                    break
+                self._flush()
+                wait = idle
+                due = self.next_due()
+                if due is not None:
+                    wait = max(0.0, min(wait, due - self.clock.now()))
+                self._wait(wait)
+                idle = min(idle * 2, _IDLE_MAX)
+        finally:
+            restore()
+            self.shutdown()
+
+    async def run_async(self) -> None:
+        """The asyncio form of :meth:`run`: async handlers are awaited on the running loop."""
+        self.start()
+        try:
+            idle = _IDLE_MIN
+            while not self._stop_requested:
+                self.fire_due()
+                got = self.next_delivery()
+                if got is not None:
+                    sub, delivery = got
+                    result = self.invoke(sub, delivery)
+                    if inspect.isawaitable(result):
+                        result = await _capture(result)
+                    self.settle(sub, delivery, result)
+                    idle = _IDLE_MIN
+                    continue
+                if self.all_ended() and not self._pending:
+                    break
+                self._flush()
+                due = self.next_due()
+                wait = idle if due is None else max(0.0, min(idle, due - self.clock.now()))
+                await asyncio.sleep(wait)
+                idle = min(idle * 2, _IDLE_MAX)
+        finally:
+            self.shutdown()
+
+    def _wait(self, seconds: float) -> None:
+        if getattr(self.clock, "virtual", False):
+            due = self.next_due()
+            if due is not None:
+                self.clock.set(due)
+            return
+        fds = [fd for s in self.subscriptions if not s.ended and (fd := s.fileno()) is not None]
+        if fds:
+            select.select(fds, [], [], seconds)
+        elif seconds > 0:
+            time.sleep(seconds)
+
+    def _flush(self) -> None:
+        for b in self.brokers:
+            if not b.closed:
+                b.flush()
+
+    def _install_signals(self):
+        if threading.current_thread() is not threading.main_thread():
+            return lambda: None
+        previous = {}
+
+        def handler(signum, frame):
+            if self._stop_requested:  # a second signal: stop waiting for delayed copies
+                self.shutdown_timeout = 0
+            self._stop_requested = True
+
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            previous[sig] = signal.signal(sig, handler)
+
+        def restore() -> None:
+            for sig, old in previous.items():
+                signal.signal(sig, old)
+
+        return restore
+
+    def shutdown(self) -> None:
+        """Wait for delayed copies (up to ``shutdown_timeout``), abandon the rest, close the brokers."""
+        if self.stopped:
+            return
+        try:
+            if self.started:
+                deadline = None if self.shutdown_timeout is None else self.clock.now() + self.shutdown_timeout
+                while self._pending:
+                    due = self._pending[0].due
+                    if deadline is not None and due > deadline:
+                        self.abandon_pending()
+                        break
+                    if getattr(self.clock, "virtual", False):
+                        self.clock.set(due)
+                    else:
+                        self._flush()
+                        time.sleep(max(0.0, due - self.clock.now()))
+                    self.fire_due()
+        finally:
+            self.stopped = True
+            errors = []
+            for b in self.brokers:
+                try:
+                    b.shutdown()
+                except NbkitError as exc:
+                    errors.append(exc)
+            if self._loop is not None:
+                self._loop.close()
+            if errors:
+                raise errors[0]
+
+    def crash(self) -> int:
+        """Simulate the process dying: pending delayed copies are lost, nothing is flushed or closed
+        gracefully (no EOS). Returns how many copies were lost."""
+        lost = self.abandon_pending(log=False)
+        self.stopped = True
+        for b in self.brokers:
+            for s in getattr(b, "subscriptions", []):
+                s.close()
+            writer = getattr(b, "_writer", None)
+            if writer is not None:
+                writer.close()
+            b.closed = True
+        return lost
+
+
+async def _capture(awaitable: Any) -> Any:
+    try:
+        return await awaitable
+    except Exception as exc:
+        return exc

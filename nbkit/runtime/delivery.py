@@ -1,0 +1,123 @@
+"""One delivery to a handler: the message, its headers, where it came from and which attempt it is."""
+
+from __future__ import annotations
+
+import datetime as dt
+import html
+import json as _json
+from dataclasses import dataclass, field
+from typing import Any
+
+from nbkit.errors import AckError
+from nbkit.transport.positions import FilePosition
+from nbkit.wire.envelope import RETRY_COUNT_HEADER
+
+_MAX_U64 = (1 << 64) - 1
+
+
+def retry_count(headers: dict[str, Any]) -> int:
+    """The ``x-ruststream-retry-count`` value, 0 when absent or not a u64 (spec §1.5)."""
+    raw = headers.get(RETRY_COUNT_HEADER)
+    if raw is None:
+        return 0
+    if isinstance(raw, bytes):
+        try:
+            raw = raw.decode("ascii")
+        except UnicodeDecodeError:
+            return 0
+    text = raw.lstrip("+") if raw.startswith("+") and raw[1:2].isdigit() else raw
+    if not text.isascii() or not text.isdigit():
+        return 0
+    value = int(text)
+    return value if value <= _MAX_U64 else 0
+
+
+@dataclass(eq=False, slots=True)
+class Delivery:
+    """What a handler receives. ``attempt`` is 1 for the first delivery, ``retry count + 1`` after.
+
+    ``ack()`` and ``nack()`` exist for parity with ruststream; on file and pipe they raise
+    ``AckError`` (kind ``unsupported``) because neither transport can acknowledge anything.
+    """
+
+    payload: bytes
+    headers: dict[str, Any]
+    stream_key: str
+    shard_id: int
+    seq: int
+    timestamp_ms: int
+    transport: str
+    subscription: str
+    offset: int | None = None
+    line: int | None = None
+    _cache: dict = field(default_factory=dict, repr=False)
+
+    @property
+    def timestamp(self) -> dt.datetime:
+        """The message's timestamp as an aware UTC datetime."""
+        return dt.datetime.fromtimestamp(self.timestamp_ms / 1000, dt.UTC)
+
+    @property
+    def retry_count(self) -> int:
+        return retry_count(self.headers)
+
+    @property
+    def attempt(self) -> int:
+        return retry_count(self.headers) + 1
+
+    @property
+    def position(self) -> FilePosition | None:
+        """``FilePosition.sequence(seq)`` on a file (seek to it to get this message again); None on a pipe."""
+        return FilePosition.sequence(self.seq) if self.transport == "file" else None
+
+    @property
+    def text(self) -> str:
+        """The payload decoded as UTF-8 (raises UnicodeDecodeError for binary payloads)."""
+        return self.payload.decode("utf-8")
+
+    def json(self) -> Any:
+        """The payload parsed as JSON."""
+        if "json" not in self._cache:
+            self._cache["json"] = _json.loads(self.payload)
+        return self._cache["json"]
+
+    def ack(self) -> None:
+        """Always raises ``AckError('unsupported')``: file and pipe transports cannot acknowledge."""
+        raise AckError("unsupported")
+
+    def nack(self, requeue: bool = False) -> None:
+        """Always raises ``AckError('unsupported')``: file and pipe transports cannot requeue."""
+        raise AckError("unsupported")
+
+    def preview(self, width: int = 60) -> str:
+        """A one-line preview of the payload for tables and widgets."""
+        try:
+            text = self.payload.decode("utf-8")
+        except UnicodeDecodeError:
+            return f"<{len(self.payload)} binary bytes>"
+        text = text.replace("\n", "\\n")
+        return text if len(text) <= width else text[: width - 1] + "…"
+
+    def __repr__(self) -> str:
+        return (
+            f"Delivery({self.transport} {self.stream_key!r} seq={self.seq} attempt={self.attempt} "
+            f"payload={self.preview(40)!r})"
+        )
+
+    def _repr_html_(self) -> str:
+        rows = [
+            ("subscription", self.subscription),
+            ("transport", self.transport),
+            ("stream key", self.stream_key),
+            ("sequence", self.seq),
+            ("attempt", self.attempt),
+            ("timestamp", self.timestamp.isoformat().replace("+00:00", "Z")),
+            ("headers", ", ".join(f"{k}: {v}" for k, v in self.headers.items()) or "(none)"),
+            ("payload", self.preview(80)),
+        ]
+        body = "".join(
+            f"<tr><th style='text-align:left'>{html.escape(str(k))}</th>"
+            f"<td style='text-align:left'>{html.escape(str(v))}</td></tr>"
+            for k, v in rows
+        )
+        return f"<table class='nbkit-delivery'><caption>Delivery</caption>{body}</table>"

@@ -1,0 +1,145 @@
+"""One record per settlement: the runtime emits it, DataFrames hold it, plots and widgets read it.
+
+Schema (also the column order of :func:`events_frame`):
+
+==============  ==========================  =================================================
+column          dtype                       meaning
+==============  ==========================  =================================================
+time            datetime64[ms, UTC]         clock time of the settlement
+transport       category (file, pipe)       where the delivery came from
+subscription    category                    the registration's name
+stream_key      category                    the delivery's stream key
+shard_id        Int64                       its shard
+seq             Int64                       its sequence number
+attempt         Int64                       1 for the first delivery, retry count + 1 after
+outcome         category                    ack, drop, retry, retry_after (an exception drops)
+action          category                    unsupported, copy, delayed-copy, dead-letter, rejected
+delay           Float64                     seconds until the copy (retry paths), else <NA>
+destination     category                    key the copy goes to, else <NA>
+due             datetime64[ms, UTC]         when the copy is due, else NaT
+written_at      datetime64[ms, UTC]         when the copy was written, else NaT
+copy_seq        Int64                       the copy's sequence number in its destination
+abandoned       bool                        the delayed copy was lost (shutdown timeout)
+error           string                      the handler's exception, if it raised
+==============  ==========================  =================================================
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import html
+from dataclasses import dataclass, fields
+
+EVENT_COLUMNS = (
+    "time",
+    "transport",
+    "subscription",
+    "stream_key",
+    "shard_id",
+    "seq",
+    "attempt",
+    "outcome",
+    "action",
+    "delay",
+    "destination",
+    "due",
+    "written_at",
+    "copy_seq",
+    "abandoned",
+    "error",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class SettlementEvent:
+    """What happened to one delivery; times are epoch seconds on the app's clock."""
+
+    time: float
+    transport: str
+    subscription: str
+    stream_key: str
+    shard_id: int
+    seq: int
+    attempt: int
+    outcome: str
+    action: str
+    delay: float | None = None
+    destination: str | None = None
+    due: float | None = None
+    written_at: float | None = None
+    copy_seq: int | None = None
+    abandoned: bool = False
+    error: str | None = None
+
+    def describe(self) -> str:
+        """One sentence: what the runtime did."""
+        what = {
+            "unsupported": "acknowledgement unsupported (logged); nothing written",
+            "copy": f"copy written to {self.destination!r} at once",
+            "delayed-copy": f"copy to {self.destination!r} due in {self.delay:g} s",
+            "dead-letter": f"copy written to dead-letter key {self.destination!r}",
+            "rejected": "attempts exhausted, no dead-letter key: rejected, nothing written",
+        }[self.action]
+        if self.action == "delayed-copy" and self.written_at is not None:
+            what = f"copy to {self.destination!r} written after {self.delay:g} s"
+        if self.abandoned:
+            what = f"delayed copy to {self.destination!r} abandoned at shutdown (lost)"
+        return (
+            f"{self.transport} {self.stream_key} #{self.seq} attempt {self.attempt}: {self.outcome} -> {what}"
+        )
+
+    def _repr_html_(self) -> str:
+        rows = "".join(
+            f"<tr><th style='text-align:left'>{f.name}</th>"
+            f"<td style='text-align:left'>{html.escape(_show(getattr(self, f.name)))}</td></tr>"
+            for f in fields(self)
+            if f.name in ("transport", "stream_key", "seq", "attempt", "outcome", "action")
+            or getattr(self, f.name) not in (None, False)
+        )
+        return f"<table class='nbkit-event'><caption>{html.escape(self.describe())}</caption>{rows}</table>"
+
+
+def _show(value: object) -> str:
+    if isinstance(value, float) and value > 1e8:
+        return (
+            dt.datetime.fromtimestamp(value, dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+        )
+    return str(value)
+
+
+def events_frame(events: list[SettlementEvent]):
+    """The events as a pandas DataFrame with the documented schema (one row per settlement)."""
+    import pandas as pd
+
+    cols = {name: [getattr(e, name) for e in events] for name in EVENT_COLUMNS}
+    frame = pd.DataFrame(
+        {
+            "time": _times(cols["time"]),
+            "transport": pd.Categorical(cols["transport"], categories=["file", "pipe"]),
+            "subscription": pd.Series(cols["subscription"], dtype="category"),
+            "stream_key": pd.Series(cols["stream_key"], dtype="category"),
+            "shard_id": pd.array(cols["shard_id"], dtype="Int64"),
+            "seq": pd.array(cols["seq"], dtype="Int64"),
+            "attempt": pd.array(cols["attempt"], dtype="Int64"),
+            "outcome": pd.Categorical(cols["outcome"], categories=["ack", "drop", "retry", "retry_after"]),
+            "action": pd.Categorical(
+                cols["action"], categories=["unsupported", "copy", "delayed-copy", "dead-letter", "rejected"]
+            ),
+            "delay": pd.array(cols["delay"], dtype="Float64"),
+            "destination": pd.Series(cols["destination"], dtype="category"),
+            "due": _times(cols["due"]),
+            "written_at": _times(cols["written_at"]),
+            "copy_seq": pd.array(cols["copy_seq"], dtype="Int64"),
+            "abandoned": pd.array(cols["abandoned"], dtype="bool"),
+            "error": pd.array(cols["error"], dtype="string"),
+        },
+        columns=list(EVENT_COLUMNS),
+    )
+    return frame
+
+
+def _times(values: list[float | None]):
+    import pandas as pd
+
+    ms = [None if v is None else round(v * 1000) for v in values]
+    return pd.to_datetime(pd.array(ms, dtype="Int64"), unit="ms", utc=True).astype("datetime64[ms, UTC]")

@@ -1,0 +1,197 @@
+"""The file transport: subscriptions read a ``.ss`` file, copies and publishes append to it."""
+
+from __future__ import annotations
+
+import logging
+import os
+
+from nbkit.errors import ConfigurationError, FormatError, NbkitError, SeekError
+from nbkit.runtime import logs
+from nbkit.runtime.broker import NEED_MORE, Broker, Published, Subscription, as_payload
+from nbkit.runtime.delivery import Delivery
+from nbkit.runtime.registration import Registration
+from nbkit.transport import file_reader
+from nbkit.transport.file_reader import StreamReader
+from nbkit.transport.file_writer import StreamWriter
+from nbkit.transport.positions import FilePosition
+from nbkit.wire import envelope
+from nbkit.wire.keys import PRIMING_KEY, validate_key
+from nbkit.wire.ssformat import DEFAULT_BEACON_INTERVAL, HEADER_SIZE, check_write_interval
+
+
+class FileSubscription(Subscription):
+    """Deliveries of one stream key: a live tail (``replay=False``) or a replay that ends."""
+
+    def __init__(self, broker: FileBroker, registration: Registration) -> None:
+        super().__init__(broker, registration)
+        self.reader = StreamReader(broker.path, follow=not registration.replay)
+        start = registration.start_at
+        if start is None:
+            start = FilePosition.beginning() if registration.replay else FilePosition.end()
+        try:
+            self.reader.seek(start, key=registration.key)
+        except SeekError as exc:
+            if registration.replay:
+                # upstream: a refused seek leaves a replay where it was (the beginning)
+                logs.emit(logs.SUBSCRIBER, logging.WARNING, "seek refused", subscription=self.name, error=exc)
+                self.reader.seek(FilePosition.beginning())
+            else:
+                # upstream: a refused seek ends a live subscription
+                logs.emit(logs.SUBSCRIBER, logging.ERROR, "seek refused", subscription=self.name, error=exc)
+                self._finish("seek refused")
+
+    def poll(self) -> Delivery | object | None:
+        if self.ended:
+            return None
+        key = self.registration.key
+        while True:
+            try:
+                msg = self.reader.poll()
+            except FormatError:
+                self._finish("error")
+                raise
+            if msg is file_reader.NEED_MORE:
+                return NEED_MORE
+            if msg is None:
+                self._finish(self.reader.end.reason if self.reader.end else "end")
+                return None
+            if msg.stream_key != key:
+                if msg.is_eos:
+                    self._finish("eos")
+                    return None
+                continue
+            headers, payload = envelope.decode(msg.payload)
+            headers[envelope.SEQUENCE_HEADER] = str(msg.seq)
+            return Delivery(
+                payload=payload,
+                headers=headers,
+                stream_key=msg.stream_key,
+                shard_id=msg.shard_id,
+                seq=msg.seq,
+                timestamp_ms=msg.timestamp_ms,
+                transport="file",
+                subscription=self.name,
+                offset=msg.offset,
+            )
+
+    def seek(self, position: FilePosition) -> None:
+        """Move this subscription; on refusal a live subscription ends and a replay stays put."""
+        self.ended = False
+        try:
+            self.reader.seek(position, key=self.registration.key)
+        except SeekError:
+            if not self.registration.replay:
+                self._finish("seek refused")
+            raise
+
+    def _finish(self, reason: str) -> None:
+        if not self.ended:
+            self.ended = True
+            self.end_reason = reason
+            logs.emit(logs.SUBSCRIBER, logging.DEBUG, logs.STREAM_ENDED, subscriber=self.name, reason=reason)
+
+    def close(self) -> None:
+        self.ended = True
+        self.reader.close()
+
+
+class FileBroker(Broker):
+    """A broker over one stream file: subscriptions read it, publishes and retry copies append to it.
+
+    >>> broker = FileBroker("orders.ss")            # doctest: +SKIP
+    >>> @broker.subscriber("orders", replay=True, max_attempts=3, dead_letter="orders.dead")
+    ... def handle(d): return HandlerOutcome.retry_after(5)
+    """
+
+    transport = "file"
+
+    def __init__(
+        self,
+        path: str | os.PathLike,
+        *,
+        beacon_interval: int = DEFAULT_BEACON_INTERVAL,
+        end_with_eos: bool = False,
+        existing_only: bool = False,
+    ) -> None:
+        super().__init__()
+        self.path = os.fspath(path)
+        try:
+            self.beacon_interval = check_write_interval(beacon_interval)
+        except FormatError as exc:
+            raise ConfigurationError(f"invalid descriptor: {exc.detail}") from None
+        self.end_with_eos = end_with_eos
+        self.existing_only = existing_only
+        self._writer: StreamWriter | None = None
+        self.subscriptions: list[FileSubscription] = []
+
+    def __repr__(self) -> str:
+        return f"FileBroker({self.path!r})"
+
+    def _check_registration(self, registration: Registration) -> None:
+        if registration.out_retry is not None and registration.out_retry != registration.key:
+            raise ConfigurationError(
+                f"subscription `{registration.name}`: on a stream file retry copies are appended under the "
+                f"subscription's own key {registration.key!r}; out_retry={registration.out_retry!r} "
+                "is not supported on FileBroker (drop the option)"
+            )
+
+    @property
+    def writer(self) -> StreamWriter:
+        """The file's writer, opened (and locked) on first use."""
+        self._check_open()
+        if self._writer is None:
+            self._writer = StreamWriter(
+                self.path,
+                beacon_interval=self.beacon_interval,
+                clock_ms=lambda: int(round(self.clock.now() * 1000)),
+                existing_only=self.existing_only,
+            )
+        return self._writer
+
+    def connect(self) -> list[Subscription]:
+        """Create or open the file, write the priming message to a fresh file, open subscriptions."""
+        self._check_open()
+        if self.connected:
+            return list(self.subscriptions)
+        exists = os.path.exists(self.path)
+        if not exists and self.existing_only:
+            raise NbkitError(f"stream connect error on '{self.path}': no such file (existing_only is set)")
+        if os.path.isdir(self.path):
+            raise NbkitError(f"stream connect error on '{self.path}': is a directory, not a stream file")
+        if not exists or os.path.getsize(self.path) <= HEADER_SIZE:
+            # upstream primes a fresh file so a live consumer can open on it
+            self.writer.write(PRIMING_KEY, b"1")
+        self.connected = True
+        self.subscriptions = [FileSubscription(self, r) for r in self.registrations]
+        return list(self.subscriptions)
+
+    def publish(
+        self,
+        key: str,
+        payload: bytes | str,
+        headers: dict | None = None,
+        *,
+        timestamp_ms: int | None = None,
+    ) -> Published:
+        """Append one message under ``key`` (headers go in the rs1/rs2 envelope) and flush it."""
+        validate_key(key)
+        data = envelope.encode(headers or {}, as_payload(payload), force_text=False)
+        written = self.writer.write(key, data, timestamp_ms=timestamp_ms)
+        return Published(key, written.seq, written.timestamp_ms / 1000)
+
+    def retry_destination(self, registration: Registration) -> str:
+        return registration.key
+
+    def shutdown(self) -> None:
+        """Close subscriptions; write the end-of-stream mark if ``end_with_eos``; release the file."""
+        if self.closed:
+            return
+        for sub in self.subscriptions:
+            sub.close()
+        try:
+            if self.end_with_eos:
+                self.writer.write_eos()
+        finally:
+            if self._writer is not None:
+                self._writer.close()
+            self.closed = True

@@ -1,0 +1,81 @@
+"""What a handler returns: ``HandlerOutcome.ack()``, ``.drop()``, ``.retry()`` or ``.retry_after(d)``."""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+
+
+def to_seconds(delay: float | int | dt.timedelta) -> float:
+    """A non-negative delay in seconds from a number of seconds or a timedelta."""
+    if isinstance(delay, dt.timedelta):
+        seconds = delay.total_seconds()
+    elif isinstance(delay, bool) or not isinstance(delay, (int, float)):
+        raise TypeError(f"a delay is seconds (int/float) or a timedelta, not {type(delay).__name__}")
+    else:
+        seconds = float(delay)
+    if not seconds >= 0:
+        raise ValueError(f"a delay must be zero or positive, not {delay!r}")
+    return seconds
+
+
+@dataclass(frozen=True, slots=True)
+class HandlerOutcome:
+    """How a handler settles a delivery; ``kind`` is ``ack``, ``drop``, ``retry`` or ``retry_after``."""
+
+    kind: str
+    delay: float | None = None
+
+    @classmethod
+    def ack(cls) -> HandlerOutcome:
+        """Done with the message (on file and pipe: acknowledgement is unsupported and logged)."""
+        return _ACK
+
+    @classmethod
+    def drop(cls) -> HandlerOutcome:
+        """Give the message up (``nack(requeue=False)``); never goes to the dead-letter key."""
+        return _DROP
+
+    @classmethod
+    def retry(cls) -> HandlerOutcome:
+        """Requeue now: unsupported without a declaration, else a copy published at once."""
+        return _RETRY
+
+    @classmethod
+    def retry_after(cls, delay: float | int | dt.timedelta) -> HandlerOutcome:
+        """Drop the delivery and publish a copy after ``delay`` (seconds or timedelta)."""
+        return cls("retry_after", to_seconds(delay))
+
+    @property
+    def is_ack(self) -> bool:
+        return self.kind == "ack"
+
+    @property
+    def is_drop(self) -> bool:
+        return self.kind == "drop"
+
+    @property
+    def is_retry(self) -> bool:
+        return self.kind in ("retry", "retry_after")
+
+    def __repr__(self) -> str:
+        if self.kind == "retry_after":
+            return f"HandlerOutcome.retry_after({self.delay:g})"
+        return f"HandlerOutcome.{self.kind}()"
+
+
+_ACK = HandlerOutcome("ack")
+_DROP = HandlerOutcome("drop")
+_RETRY = HandlerOutcome("retry")
+
+
+def as_outcome(result: object) -> HandlerOutcome:
+    """Map a handler's return value to an outcome: ``None`` acks, a HandlerOutcome is itself."""
+    if result is None:
+        return _ACK
+    if isinstance(result, HandlerOutcome):
+        return result
+    raise TypeError(
+        f"a handler returns None or a HandlerOutcome, not {type(result).__name__}; "
+        "publish results with broker.publish(...) instead"
+    )

@@ -1,0 +1,76 @@
+"""The settlement rule as one pure function: (outcome, attempt, declaration, transport) -> Decision.
+
+It reads like runtime-semantics §1.2 and §1.5; all I/O (logging, publishing copies) happens around it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class Action(StrEnum):
+    """What the runtime does with a settled delivery."""
+
+    UNSUPPORTED = "unsupported"  # ack/nack returned AckError unsupported; logged, nothing else
+    COPY = "copy"  # a retry copy published now to the retry destination
+    DELAYED_COPY = "delayed-copy"  # a retry copy published after the delay
+    DEAD_LETTER = "dead-letter"  # a copy published now to the dead-letter key
+    REJECTED = "rejected"  # cap reached, no dead-letter key: nothing written
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True, slots=True)
+class Declaration:
+    """A retry declaration: ``max_attempts`` (counting the first delivery) and a dead-letter key."""
+
+    max_attempts: int | None = None
+    dead_letter: str | None = None
+
+    @property
+    def declares_nothing(self) -> bool:
+        return self.max_attempts is None and self.dead_letter is None
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """The action, the delay before a copy (seconds), which destination, and the call that was unsupported."""
+
+    action: Action
+    delay: float | None = None
+    destination: str | None = None  # "retry" or "dead_letter" (resolved to a key by the caller)
+    unsupported_call: str | None = None  # "ack", "nack(requeue=false)", "nack(requeue=true)"
+    at_cap: bool = False
+
+
+def decide(kind: str, delay: float | None, attempt: int, decl: Declaration, transport: str) -> Decision:
+    """Decide what settling a delivery does on the file or pipe transport.
+
+    ``kind`` is the outcome (ack, drop, retry, retry_after); ``attempt`` counts from 1.
+    ``transport`` is ``"file"`` or ``"pipe"``: both lack acknowledgement, so they decide alike
+    here; the caller resolves the "retry" destination (the stream key on a file, ``out_retry`` on a pipe).
+    """
+    if transport not in ("file", "pipe"):
+        raise ValueError(f"transport must be 'file' or 'pipe', not {transport!r}")
+    if kind == "ack":
+        return Decision(Action.UNSUPPORTED, unsupported_call="ack")
+    if kind == "drop":
+        return Decision(Action.UNSUPPORTED, unsupported_call="nack(requeue=false)")
+    if kind == "retry":
+        if decl.declares_nothing:
+            return Decision(Action.UNSUPPORTED, unsupported_call="nack(requeue=true)")
+        delay = 0.0
+    elif kind != "retry_after":
+        raise ValueError(f"unknown outcome {kind!r}")
+    assert delay is not None
+    if decl.max_attempts is not None and attempt >= decl.max_attempts:
+        if decl.dead_letter is not None:
+            return Decision(Action.DEAD_LETTER, 0.0, "dead_letter", at_cap=True)
+        return Decision(Action.REJECTED, unsupported_call="nack(requeue=false)", at_cap=True)
+    if decl.max_attempts is None and decl.dead_letter is not None:
+        return Decision(Action.DEAD_LETTER, 0.0, "dead_letter")
+    if delay == 0:
+        return Decision(Action.COPY, 0.0, "retry")
+    return Decision(Action.DELAYED_COPY, delay, "retry")

@@ -1,0 +1,141 @@
+"""A one-pass summary of a ``.ss`` stream file: header, streams, beacons, EOS and how the data ends.
+
+Built on :class:`~nbkit.transport.file_reader.StreamReader` only (replay, ``errors="stop"``), so a
+damaged or truncated file still gets a summary of its good part instead of an exception.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from nbkit.transport.file_reader import ReadEnd, StreamReader
+from nbkit.wire.ssformat import FileHeader
+
+__all__ = ["FileSummary", "StreamSummary", "summarize", "iso_utc"]
+
+
+def iso_utc(ms: int) -> str:
+    """ISO 8601 UTC text with exactly 3 millisecond digits and a ``Z``, e.g. ``2023-09-15T08:39:37.437Z``."""
+    t = dt.datetime(1970, 1, 1, tzinfo=dt.UTC) + dt.timedelta(milliseconds=ms)
+    return t.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"
+
+
+@dataclass(frozen=True, slots=True)
+class StreamSummary:
+    """Messages of one (stream key, shard): how many, and the first/last seq and timestamp in file order."""
+
+    stream_key: str
+    shard_id: int
+    count: int
+    first_seq: int
+    last_seq: int
+    first_timestamp_ms: int
+    last_timestamp_ms: int
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-ready form (timestamps also as ISO UTC text)."""
+        return {
+            "stream_key": self.stream_key,
+            "shard_id": self.shard_id,
+            "count": self.count,
+            "first_seq": self.first_seq,
+            "last_seq": self.last_seq,
+            "first_timestamp_ms": self.first_timestamp_ms,
+            "last_timestamp_ms": self.last_timestamp_ms,
+            "first_timestamp": iso_utc(self.first_timestamp_ms),
+            "last_timestamp": iso_utc(self.last_timestamp_ms),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class FileSummary:
+    """What ``nbkit info`` shows: header, size, streams (in order of first appearance), beacons, end.
+
+    ``beacon_count`` counts the boundaries ``k*I`` (k >= 1) that lie inside the file (``k*I < size``),
+    i.e. the beacons a complete writer put there; ``end`` is the reader's verdict on how the data ends.
+    """
+
+    path: str
+    header: FileHeader
+    size: int
+    streams: tuple[StreamSummary, ...]
+    message_count: int
+    beacon_count: int
+    has_eos: bool
+    eos_offset: int | None
+    end: ReadEnd
+
+    def stream(self, stream_key: str, shard_id: int = 0) -> StreamSummary | None:
+        """The summary of one stream, or None when the file holds none of its messages."""
+        for s in self.streams:
+            if s.stream_key == stream_key and s.shard_id == shard_id:
+                return s
+        return None
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-ready form, used by ``nbkit info --json``."""
+        end = self.end
+        return {
+            "path": self.path,
+            "header": {
+                "file_name": self.header.file_name,
+                "created_at_ms": self.header.created_at_ms,
+                "created_at": iso_utc(self.header.created_at_ms),
+                "beacon_interval": self.header.beacon_interval,
+            },
+            "size": self.size,
+            "message_count": self.message_count,
+            "streams": [s.to_dict() for s in self.streams],
+            "beacon_count": self.beacon_count,
+            "has_eos": self.has_eos,
+            "eos_offset": self.eos_offset,
+            "end": {
+                "reason": end.reason,
+                "offset": end.offset,
+                "trailing_bytes": end.trailing_bytes,
+                "error": None if end.error is None else str(end.error),
+                "description": end.describe(),
+            },
+        }
+
+
+def summarize(path: str | os.PathLike) -> FileSummary:
+    """Read the whole file once and summarize it; header problems raise (an NbkitError), damage later
+    in the file ends the summary early with ``end.reason == "error"``."""
+    with StreamReader(path, errors="stop") as reader:
+        # stats per stream: [count, first_seq, last_seq, first_ts, last_ts]
+        stats: dict[tuple[str, int], list[int]] = {}
+        count = 0
+        eos_offset = None
+        for msg in reader:
+            count += 1
+            key = (msg.stream_key, msg.shard_id)
+            st = stats.get(key)
+            if st is None:
+                stats[key] = [1, msg.seq, msg.seq, msg.timestamp_ms, msg.timestamp_ms]
+            else:
+                st[0] += 1
+                st[2] = msg.seq
+                st[4] = msg.timestamp_ms
+            if msg.is_eos:
+                eos_offset = msg.offset
+        end = reader.end
+        size = reader.size()
+        header = reader.header
+    assert end is not None  # a replay read always records why it ended
+    interval = header.beacon_interval
+    streams = tuple(StreamSummary(k, s, *st) for (k, s), st in stats.items())
+    return FileSummary(
+        path=os.fspath(path),
+        header=header,
+        size=size,
+        streams=streams,
+        message_count=count,
+        beacon_count=max(0, (size - 1) // interval),
+        has_eos=eos_offset is not None,
+        eos_offset=eos_offset,
+        end=end,
+    )
