@@ -131,8 +131,20 @@ def multi_stream_messages(n: int = 300, *, seed: int = 7) -> list[Msg]:
 
 
 @pytest.fixture(scope="session")
+def make_messages() -> Callable[..., list[Msg]]:
+    """The deterministic multi-stream workload generator (see :func:`multi_stream_messages`)."""
+    return multi_stream_messages
+
+
+@pytest.fixture(scope="session")
 def multi_messages() -> list[Msg]:
     return multi_stream_messages()
+
+
+@pytest.fixture(scope="session")
+def repo_root() -> Path:
+    """The project root (for ``PYTHONPATH`` of subprocesses: nbkit is not pip-installed)."""
+    return ROOT
 
 
 @pytest.fixture(scope="session")

@@ -79,6 +79,7 @@ class App:
         self.stopped = False
         self._stop_requested = False
         self._loop: asyncio.AbstractEventLoop | None = None
+        self.last_delivery: Delivery | None = None
 
     # -- lifecycle -------------------------------------------------------------------------------
     def start(self) -> None:
@@ -264,6 +265,7 @@ class App:
         if got is None:
             return None
         sub, delivery = got
+        self.last_delivery = delivery
         result = self.invoke(sub, delivery)
         if inspect.isawaitable(result):
             result = self._resolve(result)
@@ -287,16 +289,17 @@ class App:
         return box[0]
 
     # -- delayed copies ----------------------------------------------------------------------------
-    def fire_due(self, until: float | None = None) -> int:
-        """Publish every delayed copy due by ``until`` (default: now), in due order."""
+    def fire_due(self, until: float | None = None) -> list[SettlementEvent]:
+        """Publish every delayed copy due by ``until`` (default: now), in due order; returns their
+        (updated) settlement events."""
         limit = self.clock.now() if until is None else until
-        fired = 0
+        fired = []
         while self._pending and self._pending[0].due <= limit:
             copy = heapq.heappop(self._pending)
             if getattr(self.clock, "virtual", False):
                 self.clock.set(copy.due)
             self._fire(copy)
-            fired += 1
+            fired.append(self.events[copy.event_index])
         return fired
 
     def _fire(self, copy: PendingCopy) -> None:
@@ -450,12 +453,7 @@ class App:
         lost = self.abandon_pending(log=False)
         self.stopped = True
         for b in self.brokers:
-            for s in getattr(b, "subscriptions", []):
-                s.close()
-            writer = getattr(b, "_writer", None)
-            if writer is not None:
-                writer.close()
-            b.closed = True
+            b.abort()
         return lost
 
 

@@ -142,6 +142,18 @@ class Broker(ABC):
     def shutdown(self) -> None:
         """Flush and close; the broker cannot publish afterwards."""
 
+    def reset(self) -> None:
+        """Back to the configured, unconnected state, so a fresh App can connect it again."""
+        self.abort()
+        self.connected = False
+        self.closed = False
+
+    def abort(self) -> None:
+        """Stop as a killed process would: close everything, flush nothing more, write no EOS."""
+        for sub in getattr(self, "subscriptions", []):
+            sub.close()
+        self.closed = True
+
 
 def as_payload(payload: bytes | bytearray | memoryview | str) -> bytes:
     """Bytes from bytes-like or str (UTF-8) payloads."""

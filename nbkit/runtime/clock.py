@@ -56,6 +56,10 @@ class VirtualClock:
         self._now += seconds
         return self._now
 
+    def reset(self) -> None:
+        """Go back to the start time (a Session's reset)."""
+        self._now = self.start
+
     def set(self, t: float) -> None:
         """Move forward to ``t`` (never backwards)."""
         if t > self._now:

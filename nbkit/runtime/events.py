@@ -73,15 +73,21 @@ class SettlementEvent:
 
     def describe(self) -> str:
         """One sentence: what the runtime did."""
-        what = {
-            "unsupported": "acknowledgement unsupported (logged); nothing written",
-            "copy": f"copy written to {self.destination!r} at once",
-            "delayed-copy": f"copy to {self.destination!r} due in {self.delay:g} s",
-            "dead-letter": f"copy written to dead-letter key {self.destination!r}",
-            "rejected": "attempts exhausted, no dead-letter key: rejected, nothing written",
-        }[self.action]
-        if self.action == "delayed-copy" and self.written_at is not None:
+        action = self.action
+        if action == "unsupported":
+            what = "acknowledgement unsupported (logged); nothing written"
+        elif action == "copy":
+            what = f"copy written to {self.destination!r} at once"
+        elif action == "delayed-copy" and self.written_at is not None:
             what = f"copy to {self.destination!r} written after {self.delay:g} s"
+        elif action == "delayed-copy":
+            what = f"copy to {self.destination!r} due in {self.delay:g} s"
+        elif action == "dead-letter":
+            what = f"copy written to dead-letter key {self.destination!r}"
+        else:
+            what = "attempts exhausted, no dead-letter key: rejected, nothing written"
+        if self.error and self.error.startswith("copy lost"):
+            what = f"copy to {self.destination!r} lost: {self.error}"
         if self.abandoned:
             what = f"delayed copy to {self.destination!r} abandoned at shutdown (lost)"
         return (

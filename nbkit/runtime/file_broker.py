@@ -182,6 +182,16 @@ class FileBroker(Broker):
     def retry_destination(self, registration: Registration) -> str:
         return registration.key
 
+    def abort(self) -> None:
+        super().abort()
+        if self._writer is not None:
+            self._writer.close()
+
+    def reset(self) -> None:
+        super().reset()
+        self._writer = None
+        self.subscriptions = []
+
     def shutdown(self) -> None:
         """Close subscriptions; write the end-of-stream mark if ``end_with_eos``; release the file."""
         if self.closed:

@@ -316,6 +316,16 @@ class StdioBroker(Broker):
             self.source.feed(line[:-1])
         return Published(key, seq, now)
 
+    def reset(self) -> None:
+        super().reset()
+        self.source = None
+        self.source_ended = False
+        self.subscriptions = []
+        if self.sink.lines is not None:
+            self.sink.lines.clear()
+        self.decoder = LineDecoder()
+        self.formatter = LineFormatter()
+
     def retry_destination(self, registration: Registration) -> str:
         return registration.out_retry
 

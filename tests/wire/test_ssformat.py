@@ -120,7 +120,7 @@ def test_header_reader_limits() -> None:
     with pytest.raises(PayloadTooLargeError, match="111"):
         encode_header(FileHeader("n" * 112, 0, 1024))
     assert len(encode_header(FileHeader("n" * 111, 0, 1024))) == 128
-    # the ReadEnd of the header CR is ignored by readers
+    # readers do not check the header's final CR
     assert decode_header(_raw_header(b"x")[:127] + b"\x00") == FileHeader("x", 0, 1024)
 
 

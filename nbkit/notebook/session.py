@@ -1,0 +1,280 @@
+"""Drive an app cell by cell on a virtual clock: step, run, advance time, look at what happened.
+
+A Session starts no threads and never sleeps: time moves only with ``advance`` (or ``run``, which
+jumps to the next delayed copy when nothing else is left), so every notebook run is reproducible.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import functools
+import html
+import logging
+import os
+from collections import Counter
+from dataclasses import dataclass
+
+import pandas as pd
+
+from nbkit.errors import ConfigurationError
+from nbkit.runtime.app import App
+from nbkit.runtime.clock import VirtualClock, utc
+from nbkit.runtime.delivery import Delivery
+from nbkit.runtime.events import SettlementEvent
+from nbkit.runtime.file_broker import FileBroker
+from nbkit.runtime.stdio_broker import StdioBroker
+
+ACTIONS = ("unsupported", "copy", "delayed-copy", "dead-letter", "rejected")
+
+
+class _LogCapture(logging.Handler):
+    """Collects the runtime's log lines while a Session call runs, instead of printing them."""
+
+    def __init__(self, lines: list[str]) -> None:
+        super().__init__(logging.INFO)
+        self.lines = lines
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(f"{record.levelname} {record.name}: {record.getMessage()}")
+
+
+@contextlib.contextmanager
+def _capturing(lines: list[str]):
+    logger = logging.getLogger("nbkit")
+    handler = _LogCapture(lines)
+    logger.addHandler(handler)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+
+
+class Steps(list):
+    """The events one call produced; shows as a table in a notebook and as sentences in text."""
+
+    def __repr__(self) -> str:
+        if not self:
+            return "(nothing delivered)"
+        return "\n".join(e.describe() for e in self)
+
+    def _repr_html_(self) -> str:
+        if not self:
+            return "<p>(nothing delivered)</p>"
+        rows = "".join(
+            "<tr>"
+            + "".join(
+                f"<td style='text-align:left'>{html.escape(str(v))}</td>"
+                for v in (
+                    e.transport,
+                    e.stream_key,
+                    e.seq,
+                    e.attempt,
+                    e.outcome,
+                    e.action,
+                    e.destination or "",
+                )
+            )
+            + "</tr>"
+            for e in self
+        )
+        head = "".join(
+            f"<th>{h}</th>"
+            for h in ("transport", "key", "seq", "attempt", "outcome", "action", "destination")
+        )
+        return f"<table class='nbkit-steps'><tr>{head}</tr>{rows}</table>"
+
+
+@dataclass(frozen=True, slots=True)
+class PendingView:
+    """A delayed copy waiting in the process: when it is due, where it goes, which attempt it ends."""
+
+    due: dt.datetime
+    destination: str
+    subscription: str
+    attempt: int
+
+    def __repr__(self) -> str:
+        return (
+            f"PendingView(due={self.due.isoformat().replace('+00:00', 'Z')}, destination={self.destination!r}, "
+            f"attempt={self.attempt})"
+        )
+
+
+def _logged(method):
+    """Run a Session method with the runtime's log lines going to ``session.log``."""
+
+    @functools.wraps(method)
+    def wrapper(self, *args, **kwargs):
+        with _capturing(self.log):
+            return method(self, *args, **kwargs)
+
+    return wrapper
+
+
+class Session:
+    """Step an :class:`~nbkit.App` through its deliveries on a virtual clock.
+
+    >>> session = Session(App(broker))               # doctest: +SKIP
+    >>> session.step()                               # one delivery, settled
+    >>> session.advance(5)                           # time passes; due copies are published
+    >>> session.events                               # what happened, as a DataFrame
+    """
+
+    def __init__(self, app: App, *, clock: VirtualClock | None = None, max_deliveries: int = 10_000) -> None:
+        if not isinstance(app, App):
+            raise ConfigurationError(f"Session takes an nbkit.App, not {app!r}")
+        if app.started:
+            raise ConfigurationError("the app has already started; give Session a fresh App")
+        self.app = app
+        self.clock = clock or VirtualClock()
+        self.max_deliveries = max_deliveries
+        app.clock = self.clock
+        for broker in app.brokers:
+            broker.bind_clock(self.clock)
+        self._snapshot: dict[str, int] | None = None
+        self.last_event: SettlementEvent | None = None
+        #: The runtime's log lines (INFO and up) from every call on this session, oldest first.
+        self.log: list[str] = []
+
+    # -- doing -------------------------------------------------------------------------------------
+    def _begin(self) -> None:
+        if self._snapshot is None:
+            self._snapshot = {
+                b.path: os.path.getsize(b.path) if os.path.exists(b.path) else 0
+                for b in self.app.brokers
+                if isinstance(b, FileBroker)
+            }
+            self.app.start()
+
+    @_logged
+    def step(self, n: int = 1) -> Steps:
+        """Deliver and settle up to ``n`` messages that are ready now; returns their events."""
+        self._begin()
+        out = Steps()
+        for _ in range(n):
+            event = self.app.step()
+            if event is None:
+                break
+            out.append(event)
+            self.last_event = event
+        return out
+
+    @_logged
+    def run(self, *, max_deliveries: int | None = None) -> Steps:
+        """Deliver until nothing is ready and no delayed copy is pending, jumping the clock to each
+        copy's due time; stops after ``max_deliveries`` (a handler that always retries never ends)."""
+        self._begin()
+        limit = self.max_deliveries if max_deliveries is None else max_deliveries
+        out = Steps()
+        while len(out) < limit:
+            event = self.app.step()
+            if event is not None:
+                out.append(event)
+                self.last_event = event
+                continue
+            due = self.app.next_due()
+            if due is None:
+                break
+            self.app.fire_due(until=due)
+        return out
+
+    @_logged
+    def advance(self, seconds: float | dt.timedelta) -> Steps:
+        """Move the clock forward and publish the delayed copies that fall due, in due order."""
+        self._begin()
+        if isinstance(seconds, dt.timedelta):
+            seconds = seconds.total_seconds()
+        if seconds < 0:
+            raise ValueError(f"time only moves forward; got {seconds} s")
+        target = self.clock.now() + seconds
+        fired = self.app.fire_due(until=target)
+        self.clock.set(target)
+        return Steps(fired)
+
+    @_logged
+    def crash(self) -> int:
+        """Kill the service as a crash would: delayed copies still waiting are lost. Returns how many."""
+        self._begin()
+        return self.app.crash()
+
+    @_logged
+    def close(self) -> None:
+        """Shut down gracefully: wait out (on the virtual clock) the delayed copies, write EOS if asked."""
+        self._begin()
+        self.app.shutdown()
+
+    def reset(self) -> None:
+        """Start over: files are cut back to their size at the first step (copies the session wrote
+        are removed), captured pipe output is cleared, the clock goes back, events are forgotten."""
+        if self._snapshot is not None:
+            if not self.app.stopped:
+                self.app.crash()
+            for path, size in self._snapshot.items():
+                if os.path.exists(path) and os.path.getsize(path) > size:
+                    os.truncate(path, size)
+        for broker in self.app.brokers:
+            broker.reset()
+        fresh = App(*self.app.brokers, shutdown_timeout=self.app.shutdown_timeout, clock=self.clock)
+        self.clock.reset()
+        self.app = fresh
+        self._snapshot = None
+        self.last_event = None
+        self.log.clear()
+
+    # -- looking -----------------------------------------------------------------------------------
+    @property
+    def now(self) -> dt.datetime:
+        return utc(self.clock.now())
+
+    @property
+    def events(self) -> pd.DataFrame:
+        return self.app.events_frame()
+
+    @property
+    def pending(self) -> list[PendingView]:
+        return [PendingView(utc(c.due), c.destination, c.subscription, c.attempt) for c in self.app.pending]
+
+    @property
+    def last_delivery(self) -> Delivery | None:
+        return self.app.last_delivery
+
+    def counts(self) -> dict[str, int]:
+        """How many settlements took each action so far."""
+        c = Counter(e.action for e in self.app.events)
+        return {a: c.get(a, 0) for a in ACTIONS}
+
+    def output(self) -> list[str]:
+        """Lines captured from every pipe broker's stdout (when stdout was a list)."""
+        lines: list[str] = []
+        for b in self.app.brokers:
+            if isinstance(b, StdioBroker) and b.sink.lines is not None:
+                lines.extend(b.sink.lines)
+        return lines
+
+    def summary(self) -> str:
+        c = self.counts()
+        subs = ", ".join(f"{r.name} ({b.transport})" for b in self.app.brokers for r in b.registrations)
+        return (
+            f"Session at {self.now.isoformat().replace('+00:00', 'Z')}: {len(self.app.events)} settled, "
+            f"{len(self.app.pending)} pending; "
+            + ", ".join(f"{k} {v}" for k, v in c.items())
+            + f"; subscriptions: {subs}"
+        )
+
+    def __repr__(self) -> str:
+        return self.summary()
+
+    def _repr_html_(self) -> str:
+        c = self.counts()
+        rows = "".join(f"<tr><th style='text-align:left'>{k}</th><td>{v}</td></tr>" for k, v in c.items())
+        pend = "".join(
+            f"<li>{html.escape(p.destination)} due {p.due.isoformat().replace('+00:00', 'Z')} "
+            f"(attempt {p.attempt})</li>"
+            for p in self.pending
+        )
+        return (
+            f"<div class='nbkit-session'><p><b>Session</b> at {self.now.isoformat().replace('+00:00', 'Z')}, "
+            f"{len(self.app.events)} settled</p><table>{rows}</table>"
+            f"<p>pending copies: {len(self.app.pending)}</p><ul>{pend}</ul></div>"
+        )
