@@ -30,6 +30,13 @@ from nbkit.transport.positions import FilePosition
 
 __version__ = "0.1.0"
 
+
+def load_ipython_extension(ipython) -> None:
+    """``%load_ext nbkit``: register the cell magics (see :mod:`nbkit.notebook.magics`)."""
+    from nbkit.notebook.magics import load_ipython_extension as load
+
+    load(ipython)
+
 __all__ = [
     "AckError",
     "Action",

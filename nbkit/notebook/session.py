@@ -43,11 +43,15 @@ class _LogCapture(logging.Handler):
 def _capturing(lines: list[str]):
     logger = logging.getLogger("nbkit")
     handler = _LogCapture(lines)
+    level = logger.level
+    if logger.getEffectiveLevel() > logging.INFO:
+        logger.setLevel(logging.INFO)
     logger.addHandler(handler)
     try:
         yield
     finally:
         logger.removeHandler(handler)
+        logger.setLevel(level)
 
 
 class Steps(list):

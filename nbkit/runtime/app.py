@@ -115,7 +115,8 @@ class App:
         return events_frame(self.events)
 
     def all_ended(self) -> bool:
-        return all(s.ended for s in self.subscriptions)
+        """Every subscription has ended (or, under loopback, can only receive this app's own copies)."""
+        return all(s.exhausted for s in self.subscriptions)
 
     def request_stop(self) -> None:
         """Ask a running app to shut down gracefully (what SIGINT/SIGTERM do)."""

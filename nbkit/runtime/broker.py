@@ -43,6 +43,11 @@ class Subscription(ABC):
     def poll(self) -> Delivery | object | None:
         """A Delivery, ``NEED_MORE`` (nothing yet), or ``None`` once the subscription has ended."""
 
+    @property
+    def exhausted(self) -> bool:
+        """True when nothing more can come except what this process writes itself (see StdioBroker)."""
+        return self.ended
+
     def fileno(self) -> int | None:
         """A file descriptor to wait on with ``select``, if the feed has one."""
         return None

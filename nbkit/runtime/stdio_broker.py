@@ -60,6 +60,11 @@ class LineSource:
     def fileno(self) -> int | None:
         return None if self._eof else self._fd
 
+    @property
+    def queued(self) -> int:
+        """Lines fed back (loopback) and not read yet."""
+        return len(self._queue)
+
     def feed(self, line: str) -> None:
         """Queue a line to be read next (loopback)."""
         self._queue.append(line)
@@ -194,11 +199,17 @@ class StdioSubscription(Subscription):
             if self.ended:
                 return None
             if not self.broker._pump():
-                if self.broker.source_ended:
+                if self.broker.source_ended and not self.broker.loopback:
                     self._finish()
                     return None
                 return NEED_MORE
         return self.queue.popleft()
+
+    @property
+    def exhausted(self) -> bool:
+        """Stdin has ended and nothing is queued: under loopback only this process's own output
+        could still arrive, so the app may stop once no delayed copy is pending."""
+        return self.ended or (self.broker.source_ended and not self.queue and not self.broker.source.queued)
 
     def fileno(self) -> int | None:
         return self.broker.source.fileno()

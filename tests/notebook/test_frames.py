@@ -1,0 +1,173 @@
+"""read_stream / read_pipe: schema and values on the upstream sample and on files the runtime wrote."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pandas as pd
+import pytest
+
+from nbkit import App, FileBroker, FilePosition, HandlerOutcome, StdioBroker, StreamWriter
+from nbkit.notebook.frames import FRAME_COLUMNS, concat_frames, read_pipe, read_stream
+from nbkit.notebook.session import Session
+
+DTYPES = {
+    "stream_key": "category",
+    "shard_id": "UInt64",
+    "seq": "UInt64",
+    "timestamp": "datetime64[ms, UTC]",
+    "size": "Int64",
+    "payload": "object",
+    "retry_count": "Int64",
+    "attempt": "Int64",
+    "headers": "object",
+    "offset": "Int64",
+    "transport": "category",
+}
+
+
+def test_sample_schema_and_values(sample_path):
+    df = read_stream(sample_path)
+    assert tuple(df.columns) == FRAME_COLUMNS
+    assert {c: str(t) for c, t in df.dtypes.items()} == DTYPES
+    assert len(df) == 27  # 28 frames minus the EOS mark
+    counts = df.groupby("stream_key", observed=True).size().to_dict()
+    assert counts == {"breakpoint": 4, "event": 22, "file": 1}
+    events = df[df["stream_key"] == "event"]
+    assert list(events["seq"]) == list(range(1, 23))
+    first = df.iloc[0]
+    assert first["stream_key"] == "file" and first["offset"] == 128 and first["size"] == 134
+    assert first["timestamp"] == pd.Timestamp("2023-09-15T08:39:37.912Z")
+    assert df["timestamp"].iloc[-1] == pd.Timestamp("2023-09-15T08:39:38.564Z")
+    assert (df["retry_count"] == 0).all() and (df["attempt"] == 1).all()
+    assert set(df["transport"]) == {"file"}
+    assert df.attrs["read_end"].startswith("ended at the end-of-stream mark")
+
+
+def test_include_internal_keeps_eos(sample_path):
+    df = read_stream(sample_path, include_internal=True)
+    assert len(df) == 28
+    assert df.iloc[-1]["stream_key"] == "SEA_STREAMER_INTERNAL" and df.iloc[-1]["payload"] == "EOS"
+    assert df.iloc[-1]["offset"] == 3425
+
+
+def test_json_payloads_expand_fields(sample_path):
+    df = read_stream(sample_path, payload="json", keys="file")
+    assert len(df) == 1
+    assert df.loc[0, "payload"]["crate_name"] == "vec_map"
+    assert df.loc[0, "payload.crate_name"] == "vec_map"
+    assert df.loc[0, "payload.id"] == 1
+
+
+@pytest.mark.parametrize("mode, kind", [("bytes", bytes), ("text", str), ("auto", str)])
+def test_payload_modes(sample_path, mode, kind):
+    df = read_stream(sample_path, payload=mode, keys=["breakpoint"])
+    assert all(isinstance(p, kind) for p in df["payload"])
+
+
+def test_bad_payload_mode(sample_path):
+    with pytest.raises(ValueError, match="payload must be one of"):
+        read_stream(sample_path, payload="yaml")
+
+
+def test_time_window_and_sequence_start(sample_path):
+    start = dt.datetime(2023, 9, 15, 8, 39, 38, 500_000, tzinfo=dt.UTC)
+    df = read_stream(sample_path, start=start)
+    assert (df["timestamp"] > pd.Timestamp(start)).all()
+    assert len(df) == 20  # every message after 08:39:38.500 (checked against StreamReader)
+    df = read_stream(sample_path, end="2023-09-15T08:39:38.490Z")
+    assert list(df["stream_key"]) == ["file", "breakpoint", "breakpoint", "breakpoint", "event"]
+    df = read_stream(sample_path, keys="event", start=FilePosition.sequence(20))
+    assert list(df["seq"]) == [20, 21, 22]
+    with pytest.raises(ValueError, match="exactly one stream key"):
+        read_stream(sample_path, start=FilePosition.sequence(3))
+
+
+def test_binary_payloads_auto(tmp_path):
+    path = tmp_path / "bin.ss"
+    with StreamWriter(path, beacon_interval=1024) as w:
+        w.write("blobs", bytes(range(256)))
+        w.write("blobs", b"text")
+    df = read_stream(path)
+    assert df["payload"].tolist() == [bytes(range(256)), "text"]
+    assert df["size"].tolist() == [256, 4]
+
+
+def test_truncated_tail_warns_and_keeps_messages(tmp_path):
+    path = tmp_path / "t.ss"
+    with StreamWriter(path) as w:
+        for i in range(5):
+            w.write("k", b"message %d" % i)
+    data = path.read_bytes()
+    path.write_bytes(data[:-7])
+    with pytest.warns(UserWarning, match="trailing bytes"):
+        df = read_stream(path)
+    assert len(df) == 4
+
+
+def test_runtime_written_file_has_attempts_and_dead_letters(tmp_path):
+    path = tmp_path / "orders.ss"
+    broker = FileBroker(path)
+
+    @broker.subscriber("orders", start_at=FilePosition.beginning(), max_attempts=3, dead_letter="orders.dead")
+    def always_retry(delivery):
+        return HandlerOutcome.retry_after(4)
+
+    session = Session(App(broker))
+    broker.publish("orders", '{"id": 1}')
+    session.run()
+    df = read_stream(path)
+    assert list(df["stream_key"]) == ["orders", "orders", "orders", "orders.dead"]
+    assert list(df["retry_count"]) == [0, 1, 2, 3]
+    assert list(df["attempt"]) == [1, 2, 3, 4]
+    assert df["payload"].tolist() == ['{"id": 1}'] * 4
+    assert df.loc[1, "headers"] == {"stream-sequence": "1", "x-ruststream-retry-count": "1"}
+    gaps = df["timestamp"].diff().dt.total_seconds().tolist()[1:]
+    assert gaps == [4.0, 4.0, 0.0]
+
+
+def test_read_pipe_from_captured_stdout(tmp_path):
+    out: list[str] = []
+    broker = StdioBroker(stdin=["[jobs] a", "[jobs] b"], stdout=out)
+
+    @broker.subscriber("jobs", out_retry="jobs.retry")
+    def retry(delivery):
+        return HandlerOutcome.retry_after(0)
+
+    Session(App(broker)).run()
+    df = read_pipe(out)
+    assert tuple(df.columns) == FRAME_COLUMNS
+    assert list(df["stream_key"]) == ["jobs.retry", "jobs.retry"]
+    assert list(df["seq"]) == [0, 1]
+    assert df["payload"].tolist() == ["a", "b"]
+    assert list(df["attempt"]) == [2, 2]
+    assert list(df["offset"]) == [1, 2]
+    assert set(df["transport"]) == {"pipe"}
+    assert df["timestamp"].iloc[0] == pd.Timestamp("2024-01-01T00:00:00Z")
+    # the same from a file and from one string
+    saved = tmp_path / "stdout.txt"
+    saved.write_text("\n".join(out) + "\n")
+    pd.testing.assert_frame_equal(read_pipe(saved), df)
+    pd.testing.assert_frame_equal(read_pipe(str(saved)), df)
+    pd.testing.assert_frame_equal(read_pipe("\n".join(out)), df)
+
+
+def test_read_pipe_fills_missing_fields_like_the_consumer():
+    df = read_pipe(["hello", "[k | 5] x", "[k] y"])
+    assert list(df["stream_key"]) == ["broadcast", "k", "k"]
+    assert list(df["seq"]) == [0, 5, 5]  # an explicit seq sets the counter (upstream quirk)
+    assert df["timestamp"].isna().all()
+
+
+def test_read_pipe_reports_the_bad_line():
+    from nbkit import LineParseError
+
+    with pytest.raises(LineParseError, match="line 2"):
+        read_pipe(["[a] ok", "[a | b] bad"])
+
+
+def test_concat_file_and_pipe(sample_path):
+    both = concat_frames(read_stream(sample_path), read_pipe(["[event] x"]))
+    assert len(both) == 28
+    assert str(both["stream_key"].dtype) == "category"
+    assert both["transport"].value_counts().to_dict() == {"file": 27, "pipe": 1}

@@ -1,0 +1,78 @@
+"""The IPython extension: a cell becomes a handler; line magics drive the Session."""
+
+from __future__ import annotations
+
+import pytest
+from IPython import get_ipython
+from IPython.testing.globalipapp import start_ipython
+
+from nbkit import ConfigurationError
+
+
+@pytest.fixture()
+def ip(tmp_path):
+    shell = start_ipython() or get_ipython()  # the global test shell is created once per process
+    shell.run_line_magic("load_ext", "nbkit")
+    shell.user_ns["path"] = str(tmp_path / "m.ss")
+    yield shell
+    shell.run_line_magic("nbkit_forget", "")
+    shell.user_ns.pop("broker", None)
+
+
+def test_cell_handler_steps_and_events(ip):
+    ip.run_line_magic("nbkit_file", ip.user_ns["path"])
+    ip.run_cell_magic(
+        "nbkit_handler",
+        "orders --max-attempts 2 --dead-letter orders.dead --start-at beginning",
+        "from nbkit import HandlerOutcome\nreturn HandlerOutcome.retry_after(3)",
+    )
+    ip.user_ns["broker"].publish("orders", "hello")
+    steps = ip.run_line_magic("nbkit_step", "")
+    assert [(e.attempt, e.action) for e in steps] == [(1, "delayed-copy")]
+    assert [p.destination for p in ip.run_line_magic("nbkit_pending", "")] == ["orders"]
+    fired = ip.run_line_magic("nbkit_advance", "3")
+    assert len(fired) == 1
+    rest = ip.run_line_magic("nbkit_run", "")
+    assert [(e.attempt, e.action) for e in rest] == [(2, "dead-letter")]
+    events = ip.run_line_magic("nbkit_events", "")
+    assert events["action"].tolist() == ["delayed-copy", "dead-letter"]
+    assert ip.user_ns["nbkit_session"].counts()["dead-letter"] == 1
+
+
+def test_rerunning_the_cell_replaces_the_handler_after_reset(ip, capsys):
+    ip.run_line_magic("nbkit_file", ip.user_ns["path"])
+    ip.run_cell_magic("nbkit_handler", "orders --start-at beginning", "return None")
+    ip.user_ns["broker"].publish("orders", "x")
+    assert ip.run_line_magic("nbkit_run", "")[0].outcome == "ack"
+    with pytest.raises(ConfigurationError, match="nbkit_reset"):
+        ip.run_cell_magic("nbkit_handler", "orders", "return None")
+    ip.run_line_magic("nbkit_reset", "")
+    ip.run_cell_magic(
+        "nbkit_handler", "orders --start-at beginning", "from nbkit import HandlerOutcome\nreturn HandlerOutcome.drop()"
+    )
+    assert ip.run_line_magic("nbkit_run", "")[0].outcome == "drop"
+    ip.run_line_magic("nbkit_log", "")
+    assert "ack / nack failed" in capsys.readouterr().out
+
+
+def test_pipe_magic_with_stdin_variable(ip):
+    ip.user_ns["lines"] = ["[jobs] one", "[jobs] two"]
+    ip.run_line_magic("nbkit_pipe", "--stdin lines")
+    ip.run_cell_magic(
+        "nbkit_handler",
+        "jobs --out-retry jobs.retry",
+        "from nbkit import HandlerOutcome\nreturn HandlerOutcome.retry_after(0)",
+    )
+    ip.run_line_magic("nbkit_run", "")
+    out = ip.user_ns["nbkit_session"].output()
+    assert [line.split(" | ")[1] for line in out] == ["jobs.retry", "jobs.retry"]
+
+
+def test_errors_are_clear(ip):
+    with pytest.raises(ConfigurationError, match="nbkit_file"):
+        ip.run_line_magic("nbkit_step", "")
+    ip.run_line_magic("nbkit_file", ip.user_ns["path"])
+    with pytest.raises(ConfigurationError, match="start-at"):
+        ip.run_cell_magic("nbkit_handler", "orders --start-at yesterday", "return None")
+    with pytest.raises(ConfigurationError, match="dead_letter key"):
+        ip.run_cell_magic("nbkit_handler", "orders --dead-letter 'bad key'", "return None")

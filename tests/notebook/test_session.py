@@ -1,0 +1,137 @@
+"""Session: steps, the virtual clock, pending copies, crash, reset, logs and reprs."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+from nbkit import App, ConfigurationError, FileBroker, FilePosition, HandlerOutcome, StdioBroker, StreamReader
+from nbkit.notebook.session import PendingView, Session
+
+
+def make_file_session(tmp_path, handler, **options):
+    path = tmp_path / "orders.ss"
+    broker = FileBroker(path)
+    options.setdefault("start_at", FilePosition.beginning())
+    broker.subscriber("orders", **options)(handler)
+    session = Session(App(broker))
+    return path, broker, session
+
+
+def test_step_delivers_one_at_a_time(tmp_path):
+    path, broker, session = make_file_session(tmp_path, lambda d: None)
+    for i in range(3):
+        broker.publish("orders", f"o{i}")
+    first = session.step()
+    assert [e.seq for e in first] == [1]
+    assert session.last_delivery.text == "o0"
+    assert session.last_event.action == "unsupported"
+    assert [e.seq for e in session.step(5)] == [2, 3]
+    assert session.step() == []
+    assert repr(session.step()) == "(nothing delivered)"
+    assert session.counts()["unsupported"] == 3
+    assert len(session.log) == 3 and "ack / nack failed" in session.log[0]
+
+
+def test_advance_fires_due_copies_in_order(tmp_path):
+    delays = {"a": 10, "b": 3}
+    path, broker, session = make_file_session(
+        tmp_path, lambda d: HandlerOutcome.retry_after(delays[d.text]) if d.attempt == 1 else None
+    )
+    broker.publish("orders", "a")
+    broker.publish("orders", "b")
+    session.step(2)
+    start = session.now
+    assert [p.due - start for p in session.pending] == [dt.timedelta(seconds=3), dt.timedelta(seconds=10)]
+    assert isinstance(session.pending[0], PendingView)
+    fired = session.advance(5)
+    assert [e.seq for e in fired] == [2]  # the copy of "b" (seq 2) was due at +3 s
+    assert session.now - start == dt.timedelta(seconds=5)
+    assert len(session.pending) == 1
+    fired = session.advance(dt.timedelta(seconds=5))
+    assert [e.seq for e in fired] == [1]
+    copies = [m for m in StreamReader(path) if m.stream_key == "orders"]
+    assert [m.timestamp_ms - copies[0].timestamp_ms for m in copies] == [0, 0, 3000, 10000]
+    with pytest.raises(ValueError):
+        session.advance(-1)
+
+
+def test_run_jumps_the_clock_and_stops_at_max(tmp_path):
+    path, broker, session = make_file_session(tmp_path, lambda d: HandlerOutcome.retry_after(2))
+    broker.publish("orders", "forever")
+    steps = session.run(max_deliveries=5)
+    assert len(steps) == 5
+    assert [e.attempt for e in steps] == [1, 2, 3, 4, 5]
+    assert session.now - dt.datetime(2024, 1, 1, tzinfo=dt.UTC) == dt.timedelta(seconds=8)
+
+
+def test_crash_loses_pending_copy(tmp_path):
+    path, broker, session = make_file_session(tmp_path, lambda d: HandlerOutcome.retry_after(30))
+    broker.publish("orders", "x")
+    session.step()
+    size = path.stat().st_size
+    assert session.crash() == 1
+    assert path.stat().st_size == size
+    assert session.events["abandoned"].tolist() == [True]
+
+
+def test_close_publishes_pending_copies(tmp_path):
+    path, broker, session = make_file_session(
+        tmp_path, lambda d: HandlerOutcome.retry_after(30) if d.attempt == 1 else None
+    )
+    broker.publish("orders", "x")
+    session.step()
+    session.close()
+    keys = [(m.stream_key, m.payload) for m in StreamReader(path)]
+    assert keys[-1][0] == "orders" and keys[-1][1].startswith(b"rs1:")
+
+
+def test_reset_starts_over(tmp_path):
+    path, broker, session = make_file_session(tmp_path, lambda d: HandlerOutcome.retry_after(1), max_attempts=2)
+    broker.publish("orders", "x")
+    size = path.stat().st_size
+    assert len(session.run()) == 2
+    assert path.stat().st_size > size
+    session.reset()
+    assert path.stat().st_size == size
+    assert session.events.empty and session.pending == [] and session.log == []
+    assert session.now == dt.datetime(2024, 1, 1, tzinfo=dt.UTC)
+    assert [e.attempt for e in session.run()] == [1, 2]
+
+
+def test_pipe_session_output_and_reset():
+    out: list[str] = []
+    broker = StdioBroker(stdin=["[jobs] a"], stdout=out)
+    broker.subscriber("jobs", out_retry="jobs.retry")(lambda d: HandlerOutcome.retry())
+    session = Session(App(broker))
+    session.run()
+    # retry() without a declaration is unsupported: nothing written
+    assert session.output() == []
+    assert session.events["action"].tolist() == ["unsupported"]
+    session.reset()
+    assert session.run()[0].action == "unsupported"
+
+
+def test_session_refuses_started_app(tmp_path):
+    broker = FileBroker(tmp_path / "x.ss")
+    app = App(broker)
+    app.start()
+    with pytest.raises(ConfigurationError, match="already started"):
+        Session(app)
+    with pytest.raises(ConfigurationError):
+        Session("not an app")
+
+
+def test_reprs(tmp_path):
+    path, broker, session = make_file_session(tmp_path, lambda d: HandlerOutcome.retry_after(5))
+    broker.publish("orders", "<b>x</b>")
+    steps = session.step()
+    assert "copy to 'orders' due in 5 s" in repr(steps)
+    assert "<table" in steps._repr_html_()
+    html = session._repr_html_()
+    assert "delayed-copy" in html and "pending copies: 1" in html
+    assert "1 settled, 1 pending" in repr(session)
+    delivery_html = session.last_delivery._repr_html_()
+    assert "&lt;b&gt;x&lt;/b&gt;" in delivery_html and "<b>x</b>" not in delivery_html
+    assert "delayed-copy" in session.last_event._repr_html_()
