@@ -26,7 +26,6 @@ from nbkit.wire.stdio_line import format_line
 MAX_ATTEMPTS = 4
 DEAD_LETTER = "orders.dead"
 RETRY_KEY = "orders.retry"
-START_MS = 1_704_067_200_000  # 2024-01-01T00:00:00Z, the virtual clock's default start
 
 
 def make_orders(n: int = 120, *, seed: int = 7) -> list[dict]:
@@ -58,33 +57,43 @@ def handle_order(delivery: Delivery) -> HandlerOutcome:
     return HandlerOutcome.ack()
 
 
-def run_file(path: str, orders: list[dict]) -> Session:
+def _drive(session: Session, send, orders: list[dict], spacing: float) -> None:
+    """One order every ``spacing`` seconds of virtual time; due copies are published as time passes."""
+    session.step(0)  # connect
+    for i, order in enumerate(orders):
+        send(i, json.dumps(order))
+        session.step(1_000_000)
+        session.advance(spacing)
+    session.run()
+    session.close()
+
+
+def run_file(path: str, orders: list[dict], *, spacing: float = 1.0) -> Session:
     """The order service on a stream file: copies are appended under ``orders`` and read back live."""
     if os.path.exists(path):
         os.remove(path)
     broker = FileBroker(path, end_with_eos=True)
-    broker.subscriber("orders", start_at=FilePosition.beginning(), max_attempts=MAX_ATTEMPTS, dead_letter=DEAD_LETTER)(
-        handle_order
-    )
+    options = {"max_attempts": MAX_ATTEMPTS, "dead_letter": DEAD_LETTER}
+    broker.subscriber("orders", start_at=FilePosition.beginning(), **options)(handle_order)
     session = Session(App(broker))
-    for i, order in enumerate(orders):
-        broker.publish("orders", json.dumps(order), timestamp_ms=START_MS + 1000 * i)
-    session.run()
-    session.close()
+    _drive(session, lambda i, text: broker.publish("orders", text), orders, spacing)
     return session
 
 
-def run_pipe(orders: list[dict]) -> Session:
+def run_pipe(orders: list[dict], *, spacing: float = 1.0) -> Session:
     """The same service as a pipe stage: copies go to stdout under ``orders.retry``; with loopback
-    the stage reads them back, as the next run of a ``... | stage | stage`` chain would."""
-    lines = [format_line(START_MS + 1000 * i, "orders", i, json.dumps(o)).rstrip("\n") for i, o in enumerate(orders)]
-    broker = StdioBroker(stdin=lines, stdout=[], loopback=True)
+    the stage reads them back, as the next stage of a ``... | stage | stage`` chain would."""
+    broker = StdioBroker(stdin=[], stdout=[], loopback=True)
     options = {"max_attempts": MAX_ATTEMPTS, "dead_letter": DEAD_LETTER, "out_retry": RETRY_KEY}
     broker.subscriber("orders", **options)(handle_order)
     broker.subscriber(RETRY_KEY, name="orders-retries", **options)(handle_order)
     session = Session(App(broker))
-    session.run()
-    session.close()
+    clock = session.clock
+
+    def send(i: int, text: str) -> None:
+        broker.feed(format_line(int(clock.now() * 1000), "orders", i, text))
+
+    _drive(session, send, orders, spacing)
     return session
 
 

@@ -137,7 +137,6 @@ class Session:
         for broker in app.brokers:
             broker.bind_clock(self.clock)
         self._snapshot: dict[str, int] | None = None
-        self.last_event: SettlementEvent | None = None
         #: The runtime's log lines (INFO and up) from every call on this session, oldest first.
         self.log: list[str] = []
 
@@ -161,7 +160,6 @@ class Session:
             if event is None:
                 break
             out.append(event)
-            self.last_event = event
         return out
 
     @_logged
@@ -175,7 +173,6 @@ class Session:
             event = self.app.step()
             if event is not None:
                 out.append(event)
-                self.last_event = event
                 continue
             due = self.app.next_due()
             if due is None:
@@ -223,7 +220,6 @@ class Session:
         self.clock.reset()
         self.app = fresh
         self._snapshot = None
-        self.last_event = None
         self.log.clear()
 
     # -- looking -----------------------------------------------------------------------------------
@@ -238,6 +234,11 @@ class Session:
     @property
     def pending(self) -> list[PendingView]:
         return [PendingView(utc(c.due), c.destination, c.subscription, c.attempt) for c in self.app.pending]
+
+    @property
+    def last_event(self) -> SettlementEvent | None:
+        """The latest settlement (updated once its delayed copy is written)."""
+        return self.app.events[-1] if self.app.events else None
 
     @property
     def last_delivery(self) -> Delivery | None:

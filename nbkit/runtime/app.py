@@ -154,6 +154,7 @@ class App:
                 logs.HANDLER_FAILED,
                 sub.name,
                 exc_info=(type(result), result, result.__traceback__),
+                extra={"nbkit_text": logs.HANDLER_FAILED, "nbkit_fields": {"subscription": sub.name}},
             )
             outcome = HandlerOutcome.drop()
             error = f"{type(result).__name__}: {result}"
@@ -161,7 +162,16 @@ class App:
             try:
                 outcome = as_outcome(result)
             except TypeError as exc:
-                logs.DISPATCH.error("%s subscription=%s error=%s", logs.HANDLER_FAILED, sub.name, exc)
+                logs.DISPATCH.error(
+                    "%s subscription=%s error=%s",
+                    logs.HANDLER_FAILED,
+                    sub.name,
+                    exc,
+                    extra={
+                        "nbkit_text": logs.HANDLER_FAILED,
+                        "nbkit_fields": {"subscription": sub.name, "error": exc},
+                    },
+                )
                 outcome, error = HandlerOutcome.drop(), f"TypeError: {exc}"
         reg = sub.registration
         broker = sub.broker
@@ -375,6 +385,8 @@ class App:
                     break
                 self._flush()
                 due = self.next_due()
+                if due is not None and getattr(self.clock, "virtual", False):
+                    self.clock.set(due)  # as run() does: a virtual clock jumps to the next due copy
                 wait = idle if due is None else max(0.0, min(idle, due - self.clock.now()))
                 await asyncio.sleep(wait)
                 idle = min(idle * 2, _IDLE_MAX)

@@ -14,7 +14,7 @@ seq             Int64                       its sequence number
 attempt         Int64                       1 for the first delivery, retry count + 1 after
 outcome         category                    ack, drop, retry, retry_after (an exception drops)
 action          category                    unsupported, copy, delayed-copy, dead-letter, rejected
-delay           Float64                     seconds until the copy (retry paths), else <NA>
+delay           Float64                     seconds until the copy (0: written at once), else <NA>
 destination     category                    key the copy goes to, else <NA>
 due             datetime64[ms, UTC]         when the copy is due, else NaT
 written_at      datetime64[ms, UTC]         when the copy was written, else NaT

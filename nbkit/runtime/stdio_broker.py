@@ -309,6 +309,13 @@ class StdioBroker(Broker):
                 )
         return True
 
+    def feed(self, line: str) -> None:
+        """Hand the stage one more stdin line, as if the producer upstream had just written it
+        (notebooks and tests use it to pace input; the app must have started)."""
+        if self.source is None:
+            raise ConfigurationError("feed() needs a connected broker: start the app or session first")
+        self.source.feed(line[:-1] if line.endswith("\n") else line)
+
     def publish(self, key: str, payload: bytes | str, headers: dict | None = None) -> Published:
         """Write one line to stdout under ``key``; binary, multi-line or padded payloads are enveloped."""
         self._check_open()

@@ -114,6 +114,7 @@ class StreamReader:
         poll_min: float = 0.001,
         poll_max: float = 1.024,
         idle_timeout: float | None = None,
+        stop_at_eos: bool = True,
     ) -> None:
         if errors not in ("raise", "stop"):
             raise ValueError(f"errors must be 'raise' or 'stop', not {errors!r}")
@@ -123,6 +124,7 @@ class StreamReader:
         self.poll_min = poll_min
         self.poll_max = poll_max
         self.idle_timeout = idle_timeout
+        self.stop_at_eos = stop_at_eos
         self.end: ReadEnd | None = None
         self.beacons_seen = 0
         self.last_beacon: Beacon | None = None
@@ -295,7 +297,7 @@ class StreamReader:
                 return None
             raise err from None
         self.pos = msg.end
-        if msg.is_eos:
+        if msg.is_eos and self.stop_at_eos:
             self.end = ReadEnd("eos", msg.end)
         return msg
 

@@ -29,6 +29,8 @@ from nbkit.wire.ssformat import (
     num_markers,
 )
 
+#: Bytes of stale data an upstream append can leave at the tail (one overwritten EOS frame).
+STALE_TAIL_MAX = 56
 #: Upstream's default file size limit (16 GiB).
 DEFAULT_SIZE_LIMIT = 16 << 30
 
@@ -120,6 +122,9 @@ class StreamWriter:
         try:
             return os.open(self.path, flags, 0o644)
         except FileNotFoundError:
+            if not existing_only:
+                folder = os.path.dirname(self.path) or "."
+                raise NbkitError(f"{self.path}: the directory {folder} does not exist; create it first") from None
             raise NbkitError(
                 f"{self.path}: no such file (existing_only is set); create it first or drop existing_only"
             ) from None
@@ -141,18 +146,21 @@ class StreamWriter:
 
     def _resume(self, size: int) -> None:
         """Scan the existing file: keep its interval, find where to resume, rebuild stream state."""
-        reader = StreamReader(self.path, errors="stop")
+        reader = StreamReader(self.path, errors="stop", stop_at_eos=False)
         try:
             self.header = reader.header
             resume = HEADER_SIZE
             for msg in reader:
-                if msg.is_eos:
-                    break
                 self._account(msg.stream_key, msg.shard_id, msg.seq, msg.timestamp_ms, msg.payload)
-                resume = msg.end
+                if not msg.is_eos:  # a trailing EOS is overwritten; one between messages is kept
+                    resume = msg.end
             end = reader.end
         finally:
             reader.close()
+        if end is not None and end.reason == "error" and size - end.offset <= STALE_TAIL_MAX:
+            # Upstream appends overwrite an EOS without truncating, which can leave up to one EOS
+            # frame of stale bytes after the last valid frame (format spec §8): that is the end of data.
+            end = None
         if end is not None and end.reason == "error":
             raise NbkitError(
                 f"{self.path}: cannot append: {end.error}. Appending would overwrite the frames after "

@@ -1,0 +1,8 @@
+"""``python -m nbkit``: the same command line as the ``nbkit`` script (see :mod:`nbkit.cli`)."""
+
+import sys
+
+from nbkit.cli import main
+
+if __name__ == "__main__":
+    sys.exit(main())

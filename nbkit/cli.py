@@ -1,0 +1,664 @@
+"""The ``nbkit`` command line: thin wrappers that parse arguments, call the layers below, and print.
+
+Exit codes: 0 success; 1 an :class:`~nbkit.errors.NbkitError` (or its own ``exit_code``), printed as
+ONE line ``nbkit: <message>`` on stderr; 2 bad arguments (argparse); 130 Ctrl-C; 141 when the reader
+of stdout goes away (``nbkit cat f.ss | head``): 128 + SIGPIPE, the status a shell reports for
+``cat`` in the same spot, so ``set -o pipefail`` scripts notice the cut-off output; nothing is printed.
+
+Text formats (``cat``): every timestamp, in ``log``, ``ndjson`` and ``stdio`` alike, is ss-decode's
+``YYYY-MM-DDTHH:MM:SS.f``: UTC, no zone suffix, the shortest millisecond fraction (``.437``, ``.91``,
+``.0``). ``write`` reads that back, and also accepts a trailing ``Z``, up to 9 fraction digits (cut to
+ms) or integer epoch milliseconds. In ``stdio``, an empty payload is printed as the bare header
+``[ts | key | seq | shard]`` (with ``"] "`` the payload would read back as one space).
+``info`` exits 0 for a damaged or truncated file: the summary says where and why the data ends.
+
+Adding a subcommand: write ``_add_NAME(parser)`` and ``_cmd_NAME(args) -> int`` (its docstring's first
+line is the help text) and register ``("NAME", _add_NAME, _cmd_NAME)`` in :data:`_COMMANDS`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import calendar
+import datetime as dt
+import itertools
+import json
+import math
+import os
+import re
+import stat
+import sys
+import time
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, TextIO
+
+from nbkit.errors import FormatError, NbkitError
+from nbkit.transport.file_info import summarize
+from nbkit.transport.file_reader import NEED_MORE, Message, ReadEnd, StreamReader
+from nbkit.transport.file_writer import StreamWriter
+from nbkit.wire import envelope
+from nbkit.wire.keys import INTERNAL_KEY, INTERNAL_KEYS, validate_key
+from nbkit.wire.ssformat import DEFAULT_BEACON_INTERVAL, EOS_PAYLOAD, FileHeader, Marker
+from nbkit.wire.stdio_line import format_log_timestamp
+
+__all__ = ["main", "build_parser", "parse_log_timestamp"]
+
+PROG = "nbkit"
+#: Exit status when stdout's reader has gone away (128 + SIGPIPE), as a shell shows for ``cat``.
+EXIT_BROKEN_PIPE = 141
+EXIT_INTERRUPTED = 130
+_JSON_SEPARATORS = (",", ":")
+
+Handler = Callable[[argparse.Namespace], int]
+AddArguments = Callable[[argparse.ArgumentParser], None]
+
+
+# -- shared helpers ------------------------------------------------------------------------------
+
+
+def _dumps(value: Any) -> str:
+    """Compact JSON that keeps non-ASCII text as is (as serde_json prints it)."""
+    return json.dumps(value, separators=_JSON_SEPARATORS, ensure_ascii=False)
+
+
+def _note(message: str) -> None:
+    """One informational line on stderr (never on stdout, which carries data)."""
+    print(f"{PROG}: {message}", file=sys.stderr)
+
+
+def _header_json(header: FileHeader) -> dict[str, Any]:
+    return {
+        "file_name": header.file_name,
+        "created_at": format_log_timestamp(header.created_at_ms),
+        "beacon_interval": header.beacon_interval,
+    }
+
+
+def _message_header_json(key: str, shard: int, seq: int, ts: int) -> dict[str, Any]:
+    return {"stream_key": key, "shard_id": shard, "sequence": seq, "timestamp": format_log_timestamp(ts)}
+
+
+def _markers_json(markers: Sequence[Marker]) -> list[dict[str, Any]]:
+    return [
+        {
+            "header": _message_header_json(m.stream_key, m.shard_id, m.seq, m.timestamp_ms),
+            "running_checksum": m.running_checksum,
+        }
+        for m in markers
+    ]
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text} is out of range")
+    return value
+
+
+def _loads_strict(text: str) -> Any:
+    """``json.loads`` without Python's extensions (NaN, Infinity, 1e999 -> inf); raises ValueError."""
+    try:
+        value = json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float)
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
+    if "\\u" in text:  # escapes can produce lone surrogates, which are not Unicode text
+        try:
+            _dumps(value).encode("utf-8")
+        except UnicodeEncodeError:
+            raise ValueError("lone surrogate in a \\u escape") from None
+    return value
+
+
+def _json_payload(payload: bytes) -> Any:
+    """ndjson payload (§13.2): the JSON value when UTF-8 JSON, else a string, else a list of bytes."""
+    try:
+        text = payload.decode("utf-8")
+    except UnicodeDecodeError:
+        return list(payload)
+    try:
+        return _loads_strict(text)
+    except ValueError:
+        return text
+
+
+_LOG_TS_RE = re.compile(r"(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?Z?")
+
+
+def parse_log_timestamp(text: str) -> int:
+    """Epoch ms of ``YYYY-MM-DDTHH:MM:SS[.f]`` (UTC; a ``Z`` is allowed), the inverse of
+    :func:`~nbkit.wire.stdio_line.format_log_timestamp`; digits below the millisecond are dropped."""
+    m = _LOG_TS_RE.fullmatch(text)
+    if m is None:
+        raise ValueError(f"timestamp {text!r} is not YYYY-MM-DDTHH:MM:SS[.fff] (UTC)")
+    year, month, day, hour, minute, second = (int(g) for g in m.groups()[:6])
+    try:
+        dt.datetime(year, month, day, hour, minute, second)
+    except ValueError as exc:
+        raise ValueError(f"timestamp {text!r} is not a valid date and time ({exc})") from None
+    frac = m.group(7) or "0"
+    secs = calendar.timegm((year, month, day, hour, minute, second, 0, 0, 0))
+    return secs * 1000 + int(frac[:3].ljust(3, "0"))
+
+
+def _check_keys(keys: Sequence[str] | None) -> frozenset[str] | None:
+    if not keys:
+        return None
+    for key in keys:
+        if key != INTERNAL_KEY:
+            validate_key(key, what="--key")
+    return frozenset(keys)
+
+
+# -- cat ---------------------------------------------------------------------------------------------
+
+
+def _add_cat(p: argparse.ArgumentParser) -> None:
+    p.add_argument("file", metavar="FILE", help="the .ss stream file")
+    p.add_argument(
+        "--format",
+        choices=("log", "ndjson", "stdio"),
+        default="log",
+        help="log: ss-decode's default text (default); ndjson: one JSON object per message, header and "
+        "beacons as /* */ comments (what `nbkit write` reads); stdio: `[ts | key | seq | shard] payload` "
+        "lines a stdio consumer accepts (payloads that do not fit a line are enveloped)",
+    )
+    p.add_argument("--header-only", action="store_true", help="leave the payloads out")
+    p.add_argument(
+        "--follow", "-f", action="store_true",
+        help="keep reading as the file grows, like tail -f; ends at the end-of-stream mark, when the "
+        "file is removed, or on Ctrl-C",
+    )
+    p.add_argument(
+        "--key", action="append", metavar="KEY", dest="keys",
+        help="only messages of this stream key (repeatable)",
+    )
+
+
+class _CatPrinter:
+    """Turns messages and beacons into the lines of one ``cat`` format."""
+
+    def __init__(self, fmt: str, header_only: bool, out: TextIO) -> None:
+        self.fmt = fmt
+        self.header_only = header_only
+        self.write = out.write
+        self.empty_key_warned = False
+
+    def header(self, header: FileHeader) -> None:
+        if self.fmt == "log":
+            self.write(f"# {_dumps(_header_json(header))}\n")
+        elif self.fmt == "ndjson":
+            self.write(f"/* {_dumps(_header_json(header))} */\n")
+
+    def beacon(self, markers: Sequence[Marker]) -> None:
+        if self.fmt == "log":
+            self.write(f"# {_dumps(_markers_json(markers))}\n")
+        elif self.fmt == "ndjson":
+            self.write(f"/* {_dumps(_markers_json(markers))} */\n")
+
+    def message(self, m: Message) -> None:
+        fmt = self.fmt
+        if fmt == "ndjson":
+            payload = None if self.header_only else _json_payload(m.payload)
+            head = _message_header_json(m.stream_key, m.shard_id, m.seq, m.timestamp_ms)
+            self.write(_dumps({"header": head, "payload": payload}) + "\n")
+            return
+        if fmt == "stdio":
+            if m.stream_key in INTERNAL_KEYS:
+                return
+            if not m.stream_key:  # the reader accepts an empty key; a stdio header cannot carry one
+                if not self.empty_key_warned:
+                    _note("warning: skipping messages with an empty stream key (a stdio line cannot carry it)")
+                    self.empty_key_warned = True
+                return
+        head = f"[{format_log_timestamp(m.timestamp_ms)} | {m.stream_key} | {m.seq} | {m.shard_id}]"
+        if self.header_only:
+            self.write(head + "\n")
+            return
+        if fmt == "log":
+            try:
+                text = m.payload.decode("utf-8")
+            except UnicodeDecodeError:
+                text = "<BINARY BLOB>"
+        else:  # stdio: binary, multi-line and padded payloads travel enveloped, as the publisher does
+            text = envelope.encode({}, m.payload, force_text=True).decode("utf-8")
+            if not text:  # `[..] ` would read back as the payload " "; `[..]` reads back as ""
+                self.write(head + "\n")
+                return
+        self.write(f"{head} {text}\n")
+
+
+def _cmd_cat(args: argparse.Namespace) -> int:
+    """Print the messages of a stream file as text (log, ndjson or stdio lines)."""
+    keys = _check_keys(args.keys)
+    out = sys.stdout
+    printer = _CatPrinter(args.format, args.header_only, out)
+    with StreamReader(args.file, follow=args.follow, poll_max=0.25) as reader:
+        printer.header(reader.header)
+        beacon_offset = None
+        delay = reader.poll_min
+        while True:
+            item = reader.poll()
+            if item is None:
+                break
+            if item is NEED_MORE:  # follow mode: show what we have, then wait for the file to grow
+                out.flush()
+                time.sleep(delay)
+                delay = min(delay * 2, reader.poll_max)
+                continue
+            delay = reader.poll_min
+            msg: Message = item  # type: ignore[assignment]
+            if keys is None or msg.stream_key in keys:
+                printer.message(msg)
+            last = reader.last_beacon
+            if last is not None and last.offset != beacon_offset:
+                beacon_offset = last.offset
+                printer.beacon(last.markers)
+        out.flush()
+        _report_end(args.file, reader.end)
+    return 0
+
+
+def _report_end(path: str, end: ReadEnd | None) -> None:
+    if end is None:
+        return
+    if end.reason == "truncated":
+        _note(
+            f"warning: {path}: the file might be truncated: {end.trailing_bytes} trailing bytes at offset "
+            f"{end.offset} are not a complete frame"
+        )
+    elif end.reason == "removed":
+        _note(f"{path}: the file was removed; stopped following at offset {end.offset}")
+
+
+# -- info --------------------------------------------------------------------------------------------
+
+
+def _add_info(p: argparse.ArgumentParser) -> None:
+    p.add_argument("file", metavar="FILE", help="the .ss stream file")
+    p.add_argument("--json", action="store_true", help="print the summary as one JSON document")
+
+
+def _cmd_info(args: argparse.Namespace) -> int:
+    """Summarize a stream file: header, size, streams, beacons, end of stream, damage."""
+    s = summarize(args.file)
+    out = sys.stdout
+    if args.json:
+        out.write(json.dumps(s.to_dict(), indent=2, ensure_ascii=False) + "\n")
+        return 0
+    d = s.to_dict()
+    h = d["header"]
+    rows = [
+        ("file", s.path),
+        ("file name", h["file_name"]),
+        ("created at", f"{h['created_at']} ({h['created_at_ms']} ms)"),
+        ("beacon interval", f"{h['beacon_interval']} bytes"),
+        ("size", f"{s.size} bytes"),
+        ("messages", f"{s.message_count} in {len(s.streams)} stream{'s' if len(s.streams) != 1 else ''}"),
+        ("beacons", str(s.beacon_count)),
+        ("end of stream", f"yes (at offset {s.eos_offset})" if s.has_eos else "no"),
+    ]
+    end = s.end
+    if end.reason == "truncated":
+        rows.append(("trailing data", f"{end.trailing_bytes} bytes at offset {end.offset} are not a "
+                                      "complete frame (a writer may be mid-write, or stopped mid-frame)"))
+    elif end.reason == "error":
+        rows.append(("damaged", f"reading stopped at offset {end.offset}: {end.error}"))
+    width = max(len(k) for k, _ in rows)
+    for k, v in rows:
+        out.write(f"{k:<{width}}  {v}\n")
+    if s.streams:
+        table = [("stream", "shard", "messages", "seq", "first timestamp", "last timestamp")]
+        for st in d["streams"]:
+            seq = str(st["first_seq"]) if st["first_seq"] == st["last_seq"] else f"{st['first_seq']}..{st['last_seq']}"
+            table.append((st["stream_key"], str(st["shard_id"]), str(st["count"]), seq,
+                          st["first_timestamp"], st["last_timestamp"]))
+        widths = [max(len(row[i]) for row in table) for i in range(6)]
+        out.write("\n")
+        for row in table:
+            out.write("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() + "\n")
+    return 0
+
+
+# -- write -------------------------------------------------------------------------------------------
+
+
+def _add_write(p: argparse.ArgumentParser) -> None:
+    p.add_argument("file", metavar="FILE", help="the .ss stream file to create or append to")
+    p.add_argument(
+        "--beacon-interval", type=int, metavar="N", default=None,
+        help=f"beacon interval of a new file without a header line, a multiple of 1024 "
+        f"(default {DEFAULT_BEACON_INTERVAL})",
+    )
+    p.add_argument("--eos", action="store_true", help="end with an end-of-stream mark if the input had none")
+
+
+def _stdin_lines() -> Iterator[tuple[int, str]]:
+    """(line number, text) of stdin, decoding each line as UTF-8 and naming the line when it is not."""
+    stream = getattr(sys.stdin, "buffer", None)
+    if stream is None:  # a text-only stdin (embedding, tests)
+        for n, line in enumerate(sys.stdin, 1):
+            yield n, line
+        return
+    for n, raw in enumerate(stream, 1):
+        try:
+            yield n, raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise FormatError(f"the line is not UTF-8 ({exc.reason} at byte {exc.start})",
+                              path="stdin", line=n) from None
+
+
+def _line_error(lineno: int, detail: str) -> FormatError:
+    return FormatError(detail, path="stdin", line=lineno)
+
+
+def _comment(text: str) -> str | None:
+    """The inside of a ``/* ... */`` line, or None when the line is not a comment."""
+    if not text.startswith("/*"):
+        return None
+    if not text.endswith("*/"):
+        raise ValueError("a comment line must end with */")
+    return text[2:-2].strip()
+
+
+def _parse_header_line(body: str, lineno: int) -> FileHeader:
+    try:
+        obj = json.loads(body)
+        name, created, interval = obj["file_name"], obj["created_at"], obj["beacon_interval"]
+        if not isinstance(name, str):
+            raise ValueError("file_name must be a string")
+        created_ms = created if isinstance(created, int) else parse_log_timestamp(created)
+        if not isinstance(interval, int) or isinstance(interval, bool):
+            raise ValueError("beacon_interval must be an integer")
+    except (ValueError, KeyError, TypeError) as exc:
+        raise _line_error(lineno, f"invalid header line ({exc}); expected "
+                          '/* {"file_name":..,"created_at":"YYYY-MM-DDTHH:MM:SS.f","beacon_interval":N} */') from None
+    return FileHeader(name, created_ms, interval)
+
+
+def _u64(value: Any, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 1 << 64:
+        raise ValueError(f"{what} must be an unsigned 64-bit integer, not {_dumps(value)}")
+    return value
+
+
+def _payload_bytes(value: Any) -> bytes:
+    """The inverse of the ndjson payload rule: string -> UTF-8, list of byte values -> bytes, else JSON."""
+    if isinstance(value, str):
+        try:
+            return value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ValueError("the payload string holds a lone surrogate (not Unicode text)") from None
+    if isinstance(value, list) and all(
+        isinstance(b, int) and not isinstance(b, bool) and 0 <= b <= 255 for b in value
+    ):
+        return bytes(value)
+    return _dumps(value).encode("utf-8")
+
+
+def _parse_message_line(text: str, lineno: int) -> tuple[str, int, int, int, bytes]:
+    try:
+        obj = _loads_strict(text)
+        if not isinstance(obj, dict) or not isinstance(obj.get("header"), dict) or "payload" not in obj:
+            raise ValueError('expected {"header":{"stream_key":..,"shard_id":..,"sequence":..,'
+                             '"timestamp":..},"payload":..}')
+        h = obj["header"]
+        key = h.get("stream_key")
+        if not isinstance(key, str):
+            raise ValueError("header.stream_key must be a string")
+        shard = _u64(h.get("shard_id"), "header.shard_id")
+        seq = _u64(h.get("sequence"), "header.sequence")
+        ts = h.get("timestamp")
+        if isinstance(ts, str):
+            ts = parse_log_timestamp(ts)
+        elif isinstance(ts, bool) or not isinstance(ts, int):
+            raise ValueError("header.timestamp must be YYYY-MM-DDTHH:MM:SS[.fff] or epoch milliseconds")
+        payload = _payload_bytes(obj["payload"])
+    except ValueError as exc:
+        raise _line_error(lineno, f"invalid message line: {exc}") from None
+    return key, shard, seq, ts, payload
+
+
+def _is_new_file(path: str) -> bool:
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False  # let the writer say what is wrong
+    return stat.S_ISREG(st.st_mode) and st.st_size == 0
+
+
+def _cmd_write(args: argparse.Namespace) -> int:
+    """Append messages given as ndjson on stdin (what `cat --format ndjson` prints) to a stream file."""
+    lines = _stdin_lines()
+    first: tuple[int, str] | None = None
+    header: FileHeader | None = None
+    for lineno, raw in lines:
+        text = raw.strip()
+        if text:
+            first = (lineno, text)
+            break
+    if first is not None:
+        try:
+            body = _comment(first[1])
+        except ValueError as exc:
+            raise _line_error(first[0], str(exc)) from None
+        if body is not None and body.startswith("{"):
+            header = _parse_header_line(body, first[0])
+            first = None
+    options: dict[str, Any] = {"flush_every": 64}
+    interval = args.beacon_interval
+    if _is_new_file(args.file):
+        if header is not None:
+            if interval is not None and interval != header.beacon_interval:
+                _note(f"note: --beacon-interval {interval} ignored: the input's header line sets "
+                      f"{header.beacon_interval}")
+            interval = header.beacon_interval
+            options.update(file_name=header.file_name, created_at_ms=header.created_at_ms)
+    elif header is not None:
+        _note(f"note: {args.file} exists: appending to it; the input's header line is ignored")
+    with StreamWriter(args.file, beacon_interval=interval or DEFAULT_BEACON_INTERVAL, **options) as writer:
+        if writer.appended and interval is not None and interval != writer.header.beacon_interval:
+            _note(f"note: {args.file} keeps its beacon interval {writer.header.beacon_interval}")
+        eos_line = None
+        for lineno, raw in itertools.chain([first] if first is not None else [], lines):
+            text = raw.strip()
+            if not text:
+                continue
+            try:
+                body = _comment(text)
+            except ValueError as exc:
+                raise _line_error(lineno, str(exc)) from None
+            if body is not None:
+                if body.startswith("{"):
+                    _note(f"note: stdin, line {lineno}: a second header line is ignored")
+                continue  # beacons are rebuilt by the writer
+            key, shard, seq, ts, payload = _parse_message_line(text, lineno)
+            if eos_line is not None:
+                raise _line_error(lineno, f"a message after the end-of-stream mark of line {eos_line}")
+            try:
+                writer.write(key, payload, seq=seq, shard_id=shard, timestamp_ms=ts)
+            except NbkitError as exc:
+                detail = exc.detail if isinstance(exc, FormatError) else str(exc)
+                raise _line_error(lineno, detail) from None
+            if key == INTERNAL_KEY and payload == EOS_PAYLOAD:
+                eos_line = lineno
+        if args.eos and eos_line is None:
+            writer.write_eos()
+    return 0
+
+
+# -- run -------------------------------------------------------------------------------------------
+
+
+def _add_run(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "target", metavar="MODULE:ATTR",
+        help="where the app is: a module importable from the current directory and the name of an "
+        "nbkit.App (or of one broker, or of a function returning either) in it, e.g. service:app",
+    )
+    p.add_argument(
+        "--log-level", default="WARNING", type=str.upper,
+        choices=("DEBUG", "INFO", "WARNING", "ERROR"), help="log level on stderr (default WARNING)",
+    )
+
+
+def load_app(target: str):
+    """Import ``MODULE:ATTR`` (from the current directory first) and return an :class:`nbkit.App`."""
+    from nbkit.errors import ConfigurationError
+    from nbkit.runtime.app import App
+    from nbkit.runtime.broker import Broker
+
+    module_name, sep, attr = target.partition(":")
+    if not sep or not module_name or not attr:
+        raise ConfigurationError(f"expected MODULE:ATTR (for example service:app), not {target!r}")
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    import importlib
+
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        raise ConfigurationError(f"cannot import {module_name!r}: {exc}; run from the folder that holds it") from None
+    obj: Any = module
+    for part in attr.split("."):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            raise ConfigurationError(f"module {module_name!r} has no attribute {attr!r}") from None
+    if callable(obj) and not isinstance(obj, (App, Broker)):
+        obj = obj()
+    if isinstance(obj, Broker):
+        obj = App(obj)
+    if not isinstance(obj, App):
+        raise ConfigurationError(f"{target} is a {type(obj).__name__}, not an nbkit.App or a broker")
+    return obj
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    """Run a service (an nbkit.App) until its subscriptions end; SIGINT/SIGTERM shut it down gracefully."""
+    import logging
+
+    from nbkit.runtime.stdio_broker import StdoutClosedError
+
+    logging.basicConfig(
+        level=getattr(logging, args.log_level), stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s"
+    )
+    app = load_app(args.target)
+    try:
+        app.run()
+    except StdoutClosedError as exc:
+        _silence_stdout()
+        _note(str(exc))
+        return 0
+    return 0
+
+
+# -- demo ------------------------------------------------------------------------------------------
+
+
+def _add_demo(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--out", default="nbkit-demo", metavar="DIR", help="folder for the files (default nbkit-demo)")
+    p.add_argument("--orders", type=int, default=120, help="how many orders (default 120)")
+    p.add_argument("--seed", type=int, default=7, help="seed of the generated workload (default 7)")
+    p.add_argument("--no-png", action="store_true", help="skip the dashboard picture")
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    """Run an order service with transient failures on a stream file and on a pipe; summarize both."""
+    from nbkit.notebook.demo import run_demo
+
+    if args.orders < 1:
+        raise NbkitError(f"--orders must be at least 1, not {args.orders}")
+    result = run_demo(args.out, orders=args.orders, seed=args.seed, png=not args.no_png)
+    print(f"nbkit demo: {args.orders} orders, up to 4 attempts each, retry_after(2**attempt s), "
+          "dead-letter key orders.dead\n")
+    print(result.summary.to_string())
+    print()
+    print(f"stream file:       {result.stream_file}  (try: nbkit info {result.stream_file})")
+    print(f"pipe stage output: {result.pipe_output}")
+    if result.dashboard:
+        print(f"dashboard:         {result.dashboard}")
+    return 0
+
+
+# -- registry and entry point ------------------------------------------------------------------------
+
+#: (name, add_arguments, handler); the handler's docstring's first line is the command's help.
+_COMMANDS: list[tuple[str, AddArguments, Handler]] = [
+    ("cat", _add_cat, _cmd_cat),
+    ("info", _add_info, _cmd_info),
+    ("write", _add_write, _cmd_write),
+    ("run", _add_run, _cmd_run),
+    ("demo", _add_demo, _cmd_demo),
+]
+
+
+def _summary(handler: Handler) -> str:
+    lines = (handler.__doc__ or "").strip().splitlines()
+    return lines[0] if lines else ""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser with one subparser per entry of :data:`_COMMANDS`."""
+    parser = argparse.ArgumentParser(
+        prog=PROG, description="Run ruststream-style services on SeaStreamer stream files and pipes; read, write and "
+        "inspect .ss files."
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name, add_arguments, handler in _COMMANDS:
+        summary = _summary(handler)
+        p = sub.add_parser(name, help=summary, description=summary)
+        add_arguments(p)
+        p.set_defaults(handler=handler)
+    return parser
+
+
+def _silence_stdout() -> None:
+    """After EPIPE: point stdout at /dev/null so the interpreter's final flush cannot complain."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass  # stdout is not a real file (tests, embedding): nothing will be flushed to a pipe
+
+
+def _utf8_stdout() -> None:
+    """Payloads are UTF-8 (or shown as such): print UTF-8 whatever the locale says."""
+    enc = (getattr(sys.stdout, "encoding", None) or "utf-8").lower().replace("_", "-")
+    if enc not in ("utf-8", "utf8") and hasattr(sys.stdout, "reconfigure"):
+        try:
+            sys.stdout.reconfigure(encoding="utf-8")
+        except (ValueError, OSError):
+            pass
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit status (``python -m nbkit`` passes it to sys.exit)."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help (0) or a usage error (2)
+        return exc.code if isinstance(exc.code, int) else 2
+    try:
+        _utf8_stdout()
+        status = args.handler(args)
+        sys.stdout.flush()
+        return status
+    except BrokenPipeError:
+        _silence_stdout()
+        return EXIT_BROKEN_PIPE
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
+    except NbkitError as err:
+        _note(" ".join(str(err).split()))
+        return err.exit_code
+    except OSError as err:  # I/O trouble outside nbkit's own checks (a full disk, a closed stdin)
+        where = f"{err.filename}: " if err.filename else ""
+        _note(f"{where}{err.strerror or err}")
+        return 1

@@ -1,0 +1,402 @@
+"""ipywidgets views: a control panel over a :class:`~nbkit.notebook.session.Session`, and a stream
+file browser.
+
+A widget is a thin view: the panel's buttons call the Session methods a user would call in a cell
+(``step``, ``run``, ``advance``, ``reset``), then :meth:`SessionPanel.refresh` redraws everything
+from the Session. Every view is an ``HTML`` widget whose ``value`` can be read in tests, and every
+button works with ``.click()`` -- no browser needed. The small attempts plot is a PNG in an
+``ipywidgets.Image`` (rendered off-screen with Agg, never through pyplot or an Output widget), so
+the panel shows the same in a browser, in nbval and in tests. Payloads are user data: every text
+is HTML-escaped, and control characters are shown as ``\\xNN``.
+"""
+
+from __future__ import annotations
+
+import html
+import io
+import math
+import os
+from collections.abc import Callable
+from typing import Any
+
+import ipywidgets as widgets
+import pandas as pd
+
+from nbkit.notebook.frames import read_stream
+
+__all__ = ["SessionPanel", "StreamBrowser"]
+
+_CONTROL = {i: f"\\x{i:02x}" for i in [*range(32), 127]}
+_CONTROL_KEEP_LINES = {i: v for i, v in _CONTROL.items() if i not in (9, 10)}
+_CONTROL_ONE_LINE = {**_CONTROL, 9: "\\t", 10: "\\n", 13: "\\r"}
+
+
+def _iso(value) -> str:
+    """ISO 8601 with a ``Z`` (milliseconds only when there are some); '' for a missing time."""
+    if value is None or (not isinstance(value, str) and pd.isna(value)):
+        return ""
+    ts = pd.Timestamp(value)
+    ts = ts.tz_localize("UTC") if ts.tzinfo is None else ts.tz_convert("UTC")
+    spec = "milliseconds" if ts.microsecond else "seconds"
+    return ts.isoformat(timespec=spec).replace("+00:00", "Z")
+
+
+def _preview(payload: Any, width: int = 60) -> str:
+    """One line of a payload: control characters escaped, cut at ``width`` characters."""
+    if isinstance(payload, (bytes, bytearray)):
+        return f"<{len(payload)} binary bytes>"
+    text = str(payload).translate(_CONTROL_ONE_LINE)
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _full(payload: Any) -> str:
+    """The whole payload as text: newlines and tabs kept, other control characters escaped."""
+    if isinstance(payload, (bytes, bytearray)):
+        return f"<{len(payload)} binary bytes>\n{bytes(payload)!r}"
+    return str(payload).translate(_CONTROL_KEEP_LINES)
+
+
+def _e(value: Any) -> str:
+    return html.escape(str(value))
+
+
+def _rows(pairs: list[tuple[str, Any]]) -> str:
+    return "".join(
+        f"<tr><th style='text-align:left;padding-right:1em'>{_e(k)}</th><td style='text-align:left'>{_e(v)}</td></tr>"
+        for k, v in pairs
+    )
+
+
+# -- the session panel ---------------------------------------------------------------------------------
+class SessionPanel(widgets.VBox):
+    """Buttons and live views over a Session: step, run, advance the clock, reset.
+
+    Views (``HTML`` widgets, readable in tests through ``.value``): ``status`` (clock, what the last
+    button did or ``error: ...`` if the Session raised, the last delivery -- stream key, sequence,
+    attempt, payload preview -- its outcome and the action the runtime took), ``pending_view``
+    (delayed copies and their due times), ``counts_view`` (settlements per action), ``log_view``
+    (the last ``log_lines`` lines of ``session.log``); ``plot`` is an ``Image`` with the attempts
+    chart. ``buttons`` maps ``"step"``, ``"step10"``, ``"run"``, ``"advance"``, ``"reset"`` to the
+    Buttons; ``seconds`` is the Advance field (default 5 s). Call :meth:`refresh` after using the
+    Session from a cell.
+
+    >>> panel = SessionPanel(session)                               # doctest: +SKIP
+    >>> panel                                                       # doctest: +SKIP
+    >>> panel.buttons["step"].click(); panel.status.value           # doctest: +SKIP
+    """
+
+    def __init__(self, session, *, plot: bool = True, log_lines: int = 8) -> None:
+        super().__init__()
+        self.session = session
+        self.log_lines = log_lines
+        self._note = "ready"
+        self._error: str | None = None
+        self._plot_key: tuple | None = None
+        self.buttons: dict[str, widgets.Button] = {
+            "step": widgets.Button(description="Step", tooltip="session.step(): deliver one message"),
+            "step10": widgets.Button(description="Step ×10", tooltip="session.step(10)"),
+            "run": widgets.Button(
+                description="Run", tooltip="session.run(): deliver until done, jumping to due copies"
+            ),
+            "advance": widgets.Button(
+                description="Advance", tooltip="session.advance(seconds): move the clock, publish due copies"
+            ),
+            "reset": widgets.Button(description="Reset", tooltip="session.reset(): start over"),
+        }
+        self.seconds = widgets.FloatText(
+            value=5.0, description="seconds", layout=widgets.Layout(width="160px"), style={"description_width": "60px"}
+        )
+        self.status = widgets.HTML()
+        self.pending_view = widgets.HTML(layout=widgets.Layout(min_width="280px"))
+        self.counts_view = widgets.HTML(layout=widgets.Layout(min_width="160px"))
+        self.log_view = widgets.HTML()
+        self.plot = widgets.Image(format="png", layout=widgets.Layout(width="320px"))
+        self.show_plot = plot
+        actions: dict[str, Callable[[], str]] = {
+            "step": self._step,
+            "step10": self._step10,
+            "run": self._run,
+            "advance": self._advance,
+            "reset": self._reset,
+        }
+        for name, button in self.buttons.items():
+            button.on_click(self._handler(button.description, actions[name]))
+        controls = widgets.HBox([*self.buttons.values(), self.seconds])
+        views = widgets.HBox([self.counts_view, self.pending_view, *([self.plot] if plot else [])])
+        self.children = [controls, self.status, views, self.log_view]
+        self.refresh()
+
+    # -- buttons ---------------------------------------------------------------------------------------
+    def _handler(self, label: str, action: Callable[[], str]):
+        def on_click(_button=None) -> None:
+            try:
+                note = action()
+            except Exception as exc:  # shown in the panel, not lost in a callback
+                self._error = f"{type(exc).__name__}: {exc}"
+                self._note = f"{label} failed"
+            else:
+                self._error = None
+                self._note = note
+            self.refresh()
+
+        return on_click
+
+    def _step(self) -> str:
+        n = len(self.session.step())
+        return f"Step: {n} delivered" if n else "Step: nothing ready to deliver now"
+
+    def _step10(self) -> str:
+        return f"Step ×10: {len(self.session.step(10))} delivered"
+
+    def _run(self) -> str:
+        return f"Run: {len(self.session.run())} delivered"
+
+    def _advance(self) -> str:
+        seconds = self.seconds.value
+        fired = self.session.advance(seconds)
+        return f"Advance {seconds:g} s: {len(fired)} delayed cop{'y' if len(fired) == 1 else 'ies'} published"
+
+    def _reset(self) -> str:
+        self.session.reset()
+        return "Reset: started over"
+
+    # -- views -----------------------------------------------------------------------------------------
+    def refresh(self) -> None:
+        """Redraw every view from the Session."""
+        s = self.session
+        head = f"<p><b>clock</b> {_e(_iso(s.now))} &middot; {_e(self._note)}</p>"
+        if self._error is not None:
+            head += f"<p class='nbkit-error' style='color:#b00020'>error: {_e(self._error)}</p>"
+        delivery = s.last_delivery
+        event = self.session.last_event
+        if delivery is None:
+            body = "<p>no delivery yet</p>"
+        else:
+            pairs = [
+                ("last delivery", f"{delivery.transport}, subscription {delivery.subscription}"),
+                ("stream key", delivery.stream_key),
+                ("sequence", delivery.seq),
+                ("attempt", delivery.attempt),
+                ("payload", delivery.preview(60)),
+            ]
+            if event is not None:
+                pairs += [("outcome", event.outcome), ("action", event.describe())]
+                if event.error:
+                    pairs.append(("handler error", event.error))
+            body = f"<table class='nbkit-panel-delivery'>{_rows(pairs)}</table>"
+        self.status.value = f"<div class='nbkit-panel-status'>{head}{body}</div>"
+
+        pending = s.pending
+        if pending:
+            items = "".join(
+                f"<li>{_e(p.destination)} due {_e(_iso(p.due))} (attempt {p.attempt} of {_e(p.subscription)})</li>"
+                for p in pending[:10]
+            )
+            more = f"<li>… and {len(pending) - 10} more</li>" if len(pending) > 10 else ""
+            self.pending_view.value = f"<b>pending copies ({len(pending)})</b><ul>{items}{more}</ul>"
+        else:
+            self.pending_view.value = "<b>pending copies (0)</b><p>(none)</p>"
+
+        counts = s.counts()
+        rows = _rows([(action, n) for action, n in counts.items()] + [("settled", sum(counts.values()))])
+        self.counts_view.value = f"<b>settlements per action</b><table class='nbkit-panel-counts'>{rows}</table>"
+
+        lines = s.log[-self.log_lines :] if self.log_lines > 0 else []
+        text = _e("\n".join(lines)) if lines else "(no log lines)"
+        self.log_view.value = f"<b>log</b><pre style='white-space:pre-wrap;margin:0'>{text}</pre>"
+
+        if self.show_plot:
+            self._draw_plot()
+
+    def _draw_plot(self) -> None:
+        events = getattr(self.session.app, "events", [])
+        key = (id(self.session.app), len(events))
+        if key == self._plot_key:
+            return
+        from matplotlib.figure import Figure
+
+        from nbkit.notebook.plots import attempts
+
+        fig = Figure(figsize=(4, 2.5), dpi=80, layout="constrained")  # off-screen: not in pyplot
+        ax = fig.add_subplot()
+        attempts(self.session.events, ax=ax)
+        ax.title.set_fontsize("medium")
+        buf = io.BytesIO()
+        fig.savefig(buf, format="png", metadata={"Software": None})
+        self.plot.value = buf.getvalue()
+        self._plot_key = key
+
+
+# -- the stream browser --------------------------------------------------------------------------------
+_TABLE_COLUMNS = ("stream_key", "seq", "timestamp", "attempt", "size", "payload")
+
+
+class StreamBrowser(widgets.VBox):
+    """Page through a ``.ss`` stream file: filter by stream key and sequence range, show one message.
+
+    The file is read once with ``read_stream(path, payload="auto")`` (fine for notebook-sized files;
+    EOS and internal keys are left out). Widgets: ``key`` (Dropdown, ``"(all)"`` or one key),
+    ``seq_min``/``seq_max`` (IntText, inclusive), ``prev_button``/``next_button``, ``selector``
+    (Dropdown of the current page's messages). Views: ``table`` (HTML of the current page: row,
+    stream_key, seq, timestamp, attempt, size, payload preview) and ``detail`` (HTML: the selected
+    message's fields, headers and full payload). ``filtered`` is the DataFrame the filters select
+    (all pages; index = row in ``frame``), ``page`` the current page (0-based; assigning it moves
+    there), ``pages`` how many there are.
+
+    >>> browser = StreamBrowser("../shared/testdata/ss/sample-1.ss")     # doctest: +SKIP
+    >>> browser.key.value = "event"; browser.next_page()                 # doctest: +SKIP
+    """
+
+    ALL = "(all)"
+
+    def __init__(self, path: str | os.PathLike, *, page_size: int = 20) -> None:
+        super().__init__()
+        if isinstance(page_size, bool) or not isinstance(page_size, int) or page_size < 1:
+            raise ValueError(f"page_size must be a whole number >= 1, not {page_size!r}")
+        self.path = os.fspath(path)
+        self.page_size = page_size
+        self.frame: pd.DataFrame = read_stream(self.path, payload="auto")
+        seqs = self.frame["seq"]
+        lo = int(seqs.min()) if len(seqs) else 0
+        hi = int(seqs.max()) if len(seqs) else 0
+        keys = sorted(str(k) for k in self.frame["stream_key"].astype(object).unique())
+        self._page = 0
+        self._busy = False
+        self.filtered: pd.DataFrame = self.frame
+        self.key = widgets.Dropdown(options=[self.ALL, *keys], value=self.ALL, description="stream key")
+        self.seq_min = widgets.IntText(value=lo, description="seq from", layout=widgets.Layout(width="180px"))
+        self.seq_max = widgets.IntText(value=hi, description="to", layout=widgets.Layout(width="180px"))
+        self.prev_button = widgets.Button(description="Previous", icon="arrow-left")
+        self.next_button = widgets.Button(description="Next", icon="arrow-right")
+        self.page_label = widgets.HTML()
+        self.table = widgets.HTML()
+        self.selector = widgets.Dropdown(description="message", layout=widgets.Layout(width="420px"))
+        self.detail = widgets.HTML()
+        for w in (self.key, self.seq_min, self.seq_max):
+            w.observe(self._filters_changed, names="value")
+        self.selector.observe(self._selection_changed, names="value")
+        self.prev_button.on_click(lambda _b: self.previous_page())
+        self.next_button.on_click(lambda _b: self.next_page())
+        self.children = [
+            widgets.HBox([self.key, self.seq_min, self.seq_max]),
+            widgets.HBox([self.prev_button, self.next_button, self.page_label]),
+            self.table,
+            self.selector,
+            self.detail,
+        ]
+        self._apply_filters()
+
+    # -- state -----------------------------------------------------------------------------------------
+    @property
+    def pages(self) -> int:
+        """How many pages the filtered messages fill (at least 1)."""
+        return max(1, math.ceil(len(self.filtered) / self.page_size))
+
+    @property
+    def page(self) -> int:
+        """The current page, 0-based; assigning clamps it to the pages there are and redraws."""
+        return self._page
+
+    @page.setter
+    def page(self, value: int) -> None:
+        self._page = min(max(int(value), 0), self.pages - 1)
+        self._render()
+
+    @property
+    def current(self) -> pd.DataFrame:
+        """The rows on the current page."""
+        start = self._page * self.page_size
+        return self.filtered.iloc[start : start + self.page_size]
+
+    def next_page(self) -> None:
+        self.page = self._page + 1
+
+    def previous_page(self) -> None:
+        self.page = self._page - 1
+
+    def show(self, row) -> None:
+        """Show the message at ``row`` (an index label of ``frame``) in ``detail``."""
+        if row not in self.frame.index:
+            raise KeyError(f"no message at row {row!r}; rows are 0..{len(self.frame) - 1}")
+        msg = self.frame.loc[row]
+        headers = msg["headers"] or {}
+        pairs = [
+            ("row", row),
+            ("stream key", msg["stream_key"]),
+            ("shard", msg["shard_id"]),
+            ("sequence", msg["seq"]),
+            ("timestamp", _iso(msg["timestamp"])),
+            ("attempt", f"{msg['attempt']} (retry count {msg['retry_count']})"),
+            ("size", f"{msg['size']} bytes"),
+            ("offset", msg["offset"]),
+        ]
+        head_rows = _rows([(f"header {k}", v) for k, v in headers.items()]) or _rows([("headers", "(none)")])
+        self.detail.value = (
+            f"<div class='nbkit-message'><table>{_rows(pairs)}{head_rows}</table>"
+            f"<b>payload</b><pre style='white-space:pre-wrap;margin:0'>{_e(_full(msg['payload']))}</pre></div>"
+        )
+
+    # -- drawing ---------------------------------------------------------------------------------------
+    def _filters_changed(self, _change=None) -> None:
+        self._apply_filters()
+
+    def _apply_filters(self) -> None:
+        f = self.frame
+        mask = pd.Series(True, index=f.index)
+        if self.key.value != self.ALL:
+            mask &= f["stream_key"].astype(object) == self.key.value
+        seq = f["seq"].astype("Int64")
+        mask &= (seq >= self.seq_min.value) & (seq <= self.seq_max.value)
+        self.filtered = f[mask.fillna(False).astype(bool)]
+        self._page = 0
+        self._render()
+
+    def _render(self) -> None:
+        rows = self.current
+        n = len(self.filtered)
+        first = self._page * self.page_size + 1 if n else 0
+        last = self._page * self.page_size + len(rows)
+        self.page_label.value = (
+            f"page {self._page + 1} of {self.pages} &middot; messages {first}-{last} of {n} (file: {len(self.frame)})"
+        )
+        self.prev_button.disabled = self._page == 0
+        self.next_button.disabled = self._page >= self.pages - 1
+        if rows.empty:
+            self.table.value = "<p>(no messages match)</p>"
+        else:
+            head = "".join(f"<th style='text-align:left'>{c}</th>" for c in ("row", *_TABLE_COLUMNS))
+            body = "".join(
+                "<tr>"
+                + "".join(
+                    f"<td style='text-align:left'>{_e(v)}</td>"
+                    for v in (
+                        label,
+                        r["stream_key"],
+                        r["seq"],
+                        _iso(r["timestamp"]),
+                        r["attempt"],
+                        r["size"],
+                        _preview(r["payload"]),
+                    )
+                )
+                + "</tr>"
+                for label, r in rows.iterrows()
+            )
+            self.table.value = f"<table class='nbkit-stream-page'><tr>{head}</tr>{body}</table>"
+        options = [(f"{label}: {r['stream_key']} #{r['seq']}", label) for label, r in rows.iterrows()]
+        self._busy = True
+        try:
+            self.selector.options = options
+            self.selector.value = options[0][1] if options else None
+        finally:
+            self._busy = False
+        self._selection_changed()
+
+    def _selection_changed(self, _change=None) -> None:
+        if self._busy:
+            return
+        row = self.selector.value
+        if row is None:
+            self.detail.value = "<p>(no message selected)</p>"
+        else:
+            self.show(row)

@@ -1,0 +1,311 @@
+"""Plots, tested by their data (bar heights, line points, labels, legends), never by pixels."""
+
+from __future__ import annotations
+
+import matplotlib.dates as mdates
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import pytest
+from matplotlib.colors import to_rgba
+from matplotlib.figure import Figure
+
+import nbkit.plot
+from nbkit.notebook import plots
+from nbkit.notebook.frames import concat_frames, read_pipe, read_stream
+from nbkit.notebook.plots import _as_deliveries, attempts, dashboard, dead_letters, retry_delays
+
+T0 = pd.Timestamp("2024-01-01T00:00:00Z")
+
+
+def heights(ax) -> list[list[float]]:
+    return [[float(v) for v in c.datavalues] for c in ax.containers]
+
+
+def legend(ax) -> list[str]:
+    leg = ax.get_legend()
+    return [t.get_text() for t in leg.get_texts()] if leg else []
+
+
+def ticks(ax) -> list[str]:
+    return [t.get_text() for t in ax.get_xticklabels()]
+
+
+def texts(ax) -> list[str]:
+    return [t.get_text() for t in ax.texts]
+
+
+def messages(ran) -> pd.DataFrame:
+    """What the runtime wrote: the file, and the pipe's stdout, as one read_* frame."""
+    return concat_frames(read_stream(ran.path), read_pipe(ran.out))
+
+
+# -- the normaliser ------------------------------------------------------------------------------------
+def test_as_deliveries_reads_an_events_frame(ran):
+    d = _as_deliveries(ran.session.events)
+    assert list(d.columns) == ["transport", "group", "attempt", "delivered", "delay", "is_dead_letter", "time"]
+    assert d.attrs["kind"] == "events"
+    assert d["delivered"].all()
+    file, pipe = d[d.transport == "file"], d[d.transport == "pipe"]
+    assert sorted(file["delay"].dropna()) == [5, 5, 5, 10, 10, 10]
+    assert sorted(pipe["delay"].dropna()) == [2, 2, 2]
+    assert file["is_dead_letter"].sum() == 3 and pipe["is_dead_letter"].sum() == 1
+    # a dead letter is placed at the time its copy was written
+    assert (file.loc[file.is_dead_letter, "time"] == T0 + pd.Timedelta(seconds=15)).all()
+    assert d.loc[d.is_dead_letter, "delay"].isna().all()  # a dead-letter copy is no scheduled retry
+
+
+def test_as_deliveries_reads_a_messages_frame(ran):
+    d = _as_deliveries(messages(ran))
+    assert d.attrs["kind"] == "messages"
+    assert d["delay"].isna().all()
+    # orders.dead (3 on file) and orders.dlq (1 on pipe) are the dead letters and not deliveries
+    assert d.groupby("transport")["is_dead_letter"].sum().to_dict() == {"file": 3, "pipe": 1}
+    assert (d["delivered"] == ~d["is_dead_letter"]).all()
+
+
+@pytest.mark.parametrize(
+    ("keys", "expected"),
+    [(None, 4), ("orders.dead", 3), (["orders.dlq"], 1), ([], 0), (lambda k: k.startswith("orders."), 7)],
+)
+def test_dead_letter_keys_option(ran, keys, expected):
+    # lambda: orders.dead (3), orders.dlq (1) and orders.retry (3 copies on the pipe)
+    assert _as_deliveries(messages(ran), dead_letter_keys=keys)["is_dead_letter"].sum() == expected
+
+
+def test_copy_now_is_a_zero_second_delay(tmp_path):
+    from nbkit import App, FileBroker, FilePosition, HandlerOutcome
+    from nbkit.notebook.session import Session
+
+    broker = FileBroker(tmp_path / "o.ss")
+    broker.subscriber("orders", start_at=FilePosition.beginning(), max_attempts=2)(lambda d: HandlerOutcome.retry())
+    session = Session(App(broker))
+    broker.publish("orders", "x")
+    session.run()
+    assert list(session.events["action"]) == ["copy", "rejected"]
+    d = _as_deliveries(session.events)
+    assert d["delay"].iloc[0] == 0.0 and np.isnan(d["delay"].iloc[1])
+    ax = retry_delays(session.events)
+    assert ticks(ax) == ["0 s"] and heights(ax) == [[1.0]]
+
+
+@pytest.mark.parametrize(
+    ("frame", "missing"),
+    [
+        (pd.DataFrame({"x": [1]}), "'attempt'"),
+        (pd.DataFrame({"attempt": [1]}), "'action'"),
+        (pd.DataFrame({"attempt": [1], "action": ["copy"]}), "'time'"),
+        (pd.DataFrame({"attempt": [1], "retry_count": [0]}), "'stream_key'"),
+    ],
+)
+def test_frames_of_neither_kind_name_the_missing_column(frame, missing):
+    for plot in (attempts, retry_delays, dead_letters, dashboard):
+        with pytest.raises(ValueError, match=missing):
+            plot(frame)
+
+
+def test_missing_by_column_and_not_a_frame(ran):
+    with pytest.raises(ValueError, match="'colour'"):
+        attempts(ran.session.events, by="colour")
+    with pytest.raises(TypeError, match="DataFrame"):
+        attempts([1, 2, 3])
+
+
+# -- attempts ------------------------------------------------------------------------------------------
+def test_attempts_from_events_file_and_pipe_side_by_side(ran):
+    ax = attempts(ran.session.events)
+    assert heights(ax) == [[3, 3, 3], [2, 1, 1]]
+    assert legend(ax) == ["file", "pipe"]
+    assert ticks(ax) == ["1", "2", "3"]
+    assert "attempt" in ax.get_xlabel()
+    assert ax.get_ylabel() == "deliveries (count)"
+    assert ax.get_title() == "Deliveries per attempt"
+    file_bars, pipe_bars = ax.containers
+    # side by side: the pipe bar of attempt n sits right of the file bar of attempt n
+    assert [p.get_x() for p in file_bars][0] < [p.get_x() for p in pipe_bars][0] < 1.5
+    assert file_bars[0].get_facecolor() == to_rgba("C0") and pipe_bars[0].get_facecolor() == to_rgba("C1")
+
+
+def test_attempts_by_none_and_by_another_column(ran):
+    ax = attempts(ran.session.events, by=None, ax=plt.figure().gca())
+    assert heights(ax) == [[5, 4, 4]]
+    assert ax.get_legend() is None
+    ax = attempts(ran.session.events, by="action", ax=plt.figure().gca())
+    assert legend(ax) == ["delayed-copy", "dead-letter"]  # the categorical's order, observed only
+    assert heights(ax) == [[5, 4, 0], [0, 0, 4]]
+
+
+def test_attempts_from_what_the_runtime_wrote(ran):
+    ax = attempts(messages(ran))
+    # file: originals (1) and copies (2, 3); pipe stdout: copies only (2, 2, 3). Dead letters left out.
+    assert heights(ax) == [[3, 3, 3], [0, 2, 1]]
+    ax = attempts(messages(ran), dead_letter_keys=[], ax=plt.figure().gca())
+    assert heights(ax) == [[3, 3, 3, 3], [0, 2, 1, 1]]  # counted: the dead-letter copies carry attempt 4
+
+
+def test_attempts_of_a_loopback_pipe_that_redelivers_its_own_copies():
+    from nbkit import App, HandlerOutcome, StdioBroker
+    from nbkit.notebook.session import Session
+
+    out: list[str] = []
+    broker = StdioBroker(stdin=["[jobs] a", "[jobs] b"], stdout=out, loopback=True)
+    broker.subscriber("jobs", max_attempts=3, dead_letter="jobs.dlq", out_retry="jobs")(
+        lambda d: HandlerOutcome.retry_after(2)
+    )
+    session = Session(App(broker))
+    session.run()
+    ax = attempts(session.events)
+    assert heights(ax) == [[2, 2, 2]] and legend(ax) == ["pipe"]
+    ax = attempts(read_pipe(out), ax=plt.figure().gca())  # stdout: the copies (2, 3) and 2 dead letters
+    assert heights(ax) == [[0, 2, 2]]
+    ax = dead_letters(read_pipe(out), ax=plt.figure().gca())
+    assert [list(line.get_xydata()[:, 1]) for line in ax.lines] == [[2]]
+
+
+def test_attempts_draws_on_the_current_axes_by_default(ran):
+    fig, (left, right) = plt.subplots(1, 2)
+    plt.sca(right)
+    assert attempts(ran.session.events) is right
+    assert left.containers == []
+
+
+def test_a_pipe_only_frame_keeps_the_pipe_colour(make_scenario):
+    sc = make_scenario(file=False)
+    sc.session.run()
+    ax = attempts(sc.session.events)
+    assert legend(ax) == ["pipe"]
+    assert ax.containers[0][0].get_facecolor() == to_rgba("C1")
+
+
+# -- retry delays --------------------------------------------------------------------------------------
+def test_retry_delays_one_bar_group_per_distinct_delay(ran):
+    ax = retry_delays(ran.session.events)
+    assert ticks(ax) == ["2 s", "5 s", "10 s"]
+    assert heights(ax) == [[0, 3, 3], [3, 0, 0]]
+    assert legend(ax) == ["file", "pipe"]
+    assert ax.get_xlabel() == "retry delay (s)"
+    assert ax.get_ylabel() == "retry copies (count)"
+    assert ax.get_title() == "Scheduled retry delays"
+
+
+def test_retry_delays_histogram_when_bins_are_given(ran):
+    ax = retry_delays(ran.session.events, bins=[0, 5, 20])
+    assert heights(ax) == [[0, 6], [3, 0]]  # [0, 5) and [5, 20], file then pipe
+    assert legend(ax) == ["file", "pipe"]
+    assert ax.get_xlabel() == "retry delay (s)"
+
+
+def test_retry_delays_histogram_when_delays_are_many(ran):
+    ev = ran.session.events.copy()
+    ev["delay"] = pd.array(np.where(ev["action"] == "delayed-copy", np.arange(len(ev)) * 0.5, np.nan), "Float64")
+    assert ev["delay"].nunique() == 9 <= plots.MAX_DISTINCT_DELAYS
+    ax = retry_delays(ev)
+    assert len(ticks(ax)) == 9 and all(t.endswith(" s") for t in ticks(ax))
+    ev = pd.concat([ev, ev.assign(delay=ev["delay"] + 100)], ignore_index=True)
+    ax = retry_delays(ev, ax=plt.figure().gca())
+    assert sum(sum(h) for h in heights(ax)) == 18
+    assert not any(t.endswith(" s") for t in ticks(ax))  # numeric histogram axis, not labelled bars
+
+
+def test_retry_delays_of_a_messages_frame_say_no_data(ran):
+    ax = retry_delays(messages(ran))
+    assert texts(ax)[0].startswith("no data")
+    assert "events frames" in texts(ax)[0]
+    assert ax.get_xlabel() == "retry delay (s)"
+
+
+# -- dead letters --------------------------------------------------------------------------------------
+def test_dead_letters_per_bin_one_line_per_transport(ran):
+    ax = dead_letters(ran.session.events, freq="5s")
+    file, pipe = (line.get_xydata() for line in ax.lines)
+    bins = mdates.date2num(pd.date_range("2024-01-01", periods=4, freq="5s").to_pydatetime())
+    np.testing.assert_allclose(file[:, 0], bins)
+    np.testing.assert_allclose(pipe[:, 0], bins)
+    assert list(file[:, 1]) == [0, 0, 0, 3]
+    assert list(pipe[:, 1]) == [1, 0, 0, 0]
+    assert legend(ax) == ["file", "pipe"]
+    assert ax.get_ylabel() == "dead-letter copies per 5s"
+    assert ax.get_xlabel() == "time (UTC)"
+    assert ax.get_title() == "Dead letters over time"
+
+
+def test_dead_letters_chooses_the_bin_from_the_span(ran):
+    ax = dead_letters(ran.session.events)
+    assert ax.get_ylabel() == "dead-letter copies per 1s"  # 15 s span -> 16 one-second bins
+    assert [len(line.get_xydata()) for line in ax.lines] == [16, 16]
+    assert plots._auto_freq(pd.Timedelta(hours=3)) == "15min"
+    assert plots._auto_freq(pd.Timedelta(0)) == "1ms"
+    assert plots._auto_freq(pd.Timedelta(days=10_000)) == "28D"
+
+
+def test_dead_letters_from_what_the_runtime_wrote(ran):
+    ax = dead_letters(read_stream(ran.path))
+    (line,) = ax.lines
+    np.testing.assert_allclose(line.get_xydata(), [[mdates.date2num(T0 + pd.Timedelta(seconds=15)), 3]])
+    assert legend(ax) == ["file"]
+
+
+def test_dead_letters_fall_back_to_the_settlement_time(ran):
+    ev = ran.session.events.copy()
+    ev["written_at"] = pd.Series(pd.NaT, index=ev.index, dtype="datetime64[ms, UTC]")  # e.g. copy lost
+    ax = dead_letters(ev, freq="5s", by=None)
+    (line,) = ax.lines
+    # pipe at +0 s, file dead-lettered at +15 s (settled then), all in one line
+    assert list(line.get_xydata()[:, 1]) == [1, 0, 0, 3]
+
+
+def test_dead_letters_rejects_a_bad_freq(ran):
+    with pytest.raises(ValueError, match="freq"):
+        dead_letters(ran.session.events, freq="fortnightly")
+    with pytest.raises(ValueError, match="fixed bin width"):
+        dead_letters(ran.session.events, freq="1MS")
+
+
+# -- empty data and the dashboard ----------------------------------------------------------------------
+def test_empty_data_gives_labelled_empty_axes(scenario):
+    empty_events = scenario.session.events  # nothing ran yet
+    empty_messages = read_pipe([])
+    assert empty_events.empty and empty_messages.empty
+    for frame in (empty_events, empty_messages):
+        for plot, xlabel in ((attempts, "attempt"), (retry_delays, "retry delay"), (dead_letters, "time")):
+            ax = plot(frame, ax=plt.figure().gca())
+            assert texts(ax)[0].startswith("no data")
+            assert xlabel in ax.get_xlabel()
+            assert ax.get_ylabel() and ax.get_title()
+            assert len(ax.containers) == 0 and len(ax.lines) == 0
+
+
+def test_dashboard_has_three_labelled_panels(ran):
+    fig = dashboard(ran.session.events, figsize=(12, 3))
+    assert isinstance(fig, Figure)
+    assert tuple(fig.get_size_inches()) == (12, 3)
+    assert fig.get_suptitle() == "Retries and dead letters, file vs pipe"
+    a, r, d = fig.axes
+    assert [ax.get_title() for ax in fig.axes] == [
+        "Deliveries per attempt",
+        "Scheduled retry delays",
+        "Dead letters over time",
+    ]
+    assert heights(a) == [[3, 3, 3], [2, 1, 1]]
+    assert heights(r) == [[0, 3, 3], [3, 0, 0]]
+    assert len(d.lines) == 2
+    for ax in fig.axes:
+        assert legend(ax) == ["file", "pipe"]
+
+
+def test_dashboard_of_a_messages_frame_and_of_nothing(ran, scenario):
+    fig = dashboard(messages(ran), freq="5s")
+    assert len(fig.axes) == 3
+    assert texts(fig.axes[1])[0].startswith("no data")
+    assert fig.axes[2].get_ylabel() == "dead-letter copies per 5s"
+    fig = dashboard(ran.session.events.iloc[:0])
+    assert [texts(ax)[0] for ax in fig.axes] == ["no data"] * 3
+
+
+def test_public_alias_module():
+    assert nbkit.plot.__all__ == ["attempts", "dashboard", "dead_letters", "retry_delays"]
+    assert nbkit.plot.attempts is attempts and nbkit.plot.dashboard is dashboard
+    for name in nbkit.plot.__all__:
+        doc = getattr(nbkit.plot, name).__doc__
+        assert ">>> " in doc
+        assert not any("{" + key + "}" in doc for key in plots._DOCS)  # shared docs filled in
