@@ -1,0 +1,1 @@
+"""Runtime tests (a package, so modules can share helpers.py)."""

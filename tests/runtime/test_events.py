@@ -1,0 +1,162 @@
+"""Settlement events and ``events_frame()``: the columns and dtypes documented in
+:mod:`nbkit.runtime.events`, and the values each settlement records."""
+
+from __future__ import annotations
+
+import re
+
+import pandas as pd
+import pytest
+
+import nbkit.runtime.events as events_module
+from nbkit import App, HandlerOutcome, SettlementEvent, StdioBroker
+from nbkit.wire.envelope import encode
+
+from .helpers import drain
+
+NS = 10**9
+
+
+def _documented_schema() -> list[tuple[str, str]]:
+    """(column, dtype) rows of the table in the module docstring (between its 2nd and 3rd rule)."""
+    rows = []
+    rules = 0
+    for line in events_module.__doc__.splitlines():
+        if line.startswith("====="):
+            rules += 1
+            continue
+        if rules == 2 and line.strip():
+            m = re.match(r"^(\w+)\s{2,}(.+?)\s{2,}\S", line)
+            assert m, line
+            rows.append((m[1], m[2].strip()))
+    return rows
+
+
+def _dtype_name(doc: str) -> str:
+    return "category" if doc.startswith("category") else doc
+
+
+def test_the_docstring_table_is_parsed():
+    schema = _documented_schema()
+    assert len(schema) == 16
+    assert schema[0] == ("time", "datetime64[ms, UTC]")
+    assert schema[-1] == ("error", "string")
+
+
+@pytest.fixture
+def mixed_app(clock):
+    """One event of every action, on a pipe."""
+    cap = encode({"x-ruststream-retry-count": "4"}, b"cap", force_text=True).decode()
+    stdin = [
+        "[jobs] ack",
+        "[jobs] boom",
+        "[jobs] now",
+        "[jobs] later",
+        "[jobs] lost",
+        "[jobs] soon",
+        f"[jobs] {cap}",
+    ]
+    broker = StdioBroker(stdin=stdin, stdout=[])
+    behaviour = {
+        b"ack": lambda: None,
+        b"now": HandlerOutcome.retry,
+        b"later": lambda: HandlerOutcome.retry_after(2.5),
+        b"lost": lambda: HandlerOutcome.retry_after(100),
+        b"soon": lambda: HandlerOutcome.retry_after(1),
+        b"cap": HandlerOutcome.retry,
+    }
+
+    def handler(d):
+        if d.payload == b"boom":
+            raise KeyError("k")
+        return behaviour[d.payload]()
+
+    broker.subscriber("jobs", out_retry="jobs.retry", max_attempts=5, dead_letter="jobs.dead")(handler)
+    app = App(broker, clock=clock, shutdown_timeout=10)
+    app.start()
+    drain(app)
+    app.shutdown()
+    return app
+
+
+def test_events_frame_columns_and_dtypes_match_the_docstring(mixed_app):
+    frame = mixed_app.events_frame()
+    schema = _documented_schema()
+    assert list(frame.columns) == [name for name, _ in schema] == list(events_module.EVENT_COLUMNS)
+    assert [(c, str(frame[c].dtype)) for c in frame.columns] == [(n, _dtype_name(d)) for n, d in schema]
+    assert list(frame["transport"].cat.categories) == ["file", "pipe"]
+
+
+def test_an_empty_frame_has_the_same_schema():
+    from nbkit.runtime.events import events_frame
+
+    empty = events_frame([])
+    assert len(empty) == 0
+    assert [(c, str(empty[c].dtype)) for c in empty.columns] == [
+        (n, _dtype_name(d)) for n, d in _documented_schema()
+    ]
+
+
+def test_events_frame_values(mixed_app):
+    frame = mixed_app.events_frame()
+    t0 = pd.Timestamp("2024-01-01", tz="UTC")
+    assert frame["outcome"].tolist() == [
+        "ack",
+        "drop",
+        "retry",
+        "retry_after",
+        "retry_after",
+        "retry_after",
+        "retry",
+    ]
+    assert frame["action"].tolist() == [
+        "unsupported",
+        "unsupported",
+        "copy",
+        "delayed-copy",
+        "delayed-copy",
+        "delayed-copy",
+        "dead-letter",
+    ]
+    assert frame["subscription"].tolist() == ["jobs"] * 7
+    assert frame["seq"].tolist() == [0, 1, 2, 3, 4, 5, 6]
+    assert frame["attempt"].tolist() == [1] * 6 + [5]
+    assert frame["delay"].tolist()[2:] == [0.0, 2.5, 100.0, 1.0, 0.0]
+    assert frame["delay"].isna().tolist() == [True, True, False, False, False, False, False]
+    assert frame["destination"].tolist()[2:] == ["jobs.retry"] * 4 + ["jobs.dead"]
+    assert frame["due"].tolist()[3:6] == [
+        t0 + pd.Timedelta(seconds=2.5),
+        t0 + pd.Timedelta(seconds=100),
+        t0 + pd.Timedelta(seconds=1),
+    ]
+    # shutdown_timeout=10 published the 1 s and 2.5 s copies and abandoned the 100 s one
+    assert frame["written_at"].tolist()[2:] == [
+        t0,
+        t0 + pd.Timedelta(seconds=2.5),
+        pd.NaT,
+        t0 + pd.Timedelta(seconds=1),
+        t0,
+    ]
+    assert frame["abandoned"].tolist() == [False] * 4 + [True] + [False] * 2
+    assert frame["copy_seq"].tolist()[2:] == [0, 2, pd.NA, 1, 0]  # per destination key, from 0
+    assert frame["error"].tolist()[:3] == [pd.NA, "KeyError: 'k'", pd.NA]
+    assert (frame["time"] == t0).all()
+
+
+def test_settlement_event_describe():
+    ev = SettlementEvent(
+        time=0.0,
+        transport="file",
+        subscription="s",
+        stream_key="jobs",
+        shard_id=0,
+        seq=3,
+        attempt=2,
+        outcome="retry_after",
+        action="delayed-copy",
+        delay=5.0,
+        destination="jobs",
+    )
+    assert ev.describe() == "file jobs #3 attempt 2: retry_after -> copy to 'jobs' due in 5 s"
+    with pytest.raises(AttributeError):
+        ev.seq = 4  # type: ignore[misc]
