@@ -224,7 +224,8 @@ class _CatPrinter:
             except UnicodeDecodeError:
                 text = "<BINARY BLOB>"
         else:  # stdio: binary, multi-line and padded payloads travel enveloped, as the publisher does
-            text = envelope.encode({}, m.payload, force_text=True).decode("utf-8")
+            headers, body = envelope.decode(m.payload)  # a copy's headers stay on its line
+            text = envelope.encode(headers, body, force_text=True).decode("utf-8")
             if not text:  # `[..] ` would read back as the payload " "; `[..]` reads back as ""
                 self.write(head + "\n")
                 return

@@ -78,6 +78,7 @@ class App:
         self.started = False
         self.stopped = False
         self._stop_requested = False
+        self._abandon_requested = False
         self._loop: asyncio.AbstractEventLoop | None = None
         self.last_delivery: Delivery | None = None
 
@@ -131,7 +132,11 @@ class App:
             sub = subs[(self._rr + i) % n]
             if sub.ended:
                 continue
-            item = sub.poll()
+            try:
+                item = sub.poll()
+            except NbkitError as exc:
+                logs.emit(logs.SUBSCRIBER, logging.ERROR, logs.STREAM_ERROR, subscription=sub.name, error=exc)
+                raise
             if item is None or item is NEED_MORE:
                 continue
             self._rr = (self._rr + i + 1) % n
@@ -362,8 +367,10 @@ class App:
                 self._wait(wait)
                 idle = min(idle * 2, _IDLE_MAX)
         finally:
-            restore()
-            self.shutdown()
+            try:
+                self.shutdown()
+            finally:
+                restore()
 
     async def run_async(self) -> None:
         """The asyncio form of :meth:`run`: async handlers are awaited on the running loop."""
@@ -398,7 +405,8 @@ class App:
             due = self.next_due()
             if due is not None:
                 self.clock.set(due)
-            return
+                return
+            # nothing scheduled: only new input can change anything, so wait for it in real time
         fds = [fd for s in self.subscriptions if not s.ended and (fd := s.fileno()) is not None]
         if fds:
             select.select(fds, [], [], seconds)
@@ -417,7 +425,7 @@ class App:
 
         def handler(signum, frame):
             if self._stop_requested:  # a second signal: stop waiting for delayed copies
-                self.shutdown_timeout = 0
+                self._abandon_requested = True
             self._stop_requested = True
 
         for sig in (signal.SIGINT, signal.SIGTERM):
@@ -438,19 +446,20 @@ class App:
                 deadline = None if self.shutdown_timeout is None else self.clock.now() + self.shutdown_timeout
                 while self._pending:
                     due = self._pending[0].due
-                    if deadline is not None and due > deadline:
+                    if self._abandon_requested or (deadline is not None and due > deadline):
                         self.abandon_pending()
                         break
                     if getattr(self.clock, "virtual", False):
                         self.clock.set(due)
                     else:
                         self._flush()
-                        time.sleep(max(0.0, due - self.clock.now()))
+                        # short naps, so a second SIGINT/SIGTERM can cut the wait short
+                        time.sleep(min(_IDLE_MAX, max(0.0, due - self.clock.now())))
                     self.fire_due()
         finally:
             self.stopped = True
             errors = []
-            for b in self.brokers:
+            for b in self.brokers if self.started else ():
                 try:
                     b.shutdown()
                 except NbkitError as exc:

@@ -31,6 +31,11 @@ class FileSubscription(Subscription):
         try:
             self.reader.seek(start, key=registration.key)
         except SeekError as exc:
+            if self._caught_up(start):
+                # the next sequence after the last one written: nothing is missed by starting at the
+                # tip (upstream refuses this seek and ends the subscription; nbkit resumes instead)
+                self.reader.seek(FilePosition.end())
+                return
             if registration.replay:
                 # upstream: a refused seek leaves a replay where it was (the beginning)
                 logs.emit(logs.SUBSCRIBER, logging.WARNING, "seek refused", subscription=self.name, error=exc)
@@ -39,6 +44,16 @@ class FileSubscription(Subscription):
                 # upstream: a refused seek ends a live subscription
                 logs.emit(logs.SUBSCRIBER, logging.ERROR, "seek refused", subscription=self.name, error=exc)
                 self._finish("seek refused")
+
+    def _caught_up(self, start: FilePosition) -> bool:
+        """True when ``start`` is sequence n and the file holds message n-1 of the key (and no n)."""
+        if start.kind != "sequence" or not start.value:
+            return False
+        try:
+            self.reader.seek(FilePosition.sequence(start.value - 1), key=self.registration.key)
+        except SeekError:
+            return False
+        return True
 
     def poll(self) -> Delivery | object | None:
         if self.ended:

@@ -20,6 +20,7 @@ DECLARATION = (
     "x-ruststream-retry-count header"
 )
 STREAM_ENDED = "subscriber stream ended"
+STREAM_ERROR = "subscriber stream error"
 HANDLER_FAILED = "handler raised; the delivery is dropped"
 COPY_ABANDONED = "shutdown timeout reached; the delayed retry copy is abandoned and lost"
 

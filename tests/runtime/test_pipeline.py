@@ -152,12 +152,6 @@ def test_three_process_pipeline(pipeline):
 
 
 @needs_cli
-@pytest.mark.xfail(
-    strict=True,
-    reason="nbkit/cli.py `cat --format stdio` envelopes the stored payload as it is "
-    "(encode({}, raw, force_text=True)), so a stored rs1: envelope is escaped again and its headers "
-    "(even x-ruststream-retry-count) reach the stage as payload text",
-)
 def test_file_headers_cross_cat_and_stay_on_the_copy(pipeline):
     """A message stored with headers reaches the first stage with them (not double-enveloped), and its
     retry copy carries them on to the second stage."""

@@ -86,7 +86,7 @@ def test_start_at(five, clock, start, expected, replay):
 
 
 @pytest.mark.parametrize(
-    "start", [FilePosition.sequence(6), FilePosition.sequence(99), FilePosition.timestamp(START_MS + 6000)]
+    "start", [FilePosition.sequence(7), FilePosition.sequence(99), FilePosition.timestamp(START_MS + 6000)]
 )
 def test_a_refused_seek_ends_a_live_subscription(five, clock, caplog, start):
     with caplog.at_level(logging.DEBUG, logger="nbkit"):
@@ -101,7 +101,14 @@ def test_a_refused_seek_ends_a_live_subscription(five, clock, caplog, start):
     assert "subscriber stream ended" in [getattr(r, "nbkit_text", None) for r in caplog.records]
 
 
-@pytest.mark.parametrize("start", [FilePosition.sequence(6), FilePosition.timestamp(START_MS + 6000)])
+def test_a_caught_up_replay_delivers_nothing(five, clock):
+    # sequence(6) is the one after the last written: nbkit starts at the tip instead of refusing
+    broker, app, seen = _run(five, clock, replay=True, start_at=FilePosition.sequence(6))
+    drain(app)
+    assert seen == [] and app.all_ended()
+
+
+@pytest.mark.parametrize("start", [FilePosition.sequence(7), FilePosition.timestamp(START_MS + 6000)])
 def test_a_refused_seek_leaves_a_replay_at_the_beginning(five, clock, start):
     broker, app, seen = _run(five, clock, replay=True, start_at=start)
     drain(app)
@@ -194,11 +201,6 @@ def test_a_stopped_service_resumes_where_it_left_off(five, tmp_path, clock):
     assert [r.payload for r in records(five, "jobs")] == [b"j1", b"j2", b"j3", b"j4", b"j5", b"j6"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a caught-up service stores last+1; start_at=sequence(last+1) is a refused seek, which ends a "
-    "live subscription at startup (spec §4.3), so the resume recipe stops a caught-up service",
-)
 def test_a_caught_up_service_resumes_at_the_tip(five, tmp_path, clock):
     store = PositionStore(tmp_path / "pos.json")
     store.save("jobs", 6)  # everything up to j5 was processed

@@ -280,12 +280,6 @@ def test_sigterm_on_a_file_service(tmp_path, timeout):
 SLOW_SERVICE = PIPE_SERVICE.replace("retry_after(0.5)", "retry_after(3)")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="run() restores the default signal handlers before shutdown() waits for delayed copies, so a "
-    "second SIGTERM kills the process (-15) and the copy is lost unlogged; App's handler means a second "
-    "signal to stop waiting (abandon and log)",
-)
 def test_a_second_sigterm_stops_waiting_for_copies(tmp_path):
     proc = _start(tmp_path, SLOW_SERVICE.format(timeout="None"), stdin=subprocess.PIPE)
     try:

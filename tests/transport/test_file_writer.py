@@ -357,3 +357,37 @@ def test_flush_every_batches_writes(tmp_path: Path) -> None:
         assert path.stat().st_size == w.offset
         w.write("a", b"m6")
     assert [m.payload for m in iter_messages(path)] == [b"m%d" % i for i in range(7)]
+
+
+def test_append_keeps_messages_after_a_mid_file_eos(tmp_path):
+    from nbkit.transport.file_reader import StreamReader
+
+    path = tmp_path / "mid-eos.ss"
+    with StreamWriter(path, beacon_interval=1024) as w:
+        w.write("a", b"before")
+        w.write_eos()
+        w.write("a", b"after")
+    with StreamWriter(path) as w:
+        assert w.write("a", b"appended").seq == 3
+    r = StreamReader(path, stop_at_eos=False)
+    assert [m.payload for m in r] == [b"before", b"EOS", b"after", b"appended"]
+
+
+def test_append_treats_an_upstream_stale_tail_as_the_end(tmp_path):
+    from nbkit.transport.file_reader import StreamReader
+
+    path = tmp_path / "stale.ss"
+    with StreamWriter(path, beacon_interval=1024) as w:
+        w.write("a", b"one")
+        w.close(eos=True)
+    data = bytearray(path.read_bytes())
+    # what an upstream append leaves: a short frame written over the first bytes of the old EOS
+    eos_at = len(data) - 56
+    with StreamWriter(tmp_path / "short.ss", beacon_interval=1024) as w2:
+        written = w2.write("a", b"x", seq=2, timestamp_ms=1)
+    short = (tmp_path / "short.ss").read_bytes()[written.offset : written.end]
+    data[eos_at : eos_at + len(short)] = short
+    path.write_bytes(bytes(data))
+    with StreamWriter(path) as w:
+        w.write("a", b"three")
+    assert [m.payload for m in StreamReader(path)] == [b"one", b"x", b"three"]
