@@ -30,6 +30,26 @@ from nbkit.transport.positions import FilePosition
 
 __version__ = "0.1.0"
 
+#: Notebook-layer names, imported on first use so that `import nbkit` (and every CLI call, every pipe
+#: stage) does not pay for pandas and matplotlib.
+_LAZY = {
+    "read_stream": "nbkit.notebook.frames",
+    "read_pipe": "nbkit.notebook.frames",
+    "concat_frames": "nbkit.notebook.frames",
+    "Session": "nbkit.notebook.session",
+}
+
+
+def __getattr__(name: str):
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'nbkit' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
 
 def load_ipython_extension(ipython) -> None:
     """``%load_ext nbkit``: register the cell magics (see :mod:`nbkit.notebook.magics`)."""
@@ -54,8 +74,12 @@ __all__ = [
     "PositionStore",
     "ReadEnd",
     "RealClock",
+    "read_pipe",
+    "read_stream",
+    "concat_frames",
     "RetryDestinationError",
     "SeekError",
+    "Session",
     "SettlementEvent",
     "StdioBroker",
     "StreamKeyError",

@@ -127,6 +127,10 @@ class SessionPanel(widgets.VBox):
         self.refresh()
 
     # -- buttons ---------------------------------------------------------------------------------------
+    def __repr__(self) -> str:
+        """Plain text for consoles and notebook text comparisons (nbval): the session, not the widgets."""
+        return f"SessionPanel({self.session.summary()})"
+
     def _handler(self, label: str, action: Callable[[], str]):
         def on_click(_button=None) -> None:
             try:
@@ -307,6 +311,12 @@ class StreamBrowser(widgets.VBox):
         """The rows on the current page."""
         start = self._page * self.page_size
         return self.filtered.iloc[start : start + self.page_size]
+
+    def __repr__(self) -> str:
+        return (
+            f"StreamBrowser({os.path.basename(os.fspath(self.path))}: {len(self.filtered)} messages shown, "
+            f"page {self.page + 1} of {self.pages})"
+        )
 
     def next_page(self) -> None:
         self.page = self._page + 1

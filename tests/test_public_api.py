@@ -1,0 +1,44 @@
+"""The public namespace is a contract: pin it, so a rename or a removal is a deliberate change."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import nbkit
+
+PUBLIC = {
+    "AckError", "Action", "App", "ChecksumError", "ConfigurationError", "Delivery", "FileBroker",
+    "FilePosition", "FormatError", "HandlerOutcome", "LineParseError", "Message", "NbkitError",
+    "PositionStore", "ReadEnd", "RealClock", "RetryDestinationError", "SeekError", "Session",
+    "SettlementEvent", "StdioBroker", "StreamKeyError", "StreamReader", "StreamWriter", "TruncatedError",
+    "VirtualClock", "WriterLockedError", "__version__", "concat_frames", "read_pipe", "read_stream",
+}
+
+
+def test_all_is_pinned():
+    assert set(nbkit.__all__) == PUBLIC
+
+
+def test_every_public_name_resolves():
+    for name in nbkit.__all__:
+        assert getattr(nbkit, name) is not None
+
+
+def test_errors_share_one_root():
+    for name in ("AckError", "ChecksumError", "ConfigurationError", "FormatError", "LineParseError",
+                 "RetryDestinationError", "SeekError", "StreamKeyError", "TruncatedError", "WriterLockedError"):
+        assert issubclass(getattr(nbkit, name), nbkit.NbkitError)
+
+
+def test_import_does_not_load_pandas():
+    code = "import sys, nbkit; print('pandas' in sys.modules, 'matplotlib' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["False", "False"]
+
+
+def test_unknown_attribute_is_an_attribute_error():
+    import pytest
+
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        nbkit.nope  # noqa: B018
