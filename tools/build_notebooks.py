@@ -128,6 +128,14 @@ read_stream("data/sample-1.ss", keys="event", start=FilePosition.sequence(20))[[
     ("md", """JSON payloads can be parsed, and object fields become `payload.<field>` columns."""),
     ("code", """bp = read_stream("data/sample-1.ss", keys="breakpoint", payload="json")
 bp[["seq", "payload.id", "payload.breakpoint_type"]]"""),
+    ("md", """To page through a file and look inside one message, `StreamBrowser` is a small widget: filter by
+key and sequence range, page with Previous/Next, pick a row to see its headers and payload."""),
+    ("code", """from nbkit.widgets import StreamBrowser
+
+browser = StreamBrowser("data/sample-1.ss", page_size=10)
+browser"""),
+    ("code", """browser.key.value = "breakpoint"      # what choosing a key in the dropdown does
+browser.filtered[["stream_key", "seq", "size"]]"""),
     ("md", """## Writing a file and following it live
 
 `StreamWriter` appends frames (a beacon at every multiple of the interval; here a tiny interval of 1024
@@ -365,6 +373,22 @@ for n in range(40):
     b4.publish("jobs", f'{{"n": {n}}}')
 s4.run()
 fig = nbkit.plot.dashboard(s4.events)"""),
+    ("md", """## One cell, one handler: the notebook magics
+
+`%load_ext nbkit` turns a cell into a handler: `%%nbkit_handler KEY [options]` runs the cell as the body
+of `def handler(delivery): ...`, and line magics step, run, advance and show the session. Run the handler
+cell again after `%nbkit_reset` to try another outcome."""),
+    ("code", """%load_ext nbkit
+%nbkit_file work/03/magic.ss"""),
+    ("code", """%%nbkit_handler orders --max-attempts 2 --dead-letter orders.dead --start-at beginning
+from nbkit import HandlerOutcome
+if delivery.json()["priority"] == "high":
+    return HandlerOutcome.ack()
+return HandlerOutcome.retry_after(30)"""),
+    ("code", """broker.publish("orders", '{"priority": "high"}')
+broker.publish("orders", '{"priority": "low"}')
+%nbkit_run"""),
+    ("code", """%nbkit_events"""),
     ("md", """## Exercise
 
 With `max_attempts=3` and a handler that always returns `retry_after`, how many times does the handler
