@@ -29,6 +29,7 @@ import re
 import stat
 import sys
 import time
+import traceback
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TextIO
 
@@ -524,7 +525,19 @@ def load_app(target: str):
     try:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
+        if exc.name and exc.name != module_name and not module_name.startswith(exc.name + "."):
+            raise ConfigurationError(
+                f"cannot import {module_name!r}: {exc} ({_where(exc)}); install what it imports"
+            ) from None
         raise ConfigurationError(f"cannot import {module_name!r}: {exc}; run from the folder that holds it") from None
+    except NbkitError:
+        raise  # e.g. a registration the module makes is refused: already one line that says why
+    except Exception as exc:  # the service module itself is broken: say where, in one line
+        detail = exc.msg if isinstance(exc, SyntaxError) else exc
+        raise ConfigurationError(
+            f"cannot import {module_name!r}: {type(exc).__name__}: {detail} ({_where(exc)}); "
+            f"run python -c 'import {module_name}' to see the traceback"
+        ) from None
     obj: Any = module
     for part in attr.split("."):
         try:
@@ -532,12 +545,25 @@ def load_app(target: str):
         except AttributeError:
             raise ConfigurationError(f"module {module_name!r} has no attribute {attr!r}") from None
     if callable(obj) and not isinstance(obj, (App, Broker)):
-        obj = obj()
+        try:
+            obj = obj()
+        except NbkitError:
+            raise
+        except Exception as exc:
+            raise ConfigurationError(f"{target}() raised {type(exc).__name__}: {exc} ({_where(exc)})") from None
     if isinstance(obj, Broker):
         obj = App(obj)
     if not isinstance(obj, App):
         raise ConfigurationError(f"{target} is a {type(obj).__name__}, not an nbkit.App or a broker")
     return obj
+
+
+def _where(exc: BaseException) -> str:
+    """``file:line`` where ``exc`` was raised (for a SyntaxError: the line that does not parse)."""
+    if isinstance(exc, SyntaxError) and exc.filename:
+        return f"{exc.filename}:{exc.lineno}"
+    frames = traceback.extract_tb(exc.__traceback__)
+    return f"{frames[-1].filename}:{frames[-1].lineno}" if frames else "unknown place"
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
@@ -587,6 +613,43 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+# -- export ----------------------------------------------------------------------------------------
+
+
+def _add_export(p: argparse.ArgumentParser) -> None:
+    p.add_argument("file", metavar="FILE", help="the .ss stream file")
+    p.add_argument("-o", "--output", required=True, metavar="OUT", help="the Parquet file to write")
+    p.add_argument(
+        "--key", action="append", metavar="KEY", dest="keys",
+        help="only messages of this stream key (repeatable)",
+    )
+    p.add_argument(
+        "--payload", choices=("auto", "bytes", "text", "json"), default="auto",
+        help="payload column as nbkit.read_stream's payload= (default auto: text where UTF-8, else bytes)",
+    )
+    p.add_argument("--include-internal", action="store_true", help="keep EOS and the priming message")
+
+
+def _cmd_export(args: argparse.Namespace) -> int:
+    """Export a stream file to Parquet (needs the scale extra: pip install 'nbkit[scale]')."""
+    from nbkit.scale.parquet import to_parquet
+
+    import warnings
+
+    keys = _check_keys(args.keys)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            rows = to_parquet(args.file, args.output, keys=keys, payload=args.payload,
+                              include_internal=args.include_internal)
+        except ImportError as exc:
+            raise NbkitError(str(exc)) from None
+    for w in caught:  # e.g. a partial frame at the tail: one line, as the other commands say it
+        _note(str(w.message))
+    _note(f"wrote {rows} messages to {args.output}")
+    return 0
+
+
 # -- registry and entry point ------------------------------------------------------------------------
 
 #: (name, add_arguments, handler); the handler's docstring's first line is the command's help.
@@ -596,6 +659,7 @@ _COMMANDS: list[tuple[str, AddArguments, Handler]] = [
     ("write", _add_write, _cmd_write),
     ("run", _add_run, _cmd_run),
     ("demo", _add_demo, _cmd_demo),
+    ("export", _add_export, _cmd_export),
 ]
 
 

@@ -22,17 +22,22 @@ transport    category                 ``file`` or ``pipe``
 from __future__ import annotations
 
 import datetime as dt
+import gc
 import json
 import os
 import warnings
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from itertools import compress
+from operator import itemgetter, methodcaller
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from nbkit.errors import NbkitError
 from nbkit.runtime.delivery import retry_count
-from nbkit.transport.file_reader import StreamReader
+from nbkit.transport.file_reader import FrameColumns, StreamReader
 from nbkit.transport.positions import FilePosition, to_epoch_ms
 from nbkit.wire import envelope
 from nbkit.wire.keys import INTERNAL_KEYS
@@ -56,7 +61,8 @@ _PROGRESS_MIN_BYTES = 64 << 20
 
 
 class _Columns:
-    """Column lists filled once per message, turned into a typed DataFrame at the end."""
+    """Column lists filled per message (``add``) or a whole read at once (``extend``), turned into a
+    typed DataFrame at the end. Envelopes and payloads are decoded there, column by column."""
 
     def __init__(self, payload_mode: str) -> None:
         if payload_mode not in PAYLOAD_MODES:
@@ -66,87 +72,269 @@ class _Columns:
         self.shards: list[int] = []
         self.seqs: list[int] = []
         self.times: list[int | None] = []
-        self.sizes: list[int] = []
-        self.payloads: list[Any] = []
-        self.counts: list[int] = []
-        self.headers: list[dict] = []
+        self.raw: list[bytes] = []  # payloads as stored, envelope included
         self.offsets: list[int] = []
 
     def add(self, key: str, shard: int, seq: int, ts_ms: int | None, data: bytes, offset: int) -> None:
-        if data[:2] == b"rs":
-            headers, body = envelope.decode(data)
-        else:
-            headers, body = {}, data
         self.keys.append(key)
         self.shards.append(shard)
         self.seqs.append(seq)
         self.times.append(ts_ms)
-        self.sizes.append(len(body))
-        self.payloads.append(self._payload(body))
-        self.counts.append(retry_count(headers) if headers else 0)
-        self.headers.append(headers)
+        self.raw.append(data)
         self.offsets.append(offset)
 
-    def _payload(self, body: bytes) -> Any:
-        mode = self.mode
-        if mode == "bytes":
-            return body
-        if mode == "text":
-            return body.decode("utf-8", errors="replace")
-        try:
-            text = body.decode("utf-8")
-        except UnicodeDecodeError:
-            return body
-        if mode == "json":
-            try:
-                return json.loads(text)
-            except ValueError:
-                return text
-        return text
+    def extend(self, cols: FrameColumns) -> None:
+        """Add every message of a :meth:`StreamReader.read_columns` result (its lists are taken over)."""
+        if not self.offsets:
+            self.keys, self.shards, self.seqs, self.times, self.raw, self.offsets = (
+                cols.stream_key, cols.shard_id, cols.seq, cols.timestamp_ms, cols.payload, cols.offset
+            )
+            return
+        self.keys += cols.stream_key
+        self.shards += cols.shard_id
+        self.seqs += cols.seq
+        self.times += cols.timestamp_ms
+        self.raw += cols.payload
+        self.offsets += cols.offset
 
-    def frame(self, transport: str) -> pd.DataFrame:
+    def _unwrap(self) -> tuple[list[bytes], list[dict], list[int]]:
+        """Bodies, headers and retry counts: envelopes (payloads starting ``rs``) decoded."""
+        raw = self.raw
+        n = len(raw)
+        headers: list[dict] = [{} for _ in range(n)]
+        counts = [0] * n
+        hits = list(compress(range(n), map(_starts_rs, raw)))
+        if not hits:
+            return raw, headers, counts
+        bodies = list(raw)
+        for j in hits:
+            found, body = envelope.decode(raw[j])
+            headers[j] = found
+            bodies[j] = body
+            if found:
+                counts[j] = retry_count(found)
+        return bodies, headers, counts
+
+    def _payloads(self, bodies: list[bytes], *, in_place: bool) -> list[Any]:
+        """The payload column for the mode, converted a chunk at a time (message by message only in
+        a chunk where some payload needs the fallback: not UTF-8, not JSON). ``in_place`` converts
+        ``bodies`` itself, so each chunk's bytes are freed as its values are made."""
+        if self.mode == "bytes":
+            return bodies
+        convert = _CONVERT[self.mode]
+        out = bodies if in_place else list(bodies)
+        for i in range(0, len(out), _CHUNK):
+            out[i : i + _CHUNK] = convert(out[i : i + _CHUNK])
+        return out
+
+    def frame(self, transport: str, *, release: bool = False) -> pd.DataFrame:
+        """The typed DataFrame. ``release=True`` converts the lists in place and lets each go once
+        its column is built (the peak stays near the frame's own size); the builder is spent."""
+        with _gc_paused():
+            return self._frame(transport, release)
+
+    def _frame(self, transport: str, release: bool) -> pd.DataFrame:
         n = len(self.keys)
-        counts = pd.array(self.counts, dtype="Int64")
-        frame = pd.DataFrame(
-            {
-                "stream_key": pd.Series(self.keys, dtype="category"),
-                "shard_id": pd.array(self.shards, dtype="UInt64"),
-                "seq": pd.array(self.seqs, dtype="UInt64"),
-                "timestamp": pd.to_datetime(pd.array(self.times, dtype="Int64"), unit="ms", utc=True).astype(
-                    "datetime64[ms, UTC]"
-                ),
-                "size": pd.array(self.sizes, dtype="Int64"),
-                "payload": pd.Series(self.payloads, dtype=object),
-                "retry_count": counts,
-                "attempt": counts + 1,
-                "headers": pd.Series(self.headers, dtype=object),
-                "offset": pd.array(self.offsets, dtype="Int64"),
-                "transport": pd.Categorical([transport] * n, categories=["file", "pipe"]),
-            },
-            columns=list(FRAME_COLUMNS),
+        bodies, headers, count_list = self._unwrap()
+        if release:
+            self.raw = []  # ``bodies`` holds the only references now
+        sizes = _int_array(list(map(len, bodies)), "Int64")
+        payloads = pd.Series(self._payloads(bodies, in_place=release), dtype=object)
+        del bodies
+        counts = _int_array(count_list, "Int64")
+        columns: dict[str, Any] = {}
+        for name, attr, build in (
+            ("stream_key", "keys", _category),
+            ("shard_id", "shards", _uint64_array),
+            ("seq", "seqs", _uint64_array),
+            ("timestamp", "times", _timestamps),
+        ):
+            columns[name] = build(getattr(self, attr))
+            if release:
+                setattr(self, attr, [])
+        columns.update(
+            size=sizes,
+            payload=payloads,
+            retry_count=counts,
+            attempt=counts + 1,
+            headers=pd.Series(headers, dtype=object),
+            offset=_int_array(self.offsets, "Int64"),
+            transport=pd.Categorical.from_codes(
+                np.full(n, _TRANSPORTS.index(transport) if transport in _TRANSPORTS else -1, dtype=np.int8),
+                categories=list(_TRANSPORTS),
+            ),
         )
+        if release:
+            self.offsets = []
+        del payloads, headers
+        frame = pd.DataFrame(columns, columns=list(FRAME_COLUMNS))
+        del columns
         if self.mode == "json":
             frame = _expand_json(frame)
         return frame
 
 
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector while millions of acyclic objects (parsed payloads, header
+    dicts) are built: each of its passes would walk all of them, for nothing to collect."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+_TRANSPORTS = ("file", "pipe")
+_CHUNK = 1 << 16  # payloads converted per step
+_starts_rs = methodcaller("startswith", b"rs")
+_decode = methodcaller("decode", "utf-8")
+_decode_replace = methodcaller("decode", "utf-8", "replace")
+
+
+def _text_or_bytes(body: bytes) -> str | bytes:
+    try:
+        return body.decode("utf-8")
+    except UnicodeDecodeError:
+        return body
+
+
+def _auto_values(bodies: list[bytes]) -> list[str | bytes]:
+    try:
+        return list(map(_decode, bodies))
+    except UnicodeDecodeError:
+        return [_text_or_bytes(b) for b in bodies]
+
+
+def _text_values(bodies: list[bytes]) -> list[str]:
+    return list(map(_decode_replace, bodies))
+
+
+def _json_value(body: bytes) -> Any:
+    """One payload in ``json`` mode: the parsed value, else the text, else the bytes."""
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError:
+        return body
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def _json_values(bodies: list[bytes]) -> list[Any]:
+    """``[_json_value(b) for b in bodies]``, parsed as ONE JSON array when every payload allows it.
+
+    The payloads are joined as ``[p1,"N",p2,"N",...]`` with a fresh random ``N``. A payload cannot
+    know ``N``, so when the result alternates value / ``N`` exactly, every separator stood between
+    two top-level values and each ``pi`` parsed alone as one JSON text: the values are those
+    ``json.loads(pi)`` returns. Anything else (a payload that is not UTF-8 or not JSON) falls back
+    to parsing payload by payload.
+    """
+    n = len(bodies)
+    if n < 2:
+        return [_json_value(b) for b in bodies]
+    nonce = "nbkit-" + os.urandom(12).hex()
+    items = list(bodies)
+    items[0] = b"[" + items[0]
+    items[-1] = items[-1] + b"]"
+    try:
+        # ASCII between the payloads: the whole decodes as UTF-8 only if each one does
+        text = f',"{nonce}",'.encode("ascii").join(items).decode("utf-8")
+        del items
+        parsed = json.loads(text)
+        del text
+    except (ValueError, RecursionError):
+        return [_json_value(b) for b in bodies]
+    if len(parsed) == 2 * n - 1 and parsed[1::2] == [nonce] * (n - 1):
+        return parsed[0::2]
+    return [_json_value(b) for b in bodies]
+
+
+_CONVERT = {"auto": _auto_values, "text": _text_values, "json": _json_values}
+
+
+def _uint64_array(values: list[int]):
+    return _int_array(values, "UInt64")
+
+
+def _int_array(values: list[int], dtype: str):
+    """A nullable integer array (``Int64``/``UInt64``) from a list of ints, through numpy."""
+    if not values:
+        return pd.array(values, dtype=dtype)
+    return pd.array(np.array(values, dtype=np.uint64 if dtype == "UInt64" else np.int64), dtype=dtype)
+
+
+def _timestamps(values: list[int | None]):
+    """``datetime64[ms, UTC]`` from epoch ms (None -> NaT)."""
+    if not values or None in values:
+        return pd.to_datetime(pd.array(values, dtype="Int64"), unit="ms", utc=True).astype("datetime64[ms, UTC]")
+    return pd.DatetimeIndex(np.array(values, dtype=np.int64).view("datetime64[ms]")).tz_localize("UTC")
+
+
+def _category(keys: list[str]) -> pd.Series:
+    """What ``pd.Series(keys, dtype="category")`` gives (sorted categories), from codes: few distinct
+    keys, many rows."""
+    if not keys:
+        return pd.Series(keys, dtype="category")
+    categories = sorted(set(keys))
+    index = {k: i for i, k in enumerate(categories)}
+    codes = np.fromiter(map(index.__getitem__, keys), dtype=np.int32, count=len(keys))
+    return pd.Series(pd.Categorical.from_codes(codes, categories=categories))
+
+
 def _expand_json(frame: pd.DataFrame) -> pd.DataFrame:
     """Add a ``payload.<field>`` column for each top-level field of JSON-object payloads."""
-    objects = [p if isinstance(p, dict) else None for p in frame["payload"]]
-    fields: dict[str, None] = {}
-    for obj in objects:
-        if obj:
-            for name in obj:
-                fields.setdefault(name, None)
-    extra = {
-        f"payload.{name}": pd.Series(
-            [o.get(name) if o else None for o in objects], dtype=object
-        ).infer_objects()
-        for name in fields
-    }
+    payloads = frame["payload"].tolist()
+    columns = _same_fields(payloads)
+    if columns is None:
+        objects = [p if isinstance(p, dict) else None for p in payloads]
+        fields: dict[str, None] = {}
+        for obj in objects:
+            if obj:
+                for name in obj:
+                    fields.setdefault(name, None)
+        columns = {name: [o.get(name) if o else None for o in objects] for name in fields}
+    extra = {f"payload.{name}": _inferred(values) for name, values in columns.items()}
     if not extra:
         return frame
     return pd.concat([frame, pd.DataFrame(extra, index=frame.index)], axis=1)
+
+
+def _inferred(values: list[Any]) -> pd.Series:
+    """``pd.Series(values, dtype=object).infer_objects()``, built directly when every value has the
+    same type: str (inferred as pandas does for text), int (in int64), float or bool (numpy)."""
+    kinds = set(map(type, values))
+    if len(kinds) == 1:
+        kind = kinds.pop()
+        if kind is str:
+            return pd.Series(values)  # the same inference (str dtype), without the object detour
+        dtype = _NUMPY_KINDS.get(kind)
+        if dtype is not None:
+            try:
+                return pd.Series(np.array(values, dtype=dtype))
+            except OverflowError:  # ints beyond int64: inference decides (uint64 or object)
+                pass
+    return pd.Series(values, dtype=object).infer_objects()
+
+
+_NUMPY_KINDS = {int: np.int64, float: np.float64, bool: np.bool_}
+
+
+def _same_fields(payloads: list[Any]) -> dict[str, list[Any]] | None:
+    """The field columns when every payload is a dict with the same fields (the usual case), built
+    at C speed; None otherwise (then the general, row-by-row path decides)."""
+    if not payloads or set(map(type, payloads)) != {dict}:
+        return None
+    names = list(payloads[0])
+    if not names or set(map(len, payloads)) != {len(names)}:
+        return None
+    try:
+        return {name: list(map(itemgetter(name), payloads)) for name in names}
+    except KeyError:
+        return None
 
 
 def _as_ms(value: Any, what: str) -> int:
@@ -199,33 +387,36 @@ def read_stream(
         if not wanted or len(wanted) != 1:
             raise ValueError(f"start={position!r} needs exactly one stream key: pass keys='name'")
         seek_key = next(iter(wanted))
+    accept = None
+    if wanted is not None or not include_internal:
+
+        def accept(key: str) -> bool:
+            return (wanted is None or key in wanted) and (include_internal or key not in INTERNAL_KEYS)
+
     with StreamReader(path, start=position, key=seek_key) as reader:
         bar = _progress_bar(reader, progress)
-        last = reader.pos
-        for msg in reader:
-            if bar is not None:
-                bar.update(msg.end - last)
-                last = msg.end
-            key = msg.stream_key
-            if wanted is not None and key not in wanted:
-                continue
-            if not include_internal and key in INTERNAL_KEYS:
-                continue
-            ts = msg.timestamp_ms
-            if after_ms is not None and ts <= after_ms:
-                continue
-            if end_ms is not None and ts >= end_ms:
-                continue
-            cols.add(key, msg.shard_id, msg.seq, ts, msg.payload, msg.offset)
+        got = reader.read_columns(accept=accept, progress=None if bar is None else bar.update)
         if bar is not None:
             bar.close()
         ended = reader.end
-    frame = cols.frame("file")
+    if after_ms is not None or end_ms is not None:
+        got = _in_window(got, after_ms, end_ms)
+    cols.extend(got)
+    del got
+    frame = cols.frame("file", release=True)
     if ended is not None:
         frame.attrs["read_end"] = ended.describe()
         if ended.reason == "truncated":
             warnings.warn(f"{os.fspath(path)}: {ended.describe()}", stacklevel=2)
     return frame
+
+
+def _in_window(cols: FrameColumns, after_ms: int | None, end_ms: int | None) -> FrameColumns:
+    """The messages later than ``after_ms`` and earlier than ``end_ms`` (either may be None)."""
+    lo = -1 if after_ms is None else after_ms
+    hi = None if end_ms is None else end_ms
+    keep = [lo < ts and (hi is None or ts < hi) for ts in cols.timestamp_ms]
+    return FrameColumns(*(list(compress(column, keep)) for column in cols))
 
 
 def _progress_bar(reader: StreamReader, progress: bool | None):
@@ -276,7 +467,7 @@ def read_pipe(
             resolved.payload.encode("utf-8"),
             lineno,
         )
-    return cols.frame("pipe")
+    return cols.frame("pipe", release=True)
 
 
 def _lines(source: Any) -> Iterable[str]:

@@ -15,7 +15,7 @@ import select
 import signal
 import threading
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import MISSING, dataclass, field, fields, replace
 from typing import Any
 
 from nbkit.errors import AckError, ConfigurationError, NbkitError
@@ -30,6 +30,44 @@ from nbkit.wire.envelope import RETRY_COUNT_HEADER
 
 _IDLE_MIN = 0.001
 _IDLE_MAX = 0.1
+_DECISIONS_MAX = 4096  # memoized settlement decisions per app (decide() is pure)
+
+
+def _event_builders():
+    """``SettlementEvent(**values)`` and ``dataclasses.replace(event, **changes)`` for the dispatch
+    loop, generated as dataclasses generates ``__init__`` but filling the frozen event's slots
+    through their descriptors: the dataclass ``__init__`` pays an ``object.__setattr__`` per field
+    and ``replace`` re-reads the field list, several µs per delivery. Falls back to the dataclass
+    itself should the event ever gain a ``__post_init__`` or a default factory."""
+    spec = fields(SettlementEvent)
+    if (
+        hasattr(SettlementEvent, "__post_init__")
+        or "__slots__" not in SettlementEvent.__dict__
+        or any(f.default_factory is not MISSING for f in spec)
+    ):
+        return (lambda **values: SettlementEvent(**values)), replace
+    ns: dict[str, Any] = {"_new": object.__new__, "_cls": SettlementEvent, "_keep": object()}
+    params, puts, keeps = [], [], []
+    for i, f in enumerate(spec):
+        ns[f"_set{i}"] = getattr(SettlementEvent, f.name).__set__
+        ns[f"_get{i}"] = getattr(SettlementEvent, f.name).__get__
+        if f.default is MISSING:
+            params.append(f.name)
+        else:
+            ns[f"_default{i}"] = f.default
+            params.append(f"{f.name}=_default{i}")
+        puts.append(f"    _set{i}(e, {f.name})")
+        keeps.append(f"    _set{i}(e, _get{i}(old) if {f.name} is _keep else {f.name})")
+    names = ", ".join(f"{f.name}=_keep" for f in spec)
+    exec(  # noqa: S102 - source built above from the dataclass's own field names
+        f"def build(*, {', '.join(params)}):\n    e = _new(_cls)\n" + "\n".join(puts) + "\n    return e\n"
+        f"def evolve(old, *, {names}):\n    e = _new(_cls)\n" + "\n".join(keeps) + "\n    return e\n",
+        ns,
+    )
+    return ns["build"], ns["evolve"]
+
+
+_new_event, _evolve = _event_builders()
 
 
 @dataclass(order=True, slots=True)
@@ -81,6 +119,7 @@ class App:
         self._abandon_requested = False
         self._loop: asyncio.AbstractEventLoop | None = None
         self.last_delivery: Delivery | None = None
+        self._decisions: dict[tuple, tuple] = {}
 
     # -- lifecycle -------------------------------------------------------------------------------
     def start(self) -> None:
@@ -181,14 +220,14 @@ class App:
         reg = sub.registration
         broker = sub.broker
         attempt = delivery.attempt
-        decision = decide(outcome.kind, outcome.delay, attempt, reg.declaration, broker.transport)
+        decision = self._decide(outcome.kind, outcome.delay, attempt, reg.declaration, broker.transport)
         now = self.clock.now()
         destination = None
         if decision.destination == "retry":
             destination = broker.retry_destination(reg)
         elif decision.destination == "dead_letter":
             destination = reg.declaration.dead_letter
-        event = SettlementEvent(
+        event = _new_event(
             time=now,
             transport=broker.transport,
             subscription=reg.name,
@@ -223,7 +262,7 @@ class App:
             headers = dict(delivery.headers)
             headers[RETRY_COUNT_HEADER] = str(retry_count(delivery.headers) + 1)
             if action is Action.DELAYED_COPY:
-                event = replace(event, due=now + decision.delay)
+                event = _evolve(event, due=now + decision.delay)
                 heapq.heappush(
                     self._pending,
                     PendingCopy(
@@ -245,10 +284,23 @@ class App:
             reg.checkpoint.save(delivery.stream_key, delivery.seq + 1)
         return event
 
+    def _decide(self, kind: str, delay: float | None, attempt: int, decl: Any, transport: str) -> Any:
+        """:func:`~nbkit.runtime.settle.decide`, memoized: it is pure, and a service settles the same
+        few cases over and over."""
+        key = (kind, delay, attempt, id(decl), transport)
+        hit = self._decisions.get(key)
+        if hit is not None and hit[0] is decl:
+            return hit[1]
+        decision = decide(kind, delay, attempt, decl, transport)
+        if len(self._decisions) < _DECISIONS_MAX:
+            self._decisions[key] = (decl, decision)
+        return decision
+
     def _unsupported(self, name: str) -> None:
-        logs.emit(
-            logs.DISPATCH, logging.WARNING, logs.ACK_FAILED, subscription=name, error=AckError("unsupported")
-        )
+        if logs.DISPATCH.isEnabledFor(logging.WARNING):  # the error is only built for a record
+            logs.emit(
+                logs.DISPATCH, logging.WARNING, logs.ACK_FAILED, subscription=name, error=AckError("unsupported")
+            )
 
     def _publish_copy(
         self,
@@ -270,8 +322,8 @@ class App:
                 destination=destination,
                 error=exc,
             )
-            return replace(event, error=f"copy lost: {exc}")
-        return replace(event, written_at=published.time, copy_seq=published.seq)
+            return _evolve(event, error=f"copy lost: {exc}")
+        return _evolve(event, written_at=published.time, copy_seq=published.seq)
 
     def step(self) -> SettlementEvent | None:
         """Publish due copies, then deliver and settle one message; None if none was ready."""
@@ -283,7 +335,7 @@ class App:
         sub, delivery = got
         self.last_delivery = delivery
         result = self.invoke(sub, delivery)
-        if inspect.isawaitable(result):
+        if result is not None and type(result) is not HandlerOutcome and inspect.isawaitable(result):
             result = self._resolve(result)
         return self.settle(sub, delivery, result)
 
@@ -308,6 +360,8 @@ class App:
     def fire_due(self, until: float | None = None) -> list[SettlementEvent]:
         """Publish every delayed copy due by ``until`` (default: now), in due order; returns their
         (updated) settlement events."""
+        if not self._pending:
+            return []
         limit = self.clock.now() if until is None else until
         fired = []
         while self._pending and self._pending[0].due <= limit:

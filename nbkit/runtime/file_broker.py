@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import os
 
-from nbkit.errors import ConfigurationError, FormatError, NbkitError, SeekError
+from nbkit.errors import ConfigurationError, FormatError, NbkitError, SeekError, WriterLockedError
 from nbkit.runtime import logs
 from nbkit.runtime.broker import NEED_MORE, Broker, Published, Subscription, as_payload
 from nbkit.runtime.delivery import Delivery
@@ -152,9 +152,9 @@ class FileBroker(Broker):
 
     @property
     def writer(self) -> StreamWriter:
-        """The file's writer, opened (and locked) on first use."""
+        """The file's writer, opened (and locked) on first use, and again after a failed write closed it."""
         self._check_open()
-        if self._writer is None:
+        if self._writer is None or self._writer.closed:
             self._writer = StreamWriter(
                 self.path,
                 beacon_interval=self.beacon_interval,
@@ -175,7 +175,10 @@ class FileBroker(Broker):
             raise NbkitError(f"stream connect error on '{self.path}': is a directory, not a stream file")
         if not exists or os.path.getsize(self.path) <= HEADER_SIZE:
             # upstream primes a fresh file so a live consumer can open on it
-            self.writer.write(PRIMING_KEY, b"1")
+            try:
+                self.writer.write(PRIMING_KEY, b"1")
+            except WriterLockedError:
+                pass  # another process is writing the file; nbkit's reader needs no priming to follow it
         self.connected = True
         self.subscriptions = [FileSubscription(self, r) for r in self.registrations]
         return list(self.subscriptions)

@@ -16,11 +16,36 @@ class PositionStore:
 
     ``save`` writes a temporary file, fsyncs it and renames it over the old one, so the store
     always holds either the old or the new positions. Resume with ``start_at=store.position(key)``.
+    A process killed mid-save leaves its temporary file (``.NAME.PID.*.tmp``) behind; opening the
+    store removes those of processes that no longer run.
     """
 
     def __init__(self, path: str | os.PathLike) -> None:
         self.path = os.fspath(path)
         self._positions: dict[str, int] = self._load()
+        self._remove_stale_temporaries()
+
+    def _temp_stem(self) -> str:
+        return f".{os.path.basename(self.path)}."
+
+    def _remove_stale_temporaries(self) -> None:
+        """Delete temporary files that killed savers of this store left (their pid no longer runs)."""
+        directory = os.path.dirname(os.path.abspath(self.path))
+        stem = self._temp_stem()
+        try:
+            names = os.listdir(directory)
+        except OSError:
+            return
+        for name in names:
+            parts = name[len(stem) :].split(".") if name.startswith(stem) else []
+            if len(parts) != 3 or parts[2] != "tmp":  # exactly PID.RANDOM.tmp, as save names them
+                continue
+            pid = parts[0]
+            if pid.isdigit() and not _running(int(pid)):
+                try:
+                    os.unlink(os.path.join(directory, name))
+                except OSError:
+                    pass
 
     def _load(self) -> dict[str, int]:
         try:
@@ -52,7 +77,7 @@ class PositionStore:
         validate_key(key)
         self._positions[key] = int(next_seq)
         directory = os.path.dirname(os.path.abspath(self.path))
-        fd, tmp = tempfile.mkstemp(prefix=".positions-", dir=directory)
+        fd, tmp = tempfile.mkstemp(prefix=f"{self._temp_stem()}{os.getpid()}.", suffix=".tmp", dir=directory)
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as f:
                 json.dump(self._positions, f, sort_keys=True)
@@ -79,3 +104,14 @@ class PositionStore:
 
     def __repr__(self) -> str:
         return f"PositionStore({self.path!r}, {self._positions})"
+
+
+def _running(pid: int) -> bool:
+    """True when a process with this pid exists (or cannot be signalled: assume it runs)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True

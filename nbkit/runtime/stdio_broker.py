@@ -38,7 +38,9 @@ class LineSource:
     def __init__(self, source: StdinSource) -> None:
         self._fd: int | None = None
         self._iter: Iterator[Any] | None = None
-        self._raw = bytearray()
+        self._raw = bytearray()  # bytes read after the last complete line
+        self._lines: list[bytes] = []  # complete lines of the last read, handed out from _next on
+        self._next = 0
         self._eof = False
         self._queue: deque[str] = deque()
         self.lineno = 0
@@ -81,14 +83,19 @@ class LineSource:
                 self._eof = True
                 return None
             return self._line(item)
+        i = self._next
+        if i < len(self._lines):
+            self._next = i + 1
+            return self._line(self._lines[i], stripped=True)
         if self._fd is None or self._eof and not self._raw:
             return None
         while True:
-            nl = self._raw.find(b"\n")
-            if nl >= 0:
-                chunk = bytes(self._raw[:nl])
-                del self._raw[: nl + 1]
-                return self._line(chunk, stripped=True)
+            if b"\n" in self._raw:  # split a whole read into lines at once; keep the partial tail
+                lines = bytes(self._raw).split(b"\n")
+                self._raw = bytearray(lines.pop())
+                self._lines = lines
+                self._next = 1
+                return self._line(lines[0], stripped=True)
             if self._eof:
                 if self._raw:
                     chunk = bytes(self._raw)
@@ -245,6 +252,7 @@ class StdioBroker(Broker):
         self.formatter = LineFormatter()
         self.subscriptions: list[StdioSubscription] = []
         self.source_ended = False
+        self._valid_keys: set[str] = set()  # keys publish() has validated
 
     def __repr__(self) -> str:
         return "StdioBroker()"
@@ -319,7 +327,9 @@ class StdioBroker(Broker):
     def publish(self, key: str, payload: bytes | str, headers: dict | None = None) -> Published:
         """Write one line to stdout under ``key``; binary, multi-line or padded payloads are enveloped."""
         self._check_open()
-        validate_key(key)
+        if type(key) is not str or key not in self._valid_keys:
+            validate_key(key)
+            self._valid_keys.add(key)
         data = as_payload(payload)
         if not data and not headers:
             raise NbkitError(

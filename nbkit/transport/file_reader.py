@@ -2,6 +2,14 @@
 
 The reader demultiplexes beacons at every multiple of the interval (format spec §6.3), checks each
 payload's CRC, and works on whole buffers read with ``os.pread``: memory stays flat for any file size.
+
+Two paths share that work. :meth:`StreamReader._scan` is the fast one: it walks the complete frames
+that lie inside the current buffer and before the next beacon boundary, appending their fields to
+column lists (no per-message objects). Everything else — a beacon, a frame cut by a boundary or by
+the buffer's end, a key seen for the first time, the end-of-stream mark, a damaged frame — goes one
+frame at a time through :meth:`StreamReader._parse_frame`, the one place that handles (and reports)
+those cases. ``poll()`` hands out messages from a scanned batch; :meth:`StreamReader.read_columns`
+returns the columns themselves (what ``read_stream`` builds its DataFrame from).
 """
 
 from __future__ import annotations
@@ -9,8 +17,9 @@ from __future__ import annotations
 import os
 import struct
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import partial
 from typing import NamedTuple
 
 from nbkit.errors import (
@@ -58,11 +67,39 @@ class Message(NamedTuple):
         return self.stream_key == INTERNAL_KEY and self.payload == EOS_PAYLOAD
 
 
+#: Build a Message from a (key, shard, seq, ts, payload, offset, end) tuple at C speed.
+_message = partial(tuple.__new__, Message)
+
+
+class FrameColumns(NamedTuple):
+    """Messages as parallel column lists, one entry per message, in file order."""
+
+    stream_key: list[str]
+    shard_id: list[int]
+    seq: list[int]
+    timestamp_ms: list[int]
+    payload: list[bytes]
+    offset: list[int]
+
+    def append(self, msg: Message) -> None:
+        self.stream_key.append(msg.stream_key)
+        self.shard_id.append(msg.shard_id)
+        self.seq.append(msg.seq)
+        self.timestamp_ms.append(msg.timestamp_ms)
+        self.payload.append(msg.payload)
+        self.offset.append(msg.offset)
+
+
+def _new_columns() -> FrameColumns:
+    return FrameColumns([], [], [], [], [], [])
+
+
 @dataclass(frozen=True, slots=True)
 class ReadEnd:
     """Why a read ended: ``eos``, ``end`` (clean end of data), ``truncated`` (a partial frame at the
-    tail: ``trailing_bytes`` from ``offset``), ``removed`` (file deleted while followed) or ``error``
-    (with ``errors="stop"``; ``error`` holds the problem)."""
+    tail: ``trailing_bytes`` from ``offset``), ``removed`` (file deleted while followed), ``idle`` (a
+    follow read stopped after ``idle_timeout`` seconds without new data) or ``error`` (with
+    ``errors="stop"``; ``error`` holds the problem)."""
 
     reason: str
     offset: int
@@ -81,7 +118,13 @@ class ReadEnd:
             )
         if self.reason == "removed":
             return f"ended at offset {self.offset}: the file was removed"
+        if self.reason == "idle":
+            partial = f"; {self.trailing_bytes} trailing bytes are not a complete frame" if self.trailing_bytes else ""
+            return f"stopped following at offset {self.offset}: no new data within the idle timeout{partial}"
         return f"stopped at offset {self.offset}: {self.error}"
+
+
+_MISSING = object()
 
 
 class _NeedMore(Exception):
@@ -133,6 +176,9 @@ class StreamReader:
         self._buf = b""
         self._base = 0
         self._keys: dict[bytes, str] = {}
+        # raw key -> key for the fast scan; SEA_STREAMER_INTERNAL is left out, so EOS takes the slow path
+        self._fast_keys: dict[bytes, str] = {}
+        self._ahead: Iterator[Message] = iter(())  # messages scanned ahead of poll(), before the next boundary
         try:
             self.header = self._read_header()
         except BaseException:
@@ -190,13 +236,28 @@ class StreamReader:
         while True:
             self._fill(pos, want)
             try:
-                return decode_beacon(self._buf, pos - self._base, pos)
+                beacon = decode_beacon(self._buf, pos - self._base, pos)
             except TruncatedError:
                 avail = self._base + len(self._buf) - pos
+                if avail >= self.interval:  # the whole interval is there: damage, not a partial write
+                    raise self._oversized_beacon(pos) from None
                 # asking for more than the buffer held tells "the file ends here" from "read more"
                 want = avail + 1 if avail > want else max(want * 2, avail + 1)
                 if want > self.interval:
                     raise _NeedMore from None
+                continue
+            if beacon.size > self.interval:
+                raise self._oversized_beacon(pos)
+            return beacon
+
+    def _oversized_beacon(self, pos: int) -> FormatError:
+        count = self._buf[pos - self._base + 5] if pos + 5 < self._base + len(self._buf) else "?"
+        return FormatError(
+            f"the beacon here claims {count} markers and does not end before the next boundary "
+            f"(beacon interval {self.interval}): the file is damaged at this offset",
+            path=self.path,
+            offset=pos,
+        )
 
     def _gather(self, pos: int, n: int) -> tuple[bytes, int]:
         """Read ``n`` logical bytes from ``pos``, skipping beacons at boundaries (§6.3)."""
@@ -226,7 +287,65 @@ class StreamReader:
         if key is None:
             key = decode_key(raw, offset)
             self._keys[raw] = key
+            if key != INTERNAL_KEY:
+                self._fast_keys[bytes(raw)] = key
         return key
+
+    def _scan(self, pos: int, keymap: dict[bytes, str | None], cols: FrameColumns) -> int:
+        """Append the complete, intact frames from ``pos`` up to the end of the buffer or the next beacon
+        boundary, whichever is first; return where the scan stopped.
+
+        Only frames of keys in ``keymap`` are taken (a ``None`` value: checked, then skipped). The scan
+        stops at a boundary, a frame not wholly in the buffer, a key not in ``keymap``, a timestamp out
+        of range or a checksum mismatch: :meth:`_parse_frame` takes that frame (and reports any problem).
+        """
+        interval = self.interval
+        off = pos % interval
+        buf = self._buf
+        base = self._base
+        i = pos - base
+        n = len(buf)
+        if not off or i < 0 or i >= n:
+            return pos
+        stop = min(n, i + interval - off)  # the buffer index of the next boundary (or the buffer's end)
+        unpack = _HEAD.unpack_from
+        crc = crc16
+        get = keymap.get
+        max_ts = MAX_TIMESTAMP_MS
+        add_key, add_shard, add_seq, add_ts, add_payload, add_offset = (
+            cols.stream_key.append,
+            cols.shard_id.append,
+            cols.seq.append,
+            cols.timestamp_ms.append,
+            cols.payload.append,
+            cols.offset.append,
+        )
+        while True:
+            h = i + 1 + buf[i]  # start of shard/seq/ts/size, after the key
+            p = h + 28  # start of the payload
+            if p > stop:
+                break
+            shard, seq, ts, size = unpack(buf, h)
+            e = p + size + 3  # end of the frame
+            if e > stop or ts > max_ts:
+                break
+            key = get(buf[i + 1 : h], _MISSING)
+            if key is _MISSING:
+                break
+            payload = buf[p : e - 3]
+            if crc(payload) != (buf[e - 3] << 8 | buf[e - 2]):
+                break
+            if key is not None:
+                add_key(key)
+                add_shard(shard)
+                add_seq(seq)
+                add_ts(ts)
+                add_payload(payload)
+                add_offset(base + i)
+            i = e
+            if i >= stop:
+                break
+        return base + i
 
     def _parse_frame(self, pos: int, *, verify: bool = True) -> Message:
         """Parse the frame whose first field read starts at ``pos``; raises _NeedMore or FormatError."""
@@ -286,8 +405,34 @@ class StreamReader:
         """The next message, ``NEED_MORE`` (follow mode, nothing complete yet) or ``None`` (ended)."""
         if self.end is not None:
             return None
+        msg = next(self._ahead, None)
+        if msg is None or msg.offset != self.pos:  # used up, or the reader was moved
+            cols = _new_columns()
+            end = self._scan(self.pos, self._fast_keys, cols)
+            self._ahead = map(_message, zip(*cols, [*cols.offset[1:], end]))
+            msg = next(self._ahead, None)
+            if msg is None:
+                return self._poll_frame()
+        self.pos = msg.end
+        return msg
+
+    def _parse_fresh(self) -> Message:
+        """:meth:`_parse_frame` at ``pos``; in follow mode a FormatError is checked once more against
+        bytes read again: a writer that resumes after a crash cuts a torn frame off and writes new bytes
+        in its place, so what this reader cached of that tail may be stale."""
         try:
-            msg = self._parse_frame(self.pos)
+            return self._parse_frame(self.pos)
+        except FormatError:
+            if not self.follow:
+                raise
+            self._buf = b""
+            self._base = 0
+            return self._parse_frame(self.pos)
+
+    def _poll_frame(self) -> Message | object | None:
+        """:meth:`poll` for the one frame at ``pos`` that the fast scan left (see the module doc)."""
+        try:
+            msg = self._parse_fresh()
         except _NeedMore:
             return self._at_data_end()
         except FormatError as exc:
@@ -323,6 +468,43 @@ class StreamReader:
             return False
         return beacon.size == trailing
 
+    def read_columns(
+        self,
+        *,
+        accept: Callable[[str], bool] | None = None,
+        progress: Callable[[int], object] | None = None,
+    ) -> FrameColumns:
+        """Read every message from ``pos`` on into column lists: what iterating would yield, without
+        a Message object per message. Replay reads to the end (``end`` then says why it ended); follow
+        mode stops at the current end of the data and can be called again.
+
+        ``accept(key)`` keeps only the messages of accepted keys (it is asked once per key; the other
+        messages are still checked). ``progress(n)`` is told how many more bytes were read, now and then.
+        """
+        cols = _new_columns()
+        keymap: dict[bytes, str | None] = {}
+        for raw, key in self._fast_keys.items():
+            keymap[raw] = key if accept is None or accept(key) else None
+        self._ahead = iter(())
+        last = self.pos
+        while self.end is None:
+            self.pos = self._scan(self.pos, keymap, cols)
+            msg = self._poll_frame()
+            if msg is None or msg is NEED_MORE:
+                break
+            key = msg.stream_key  # type: ignore[union-attr]
+            take = accept is None or accept(key)
+            if key != INTERNAL_KEY:
+                keymap[key.encode("utf-8")] = key if take else None
+            if take:
+                cols.append(msg)  # type: ignore[arg-type]
+            if progress is not None:
+                progress(self.pos - last)
+                last = self.pos
+        if progress is not None and self.pos != last:
+            progress(self.pos - last)
+        return cols
+
     def __iter__(self) -> Iterator[Message]:
         delay = self.poll_min
         waited = 0.0
@@ -332,6 +514,7 @@ class StreamReader:
                 return
             if item is NEED_MORE:
                 if self.idle_timeout is not None and waited >= self.idle_timeout:
+                    self.end = ReadEnd("idle", self.pos, max(0, self.size() - self.pos))
                     return
                 time.sleep(delay)
                 waited += delay
@@ -505,6 +688,7 @@ def iter_messages(path: str | os.PathLike, **options) -> Iterator[Message]:
 
 
 __all__ = [
+    "FrameColumns",
     "Message",
     "NEED_MORE",
     "ReadEnd",

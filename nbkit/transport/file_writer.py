@@ -8,18 +8,21 @@ from __future__ import annotations
 
 import fcntl
 import os
+import struct
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from nbkit.errors import FileLimitError, FormatError, NbkitError, WriterLockedError
 from nbkit.transport.file_reader import StreamReader
-from nbkit.wire.crc import CRC_INIT, crc16, running_update
+from nbkit.wire.crc import CRC_INIT, crc16
 from nbkit.wire.keys import INTERNAL_KEY, validate_key
 from nbkit.wire.ssformat import (
+    CR,
     DEFAULT_BEACON_INTERVAL,
     EOS_PAYLOAD,
     HEADER_SIZE,
+    MAX_TIMESTAMP_MS,
     FileHeader,
     Marker,
     check_write_interval,
@@ -35,11 +38,39 @@ STALE_TAIL_MAX = 56
 DEFAULT_SIZE_LIMIT = 16 << 30
 
 
+#: Payload CRCs a stream keeps before folding them into its running checksum (bounds the list).
+_FOLD_AT = 4096
+_LATER = object()
+_HEAD = struct.Struct(">QQQI")  # shard, seq, ts, payload size: the frame layout of encode_frame
+_CRC_END = struct.Struct(">Hc")
+
+
 @dataclass(slots=True)
 class _StreamState:
     seq: int
     ts: int
     running: int
+    #: payload CRCs not yet in ``running``; folded in one CRC pass when a beacon needs the checksum
+    crcs: list[int] = field(default_factory=list)
+
+    def note(self, seq: int, ts: int, crc: int) -> None:
+        """Account one more message of this stream: its seq and timestamp, and its payload CRC."""
+        if seq > self.seq:
+            self.seq = seq
+        if ts > self.ts:
+            self.ts = ts
+        crcs = self.crcs
+        crcs.append(crc)
+        if len(crcs) >= _FOLD_AT:
+            self.checksum()
+
+    def checksum(self) -> int:
+        """The running checksum over every payload CRC noted so far (spec §5)."""
+        crcs = self.crcs
+        if crcs:
+            self.running = crc16(struct.pack(f">{len(crcs)}H", *crcs), self.running)
+            crcs.clear()
+        return self.running
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +83,29 @@ class Written:
     timestamp_ms: int
     offset: int
     end: int
+
+
+def _written_factory() -> Callable[[str, int, int, int, int, int], Written]:
+    """``Written(...)`` without the frozen dataclass ``__init__``'s per-field ``object.__setattr__``
+    calls (half the cost, once per message): the slots are filled through their descriptors."""
+    new = object.__new__
+    setters = [getattr(Written, name).__set__ for name in Written.__slots__]
+    s_key, s_shard, s_seq, s_ts, s_offset, s_end = setters
+
+    def make(key: str, shard: int, seq: int, ts: int, offset: int, end: int) -> Written:
+        w = new(Written)
+        s_key(w, key)
+        s_shard(w, shard)
+        s_seq(w, seq)
+        s_ts(w, ts)
+        s_offset(w, offset)
+        s_end(w, end)
+        return w
+
+    return make
+
+
+_written = _written_factory()
 
 
 def _now_ms() -> int:
@@ -89,6 +143,7 @@ class StreamWriter:
         self.flush_every = flush_every
         self.size_limit = size_limit
         self._streams: dict[tuple[str, int], _StreamState] = {}
+        self._prefixes: dict[str, bytes] = {}  # key -> its frame prefix (length byte + key), once validated
         self._beacon_count = 0
         self._pending: list[bytes] = []
         self._pending_count = 0
@@ -112,9 +167,13 @@ class StreamWriter:
                     self.offset += 7
             else:
                 self._resume(size)
+        except OSError as exc:  # e.g. a full disk or a read-only file system while writing the header
+            self.close()
+            raise NbkitError(f"{self.path}: cannot write the stream file ({exc.strerror or exc})") from exc
         except BaseException:
             self.close()
             raise
+        self._synced = self.offset  # where the bytes handed to the OS end (a failed flush cuts back to it)
 
     # -- opening -----------------------------------------------------------------------------------
     def _open(self, existing_only: bool) -> int:
@@ -131,6 +190,12 @@ class StreamWriter:
         except IsADirectoryError:
             raise NbkitError(f"{self.path}: is a directory, not a stream file") from None
         except PermissionError:
+            if not os.path.lexists(self.path):
+                folder = os.path.dirname(self.path) or "."
+                raise NbkitError(
+                    f"{self.path}: permission denied: cannot create a file in {folder}; the directory must be "
+                    "writable"
+                ) from None
             raise NbkitError(f"{self.path}: permission denied; the file must be writable") from None
 
     def _lock(self) -> None:
@@ -184,11 +249,16 @@ class StreamWriter:
         state = self._streams.get((key, shard))
         if state is None:
             state = self._streams[(key, shard)] = _StreamState(seq, ts, CRC_INIT)
-        if seq > state.seq:
-            state.seq = seq
-        if ts > state.ts:
-            state.ts = ts
-        state.running = running_update(state.running, crc16(payload) if crc is None else crc)
+        state.note(seq, ts, crc16(payload) if crc is None else crc)
+
+    def _key_prefix(self, stream_key: str) -> bytes:
+        """The first bytes of a frame of ``stream_key`` (its length and ASCII bytes); the key is
+        validated the first time this writer sees it."""
+        if stream_key != INTERNAL_KEY:
+            validate_key(stream_key)
+        raw = stream_key.encode("ascii")
+        prefix = self._prefixes[stream_key] = bytes((len(raw),)) + raw
+        return prefix
 
     def next_seq(self, stream_key: str, shard_id: int = 0) -> int:
         """The sequence number the next message of this stream gets by default (1 in a fresh file)."""
@@ -211,30 +281,65 @@ class StreamWriter:
         """Append one message; returns where it landed. The key must be a valid stream key."""
         if self._fd < 0:
             raise NbkitError(f"{self.path}: the writer is closed")
-        if stream_key != INTERNAL_KEY:
-            validate_key(stream_key)
-        if not isinstance(payload, (bytes, bytearray, memoryview)):
-            raise TypeError(f"payload must be bytes, not {type(payload).__name__}")
-        payload = bytes(payload)
+        prefix = self._prefixes.get(stream_key) if type(stream_key) is str else None
+        if prefix is None:
+            prefix = self._key_prefix(stream_key)
+        if type(payload) is not bytes:
+            if not isinstance(payload, (bytes, bytearray, memoryview)):
+                raise TypeError(f"payload must be bytes, not {type(payload).__name__}")
+            payload = bytes(payload)
+        streams = self._streams
         if seq is None:
-            seq = self.next_seq(stream_key, shard_id)
+            state = streams.get((stream_key, shard_id))
+            seq = 1 if state is None else state.seq + 1
+        else:
+            state = _LATER  # looked up once the fields are known to be valid, as before
         ts = self.clock_ms() if timestamp_ms is None else timestamp_ms
-        try:
-            frame, crc = encode_frame(stream_key.encode("ascii"), shard_id, seq, ts, payload)
-        except FormatError as exc:
-            raise exc.located(path=self.path) from None
-        interval = self.header.beacon_interval
+        try:  # the layout of encode_frame, packed directly when every field fits
+            head = _HEAD.pack(shard_id, seq, ts, len(payload))
+        except (struct.error, TypeError, ValueError, OverflowError):
+            head = None
+        if head is not None and ts <= MAX_TIMESTAMP_MS:
+            crc = crc16(payload)
+            frame = b"".join((prefix, head, payload, _CRC_END.pack(crc, CR)))
+        else:  # a field out of range: encode_frame says which, as it always has
+            try:
+                frame, crc = encode_frame(prefix[1:], shard_id, seq, ts, payload)
+            except FormatError as exc:
+                raise exc.located(path=self.path) from None
         start = self.offset
-        if start + len(frame) + 7 > self.size_limit:
+        total = len(frame)
+        if start + total + 7 > self.size_limit:
             raise FileLimitError(
-                f"writing {len(frame)} more bytes would pass the size limit of {self.size_limit} bytes; "
+                f"writing {total} more bytes would pass the size limit of {self.size_limit} bytes; "
                 "start a new file",
                 path=self.path,
                 offset=start,
             )
-        self._account(stream_key, shard_id, seq, ts, payload, crc)
-        offset = start
-        chunks = []
+        if state is _LATER:
+            state = streams.get((stream_key, shard_id))
+        if state is None:
+            state = streams[(stream_key, shard_id)] = _StreamState(seq, ts, CRC_INIT)
+        state.note(seq, ts, crc)
+        interval = self.header.beacon_interval
+        if start % interval + total < interval:  # the frame ends before the next beacon boundary
+            offset = self.offset = start + total
+            if self.flush_every == 1 and not self._pending:  # the default: straight to the OS
+                self._send(frame, 1)
+                return _written(stream_key, shard_id, seq, ts, start, offset)
+            self._pending.append(frame)
+        else:
+            offset = self.offset = self._cut(frame, start)
+        self._pending_count += 1
+        if self._pending_count >= self.flush_every:
+            self.flush()
+        return _written(stream_key, shard_id, seq, ts, start, offset)
+
+    def _cut(self, frame: bytes, offset: int) -> int:
+        """Queue a frame that reaches a beacon boundary: its pieces with a beacon at each boundary
+        (§6); returns the offset after it."""
+        interval = self.header.beacon_interval
+        chunks = self._pending
         pos = 0
         total = len(frame)
         while pos < total:
@@ -246,12 +351,7 @@ class StreamWriter:
                 beacon = encode_beacon(total - pos, self._markers())
                 chunks.append(beacon)
                 offset += len(beacon)
-        self._pending.extend(chunks)
-        self._pending_count += 1
-        self.offset = offset
-        if self._pending_count >= self.flush_every:
-            self.flush()
-        return Written(stream_key, shard_id, seq, ts, start, offset)
+        return offset
 
     def _markers(self) -> list[Marker]:
         wanted = num_markers(self.header.beacon_interval)
@@ -265,7 +365,7 @@ class StreamWriter:
         for j in range(take):
             key, shard = ordered[(first + j) % n]
             st = self._streams[(key, shard)]
-            markers.append(Marker(key, shard, st.seq, st.ts, st.running))
+            markers.append(Marker(key, shard, st.seq, st.ts, st.checksum()))
         self._beacon_count += take
         return markers
 
@@ -274,12 +374,38 @@ class StreamWriter:
         if not self._pending:
             return
         data = b"".join(self._pending) if len(self._pending) > 1 else self._pending[0]
+        count = self._pending_count
         self._pending.clear()
         self._pending_count = 0
-        view = memoryview(data)
-        while view:
-            n = os.write(self._fd, view)
-            view = view[n:]
+        self._send(data, count)
+
+    def _send(self, data: bytes, count: int) -> None:
+        """Write ``data`` (the bytes of ``count`` messages, up to ``self.offset``) to the file."""
+        try:
+            n = os.write(self._fd, data)
+            if n < len(data):  # a short write (rare): hand over the rest
+                view = memoryview(data)[n:]
+                while view:
+                    n = os.write(self._fd, view)
+                    view = view[n:]
+        except OSError as exc:
+            self._failed(exc, count)
+        self._synced = self.offset
+
+    def _failed(self, exc: OSError, count: int) -> None:
+        """A write failed part-way (a full disk, an I/O error): cut the file back to its last complete
+        frame and close, so no later write lands after a partial frame; then raise."""
+        try:
+            os.ftruncate(self._fd, self._synced)
+        except OSError:
+            pass  # the next writer cuts the partial frame off when it resumes
+        fd, self._fd = self._fd, -1
+        os.close(fd)
+        raise NbkitError(
+            f"{self.path}: writing at byte offset {self._synced} failed ({exc.strerror or exc}); the last "
+            f"{count} message(s) are not in the file, which ends at its last complete frame. The writer is "
+            "closed: fix the cause (free disk space) and open a new writer to continue"
+        ) from exc
 
     def write_eos(self) -> Written:
         """Append SeaStreamer's end-of-stream mark (key SEA_STREAMER_INTERNAL, seq 0, payload EOS)."""
@@ -294,8 +420,9 @@ class StreamWriter:
                 self.write_eos()
             self.flush()
         finally:
-            os.close(self._fd)
-            self._fd = -1
+            if self._fd >= 0:  # a failed flush has closed it already
+                os.close(self._fd)
+                self._fd = -1
 
     @property
     def closed(self) -> bool:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import binascii
 import struct
 from base64 import b64decode, b64encode
+from binascii import b2a_base64
 from collections.abc import Mapping
 
 from nbkit.errors import PayloadTooLargeError
@@ -48,7 +49,7 @@ def _normalise(headers: Mapping[str, HeaderValue] | None) -> Headers:
     out: Headers = {}
     if headers:
         for name, value in headers.items():
-            out[_ascii_lower(name)] = value
+            out[name.lower() if name.isascii() else name.translate(_ASCII_LOWER)] = value
     return out
 
 
@@ -82,6 +83,8 @@ def _survives_a_line(value: HeaderValue) -> bool:
             value = value.decode("utf-8")
         except UnicodeDecodeError:
             return False
+    if value.isascii() and value.isprintable():  # no control characters: only a space can be trimmed
+        return not value or (value[0] != " " and value[-1] != " ")
     return "\r" not in value and _text_fits(value)
 
 
@@ -97,6 +100,21 @@ def _u32(n: int, what: str) -> bytes:
 
 def _build_block(headers: Headers) -> tuple[bytes, bytes]:
     """Return (prefix, block): the ``rs1:`` text block when every header survives a line, else ``rs2:``."""
+    lines = []
+    for n, v in headers.items():  # the usual case: printable ASCII text, not padded
+        if (
+            ":" in n
+            or type(v) is not str
+            or not (n.isascii() and v.isascii() and n.isprintable() and v.isprintable())
+            or n[:1] == " "
+            or n[-1:] == " "
+            or v[:1] == " "
+            or v[-1:] == " "
+        ):
+            break
+        lines.append(f"{n}: {v}\n")
+    else:
+        return _RS1, "".join(lines).encode("ascii")
     if all(":" not in n and _survives_a_line(n) and _survives_a_line(v) for n, v in headers.items()):
         return _RS1, b"".join(n.encode("utf-8") + b": " + _as_bytes(v) + b"\n" for n, v in headers.items())
     parts: list[bytes] = []
@@ -122,7 +140,7 @@ def encode(headers: Mapping[str, HeaderValue] | None, payload: bytes, *, force_t
     if not needs_envelope(normalised, payload, force_text):
         return payload
     prefix, block = _build_block(normalised)
-    return prefix + b64encode(_u32(len(block), "header block") + block + payload)
+    return prefix + b2a_base64(_u32(len(block), "header block") + block + payload, newline=False)
 
 
 def _b64decode_strict(text: bytes) -> bytes | None:

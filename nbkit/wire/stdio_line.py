@@ -7,7 +7,9 @@ panics on a malformed ``[...]`` header; nbkit raises :class:`~nbkit.errors.LineP
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, fields
+from typing import Any
 
 from nbkit.errors import LineParseError, StreamKeyError, TimestampRangeError
 from nbkit.wire.rust_text import RUST_WHITESPACE
@@ -89,8 +91,23 @@ def _field_problem(year: int, month: int, day: int, hour: int, minute: int, seco
     return None
 
 
+_ts_cache: tuple[str, int | None] = ("", None)
+
+
 def _parse_timestamp(part: str) -> int | None:
-    """Epoch milliseconds (UTC) of ``YYYY-MM-DDTHH:MM:SS[.f]``, or None when ``part`` is not one."""
+    """Epoch milliseconds (UTC) of ``YYYY-MM-DDTHH:MM:SS[.f]``, or None when ``part`` is not one.
+
+    The last text parsed is remembered: consecutive lines mostly carry the same second."""
+    global _ts_cache
+    cached = _ts_cache
+    if cached[0] == part:
+        return cached[1]
+    ms = _parse_timestamp_text(part)
+    _ts_cache = (part, ms)
+    return ms
+
+
+def _parse_timestamp_text(part: str) -> int | None:
     m = _TS_RE.fullmatch(part)
     if m is None:
         return None
@@ -207,11 +224,41 @@ def parse_line(line: str, *, lineno: int | None = None) -> StdioLine:
     A line that does not start with ``[``, has no ``]``, or has nothing between them is a raw payload.
     A ``[...]`` header that breaks the grammar raises :class:`LineParseError` (``line=lineno``).
     """
+    return _new_stdio_line(*_parse_fields(line, lineno))
+
+
+#: The header every producer writes, ``[timestamp | key | seq]`` or ``[timestamp | key | seq | shard]``,
+#: which :func:`_parse_fields` reads with one match; anything else takes the general path.
+_CANONICAL = re.compile(
+    r"\[([+-]?[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]{1,9})?)"  # as _TS_RE
+    r" \| ([A-Za-z0-9._-]{1,249}) \| (\+?[0-9]+)(?: \| (\+?[0-9]+))?\]"  # as _KEY_RE, _U64_RE
+)
+
+
+def _parse_fields(
+    line: str, lineno: int | None
+) -> tuple[int | None, str | None, int | None, int | None, str]:
+    """(timestamp_ms, stream_key, seq, shard_id, payload) of a line, as :func:`parse_line` reads it."""
+    m = _CANONICAL.match(line)
+    if m is not None:
+        ts_text, key, seq_text, shard_text = m.groups()
+        ts = _parse_timestamp(ts_text)
+        seq = int(seq_text)
+        shard = None if shard_text is None else int(shard_text)
+        if ts is not None and seq <= U64_MAX and (shard is None or shard <= U64_MAX):
+            rest = line[m.end() :]
+            return ts, key, seq, shard, rest.lstrip(RUST_WHITESPACE) or rest
+    return _parse_general(line, lineno)
+
+
+def _parse_general(
+    line: str, lineno: int | None
+) -> tuple[int | None, str | None, int | None, int | None, str]:
     if not line.startswith("["):
-        return StdioLine(None, None, None, None, line)
+        return None, None, None, None, line
     end = line.find("]", 1)
     if end <= 1:  # no "]" at all, or "[]"
-        return StdioLine(None, None, None, None, line)
+        return None, None, None, None, line
     inner = line[1:end]
     ts: int | None = None
     key: str | None = None
@@ -249,7 +296,7 @@ def parse_line(line: str, *, lineno: int | None = None) -> StdioLine:
     # Rust trims the remainder and keeps the line from the start of the trimmed slice; an
     # all-whitespace remainder trims to an empty slice at its start, so it is kept whole.
     payload = rest.lstrip(RUST_WHITESPACE) or rest
-    return StdioLine(ts, key, seq, shard, payload)
+    return ts, key, seq, shard, payload
 
 
 @dataclass(frozen=True, slots=True)
@@ -280,22 +327,50 @@ class LineDecoder:
 
     def decode(self, line: str, *, lineno: int | None = None, now_ms: int) -> ResolvedLine:
         """Parse ``line`` (no trailing ``\\n``) and resolve its missing fields."""
-        return self.resolve(parse_line(line, lineno=lineno), now_ms=now_ms)
+        return self._resolve(*_parse_fields(line, lineno), now_ms)
 
     def resolve(self, parsed: StdioLine, *, now_ms: int) -> ResolvedLine:
         """Fill the missing fields of an already parsed line, advancing the seq counter."""
-        key = parsed.stream_key
+        return self._resolve(
+            parsed.timestamp_ms, parsed.stream_key, parsed.seq, parsed.shard_id, parsed.payload, now_ms
+        )
+
+    def _resolve(
+        self, ts: int | None, key: str | None, seq: int | None, shard: int | None, payload: str, now_ms: int
+    ) -> ResolvedLine:
         stream_key = BROADCAST_KEY if key is None else key
-        shard = 0 if parsed.shard_id is None else parsed.shard_id
+        if shard is None:
+            shard = 0
         slot = (stream_key, shard)
-        if parsed.seq is None:
+        if seq is None:
             seq = self._counters.get(slot, 0)
             self._counters[slot] = (seq + 1) & U64_MAX  # u64 arithmetic, wrapping like release Rust
         else:
-            seq = parsed.seq
             self._counters[slot] = seq
-        ts = now_ms if parsed.timestamp_ms is None else parsed.timestamp_ms
-        return ResolvedLine(ts, stream_key, seq, shard, parsed.payload, key is None)
+        return _new_resolved_line(now_ms if ts is None else ts, stream_key, seq, shard, payload, key is None)
+
+
+def _slots_constructor(cls: type) -> Callable[..., Any]:
+    """A positional constructor for a frozen slots dataclass (no defaults, no ``__post_init__``) that
+    fills the slots through their descriptors: the generated ``__init__`` pays an
+    ``object.__setattr__`` per field, and these are built once per line."""
+    names = [f.name for f in fields(cls)]
+    if hasattr(cls, "__post_init__") or list(getattr(cls, "__slots__", ())) != names:
+        return cls
+    ns: dict[str, Any] = {"_new": object.__new__, "_cls": cls}
+    for i, name in enumerate(names):
+        ns[f"_set{i}"] = getattr(cls, name).__set__
+    exec(  # noqa: S102 - source built from the dataclass's own field names
+        f"def make({', '.join(names)}):\n    o = _new(_cls)\n"
+        + "".join(f"    _set{i}(o, {name})\n" for i, name in enumerate(names))
+        + "    return o\n",
+        ns,
+    )
+    return ns["make"]
+
+
+_new_stdio_line = _slots_constructor(StdioLine)
+_new_resolved_line = _slots_constructor(ResolvedLine)
 
 
 # ------------------------------------------------------------------------------------ formatting

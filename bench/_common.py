@@ -1,0 +1,168 @@
+"""What every benchmark shares: arguments, test data, timing (warm-up + median), machine line, verdict.
+
+Not a benchmark itself (the leading underscore). Standard library + nbkit only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import platform
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+KEYS = ("orders", "payments", "shipments", "refunds")
+#: First message timestamp: 2024-01-01T00:00:00Z, one message per millisecond after it.
+T0_MS = 1_704_067_200_000
+
+
+def parser(description: str, *, messages: int = 1_000_000, repeat: int = 3) -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=description)
+    p.add_argument("--messages", type=int, default=messages, metavar="N",
+                   help=f"how many messages (default {messages:,})")
+    p.add_argument("--repeat", type=int, default=repeat, metavar="R",
+                   help=f"timed runs per side after one warm-up run; the median is reported (default {repeat})")
+    p.add_argument("--keep", action="store_true", help="keep the temporary folder (its path is printed)")
+    return p
+
+
+def machine() -> str:
+    """One line: CPU model, cores, Python and the key libraries' versions."""
+    model = platform.processor() or "?"
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    model = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    import pandas
+
+    return (
+        f"{model}, {os.cpu_count()} cores, Python {platform.python_version()}, "
+        f"pandas {pandas.__version__}, {platform.system()} {platform.release()}"
+    )
+
+
+def banner(title: str, args: argparse.Namespace) -> None:
+    print(f"== {title}")
+    print(f"   machine: {machine()}")
+    print(f"   messages: {args.messages:,}, repeat: {args.repeat} (after 1 warm-up), figures are medians")
+    print(f"   load average: {load()} (other processes on the machine skew the figures)")
+
+
+@contextmanager
+def workdir(args: argparse.Namespace, name: str) -> Iterator[str]:
+    path = tempfile.mkdtemp(prefix=f"nbkit-bench-{name}-")
+    try:
+        yield path
+    finally:
+        if args.keep:
+            print(f"   kept {path}")
+        else:
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def payload(i: int) -> dict:
+    """A JSON object of about 200 bytes, deterministic in ``i`` (ints, floats, strings, a bool)."""
+    return {
+        "order_id": i,
+        "customer": f"customer-{(i * 7919) % 100_000:05d}",
+        "sku": f"SKU-{(i * 104_729) % 1_000_000:06d}",
+        "quantity": 1 + i % 9,
+        "unit_price": round(1 + ((i * 37) % 99_900) / 100, 2),
+        "currency": ("EUR", "USD", "GBP", "JPY")[i % 4],
+        "express": i % 3 == 0,
+        "warehouse": f"wh-{i % 17:02d}",
+        "note": "deliver between 9 and 17, ring twice; leave at the door if nobody answers"[: 40 + i % 30],
+    }
+
+
+def message_fields(i: int) -> tuple[str, int, int, bytes]:
+    """(key, seq, timestamp_ms, payload bytes) of message ``i`` (0-based): seqs count per key from 1."""
+    key = KEYS[i % len(KEYS)]
+    seq = i // len(KEYS) + 1
+    return key, seq, T0_MS + i, json.dumps(payload(i), separators=(",", ":")).encode()
+
+
+def write_stream(path: str, n: int) -> int:
+    """Write ``n`` messages over 4 keys with nbkit's StreamWriter (default beacon interval); returns bytes."""
+    from nbkit.transport.file_writer import StreamWriter
+
+    with StreamWriter(path, file_name="bench.ss", created_at_ms=T0_MS, flush_every=4096) as w:
+        for i in range(n):
+            key, seq, ts, data = message_fields(i)
+            w.write(key, data, seq=seq, timestamp_ms=ts)
+    return os.path.getsize(path)
+
+
+def time_it(
+    fn: Callable[[], object], repeat: int, setup: Callable[[], object] | None = None
+) -> tuple[float, list[float], object]:
+    """One warm-up call, then ``repeat`` timed calls (``setup`` runs untimed before each);
+    returns (median seconds, all times, last result)."""
+    if setup is not None:
+        setup()
+    result = fn()
+    del result
+    times = []
+    result = None
+    for _ in range(max(1, repeat)):
+        result = None
+        if setup is not None:
+            setup()
+        gc.collect()
+        t = time.perf_counter()
+        result = fn()
+        times.append(time.perf_counter() - t)
+    return statistics.median(times), times, result
+
+
+def remove(path: str) -> None:
+    try:
+        os.remove(path)
+    except FileNotFoundError:
+        pass
+
+
+def fmt_s(seconds: float) -> str:
+    if seconds < 0.1:
+        return f"{seconds * 1000:,.1f} ms"
+    return f"{seconds * 1000:,.0f} ms" if seconds < 10 else f"{seconds:,.2f} s"
+
+
+def per_msg(seconds: float, n: int) -> str:
+    return f"{seconds / n * 1e6:.2f} µs/msg"
+
+
+def row(label: str, seconds: float, n: int, extra: str = "") -> None:
+    print(f"   {label:<50} {fmt_s(seconds):>10}  {per_msg(seconds, n):>14}  {extra}".rstrip())
+
+
+def verdict(label: str, ok: bool, detail: str) -> bool:
+    print(f"   {'PASS' if ok else 'FAIL'}  {label}: {detail}")
+    return ok
+
+
+def load() -> str:
+    try:
+        return ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    except OSError:
+        return "?"
+
+
+def finish(results: list[bool]) -> int:
+    """Exit status 0 either way (a benchmark reports; it is not a test), but say it on the last line."""
+    print(f"   load average at the end: {load()}")
+    passed = sum(results)
+    print(f"== {passed}/{len(results)} targets met")
+    sys.stdout.flush()
+    return 0

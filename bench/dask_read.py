@@ -1,0 +1,219 @@
+"""Benchmark: nbkit.dask.read_stream on a 2-worker LocalCluster against nbkit.read_stream.
+
+Generates a stream file (default 4 GiB; ``--size``) with StreamWriter (``flush_every=10000``: beacons
+depend on offsets, so the file is written message by message, not as a repeated chunk), reads it once
+to warm the page cache, then times
+
+- ``nbkit.read_stream(path)``: one process, sequential (the reference);
+- ``nbkit.dask.read_stream(path).persist()`` on ``LocalCluster(n_workers=2, threads_per_worker=1,
+  processes=True)``: planning (EOS scan and tail check included) and parsing into pandas partitions in
+  two worker processes. This is the parallel read; **the target (>= 1.6x) applies to it**;
+- ``groupby(stream_key).size()`` straight from the file on the cluster (parse included);
+- ``.compute()`` of the whole frame into this process (files up to 1.5 GiB, or ``--to-client``): Dask
+  concatenates the partitions on a worker and ships every Python object (payload strings, header
+  dicts) to the client, which costs about as much as parsing; reported, not targeted.
+
+``--repeat N`` alternates N timed runs of the sequential read and of the persist and reports the best
+of each (and the median ratio): other processes on a shared machine slow either side at random.
+The persisted partitions are checked equal to the sequential frame one by one (row for row, every
+column; ``stream_key``'s categories as a set: each partition has its own) and the ratios are printed.
+Other processes on the machine skew the figures: the load average is printed before and after.
+Exit status 0 either way; the last line says whether the targets were met.
+
+    python bench/dask_read.py --size 1GiB
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import os
+import statistics
+import sys
+import time
+import warnings
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import _common  # noqa: E402
+
+TARGET = 1.6
+
+
+def _size(text: str) -> int:
+    from dask.utils import parse_bytes
+
+    return int(parse_bytes(text))
+
+
+def generate(path: str, size: int) -> int:
+    """Write messages until the file reaches ``size`` bytes; returns the message count."""
+    from nbkit.transport.file_writer import StreamWriter
+
+    t0 = time.perf_counter()
+    step = max(size // 20, 1)
+    mark = step
+    n = 0
+    with StreamWriter(path, file_name="bench.ss", created_at_ms=_common.T0_MS, flush_every=10_000) as w:
+        while w.offset < size:
+            for _ in range(10_000):
+                key, seq, ts, data = _common.message_fields(n)
+                w.write(key, data, seq=seq, timestamp_ms=ts)
+                n += 1
+            if w.offset >= mark:
+                rate = w.offset / (time.perf_counter() - t0) / 2**20
+                print(f"   generating: {w.offset / 2**30:5.2f} GiB, {n:,} messages, {rate:.0f} MiB/s", flush=True)
+                mark += step
+    return n
+
+
+def same_part(got, want) -> bool:
+    """One partition (index = offsets) equals its rows of the sequential frame."""
+    import pandas as pd
+
+    got = got.reset_index(drop=True)
+    want = want.reset_index(drop=True)
+    if set(got["stream_key"].cat.categories) != set(want["stream_key"].cat.categories):
+        return False
+    got = got.copy()
+    got["stream_key"] = got["stream_key"].cat.reorder_categories(list(want["stream_key"].cat.categories))
+    try:
+        pd.testing.assert_frame_equal(got, want)
+    except AssertionError as exc:
+        print(f"   partition differs: {str(exc)[:300]}")
+        return False
+    return True
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--size", default="4GiB", help="file size to generate (default 4GiB)")
+    p.add_argument("--partition-size", default="64MiB", help="nbkit.dask partition size (default 64MiB)")
+    p.add_argument("--workers", type=int, default=2, help="LocalCluster worker processes (default 2)")
+    p.add_argument("--path", help="use (or create) this file instead of a temporary one")
+    p.add_argument("--to-client", action=argparse.BooleanOptionalAction, default=None,
+                   help="also time compute() of the whole frame (default: for files up to 1.5 GiB)")
+    p.add_argument("--repeat", type=int, default=1, help="timed runs of each side, alternating; best reported")
+    p.add_argument("--keep", action="store_true", help="keep the temporary folder (its path is printed)")
+    args = p.parse_args(argv)
+
+    from distributed import Client, LocalCluster, wait
+
+    import nbkit.dask
+    from nbkit.notebook.frames import read_stream
+
+    size = _size(args.size)
+    print("== nbkit.dask.read_stream vs nbkit.read_stream")
+    print(f"   machine: {_common.machine()}")
+    with _common.workdir(args, "dask") as tmp:
+        path = args.path or os.path.join(tmp, "bench.ss")
+        if not os.path.exists(path) or os.path.getsize(path) < size:
+            if os.path.exists(path):
+                os.unlink(path)
+            t = time.perf_counter()
+            n = generate(path, size)
+            took = time.perf_counter() - t
+            print(f"   generated {os.path.getsize(path) / 2**30:.2f} GiB, {n:,} messages in {took:.0f} s")
+        actual = os.path.getsize(path)
+        to_client = args.to_client if args.to_client is not None else actual <= 3 << 29  # 1.5 GiB
+        with open(path, "rb") as f:  # warm the page cache: both sides then read from memory
+            while f.read(64 << 20):
+                pass
+        print(f"   file: {actual / 2**30:.2f} GiB, partition size {args.partition_size}, "
+              f"{args.workers} worker processes x 1 thread")
+        print(f"   load average before: {os.getloadavg()[0]:.2f} (other processes share these cores)")
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            cluster = LocalCluster(n_workers=args.workers, threads_per_worker=1, processes=True,
+                                   dashboard_address=None, memory_limit=0)
+        with cluster, Client(cluster) as client:
+            client.run(lambda: __import__("nbkit.scale.dask_reader"))  # workers import nbkit before timing
+            seq_times, dask_times, plan_times, seq_cpu, dask_cpu = [], [], [], [], []
+
+            def worker_cpu() -> float:
+                return sum(client.run(time.process_time).values())
+
+            want = persisted = None
+            for i in range(args.repeat):  # alternate the two sides: other load hits both alike
+                want = None
+                gc.collect()
+                t, c = time.perf_counter(), time.process_time()
+                want = read_stream(path, progress=False)
+                seq_times.append(time.perf_counter() - t)
+                seq_cpu.append(time.process_time() - c)
+                if persisted is not None:
+                    client.cancel(persisted)  # the same task keys again: drop the kept results
+                    persisted = None
+                gc.collect()
+                w = worker_cpu()
+                t, c = time.perf_counter(), time.process_time()
+                ddf = nbkit.dask.read_stream(path, partition_size=args.partition_size)
+                plan_times.append(time.perf_counter() - t)
+                plan_cpu = time.process_time() - c
+                persisted = ddf.persist()
+                wait(persisted)
+                dask_times.append(time.perf_counter() - t)
+                dask_cpu.append((plan_cpu, worker_cpu() - w))
+                print(f"   run {i + 1}: sequential {seq_times[-1]:.2f} s, dask persist {dask_times[-1]:.2f} s, "
+                      f"load average {os.getloadavg()[0]:.2f}", flush=True)
+            n = len(want)
+            t_seq, t_persist = min(seq_times), min(dask_times)
+            # CPU seconds do not depend on what else runs: what 2 idle cores would give
+            cpu_seq = min(seq_cpu)
+            cpu_plan, cpu_workers = min(dask_cpu, key=lambda pw: pw[0] + pw[1])
+            ideal = cpu_seq / (cpu_plan + cpu_workers / args.workers)
+            print(f"   CPU seconds: sequential {cpu_seq:.2f}; dask plan {cpu_plan:.2f} + workers {cpu_workers:.2f} "
+                  f"(sum of {args.workers}) -> on {args.workers} idle cores about {ideal:.2f}x")
+            _common.row("nbkit.read_stream (sequential)", t_seq, n, f"best of {args.repeat}")
+            print(f"   {'dask plan (EOS scan, tail check)':<44} {_common.fmt_s(min(plan_times)):>10}")
+            _common.row(f"nbkit.dask read_stream().persist() [{ddf.npartitions} parts]", t_persist, n,
+                        f"best of {args.repeat}")
+
+            equal = True
+            row = 0
+            for part in persisted.to_delayed():
+                got = part.compute()
+                equal = equal and same_part(got, want.iloc[row : row + len(got)])
+                row += len(got)
+                del got
+            equal = equal and row == n
+            client.cancel(persisted)  # the next reads have the same task keys: drop the kept results
+            del persisted, part
+
+            t = time.perf_counter()
+            sizes = nbkit.dask.read_stream(path, partition_size=args.partition_size).groupby(
+                "stream_key", observed=True).size(split_out=1).compute()
+            t_group = time.perf_counter() - t
+            _common.row("nbkit.dask groupby(stream_key).size()", t_group, n)
+            counts = want.groupby("stream_key", observed=True).size()
+            equal_groups = sizes.sort_index().to_dict() == counts.sort_index().to_dict()
+
+            t_client = None
+            if to_client:
+                gc.collect()
+                t = time.perf_counter()
+                whole = nbkit.dask.read_stream(path, partition_size=args.partition_size).compute()
+                t_client = time.perf_counter() - t
+                _common.row("nbkit.dask read_stream().compute() to here", t_client, n)
+                equal = equal and len(whole) == n
+                del whole
+        print(f"   load average after: {os.getloadavg()[0]:.2f}")
+        print(f"   rows: {n:,}; partitions equal to the sequential frame: {equal}; group sizes equal: {equal_groups}")
+        ratio = t_seq / t_persist
+        median = statistics.median(seq_times) / statistics.median(dask_times)
+        line = (f"   ratios (sequential / dask): persist {ratio:.2f}x (median {median:.2f}x), "
+                f"groupby {t_seq / t_group:.2f}x")
+        if t_client is not None:
+            line += f", compute() to the client {t_seq / t_client:.2f}x"
+        print(line)
+        del want
+        results = [
+            _common.verdict("results equal", equal and equal_groups, "nbkit.dask == nbkit.read_stream"),
+            _common.verdict(f"parallel read >= {TARGET}x faster", ratio >= TARGET,
+                            f"persist {ratio:.2f}x on {args.workers} workers"),
+        ]
+    return _common.finish(results)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

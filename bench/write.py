@@ -1,0 +1,96 @@
+"""Writing: StreamWriter.write with a flush after each message against plain os.write calls.
+
+nbkit side: ``StreamWriter(path)`` (default flush_every=1: one os.write per message, so a follower
+sees each message at once) appending N messages over 4 keys, JSON payloads of about 200 bytes, with
+the default sequence numbers and clock. Baseline (the syscall bound): a loop of os.write calls
+handing the OS exactly the bytes nbkit wrote for each message (frame, plus a beacon where one falls),
+prepared in advance. Also batched mode (flush_every=N) against os.write of the same N-message blocks.
+
+    python bench/write.py                       # 1,000,000 messages, 3 timed runs per side
+    python bench/write.py --messages 2000 --repeat 1 --batch 64
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # this checkout's nbkit
+
+import _common as c  # noqa: E402
+
+from nbkit.transport.file_writer import StreamWriter  # noqa: E402
+from nbkit.transport.file_reader import StreamReader  # noqa: E402
+
+TARGET = 1.5  # StreamWriter (flush per message) within this factor of the os.write loop
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = c.parser(__doc__.splitlines()[0])
+    p.add_argument("--batch", type=int, default=256, metavar="N", help="flush_every of the batched run (default 256)")
+    args = p.parse_args(argv)
+    n = args.messages
+    c.banner("write: StreamWriter.write vs os.write", args)
+    items = [(c.KEYS[i % len(c.KEYS)], c.message_fields(i)[3]) for i in range(n)]
+    results = []
+    with c.workdir(args, "write") as tmp:
+        path = os.path.join(tmp, "nbkit.ss")
+        raw = os.path.join(tmp, "raw.ss")
+
+        def write_all(flush_every: int = 1) -> list:
+            with StreamWriter(path, flush_every=flush_every) as w:
+                return [w.write(key, payload) for key, payload in items]
+
+        def write_all_discard(flush_every: int = 1) -> None:
+            with StreamWriter(path, flush_every=flush_every) as w:
+                write = w.write
+                for key, payload in items:
+                    write(key, payload)
+
+        # what nbkit hands the OS for each message: its frame, and a beacon where one falls inside it
+        c.remove(path)
+        landed = write_all()
+        with open(path, "rb") as f:
+            data = f.read()
+        header = data[: landed[0].offset]
+        chunks = [data[w.offset : w.end] for w in landed]
+        assert b"".join(chunks) == data[len(header) :], "the writes do not cover the file"
+        with StreamReader(path) as r:
+            assert sum(1 for _ in r) == n
+        blocks = [b"".join(chunks[i : i + args.batch]) for i in range(0, n, args.batch)]
+        del landed, data
+        print(f"   data: {len(header) + sum(map(len, chunks)):,} bytes, {len(blocks):,} blocks of {args.batch}")
+
+        def os_write_loop(pieces: list[bytes]) -> None:
+            fd = os.open(raw, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            try:
+                write = os.write
+                write(fd, header)
+                for piece in pieces:
+                    write(fd, piece)
+            finally:
+                os.close(fd)
+
+        def fresh() -> None:
+            c.remove(path)
+            c.remove(raw)
+
+        t_nb, _, _ = c.time_it(write_all_discard, args.repeat, setup=fresh)
+        t_os, _, _ = c.time_it(lambda: os_write_loop(chunks), args.repeat, setup=fresh)
+        t_nbb, _, _ = c.time_it(lambda: write_all_discard(args.batch), args.repeat, setup=fresh)
+        t_osb, _, _ = c.time_it(lambda: os_write_loop(blocks), args.repeat, setup=fresh)
+        c.row("StreamWriter.write, flush_every=1", t_nb, n)
+        c.row("os.write per message (the syscall bound)", t_os, n)
+        c.row(f"StreamWriter.write, flush_every={args.batch}", t_nbb, n)
+        c.row(f"os.write per {args.batch}-message block", t_osb, n)
+        print(f"   batched: {t_nbb / t_osb:.1f}x its block-write bound, {t_nb / t_nbb:.1f}x faster than flush_every=1")
+        results.append(
+            c.verdict(
+                f"flush_every=1 within {TARGET:g}x of the os.write loop", t_nb / t_os <= TARGET, f"{t_nb / t_os:.2f}x"
+            )
+        )
+    return c.finish(results)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

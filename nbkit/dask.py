@@ -1,0 +1,16 @@
+"""Stream files as Dask DataFrames: ``nbkit.dask.read_stream`` (the ``scale`` extra).
+
+``pip install 'nbkit[scale]'`` brings Dask, distributed and pyarrow; without them importing this
+module raises an ImportError that says so. How partitions are cut, the index and divisions, and the
+json columns: :mod:`nbkit.scale.dask_reader`.
+
+>>> import nbkit.dask                                     # doctest: +SKIP
+>>> ddf = nbkit.dask.read_stream("big.ss", partition_size="64MiB")
+>>> ddf.groupby("stream_key", observed=True).size().compute()
+"""
+
+from __future__ import annotations
+
+from nbkit.scale.dask_reader import plan, read_stream
+
+__all__ = ["plan", "read_stream"]

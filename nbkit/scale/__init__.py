@@ -1,0 +1,33 @@
+"""Scale-out: stream files as Dask DataFrames (:mod:`nbkit.dask`) and Parquet export (:mod:`.parquet`).
+
+Dask, distributed and pyarrow are the optional extra ``scale``: ``pip install 'nbkit[scale]'``. This
+package imports none of them itself; :func:`require` imports one and, when it is missing, raises an
+ImportError that names the extra.
+
+- :mod:`nbkit.scale.partitions`: pure (pandas + nbkit): beacon-aligned byte ranges, one range read
+  into ``nbkit.read_stream``'s typed frame.
+- :mod:`nbkit.scale.dask_reader`: ``read_stream`` returning a ``dask.dataframe.DataFrame``.
+- :mod:`nbkit.scale.parquet`: ``to_parquet`` / ``read_parquet``.
+"""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+
+__all__ = ["EXTRA", "require"]
+
+#: The optional extra that brings Dask, distributed and pyarrow.
+EXTRA = "scale"
+
+
+def require(module: str, *, feature: str) -> ModuleType:
+    """Import ``module`` or raise an ImportError saying which extra to install for ``feature``."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        top = module.split(".")[0]
+        raise ImportError(
+            f"{feature} needs {top!r}, which is not installed; install nbkit's optional extra: "
+            f"pip install 'nbkit[{EXTRA}]'  (Dask, distributed and pyarrow)"
+        ) from exc

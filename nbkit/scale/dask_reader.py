@@ -1,0 +1,159 @@
+"""A stream file as a Dask DataFrame: one partition per beacon-aligned byte range.
+
+Public name: ``nbkit.dask.read_stream`` (this module needs the ``scale`` extra).
+
+Design (details in :mod:`nbkit.scale.partitions`):
+
+- **Partitions** are byte ranges of about ``partition_size`` bytes whose boundaries are beacon offsets.
+  A partition resynchronises at its first beacon (format spec §6.5; frames cut by several beacons are
+  skipped whole) and reads every frame that *starts* in its range, the last one whole even when it
+  runs past the range. So the partitions together hold exactly the rows of ``nbkit.read_stream``, in
+  order, each once. A file smaller than one beacon interval is one partition.
+- **EOS**: the plan stops at the first end-of-stream mark, found when ``read_stream`` is called by a
+  byte search over the file (cheap next to parsing it; see :func:`~nbkit.scale.partitions.find_eos`).
+- **Index and divisions**: the index is each frame's byte offset (int64, the same values as the
+  ``offset`` column; unnamed, so that ``"offset"`` stays an unambiguous column name). Offsets grow
+  through the file, so the divisions are known for free: each range's first byte, then the last
+  possible offset. ``ddf.loc[a:b]`` reads only the partitions that can hold offsets ``a..b``;
+  ``compute().reset_index(drop=True)`` is ``nbkit.read_stream``'s frame.
+- **Columns and dtypes** are ``nbkit.read_stream``'s. ``stream_key`` is categorical with *unknown*
+  categories (Dask's convention, as ``read_csv(dtype="category")``): each partition knows only its own
+  keys, and knowing them all needs a pass over the file. ``compute()`` gives the same set of categories
+  as ``nbkit.read_stream`` (its dtype compares equal), in order of first appearance instead of sorted;
+  ``ddf.categorize(columns=["stream_key"])`` makes them known. Object columns (``payload``,
+  ``headers``) stay object: Dask's ``dataframe.convert-string`` would turn bytes payloads into text, so
+  it is switched off for this collection.
+- **payload="json"**: the ``payload.<field>`` columns must be the same in every partition. They are
+  fixed when ``read_stream`` is called, from ``json_fields`` (``{field: dtype}``) when given, else from
+  a sample: the rows of the first ``sample`` bytes (4 MiB). Every partition then has exactly those
+  columns and dtypes; a field the sample did not show, or a value its dtype cannot hold, raises an
+  :class:`~nbkit.errors.NbkitError` at compute time naming the field and the fix, as Dask's
+  ``read_csv`` does for dtypes its sample got wrong.
+- **Snapshot**: ranges are planned on the file as it is when ``read_stream`` is called; bytes a writer
+  appends later are not read. A partial frame at the tail warns then, as ``nbkit.read_stream`` does.
+- Works with any Dask scheduler: the default threads (the parsing holds the GIL: use processes or
+  ``dask.distributed`` for speed), ``scheduler="processes"``, or a ``distributed.Client``.
+- **Where the speed is**: parsing runs in parallel on the workers, so ``persist()`` and reductions
+  (``groupby``, ``value_counts``, filters, sums) scale with the workers (``bench/dask_read.py``).
+  ``compute()`` of the *whole* frame instead moves every Python object (payload strings, header
+  dicts) from the workers to the notebook (Dask concatenates on a worker first); that costs about as
+  much as parsing, so for a whole frame in one process ``nbkit.read_stream`` is as fast or faster.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import warnings
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from nbkit.scale import require
+
+dask = require("dask", feature="nbkit.dask")
+dd = require("dask.dataframe", feature="nbkit.dask")
+
+from dask.dataframe.utils import clear_known_categories  # noqa: E402
+from dask.utils import parse_bytes  # noqa: E402
+
+from nbkit.scale.partitions import (  # noqa: E402
+    DEFAULT_PARTITION_SIZE,
+    ByteRange,
+    Plan,
+    Selection,
+    empty_frame,
+    json_fields_of,
+    plan_ranges,
+    read_range,
+    selection,
+)
+from nbkit.transport.positions import FilePosition  # noqa: E402
+
+__all__ = ["read_stream", "plan"]
+
+DEFAULT_SAMPLE = 4 << 20
+
+
+def _nbytes(value: int | str, what: str) -> int:
+    n = parse_bytes(value) if isinstance(value, str) else value
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ValueError(f"{what} must be a positive number of bytes or a size like '64MiB', not {value!r}")
+    return n
+
+
+def plan(
+    path: str | os.PathLike,
+    *,
+    partition_size: int | str = DEFAULT_PARTITION_SIZE,
+    keys: Iterable[str] | str | None = None,
+    start: FilePosition | dt.datetime | int | str | None = None,
+) -> Plan:
+    """The byte ranges ``read_stream`` would read (one per partition), for inspection."""
+    _, position, seek_key = selection(keys=keys, start=start)
+    return plan_ranges(path, partition_size=_nbytes(partition_size, "partition_size"), start=position, key=seek_key)
+
+
+def read_stream(
+    path: str | os.PathLike,
+    *,
+    partition_size: int | str = "64MiB",
+    keys: Iterable[str] | str | None = None,
+    payload: str = "auto",
+    start: FilePosition | dt.datetime | int | str | None = None,
+    end: dt.datetime | int | str | None = None,
+    include_internal: bool = False,
+    json_fields: Mapping[str, Any] | Sequence[str] | None = None,
+    sample: int | str = DEFAULT_SAMPLE,
+) -> dd.DataFrame:
+    """Load a ``.ss`` stream file lazily as a Dask DataFrame, one row per message.
+
+    Same rows, columns and dtypes as :func:`nbkit.read_stream` (``keys``, ``payload``, ``start``,
+    ``end``, ``include_internal`` mean the same), split into partitions of about ``partition_size``
+    bytes of file (an int or a size like ``"64MiB"``), indexed by byte offset with known divisions.
+    ``payload="json"``: ``json_fields`` (``{field: dtype}``, or field names for dtype object) fixes the
+    ``payload.<field>`` columns; otherwise the rows of the first ``sample`` bytes do. See the module
+    documentation for how partitions are cut and why ``stream_key``'s categories are unknown.
+
+    >>> ddf = nbkit.dask.read_stream("big.ss")                         # doctest: +SKIP
+    >>> ddf.groupby("stream_key", observed=True).size().compute()      # doctest: +SKIP
+    """
+    sel, position, seek_key = selection(
+        keys=keys, payload=payload, start=start, end=end, include_internal=include_internal
+    )
+    the_plan = plan_ranges(path, partition_size=_nbytes(partition_size, "partition_size"), start=position, key=seek_key)
+    if the_plan.tail is not None and the_plan.tail.reason == "truncated":
+        warnings.warn(f"{the_plan.path}: {the_plan.tail.describe()}", stacklevel=2)
+    fields: dict[str, Any] | None = None
+    if sel.payload == "json":
+        if json_fields is None:
+            fields = _sample_fields(the_plan, sel, _nbytes(sample, "sample"))
+        elif isinstance(json_fields, Mapping):
+            fields = dict(json_fields)
+        else:
+            fields = {name: object for name in json_fields}
+    meta = clear_known_categories(empty_frame(sel.payload, fields), cols=["stream_key"], index=False)
+    st = os.stat(the_plan.path)
+    stamp = (the_plan.size, st.st_mtime_ns, st.st_ino)  # a changed file gets new task keys
+    with dask.config.set({"dataframe.convert-string": False}):
+        return dd.from_map(
+            _read_partition,
+            the_plan.ranges,
+            args=(the_plan.path, sel, fields, stamp),
+            meta=meta,
+            divisions=the_plan.divisions,
+            label="nbkit-read-stream",
+            enforce_metadata=False,
+        )
+
+
+def _read_partition(
+    rng: ByteRange, path: str, sel: Selection, fields: dict[str, Any] | None, stamp: tuple
+) -> Any:
+    """One partition (runs on a worker)."""
+    return read_range(path, rng, sel, json_fields=fields)
+
+
+def _sample_fields(the_plan: Plan, sel: Selection, sample: int) -> dict[str, Any]:
+    stop = the_plan.ranges[-1].end
+    rng = ByteRange(the_plan.first, min(stop, the_plan.first + sample), 0)
+    return json_fields_of(read_range(the_plan.path, rng, sel))

@@ -1,0 +1,488 @@
+"""Beacon-aligned byte ranges of a stream file, and one range read into ``read_stream``'s typed frame.
+
+Pure: pandas and nbkit only (no Dask, no pyarrow), so the Dask reader, the Parquet export and the
+tests share it.
+
+How a file is cut (format spec §2, §6.5):
+
+- A **range** is ``[start, end)`` in file offsets. Every boundary between two ranges is a beacon
+  offset ``n × I``; the first range starts where a sequential read would start (just after the header,
+  or where ``start=`` seeks to).
+- A range **owns every frame that starts inside it** (``start <= Message.offset < end``). To find its
+  first frame it resynchronises at its first beacon (§6.5: read the beacon, skip the cut frame's
+  ``remaining`` bytes, again while that lands on the next boundary, so frames cut by several beacons are
+  skipped whole) and then reads frames with :class:`~nbkit.transport.file_reader.StreamReader` (its
+  batch column scan, as ``read_stream`` does; frames cut by a beacon are joined around it, §6.3) until
+  the next frame would start at or after ``end``. The frame cut by ``end`` is read whole by the range
+  that owns its start. So the ranges together hold exactly the frames of a sequential read, in order,
+  each once.
+- **EOS**: a sequential read stops after the first end-of-stream mark. :func:`find_eos` locates it
+  when the plan is made (a byte search over the file, not a parse; see its doc), and the plan ends
+  there: the range holding it stops after it, and no range starts after it.
+
+``read_range`` builds rows with :class:`nbkit.notebook.frames._Columns`, the builder
+``nbkit.read_stream`` uses, applying the same filters in the same order, so dtypes and values are the
+same; the frame's index holds the frames' byte offsets (the same values as its ``offset`` column).
+"""
+
+from __future__ import annotations
+
+import bisect
+import datetime as dt
+import os
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from nbkit.errors import FormatError, NbkitError, SeekError
+from nbkit.notebook.frames import _as_ms, _Columns, _in_window
+from nbkit.transport.file_reader import CHUNK, NEED_MORE, FrameColumns, ReadEnd, StreamReader
+from nbkit.transport.positions import FilePosition
+from nbkit.wire.keys import INTERNAL_KEY, INTERNAL_KEYS
+
+__all__ = [
+    "ByteRange",
+    "Plan",
+    "Selection",
+    "conform_json",
+    "empty_frame",
+    "find_eos",
+    "json_fields_of",
+    "plan_ranges",
+    "read_range",
+    "selection",
+]
+
+#: Default partition size: 64 MiB of file per range.
+DEFAULT_PARTITION_SIZE = 64 << 20
+#: Use the reader's batch scan (private StreamReader helpers) when it has them; else poll() per message.
+_FAST_SCAN = True
+#: The first 22 bytes of an end-of-stream frame: K (21) and the key SEA_STREAMER_INTERNAL.
+_EOS_HEAD = bytes((len(INTERNAL_KEY),)) + INTERNAL_KEY.encode("ascii")
+
+
+# -- what to keep ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Selection:
+    """The row filters and payload mode of a read, as ``nbkit.read_stream`` takes them."""
+
+    payload: str = "auto"
+    keys: frozenset[str] | None = None
+    after_ms: int | None = None
+    end_ms: int | None = None
+    include_internal: bool = False
+
+
+def selection(
+    *,
+    keys: Iterable[str] | str | None = None,
+    payload: str = "auto",
+    start: FilePosition | dt.datetime | int | str | None = None,
+    end: dt.datetime | int | str | None = None,
+    include_internal: bool = False,
+) -> tuple[Selection, FilePosition | None, str | None]:
+    """Check ``read_stream``-style options; returns the Selection, a start FilePosition and its seek key."""
+    _Columns(payload)  # raises the same ValueError as read_stream for an unknown mode
+    wanted = frozenset({keys}) if isinstance(keys, str) else (frozenset(keys) if keys is not None else None)
+    position = None
+    after_ms = None
+    if isinstance(start, FilePosition):
+        position = start
+    elif start is not None:
+        after_ms = _as_ms(start, "start")
+    end_ms = None if end is None else _as_ms(end, "end")
+    seek_key = None
+    if position is not None and position.kind in ("sequence", "timestamp"):
+        if not wanted or len(wanted) != 1:
+            raise ValueError(f"start={position!r} needs exactly one stream key: pass keys='name'")
+        seek_key = next(iter(wanted))
+    sel = Selection(payload, wanted, after_ms, end_ms, include_internal)
+    return sel, position, seek_key
+
+
+# -- planning --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ByteRange:
+    """Frames starting in ``[start, end)``; ``beacon`` > 0: resync at beacon ``beacon`` (``start`` is
+    ``beacon × interval``); 0: ``start`` is itself a frame position (the first range)."""
+
+    start: int
+    end: int
+    beacon: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """The ranges of one read of ``path``: a snapshot of the file at ``size`` bytes.
+
+    ``eos``: offset of the end-of-stream frame the read stops at (None: none). ``tail``: how a
+    sequential read would end when it is not at an EOS (``truncated`` warns), None when not checked.
+    """
+
+    path: str
+    interval: int
+    size: int
+    first: int
+    ranges: tuple[ByteRange, ...]
+    eos: int | None
+    tail: ReadEnd | None
+
+    @property
+    def divisions(self) -> tuple[int, ...]:
+        """Dask divisions on the frame offsets: each range's start, then the largest possible offset."""
+        last = self.ranges[-1]
+        return tuple(r.start for r in self.ranges) + (max(last.start, last.end - 1),)
+
+
+def plan_ranges(
+    path: str | os.PathLike,
+    *,
+    partition_size: int = DEFAULT_PARTITION_SIZE,
+    start: FilePosition | None = None,
+    key: str | None = None,
+    check_tail: bool = True,
+) -> Plan:
+    """Cut ``path`` into beacon-aligned ranges of about ``partition_size`` bytes (a whole number of
+    beacon intervals, at least one). A file smaller than one interval is one range.
+
+    ``start``/``key`` seek as :class:`StreamReader` does (the first range starts there). Also finds
+    the EOS the read stops at and (``check_tail``) whether the file ends in a partial frame.
+    """
+    path = os.fspath(path)
+    if partition_size < 1:
+        raise ValueError(f"partition_size must be a positive number of bytes, not {partition_size}")
+    with StreamReader(path, start=start, key=key) as reader:
+        interval = reader.interval
+        size = reader.size()
+        first = reader.pos
+    eos = find_eos(path, first, size, interval)
+    stop = size if eos is None else eos + 1  # frames starting before `stop` belong to the read
+    step = max(interval, partition_size // interval * interval)
+    ranges = []
+    lo, beacon = first, 0
+    b = (first // step + 1) * step
+    while b < stop:
+        ranges.append(ByteRange(lo, b, beacon))
+        lo, beacon = b, b // interval
+        b += step
+    ranges.append(ByteRange(lo, max(lo, stop), beacon))
+    tail = _tail_end(path, interval, size, first) if check_tail and eos is None else None
+    return Plan(path, interval, size, first, tuple(ranges), eos, tail)
+
+
+def _tail_end(path: str, interval: int, size: int, first: int) -> ReadEnd | None:
+    """How a sequential read ends (``end``/``truncated``), by reading from the last usable beacon."""
+    with StreamReader(path) as reader:
+        n = size // interval
+        while True:
+            boundary = n * interval
+            if boundary <= first:
+                reader.pos = first
+                break
+            try:
+                reader.resync(n)
+                break
+            except SeekError:  # the file ends inside that beacon: start one interval earlier
+                n -= 1
+        try:
+            while reader.poll() is not None:
+                pass
+        except FormatError:
+            return None  # damaged data: the partition that owns it raises, as read_stream does
+        return reader.end
+
+
+def find_eos(path: str | os.PathLike, start: int, size: int, interval: int) -> int | None:
+    """Offset of the first end-of-stream frame at or after frame position ``start``, or None.
+
+    A byte search, not a parse: it looks for the frame head ``\\x15SEA_STREAMER_INTERNAL`` in the
+    file's data bytes (hits inside beacons, whose markers look the same, are skipped), including
+    heads cut by a beacon, and checks each hit by parsing from the beacon before it (§6.5) whether a
+    frame starts there that is an EOS. Reading costs about what copying the file does; hits other
+    than a real EOS are rare (a payload that embeds the key).
+    """
+    path = os.fspath(path)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        with StreamReader(path, stop_at_eos=False) as reader:
+            beacon_sizes: dict[int, int] = {}
+
+            def beacon_size(b: int) -> int:
+                s = beacon_sizes.get(b)
+                if s is None:
+                    try:
+                        s = reader._beacon_at(b).size
+                    except Exception:  # incomplete or damaged beacon: no data after it to search
+                        s = interval
+                    beacon_sizes[b] = s
+                return s
+
+            for h in _eos_candidates(fd, start, size, interval, beacon_size):
+                if _eos_at(reader, h, start):
+                    return h
+    finally:
+        os.close(fd)
+    return None
+
+
+def _eos_candidates(fd: int, start: int, size: int, interval: int, beacon_size) -> Iterator[int]:
+    """Offsets (ascending) where an EOS frame head may start in the data bytes after ``start``."""
+    n = len(_EOS_HEAD)
+    chunk = max(interval, CHUNK // interval * interval)
+    pos = start
+    while pos < size:
+        stop = min(size, (pos // chunk + 1) * chunk)
+        data = os.pread(fd, stop - pos + n - 1, pos)
+        hits = []
+        i = data.find(_EOS_HEAD)
+        while i != -1 and pos + i < stop:
+            hits.append(pos + i)
+            i = data.find(_EOS_HEAD, i + 1)
+        # heads cut by the beacon at a boundary b: a prefix of _EOS_HEAD ends right before b
+        b = (pos // interval + 1) * interval
+        while b <= stop and b < size:
+            lo = max(pos, b - (n - 1))
+            tail = data[lo - pos : b - pos]
+            j = tail.find(_EOS_HEAD[:1])
+            while j != -1:
+                cut = len(tail) - j
+                if _EOS_HEAD.startswith(tail[j:]):
+                    s = beacon_size(b)
+                    rest = os.pread(fd, n - cut, b + s)
+                    if rest == _EOS_HEAD[cut:]:
+                        hits.append(b - cut)
+                j = tail.find(_EOS_HEAD[:1], j + 1)
+            b += interval
+        for h in sorted(hits):
+            boundary = h - h % interval
+            if boundary >= interval and h - boundary < beacon_size(boundary):
+                continue  # inside a beacon: a marker of the internal stream, not a frame
+            yield h
+        pos = stop
+
+
+def _eos_at(reader: StreamReader, h: int, first: int) -> bool:
+    """True when a frame starts at ``h`` and is an end-of-stream mark."""
+    interval = reader.interval
+    n = h // interval
+    try:
+        if n * interval > first:
+            reader.resync(n)
+        else:
+            reader.pos = first
+        reader.end = None
+        while reader.pos <= h:
+            msg = reader.poll()
+            if msg is None:
+                return False
+            if msg.offset >= h:
+                return msg.offset == h and msg.is_eos
+    except (FormatError, SeekError):
+        return False
+    return False
+
+
+# -- reading one range -----------------------------------------------------------------------------
+
+
+def read_range(
+    path: str | os.PathLike,
+    rng: ByteRange,
+    sel: Selection = Selection(),
+    *,
+    json_fields: Mapping[str, Any] | None = None,
+) -> pd.DataFrame:
+    """The frames starting in ``rng`` as ``nbkit.read_stream`` would type them, indexed by offset.
+
+    Stops after an EOS, as a sequential read does. With ``payload="json"`` and ``json_fields``
+    (``{field: dtype}``), the ``payload.<field>`` columns are made to match (:func:`conform_json`).
+    """
+    cols = _Columns(sel.payload)
+    if rng.start < rng.end:
+        wanted = sel.keys
+        include_internal = sel.include_internal
+        accept = None
+        if wanted is not None or not include_internal:
+
+            def accept(key: str) -> bool:
+                return (wanted is None or key in wanted) and (include_internal or key not in INTERNAL_KEYS)
+
+        with StreamReader(path) as reader:
+            started = True
+            if rng.beacon:
+                try:
+                    reader.resync(rng.beacon)
+                except SeekError:  # the file ends inside this beacon: nothing starts in the range
+                    started = False
+            else:
+                reader.pos = rng.start
+            if started:
+                got = _read_columns(reader, rng.end, accept)
+                if sel.after_ms is not None or sel.end_ms is not None:
+                    got = _in_window(got, sel.after_ms, sel.end_ms)
+                cols.extend(got)
+                del got
+    frame = cols.frame("file")
+    frame.index = pd.Index(frame["offset"].to_numpy(dtype="int64"), dtype="int64")
+    if json_fields is not None and sel.payload == "json":
+        frame = conform_json(frame, json_fields, path=os.fspath(path))
+    return frame
+
+
+def _read_columns(reader: StreamReader, end: int, accept) -> FrameColumns:
+    """``reader.read_columns(accept=accept)`` for the frames that start before ``end``.
+
+    Mirrors :meth:`StreamReader.read_columns` (its fast scan of whole frames between boundaries, its
+    one-frame path for everything else) with one more stop rule. ``end`` is a beacon boundary or
+    the end of the read: the scan never passes a boundary, so it never starts a frame past ``end``
+    there; rows past a non-boundary ``end`` (a sample) are cut afterwards.
+    """
+    scan = getattr(reader, "_scan", None)
+    poll_frame = getattr(reader, "_poll_frame", None)
+    fast_keys = getattr(reader, "_fast_keys", None)
+    cols = FrameColumns([], [], [], [], [], [])
+    if not _FAST_SCAN or scan is None or poll_frame is None or fast_keys is None:  # the plain path
+        while reader.pos < end:
+            msg = reader.poll()
+            if msg is None:
+                break
+            if accept is None or accept(msg.stream_key):
+                cols.append(msg)
+    else:
+        keymap: dict[bytes, str | None] = {}
+        for raw, key in fast_keys.items():
+            keymap[raw] = key if accept is None or accept(key) else None
+        while reader.end is None and reader.pos < end:
+            reader.pos = scan(reader.pos, keymap, cols)
+            if reader.pos >= end:
+                break
+            msg = poll_frame()
+            if msg is None or msg is NEED_MORE:
+                break
+            key = msg.stream_key
+            take = accept is None or accept(key)
+            if key != INTERNAL_KEY:
+                keymap[key.encode("utf-8")] = key if take else None
+            if take:
+                cols.append(msg)
+    offsets = cols.offset
+    if offsets and offsets[-1] >= end:
+        cut = bisect.bisect_left(offsets, end)
+        for column in cols:
+            del column[cut:]
+    return cols
+
+
+def empty_frame(payload: str = "auto", json_fields: Mapping[str, Any] | None = None) -> pd.DataFrame:
+    """A zero-row frame with read_range's columns, dtypes and int64 index."""
+    frame = _Columns(payload).frame("file")
+    frame.index = pd.Index([], dtype="int64")
+    if json_fields is not None and payload == "json":
+        frame = conform_json(frame, json_fields)
+    return frame
+
+
+# -- json columns ----------------------------------------------------------------------------------
+
+
+def json_fields_of(frame: pd.DataFrame) -> dict[str, Any]:
+    """``{field: dtype}`` of a json-mode frame's ``payload.<field>`` columns, in column order."""
+    return {c[len("payload.") :]: frame[c].dtype for c in frame.columns if c.startswith("payload.")}
+
+
+def _missing(values: Sequence[Any]) -> np.ndarray:
+    return np.asarray(pd.isna(pd.Series(values, dtype=object)), dtype=bool)
+
+
+def conform_json(
+    frame: pd.DataFrame, fields: Mapping[str, Any] | Sequence[str], *, path: str | None = None
+) -> pd.DataFrame:
+    """Give a json-mode frame exactly the ``payload.<field>`` columns ``fields`` names, with their dtypes.
+
+    ``fields`` is ``{field: dtype}`` (a plain sequence means dtype ``object``). A field the frame lacks
+    becomes an all-missing column; a column of another dtype is converted when that loses nothing.
+    A field not in ``fields``, or a conversion that would lose values, raises :class:`NbkitError`
+    naming the field and the fix (pass ``json_fields=``).
+    """
+    if not isinstance(fields, Mapping):
+        fields = {name: object for name in fields}
+    where = f"{path}: " if path else ""
+    have = [c for c in frame.columns if c.startswith("payload.")]
+    extra = [c[len("payload.") :] for c in have if c[len("payload.") :] not in fields]
+    if extra:
+        at = _first_offset(frame, [f"payload.{e}" for e in extra])
+        raise NbkitError(
+            f"{where}payload field(s) {', '.join(map(repr, extra))} first appear at byte offset {at}, "
+            f"after the sample that fixed the json columns ({', '.join(map(repr, fields)) or 'none'}); "
+            "pass json_fields={name: dtype, ...} naming every field, or a larger sample="
+        )
+    base = frame[[c for c in frame.columns if not c.startswith("payload.")]]
+    out = {}
+    objects = None
+    for name, dtype in fields.items():
+        col = f"payload.{name}"
+        dtype = pd.api.types.pandas_dtype(dtype)
+        series = frame.get(col)
+        if series is not None and series.dtype == dtype:
+            out[col] = series
+            continue
+        if objects is None:
+            objects = [p if isinstance(p, dict) else None for p in frame["payload"]]
+        raw = pd.Series([o.get(name) if o else None for o in objects], index=frame.index, dtype=object)
+        out[col] = raw if pd.api.types.is_object_dtype(dtype) else _convert(raw.infer_objects(), dtype, name, where)
+    if not out:
+        return base.copy()
+    return pd.concat([base, pd.DataFrame(out, index=frame.index)], axis=1)
+
+
+def _convert(series: pd.Series, dtype: Any, name: str, where: str) -> pd.Series:
+    if series.dtype == dtype:
+        return series
+    try:
+        converted = series.astype(dtype)
+        ok = len(series) == 0 or _same_values(series, converted)
+    except (TypeError, ValueError, OverflowError):
+        ok = False
+    if not ok:
+        raise NbkitError(
+            f"{where}payload field {name!r} has values that dtype {dtype} cannot hold "
+            f"(its values here are {series.dtype}; e.g. a missing value or another type after the sample); "
+            f"pass json_fields={{{name!r}: 'object', ...}} (or another dtype that holds them)"
+        )
+    return converted
+
+
+def _same_values(a: pd.Series, b: pd.Series) -> bool:
+    left = a.astype(object).tolist()
+    right = b.astype(object).tolist()
+    miss_l = _missing(left)
+    miss_r = _missing(right)
+    if not np.array_equal(miss_l, miss_r):
+        return False
+    for x, y, m in zip(left, right, miss_l, strict=True):
+        if m:
+            continue
+        if type(x) is not type(y) and not (_is_number(x) and _is_number(y)):
+            return False
+        if x != y:
+            return False
+    return True
+
+
+def _is_number(x: Any) -> bool:
+    return isinstance(x, (int, float, np.integer, np.floating)) and not isinstance(x, (bool, np.bool_))
+
+
+def _first_offset(frame: pd.DataFrame, columns: list[str]) -> int | str:
+    mask = frame[columns].notna().any(axis=1).to_numpy()
+    hits = np.flatnonzero(mask)
+    if not len(hits):
+        return "?"
+    return int(frame["offset"].iloc[int(hits[0])])

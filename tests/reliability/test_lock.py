@@ -1,0 +1,209 @@
+"""One writer per file: a second writer (another process, ``nbkit write``, a service) is refused with an
+error that names the file and the holder's pid; readers never need the lock; a killed writer's lock
+goes with it.
+
+``tests/transport/test_file_writer.py`` covers a second writer in the same process and in a test
+process against an idle holder. Here the holder is a process that keeps writing.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from nbkit import App, FileBroker, FilePosition, HandlerOutcome, VirtualClock
+from nbkit.errors import WriterLockedError
+from nbkit.notebook.frames import read_stream
+from nbkit.transport.file_info import summarize
+from nbkit.transport.file_reader import StreamReader
+from nbkit.transport.file_writer import StreamWriter
+
+pytestmark = pytest.mark.timeout(60)
+
+LOCKED = "is writing this stream file; two writers would interleave frames and corrupt it"
+
+
+class Holder:
+    """A writer process appending a message every 2 ms until stopped; its stdout is drained."""
+
+    def __init__(self, path: Path, script, env) -> None:
+        self.path = path
+        self.proc = subprocess.Popen([*script("crash_writer.py"), str(path), "7", "1", "0.002"],
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+        ready = self.proc.stdout.readline()
+        assert ready.startswith(b"ready"), ready + self.proc.stderr.read()
+        self.returned: list[bytes] = []
+        self._drain = threading.Thread(target=lambda: self.returned.extend(self.proc.stdout), daemon=True)
+        self._drain.start()
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def stop(self, sig: int = signal.SIGTERM) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        self.proc.wait(timeout=10)
+        self._drain.join(timeout=10)
+
+
+@pytest.fixture
+def holder(tmp_path, script, child_env):
+    made: list[Holder] = []
+
+    def start(path: Path | None = None) -> Holder:
+        h = Holder(path or tmp_path / "held.ss", script, child_env)
+        made.append(h)
+        return h
+
+    yield start
+    for h in made:
+        h.stop(signal.SIGKILL)
+
+
+CONTENDER = """
+import sys
+from nbkit.errors import WriterLockedError
+from nbkit.transport.file_writer import StreamWriter
+try:
+    StreamWriter(sys.argv[1])
+except WriterLockedError as exc:
+    print(type(exc).__name__, exc)
+else:
+    print("acquired")
+"""
+
+
+def test_a_second_writer_process_is_refused_naming_file_and_holder(holder, child_env) -> None:
+    h = holder()
+    done = subprocess.run([sys.executable, "-c", CONTENDER, str(h.path)], capture_output=True, text=True,
+                          env=child_env, timeout=30)
+    assert done.stdout.startswith("WriterLockedError "), done.stdout + done.stderr
+    assert f"{h.path}: process {h.pid} {LOCKED}" in done.stdout
+
+
+def test_the_lock_follows_the_file_not_the_path(holder, tmp_path) -> None:
+    """A symlink or a hard link to a held file is the same file: still refused."""
+    h = holder()
+    (tmp_path / "sym.ss").symlink_to(h.path)
+    os.link(h.path, tmp_path / "hard.ss")
+    for other in (tmp_path / "sym.ss", tmp_path / "hard.ss"):
+        with pytest.raises(WriterLockedError, match=f"process {h.pid} "):
+            StreamWriter(other)
+
+
+@pytest.mark.parametrize("eos", [False, True])
+def test_nbkit_write_while_another_process_writes(holder, child_env, tmp_path, eos) -> None:
+    h = holder()
+    before = h.path.stat().st_size
+    line = (b'{"header":{"stream_key":"x","shard_id":0,"sequence":1,"timestamp":"2024-01-01T00:00:00.0"},'
+            b'"payload":"p"}\n')
+    argv = [sys.executable, "-m", "nbkit", "write", str(h.path)] + (["--eos"] if eos else [])
+    done = subprocess.run(argv, input=line, capture_output=True, env=child_env, timeout=30, cwd=tmp_path)
+    assert done.returncode == 1 and done.stdout == b""
+    err = done.stderr.decode()
+    assert err == f"nbkit: {h.path}: process {h.pid} {LOCKED}. Stop that writer, or publish through it.\n"
+    assert h.path.stat().st_size >= before  # the holder kept writing; nothing of ours went in
+    h.stop()
+    with StreamReader(h.path) as r:
+        assert all(m.stream_key != "x" for m in r)
+
+
+def test_readers_work_while_a_writer_holds_the_lock(holder, child_env, tmp_path) -> None:
+    h = holder()
+    time.sleep(0.05)
+    with StreamReader(h.path) as r:
+        replayed = list(r)
+    assert replayed and r.end.reason in ("end", "truncated")
+    with StreamReader(h.path, follow=True, idle_timeout=1, poll_max=0.005) as r:
+        followed = [m for _, m in zip(range(len(replayed) + 20), r, strict=False)]
+    assert len(followed) == len(replayed) + 20  # kept up with the live writer
+    assert len(read_stream(h.path)) >= len(replayed)
+    assert summarize(h.path).message_count >= len(replayed)
+    for argv in (["cat", "--format", "ndjson", str(h.path)], ["info", str(h.path)]):
+        done = subprocess.run([sys.executable, "-m", "nbkit", *argv], capture_output=True, env=child_env, timeout=30)
+        assert done.returncode == 0, done.stderr
+    # a replay service only reads: it runs while the lock is held elsewhere
+    broker = FileBroker(h.path)
+    seen = []
+    broker.subscriber("orders", replay=True)(lambda d: seen.append(d.seq))
+    App(broker, clock=VirtualClock()).run()
+    assert seen[:3] == [1, 2, 3]
+
+
+def test_a_service_cannot_publish_copies_into_a_file_another_process_writes(holder, caplog) -> None:
+    """The copy needs the write lock: it is lost, and said so (event error + WARN), not raised."""
+    h = holder()
+    broker = FileBroker(h.path)
+
+    @broker.subscriber("orders", start_at=FilePosition.beginning(), max_attempts=3)
+    def work(d):
+        app.request_stop()
+        return HandlerOutcome.retry()
+
+    app = App(broker, clock=VirtualClock())
+    with caplog.at_level(logging.WARNING, logger="nbkit"):
+        app.run()
+    [event] = app.events
+    assert event.action == "copy" and event.error.startswith(f"copy lost: {h.path}: process {h.pid} ")
+    assert "publishing the retry copy failed; message lost" in caplog.text
+    with pytest.raises(WriterLockedError):
+        FileBroker(h.path).publish("orders", b"direct")
+
+
+def test_a_killed_writer_leaves_no_stale_lock(holder) -> None:
+    h = holder()
+    time.sleep(0.05)
+    h.stop(signal.SIGKILL)
+    with StreamWriter(h.path) as w:  # the kernel released the flock with the process
+        for line in h.returned:  # and every write the holder reported is there
+            key, seq = line.decode().split()
+            assert w.last_seq(key) >= int(seq)
+
+
+QUIET_HOLDER = """
+import sys
+from nbkit.transport.file_writer import StreamWriter
+w = StreamWriter(sys.argv[1])
+print("ready", flush=True)
+for line in sys.stdin:
+    w.write("orders", line.strip().encode())
+w.close()
+"""
+
+
+def test_a_live_service_starts_on_a_fresh_file_another_process_holds(tmp_path, child_env) -> None:
+    """A fresh file (header only) gets a priming message when a service connects; when another process
+    holds the write lock the priming is skipped instead of failing the start (fixed: it raised
+    WriterLockedError, so a follower could not start before its writer wrote anything)."""
+    path = tmp_path / "fresh.ss"
+    proc = subprocess.Popen([sys.executable, "-c", QUIET_HOLDER, str(path)], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, env=child_env)
+    try:
+        assert proc.stdout.readline() == b"ready\n"
+        assert path.stat().st_size == 128
+        broker = FileBroker(path)
+        seen = []
+
+        @broker.subscriber("orders")
+        def work(d):
+            seen.append(d.payload)
+            app.request_stop()
+
+        app = App(broker)
+        app.start()  # connect: no priming possible, no error
+        proc.stdin.write(b"first\n")
+        proc.stdin.flush()
+        app.run()
+        assert seen == [b"first"]
+    finally:
+        proc.stdin.close()
+        proc.wait(timeout=10)

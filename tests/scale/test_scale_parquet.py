@@ -1,0 +1,149 @@
+"""Parquet export (nbkit.scale.parquet.to_parquet / read_parquet, ``nbkit export``).
+
+Round trip: ``read_parquet(out)`` equals ``nbkit.read_stream(file, same options)`` exactly. Plain
+``pandas.read_parquet`` gives the typed columns the same dtypes; its object columns compare as
+defined in ``test_plain_pandas_reads_the_layout``: text payloads as strings, binary ones in
+``payload_bytes``, headers as (name, value) pairs.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+pa = pytest.importorskip("pyarrow")
+pq = pytest.importorskip("pyarrow.parquet")
+
+from nbkit.cli import main  # noqa: E402
+from nbkit.notebook.frames import read_pipe, read_stream  # noqa: E402
+from nbkit.scale.parquet import frame_to_table, read_parquet, to_parquet  # noqa: E402
+from nbkit.transport.file_writer import StreamWriter  # noqa: E402
+
+T0 = 1_700_000_000_000
+
+
+@pytest.mark.parametrize("mode", ["auto", "bytes", "text", "json"])
+def test_file_round_trip_in_every_payload_mode(tmp_path, scale_file, mode):
+    out = tmp_path / f"{mode}.parquet"
+    rows = to_parquet(scale_file, out, payload=mode, partition_size=4096)
+    want = read_stream(scale_file, payload=mode)
+    assert rows == len(want)
+    pd.testing.assert_frame_equal(read_parquet(out), want)
+    assert pq.ParquetFile(out).num_row_groups > 1  # one row group per range: memory stays flat
+
+
+@pytest.mark.parametrize("mode", ["auto", "bytes", "text", "json"])
+def test_frame_round_trip(tmp_path, scale_file, mode):
+    want = read_stream(scale_file, payload=mode)
+    out = tmp_path / "frame.parquet"
+    assert to_parquet(want, out) == len(want)
+    pd.testing.assert_frame_equal(read_parquet(out), want)
+
+
+def test_options_filter_like_read_stream(tmp_path, scale_file):
+    out = tmp_path / "opts.parquet"
+    to_parquet(scale_file, out, keys=["beta"], start=T0 + 10, end=T0 + 120, include_internal=True)
+    pd.testing.assert_frame_equal(
+        read_parquet(out), read_stream(scale_file, keys=["beta"], start=T0 + 10, end=T0 + 120, include_internal=True)
+    )
+
+
+def test_plain_pandas_reads_the_layout(tmp_path, scale_file):
+    """What another tool sees: UTC timestamps, unsigned ids, text/binary payloads, header maps."""
+    out = tmp_path / "plain.parquet"
+    to_parquet(scale_file, out)
+    schema = pq.read_schema(out)
+    assert schema.field("timestamp").type == pa.timestamp("ms", tz="UTC")
+    assert schema.field("shard_id").type == pa.uint64()
+    assert schema.field("payload").type == pa.string()
+    assert schema.field("payload_bytes").type == pa.binary()
+    assert schema.field("headers").type == pa.map_(pa.string(), pa.string())
+    assert json.loads(schema.metadata[b"nbkit"]) == {"format": 1, "payload": "auto"}
+    plain = pd.read_parquet(out)
+    want = read_stream(scale_file)
+    typed = ["shard_id", "seq", "timestamp", "size", "retry_count", "attempt", "offset", "transport"]
+    pd.testing.assert_frame_equal(plain[typed], want[typed])
+    assert plain["stream_key"].astype(str).tolist() == want["stream_key"].astype(str).tolist()
+    # object columns: payload text where read_stream has str, payload_bytes where it has bytes
+    for text, raw, value in zip(plain["payload"], plain["payload_bytes"], want["payload"], strict=True):
+        if isinstance(value, bytes):
+            assert raw == value and pd.isna(text)
+        else:
+            assert text == value and raw is None
+    # headers: (name, value) pairs of the text values; bytes values in headers_bytes
+    for pairs, extra, value in zip(plain["headers"], plain["headers_bytes"], want["headers"], strict=True):
+        merged = dict(list(pairs) + (list(extra) if extra is not None else []))
+        assert merged == value
+    assert any(e is not None for e in plain["headers_bytes"])  # the workload has rs2 bytes values
+
+
+def test_json_mode_columns_are_typed_and_text_for_objects(tmp_path):
+    path = tmp_path / "j.ss"
+    with StreamWriter(path, beacon_interval=1024, created_at_ms=T0) as w:
+        for i in range(50):
+            w.write("j", json.dumps({"id": i, "tags": ["a", i], "ok": i % 2 == 0, "v": i / 2}).encode(),
+                    seq=i + 1, timestamp_ms=T0 + i)
+        w.write("j", b"\xff not utf-8", seq=51, timestamp_ms=T0 + 51)
+        w.write("j", b"plain text", seq=52, timestamp_ms=T0 + 52)
+    out = tmp_path / "j.parquet"
+    to_parquet(path, out, payload="json", partition_size=1024)
+    schema = pq.read_schema(out)
+    assert schema.field("payload.id").type == pa.float64()  # ints and a missing value, as read_stream
+    assert schema.field("payload.ok").type == pa.string()  # bools with missing values: object -> JSON
+    plain = pd.read_parquet(out)
+    assert plain["payload"].iloc[0] == json.dumps({"id": 0, "tags": ["a", 0], "ok": True, "v": 0.0},
+                                                  separators=(",", ":"))
+    assert plain["payload.tags"].iloc[3] == '["a",3]'
+    assert plain["payload_bytes"].iloc[50] == b"\xff not utf-8"
+    pd.testing.assert_frame_equal(read_parquet(out), read_stream(path, payload="json"))
+
+
+def test_pipe_frame_round_trip(tmp_path):
+    frame = read_pipe(["[2024-01-01T00:00:00 | jobs | 0] hello", "no header line", "[jobs] second"])
+    out = tmp_path / "pipe.parquet"
+    to_parquet(frame, out)
+    pd.testing.assert_frame_equal(read_parquet(out), frame)
+
+
+def test_dask_frame_export(tmp_path, scale_file):
+    dd = pytest.importorskip("nbkit.dask")
+    out = tmp_path / "dask.parquet"
+    ddf = dd.read_stream(scale_file, partition_size="4KiB")
+    assert to_parquet(ddf, out) == 400
+    pd.testing.assert_frame_equal(read_parquet(out), read_stream(scale_file))
+
+
+def test_frame_options_are_refused(tmp_path, scale_file):
+    with pytest.raises(ValueError, match="apply to a stream file"):
+        to_parquet(read_stream(scale_file), tmp_path / "x.parquet", keys="a")
+    with pytest.raises(ValueError, match="lacks"):
+        frame_to_table(pd.DataFrame({"a": [1]}))
+
+
+def test_cli_export(tmp_path, scale_file, capsys):
+    out = tmp_path / "cli.parquet"
+    assert main(["export", str(scale_file), "-o", str(out), "--key", "alpha", "--key", "beta"]) == 0
+    err = capsys.readouterr().err
+    want = read_stream(scale_file, keys=["alpha", "beta"])
+    assert f"wrote {len(want)} messages to {out}" in err
+    pd.testing.assert_frame_equal(read_parquet(out), want)
+    assert main(["export", str(scale_file), "-o", str(tmp_path / "j.parquet"), "--payload", "json"]) == 0
+    pd.testing.assert_frame_equal(read_parquet(tmp_path / "j.parquet"), read_stream(scale_file, payload="json"))
+
+
+def test_cli_export_errors_are_one_line(tmp_path, capsys):
+    assert main(["export", str(tmp_path / "missing.ss"), "-o", str(tmp_path / "o.parquet")]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no such file" in err[0]
+    assert main(["export", str(tmp_path / "missing.ss")]) == 2  # -o is required
+
+
+def test_read_parquet_refuses_foreign_files(tmp_path):
+    out = tmp_path / "other.parquet"
+    pd.DataFrame({"a": [1]}).to_parquet(out)
+    from nbkit.errors import NbkitError
+
+    with pytest.raises(NbkitError, match="not written by nbkit.to_parquet"):
+        read_parquet(out)
