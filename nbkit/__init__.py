@@ -37,6 +37,8 @@ _LAZY = {
     "read_pipe": "nbkit.notebook.frames",
     "concat_frames": "nbkit.notebook.frames",
     "Session": "nbkit.notebook.session",
+    "to_parquet": "nbkit.scale.parquet",
+    "read_parquet": "nbkit.scale.parquet",
 }
 
 
@@ -77,6 +79,8 @@ __all__ = [
     "read_pipe",
     "read_stream",
     "concat_frames",
+    "read_parquet",
+    "to_parquet",
     "RetryDestinationError",
     "SeekError",
     "Session",

@@ -632,9 +632,9 @@ def _add_export(p: argparse.ArgumentParser) -> None:
 
 def _cmd_export(args: argparse.Namespace) -> int:
     """Export a stream file to Parquet (needs the scale extra: pip install 'nbkit[scale]')."""
-    from nbkit.scale.parquet import to_parquet
-
     import warnings
+
+    from nbkit.scale.parquet import to_parquet
 
     keys = _check_keys(args.keys)
     with warnings.catch_warnings(record=True) as caught:
