@@ -10,6 +10,7 @@ import gc
 import json
 import os
 import platform
+import resource
 import shutil
 import statistics
 import sys
@@ -17,6 +18,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import NamedTuple
 
 KEYS = ("orders", "payments", "shipments", "refunds")
 #: First message timestamp: 2024-01-01T00:00:00Z, one message per millisecond after it.
@@ -55,7 +57,8 @@ def machine() -> str:
 def banner(title: str, args: argparse.Namespace) -> None:
     print(f"== {title}")
     print(f"   machine: {machine()}")
-    print(f"   messages: {args.messages:,}, repeat: {args.repeat} (after 1 warm-up), figures are medians")
+    print(f"   messages: {args.messages:,}, repeat: {args.repeat} (after 1 warm-up); medians of wall-clock time")
+    print("   (per message) and of CPU time (user + system, this process and its children)")
     print(f"   load average: {load()} (other processes on the machine skew the figures)")
 
 
@@ -104,26 +107,45 @@ def write_stream(path: str, n: int) -> int:
     return os.path.getsize(path)
 
 
-def time_it(
-    fn: Callable[[], object], repeat: int, setup: Callable[[], object] | None = None
-) -> tuple[float, list[float], object]:
-    """One warm-up call, then ``repeat`` timed calls (``setup`` runs untimed before each);
-    returns (median seconds, all times, last result)."""
+class Timing(NamedTuple):
+    """Median wall-clock and CPU seconds (this process and its children) of the timed runs."""
+
+    wall: float
+    cpu: float
+    walls: list[float]
+    result: object
+
+
+def _cpu() -> float:
+    own = time.process_time()
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own + kids.ru_utime + kids.ru_stime
+
+
+def time_it(fn: Callable[[], object], repeat: int, setup: Callable[[], object] | None = None) -> Timing:
+    """One warm-up call, then ``repeat`` timed calls (``setup`` runs untimed before each)."""
     if setup is not None:
         setup()
     result = fn()
     del result
-    times = []
+    walls, cpus = [], []
     result = None
     for _ in range(max(1, repeat)):
         result = None
         if setup is not None:
             setup()
         gc.collect()
+        c0 = _cpu()
         t = time.perf_counter()
         result = fn()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times), times, result
+        walls.append(time.perf_counter() - t)
+        cpus.append(_cpu() - c0)
+    return Timing(statistics.median(walls), statistics.median(cpus), walls, result)
+
+
+def ratio(a: Timing, b: Timing) -> str:
+    """``a``'s time over ``b``'s: wall clock (what the targets use) and CPU time."""
+    return f"{a.wall / b.wall:.2f}x wall clock ({a.cpu / b.cpu:.2f}x CPU time)"
 
 
 def remove(path: str) -> None:
@@ -143,8 +165,13 @@ def per_msg(seconds: float, n: int) -> str:
     return f"{seconds / n * 1e6:.2f} µs/msg"
 
 
-def row(label: str, seconds: float, n: int, extra: str = "") -> None:
-    print(f"   {label:<50} {fmt_s(seconds):>10}  {per_msg(seconds, n):>14}  {extra}".rstrip())
+def row(label: str, t: Timing | float, n: int, extra: str = "") -> None:
+    """One figure: wall clock, per message, and CPU time when ``t`` is a Timing (seconds alone also do)."""
+    if isinstance(t, Timing):
+        wall, cpu = t.wall, f"   cpu {fmt_s(t.cpu):>10}"
+    else:
+        wall, cpu = t, ""
+    print(f"   {label:<50} {fmt_s(wall):>10}  {per_msg(wall, n):>14}{cpu}  {extra}".rstrip())
 
 
 def verdict(label: str, ok: bool, detail: str) -> bool:

@@ -70,26 +70,26 @@ def main(argv: list[str] | None = None) -> int:
             print(f"   {delivered:,} of {n:,} messages are under {KEY!r} and get delivered")
 
             dispatch.setLevel(logging.NOTSET)  # the default: WARNING (root's level) and up are logged
-            t_warn, _, events = c.time_it(lambda: run_app(path), args.repeat)
-            assert events == delivered, (events, delivered)
+            t_warn = c.time_it(lambda: run_app(path), args.repeat)
+            assert t_warn.result == delivered, (t_warn.result, delivered)
             dispatch.setLevel(logging.ERROR)
-            t_err, _, _ = c.time_it(lambda: run_app(path), args.repeat)
+            t_err = c.time_it(lambda: run_app(path), args.repeat)
             dispatch.setLevel(logging.NOTSET)
-            t_bare, _, _ = c.time_it(lambda: run_bare(path), args.repeat)
+            t_bare = c.time_it(lambda: run_bare(path), args.repeat)
 
             c.row("App.run(), WARNING logged per delivery", t_warn, delivered, "(per delivery)")
             c.row("App.run(), nbkit.dispatch at ERROR", t_err, delivered, "(per delivery)")
             c.row("bare StreamReader loop + handler", t_bare, delivered, "(per delivery)")
-            over_warn = (t_warn - t_bare) / delivered * 1e6
-            over_err = (t_err - t_bare) / delivered * 1e6
+            over_warn = (t_warn.wall - t_bare.wall) / delivered * 1e6
+            over_err = (t_err.wall - t_bare.wall) / delivered * 1e6
             print(f"   runtime overhead per delivery: {over_warn:.2f} µs with the WARNING, {over_err:.2f} µs without")
             results.append(
-                c.verdict(f"App (WARNING logged) at most {TARGET:g}x the bare loop", t_warn / t_bare <= TARGET,
-                          f"{t_warn / t_bare:.2f}x")
+                c.verdict(f"App (WARNING logged) at most {TARGET:g}x the bare loop",
+                          t_warn.wall / t_bare.wall <= TARGET, c.ratio(t_warn, t_bare))
             )
             results.append(
                 c.verdict(f"App (dispatch logger at ERROR) at most {TARGET:g}x the bare loop",
-                          t_err / t_bare <= TARGET, f"{t_err / t_bare:.2f}x")
+                          t_err.wall / t_bare.wall <= TARGET, c.ratio(t_err, t_bare))
             )
     finally:
         root.removeHandler(sink)

@@ -19,8 +19,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) 
 
 import _common as c  # noqa: E402
 
-from nbkit.transport.file_writer import StreamWriter  # noqa: E402
 from nbkit.transport.file_reader import StreamReader  # noqa: E402
+from nbkit.transport.file_writer import StreamWriter  # noqa: E402
 
 TARGET = 1.5  # StreamWriter (flush per message) within this factor of the os.write loop
 
@@ -75,19 +75,18 @@ def main(argv: list[str] | None = None) -> int:
             c.remove(path)
             c.remove(raw)
 
-        t_nb, _, _ = c.time_it(write_all_discard, args.repeat, setup=fresh)
-        t_os, _, _ = c.time_it(lambda: os_write_loop(chunks), args.repeat, setup=fresh)
-        t_nbb, _, _ = c.time_it(lambda: write_all_discard(args.batch), args.repeat, setup=fresh)
-        t_osb, _, _ = c.time_it(lambda: os_write_loop(blocks), args.repeat, setup=fresh)
+        t_nb = c.time_it(write_all_discard, args.repeat, setup=fresh)
+        t_os = c.time_it(lambda: os_write_loop(chunks), args.repeat, setup=fresh)
+        t_nbb = c.time_it(lambda: write_all_discard(args.batch), args.repeat, setup=fresh)
+        t_osb = c.time_it(lambda: os_write_loop(blocks), args.repeat, setup=fresh)
         c.row("StreamWriter.write, flush_every=1", t_nb, n)
         c.row("os.write per message (the syscall bound)", t_os, n)
         c.row(f"StreamWriter.write, flush_every={args.batch}", t_nbb, n)
         c.row(f"os.write per {args.batch}-message block", t_osb, n)
-        print(f"   batched: {t_nbb / t_osb:.1f}x its block-write bound, {t_nb / t_nbb:.1f}x faster than flush_every=1")
+        print(f"   batched: {c.ratio(t_nbb, t_osb)} its block-write bound; flush_every=1 takes {c.ratio(t_nb, t_nbb)}")
         results.append(
-            c.verdict(
-                f"flush_every=1 within {TARGET:g}x of the os.write loop", t_nb / t_os <= TARGET, f"{t_nb / t_os:.2f}x"
-            )
+            c.verdict(f"flush_every=1 within {TARGET:g}x of the os.write loop", t_nb.wall / t_os.wall <= TARGET,
+                      c.ratio(t_nb, t_os))
         )
     return c.finish(results)
 

@@ -409,10 +409,11 @@ class StreamReader:
         if msg is None or msg.offset != self.pos:  # used up, or the reader was moved
             cols = _new_columns()
             end = self._scan(self.pos, self._fast_keys, cols)
-            self._ahead = map(_message, zip(*cols, [*cols.offset[1:], end]))
-            msg = next(self._ahead, None)
-            if msg is None:
+            if not cols.offset:
+                self._ahead = iter(())
                 return self._poll_frame()
+            self._ahead = map(_message, zip(*cols, [*cols.offset[1:], end], strict=True))
+            msg = next(self._ahead)
         self.pos = msg.end
         return msg
 
