@@ -8,7 +8,6 @@
 from __future__ import annotations
 
 import os
-import struct
 import sys
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -19,8 +18,9 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # nbkit is not pip-installed (pyproject needs a README to build)
     sys.path.insert(0, str(ROOT))
 
+from ss_layout import layout_ss  # noqa: E402
+
 from nbkit.transport.file_writer import StreamWriter  # noqa: E402
-from nbkit.wire.crc import crc16, running_update  # noqa: E402
 from nbkit.wire.keys import INTERNAL_KEY  # noqa: E402
 
 SAMPLE_SHA256 = "ef3d45be9e85df73efaaa795e85b751f324d5e569382098ac2f7094d5e7d7df6"
@@ -43,50 +43,6 @@ def sample_path() -> Path:
 @pytest.fixture(scope="session")
 def sample_bytes(sample_path: Path) -> bytes:
     return sample_path.read_bytes()
-
-
-def _num_markers(interval: int) -> int:
-    return 0 if interval < 7 else min(255, (interval - 7) // 282) // 2
-
-
-def layout_ss(file_name: str, created_at_ms: int, interval: int, messages: Iterable[Msg]) -> bytes:
-    """Lay out a whole ``.ss`` file the way the spec says a fresh upstream writer does (any I >= 128)."""
-    name = file_name.encode()
-    head = b"Ss\x01" + bytes([len(name)]) + name + struct.pack(">QI", created_at_ms, interval)
-    out = bytearray(head + bytes(127 - len(head)) + b"\r")
-    streams: dict[tuple[str, int], list[int]] = {}  # -> [seq, ts, running]
-    beacon_count = 0
-
-    def beacon(remaining: int) -> bytes:
-        nonlocal beacon_count
-        order = sorted(streams, key=lambda ks: (ks[0].encode(), ks[1]))
-        take = min(len(order), _num_markers(interval))
-        parts = [b"\r", struct.pack(">IB", remaining, take)]
-        for j in range(take):
-            key, shard = order[(beacon_count + j) % len(order)]
-            seq, ts, running = streams[(key, shard)]
-            parts += [bytes([len(key)]), key.encode(), struct.pack(">QQQH", shard, seq, ts, running)]
-        beacon_count += take
-        return b"".join(parts) + b"\r"
-
-    if len(out) % interval == 0:
-        out += beacon(0)
-    for key, shard, seq, ts, payload in messages:
-        crc = crc16(payload)
-        frame = (
-            bytes([len(key)]) + key.encode() + struct.pack(">QQQI", shard, seq, ts, len(payload))
-            + payload + struct.pack(">H", crc) + b"\r"
-        )
-        st = streams.setdefault((key, shard), [seq, ts, 0xFFFF])
-        st[0], st[1], st[2] = max(st[0], seq), max(st[1], ts), running_update(st[2], crc)
-        pos = 0
-        while pos < len(frame):
-            take = min(len(frame) - pos, interval - len(out) % interval)
-            out += frame[pos : pos + take]
-            pos += take
-            if len(out) % interval == 0:
-                out += beacon(len(frame) - pos)
-    return bytes(out)
 
 
 @pytest.fixture(scope="session")

@@ -29,6 +29,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from ss_layout import layout_ss
+
 from nbkit import cli
 from nbkit.errors import LineParseError, NbkitError, Utf8Error
 from nbkit.notebook.frames import read_pipe, read_stream
@@ -42,7 +44,6 @@ from nbkit.transport.file_reader import NEED_MORE, Message, ReadEnd, StreamReade
 from nbkit.transport.file_writer import StreamWriter
 from nbkit.transport.positions import FilePosition
 from nbkit.wire import envelope
-from nbkit.wire.crc import crc16, running_update
 from nbkit.wire.keys import INTERNAL_KEY, INTERNAL_KEYS
 from nbkit.wire.stdio_line import LineFormatter, parse_line
 
@@ -60,43 +61,7 @@ def layout(interval: int, messages: Iterable[tuple[str, int, int, int, bytes]], 
 
     Kept independent of :class:`StreamWriter` so the corpus also holds intervals the writer refuses.
     """
-    raw_name = name.encode()
-    head = b"Ss\x01" + bytes([len(raw_name)]) + raw_name + struct.pack(">QI", T0, interval)
-    out = bytearray(head + bytes(127 - len(head)) + b"\r")
-    streams: dict[tuple[str, int], list[int]] = {}
-    beacons = 0
-    per_beacon = 0 if interval < 7 else min(255, (interval - 7) // 282) // 2
-
-    def beacon(remaining: int) -> bytes:
-        nonlocal beacons
-        order = sorted(streams, key=lambda ks: (ks[0].encode(), ks[1]))
-        take = min(len(order), per_beacon)
-        parts = [b"\r", struct.pack(">IB", remaining, take)]
-        for j in range(take):
-            key, shard = order[(beacons + j) % len(order)]
-            seq, ts, running = streams[(key, shard)]
-            parts += [bytes([len(key)]), key.encode(), struct.pack(">QQQH", shard, seq, ts, running)]
-        beacons += take
-        return b"".join(parts) + b"\r"
-
-    if len(out) % interval == 0:
-        out += beacon(0)
-    for key, shard, seq, ts, payload in messages:
-        crc = crc16(payload)
-        frame = (
-            bytes([len(key)]) + key.encode() + struct.pack(">QQQI", shard, seq, ts, len(payload))
-            + payload + struct.pack(">H", crc) + b"\r"
-        )
-        st = streams.setdefault((key, shard), [seq, ts, 0xFFFF])
-        st[0], st[1], st[2] = max(st[0], seq), max(st[1], ts), running_update(st[2], crc)
-        pos = 0
-        while pos < len(frame):
-            take = min(len(frame) - pos, interval - len(out) % interval)
-            out += frame[pos : pos + take]
-            pos += take
-            if len(out) % interval == 0:
-                out += beacon(len(frame) - pos)
-    return bytes(out)
+    return layout_ss(name, T0, interval, messages)
 
 
 def workload(rnd: random.Random, n: int, keys: tuple[str, ...] = ("a", "b.b", "c-long_key.name")) -> list[tuple]:
