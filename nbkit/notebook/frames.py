@@ -28,6 +28,7 @@ import os
 import warnings
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from itertools import compress
 from operator import itemgetter, methodcaller
 from typing import Any
@@ -351,6 +352,45 @@ def _as_ms(value: Any, what: str) -> int:
         raise ValueError(f"{what} takes epoch ms, an aware datetime or an ISO string: {exc}") from None
 
 
+@dataclass(frozen=True, slots=True)
+class Selection:
+    """The row filters and payload mode of a read, as ``nbkit.read_stream`` takes them."""
+
+    payload: str = "auto"
+    keys: frozenset[str] | None = None
+    after_ms: int | None = None
+    end_ms: int | None = None
+    include_internal: bool = False
+
+
+def selection(
+    *,
+    keys: Iterable[str] | str | None = None,
+    payload: str = "auto",
+    start: FilePosition | dt.datetime | int | str | None = None,
+    end: dt.datetime | int | str | None = None,
+    include_internal: bool = False,
+) -> tuple[Selection, FilePosition | None, str | None]:
+    """Check ``read_stream``-style options; returns the Selection, a start FilePosition and its seek key."""
+    _Columns(payload)  # an unknown mode raises ValueError here
+    wanted = frozenset({keys}) if isinstance(keys, str) else (frozenset(keys) if keys is not None else None)
+    position = None
+    after_ms = None
+    if isinstance(start, FilePosition):
+        position = start
+    elif start is not None:
+        after_ms = _as_ms(start, "start")
+    end_ms = None if end is None else _as_ms(end, "end")
+    seek_key = None
+    if position is not None and position.kind in ("sequence", "timestamp"):
+        if not wanted or len(wanted) != 1:
+            raise ValueError(f"start={position!r} needs exactly one stream key: pass keys='name'")
+        seek_key = next(iter(wanted))
+    sel = Selection(payload, wanted, after_ms, end_ms, include_internal)
+    return sel, position, seek_key
+
+
+
 def read_stream(
     path: str | os.PathLike,
     *,
@@ -373,20 +413,11 @@ def read_stream(
     >>> df = read_stream("../shared/testdata/ss/sample-1.ss")      # doctest: +SKIP
     >>> df.groupby("stream_key", observed=True).size()              # doctest: +SKIP
     """
-    wanted = {keys} if isinstance(keys, str) else (set(keys) if keys is not None else None)
+    sel, position, seek_key = selection(
+        keys=keys, payload=payload, start=start, end=end, include_internal=include_internal
+    )
+    wanted, after_ms, end_ms = sel.keys, sel.after_ms, sel.end_ms
     cols = _Columns(payload)
-    end_ms = None if end is None else _as_ms(end, "end")
-    position = None
-    after_ms = None
-    if isinstance(start, FilePosition):
-        position = start
-    elif start is not None:
-        after_ms = _as_ms(start, "start")
-    seek_key = None
-    if position is not None and position.kind in ("sequence", "timestamp"):
-        if not wanted or len(wanted) != 1:
-            raise ValueError(f"start={position!r} needs exactly one stream key: pass keys='name'")
-        seek_key = next(iter(wanted))
     accept = None
     if wanted is not None or not include_internal:
 

@@ -28,9 +28,8 @@ same; the frame's index holds the frames' byte offsets (the same values as its `
 from __future__ import annotations
 
 import bisect
-import datetime as dt
 import os
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,7 +37,7 @@ import numpy as np
 import pandas as pd
 
 from nbkit.errors import FormatError, NbkitError, SeekError
-from nbkit.notebook.frames import _as_ms, _Columns, _in_window
+from nbkit.notebook.frames import Selection, _Columns, _in_window, selection
 from nbkit.transport.file_reader import CHUNK, NEED_MORE, FrameColumns, ReadEnd, StreamReader
 from nbkit.transport.positions import FilePosition
 from nbkit.wire.keys import INTERNAL_KEY, INTERNAL_KEYS
@@ -67,42 +66,8 @@ _EOS_HEAD = bytes((len(INTERNAL_KEY),)) + INTERNAL_KEY.encode("ascii")
 # -- what to keep ----------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class Selection:
-    """The row filters and payload mode of a read, as ``nbkit.read_stream`` takes them."""
-
-    payload: str = "auto"
-    keys: frozenset[str] | None = None
-    after_ms: int | None = None
-    end_ms: int | None = None
-    include_internal: bool = False
-
-
-def selection(
-    *,
-    keys: Iterable[str] | str | None = None,
-    payload: str = "auto",
-    start: FilePosition | dt.datetime | int | str | None = None,
-    end: dt.datetime | int | str | None = None,
-    include_internal: bool = False,
-) -> tuple[Selection, FilePosition | None, str | None]:
-    """Check ``read_stream``-style options; returns the Selection, a start FilePosition and its seek key."""
-    _Columns(payload)  # raises the same ValueError as read_stream for an unknown mode
-    wanted = frozenset({keys}) if isinstance(keys, str) else (frozenset(keys) if keys is not None else None)
-    position = None
-    after_ms = None
-    if isinstance(start, FilePosition):
-        position = start
-    elif start is not None:
-        after_ms = _as_ms(start, "start")
-    end_ms = None if end is None else _as_ms(end, "end")
-    seek_key = None
-    if position is not None and position.kind in ("sequence", "timestamp"):
-        if not wanted or len(wanted) != 1:
-            raise ValueError(f"start={position!r} needs exactly one stream key: pass keys='name'")
-        seek_key = next(iter(wanted))
-    sel = Selection(payload, wanted, after_ms, end_ms, include_internal)
-    return sel, position, seek_key
+# Selection and selection() live in nbkit.notebook.frames: one way to read read_stream's options.
+_EVERYTHING = Selection()
 
 
 # -- planning --------------------------------------------------------------------------------------
@@ -295,7 +260,7 @@ def _eos_at(reader: StreamReader, h: int, first: int) -> bool:
 def read_range(
     path: str | os.PathLike,
     rng: ByteRange,
-    sel: Selection = Selection(),
+    sel: Selection = _EVERYTHING,
     *,
     json_fields: Mapping[str, Any] | None = None,
 ) -> pd.DataFrame:
