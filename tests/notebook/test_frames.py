@@ -59,6 +59,46 @@ def test_json_payloads_expand_fields(sample_path):
     assert df.loc[0, "payload.id"] == 1
 
 
+JSON_EDGE_PAYLOADS = [
+    b'{"n": 123456789012345678901234567890}',  # beyond 64 bits: an exact int, as json.loads gives
+    b"-9223372036854775809",
+    b'{"x": NaN, "y": -Infinity}',  # Python's extensions: the standard library's values
+    b'"\\ud800"',  # a lone surrogate escape
+    b"[1e400]",
+    b'{"a": 1, "a": 2}',
+    b"5.8100000000000005",
+    b"not json",  # kept as text
+    b"\xff\xfe binary",  # kept as bytes
+    b"",
+]
+
+
+def test_json_mode_matches_the_standard_library(tmp_path):
+    """Every payload's value is what ``json.loads`` makes of it (text if not JSON, bytes if not UTF-8),
+    whichever parser read it: mixed into plain JSON and alone."""
+    import json
+
+    path = tmp_path / "edge.ss"
+    with StreamWriter(path) as w:
+        for i, payload in enumerate(JSON_EDGE_PAYLOADS):
+            w.write("edge", payload)
+            w.write("plain", b'{"i": %d}' % i)
+    for keys in ("edge", None):
+        df = read_stream(path, payload="json", keys=keys)
+        got = list(df[df["stream_key"] == "edge"]["payload"])
+        for raw, value in zip(JSON_EDGE_PAYLOADS, got, strict=True):
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                assert value == raw
+                continue
+            try:
+                expected = json.loads(text)
+            except ValueError:
+                expected = text
+            assert type(value) is type(expected) and repr(value) == repr(expected), raw
+
+
 @pytest.mark.parametrize("mode, kind", [("bytes", bytes), ("text", str), ("auto", str)])
 def test_payload_modes(sample_path, mode, kind):
     df = read_stream(sample_path, payload=mode, keys=["breakpoint"])
