@@ -24,7 +24,8 @@ class FileSubscription(Subscription):
 
     def __init__(self, broker: FileBroker, registration: Registration) -> None:
         super().__init__(broker, registration)
-        self.reader = StreamReader(broker.path, follow=not registration.replay)
+        # the reader skips the other keys' frames (and the EOS mark: its ``end`` then says "eos")
+        self.reader = StreamReader(broker.path, follow=not registration.replay, keys=registration.key)
         start = registration.start_at
         if start is None:
             start = FilePosition.beginning() if registration.replay else FilePosition.end()
@@ -58,36 +59,29 @@ class FileSubscription(Subscription):
     def poll(self) -> Delivery | object | None:
         if self.ended:
             return None
-        key = self.registration.key
-        while True:
-            try:
-                msg = self.reader.poll()
-            except FormatError:
-                self._finish("error")
-                raise
-            if msg is file_reader.NEED_MORE:
-                return NEED_MORE
-            if msg is None:
-                self._finish(self.reader.end.reason if self.reader.end else "end")
-                return None
-            if msg.stream_key != key:
-                if msg.is_eos:
-                    self._finish("eos")
-                    return None
-                continue
-            headers, payload = envelope.decode(msg.payload)
-            headers[envelope.SEQUENCE_HEADER] = str(msg.seq)
-            return Delivery(
-                payload=payload,
-                headers=headers,
-                stream_key=msg.stream_key,
-                shard_id=msg.shard_id,
-                seq=msg.seq,
-                timestamp_ms=msg.timestamp_ms,
-                transport="file",
-                subscription=self.name,
-                offset=msg.offset,
-            )
+        try:
+            msg = self.reader.poll()
+        except FormatError:
+            self._finish("error")
+            raise
+        if msg is file_reader.NEED_MORE:
+            return NEED_MORE
+        if msg is None:
+            self._finish(self.reader.end.reason if self.reader.end else "end")
+            return None
+        headers, payload = envelope.decode(msg.payload)
+        headers[envelope.SEQUENCE_HEADER] = str(msg.seq)
+        return Delivery(
+            payload=payload,
+            headers=headers,
+            stream_key=msg.stream_key,
+            shard_id=msg.shard_id,
+            seq=msg.seq,
+            timestamp_ms=msg.timestamp_ms,
+            transport="file",
+            subscription=self.name,
+            offset=msg.offset,
+        )
 
     def seek(self, position: FilePosition) -> None:
         """Move this subscription; on refusal a live subscription ends and a replay stays put."""

@@ -325,7 +325,7 @@ def _read_columns(reader: StreamReader, end: int, accept) -> FrameColumns:
         for raw, key in fast_keys.items():
             keymap[raw] = key if accept is None or accept(key) else None
         while reader.end is None and reader.pos < end:
-            reader.pos = scan(reader.pos, keymap, cols)
+            reader.pos = scan(reader.pos, keymap, cols, [])
             if reader.pos >= end:
                 break
             msg = poll_frame()

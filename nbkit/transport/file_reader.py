@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import struct
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from functools import partial
 from typing import NamedTuple
@@ -140,6 +140,8 @@ class StreamReader:
 
     Iterate it for messages; ``end`` then says why the read ended. ``poll()`` is the non-blocking
     step a runtime uses: a Message, ``NEED_MORE`` (follow mode: wait), or ``None`` (ended).
+    ``keys`` limits both to the messages of those stream keys: the others (the end-of-stream mark
+    too) are still read and checked, then skipped without a Message being made for them.
 
     >>> with StreamReader("sample.ss") as r:        # doctest: +SKIP
     ...     keys = [m.stream_key for m in r]
@@ -158,9 +160,15 @@ class StreamReader:
         poll_max: float = 1.024,
         idle_timeout: float | None = None,
         stop_at_eos: bool = True,
+        keys: Iterable[str] | str | None = None,
     ) -> None:
         if errors not in ("raise", "stop"):
             raise ValueError(f"errors must be 'raise' or 'stop', not {errors!r}")
+        if isinstance(keys, str):
+            keys = (keys,)
+        self.keys: frozenset[str] | None = None if keys is None else frozenset(keys)
+        if self.keys is not None and not all(isinstance(k, str) for k in self.keys):
+            raise TypeError(f"keys are stream key strings, not {sorted(map(repr, self.keys))}")
         self.path = os.fspath(path)
         self.follow = follow
         self.errors = errors
@@ -178,7 +186,11 @@ class StreamReader:
         self._keys: dict[bytes, str] = {}
         # raw key -> key for the fast scan; SEA_STREAMER_INTERNAL is left out, so EOS takes the slow path
         self._fast_keys: dict[bytes, str] = {}
+        # the same for poll(): a key left out by ``keys`` maps to None (checked, then skipped)
+        self._poll_keys: dict[bytes, str | None] = self._fast_keys if self.keys is None else {}
         self._ahead: Iterator[Message] = iter(())  # messages scanned ahead of poll(), before the next boundary
+        self._ahead_pos = -1  # ``pos`` while the next message of ``_ahead`` is the next one to hand out
+        self._ahead_end = -1  # where that scan stopped (after any skipped frames)
         try:
             self.header = self._read_header()
         except BaseException:
@@ -289,11 +301,13 @@ class StreamReader:
             self._keys[raw] = key
             if key != INTERNAL_KEY:
                 self._fast_keys[bytes(raw)] = key
+                if self.keys is not None:
+                    self._poll_keys[bytes(raw)] = key if key in self.keys else None
         return key
 
-    def _scan(self, pos: int, keymap: dict[bytes, str | None], cols: FrameColumns) -> int:
+    def _scan(self, pos: int, keymap: dict[bytes, str | None], cols: FrameColumns, ends: list[int]) -> int:
         """Append the complete, intact frames from ``pos`` up to the end of the buffer or the next beacon
-        boundary, whichever is first; return where the scan stopped.
+        boundary, whichever is first (and each taken frame's end to ``ends``); return where the scan stopped.
 
         Only frames of keys in ``keymap`` are taken (a ``None`` value: checked, then skipped). The scan
         stops at a boundary, a frame not wholly in the buffer, a key not in ``keymap``, a timestamp out
@@ -312,13 +326,14 @@ class StreamReader:
         crc = crc16
         get = keymap.get
         max_ts = MAX_TIMESTAMP_MS
-        add_key, add_shard, add_seq, add_ts, add_payload, add_offset = (
+        add_key, add_shard, add_seq, add_ts, add_payload, add_offset, add_end = (
             cols.stream_key.append,
             cols.shard_id.append,
             cols.seq.append,
             cols.timestamp_ms.append,
             cols.payload.append,
             cols.offset.append,
+            ends.append,
         )
         while True:
             h = i + 1 + buf[i]  # start of shard/seq/ts/size, after the key
@@ -342,6 +357,7 @@ class StreamReader:
                 add_ts(ts)
                 add_payload(payload)
                 add_offset(base + i)
+                add_end(base + e)
             i = e
             if i >= stop:
                 break
@@ -403,19 +419,29 @@ class StreamReader:
 
     def poll(self) -> Message | object | None:
         """The next message, ``NEED_MORE`` (follow mode, nothing complete yet) or ``None`` (ended)."""
-        if self.end is not None:
-            return None
-        msg = next(self._ahead, None)
-        if msg is None or msg.offset != self.pos:  # used up, or the reader was moved
+        while self.end is None:
+            if self.pos == self._ahead_pos:  # not moved since the last message: the scanned batch goes on
+                msg = next(self._ahead, None)
+                if msg is not None:
+                    self.pos = self._ahead_pos = msg.end
+                    return msg
+                self.pos = self._ahead_end  # past the skipped frames after the batch's last message
+                self._ahead_pos = -1
             cols = _new_columns()
-            end = self._scan(self.pos, self._fast_keys, cols)
-            if not cols.offset:
-                self._ahead = iter(())
-                return self._poll_frame()
-            self._ahead = map(_message, zip(*cols, [*cols.offset[1:], end], strict=True))
-            msg = next(self._ahead)
-        self.pos = msg.end
-        return msg
+            ends: list[int] = []
+            stop = self._scan(self.pos, self._poll_keys, cols, ends)
+            if cols.offset:
+                self._ahead = map(_message, zip(*cols, ends, strict=True))
+                self._ahead_pos = self.pos
+                self._ahead_end = stop
+                continue
+            if stop != self.pos:  # only frames of keys left out
+                self.pos = stop
+                continue
+            msg = self._poll_frame()
+            if msg is None or msg is NEED_MORE or self.keys is None or msg.stream_key in self.keys:  # type: ignore[union-attr]
+                return msg
+        return None
 
     def _parse_fresh(self) -> Message:
         """:meth:`_parse_frame` at ``pos``; in follow mode a FormatError is checked once more against
@@ -486,10 +512,10 @@ class StreamReader:
         keymap: dict[bytes, str | None] = {}
         for raw, key in self._fast_keys.items():
             keymap[raw] = key if accept is None or accept(key) else None
-        self._ahead = iter(())
+        self._ahead_pos = -1
         last = self.pos
         while self.end is None:
-            self.pos = self._scan(self.pos, keymap, cols)
+            self.pos = self._scan(self.pos, keymap, cols, [])
             msg = self._poll_frame()
             if msg is None or msg is NEED_MORE:
                 break

@@ -482,3 +482,64 @@ def test_open_errors_are_nbkit_errors(tmp_path: Path) -> None:
 
 def test_workload_helper_is_deterministic(make_messages) -> None:
     assert make_messages(50) == make_messages(50)
+
+
+# ---------------------------------------------------------------- key filter (keys=)
+
+
+def _mixed(tmp_path, n: int = 600, *, interval: int = 1024, eos: bool = True):
+    """Keys a / bb / cc round robin, payload sizes from 0 to 699 bytes: frames cut by beacons too."""
+    path = tmp_path / "mixed.ss"
+    with StreamWriter(path, beacon_interval=interval, created_at_ms=1) as w:
+        for i in range(n):
+            w.write(("a", "bb", "cc")[i % 3], bytes([i % 251]) * (i * 7 % 700), timestamp_ms=1000 + i)
+        if eos:
+            w.write_eos()
+    return path
+
+
+@pytest.mark.parametrize("interval", [1024, 1 << 20])
+@pytest.mark.parametrize("keys", ["bb", ["a", "cc"], [], ["zz"]])
+def test_keys_filter_yields_exactly_the_matching_messages(tmp_path, interval, keys):
+    path = _mixed(tmp_path, interval=interval)
+    wanted = {keys} if isinstance(keys, str) else set(keys)
+    with StreamReader(path) as r:
+        everything = list(r)
+        full_end = r.end
+    with StreamReader(path, keys=keys) as r:
+        got = list(r)
+        assert r.end == full_end and r.end.reason == "eos"
+    assert got == [m for m in everything if m.stream_key in wanted]  # offsets and ends included
+
+
+def test_keys_filter_follows_seeks_and_position_changes(tmp_path):
+    path = _mixed(tmp_path, eos=False)
+    with StreamReader(path) as r:
+        bb = [m for m in r if m.stream_key == "bb"]
+    with StreamReader(path, keys="bb") as r:
+        assert r.poll() == bb[0] and r.poll() == bb[1]
+        r.seek(FilePosition.sequence(bb[50].seq), key="bb")
+        assert r.poll() == bb[50]
+        r.pos = bb[10].offset  # moved by hand: the scanned batch is not reused
+        assert r.poll() == bb[10]
+        assert list(r) == bb[11:]
+        assert r.end.reason == "end"
+
+
+def test_keys_filter_in_follow_mode_sees_appends(tmp_path):
+    path = _mixed(tmp_path, n=30, eos=False)
+    with StreamReader(path, follow=True, keys="cc") as r, StreamWriter(path) as w:
+        first = [r.poll() for _ in range(10)]
+        assert all(m.stream_key == "cc" for m in first)
+        assert r.poll() is NEED_MORE
+        w.write("a", b"skipped")
+        assert r.poll() is NEED_MORE
+        w.write("cc", b"new")
+        msg = r.poll()
+        assert (msg.stream_key, msg.payload) == ("cc", b"new")
+
+
+def test_keys_filter_rejects_non_strings(tmp_path):
+    path = _mixed(tmp_path, n=3)
+    with pytest.raises(TypeError, match="stream key strings"):
+        StreamReader(path, keys=[b"a"])
