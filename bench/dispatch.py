@@ -38,7 +38,7 @@ def run_app(path: str) -> int:
     broker.subscriber(KEY, replay=True)(handle)
     app = App(broker)
     app.run()
-    return len(app.events)
+    return app.settled
 
 
 def run_bare(path: str) -> int:

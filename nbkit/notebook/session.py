@@ -134,6 +134,7 @@ class Session:
         self.clock = clock or VirtualClock()
         self.max_deliveries = max_deliveries
         app.clock = self.clock
+        app.keep_events = None  # a session shows every settlement
         for broker in app.brokers:
             broker.bind_clock(self.clock)
         self._snapshot: dict[str, int] | None = None
@@ -216,7 +217,7 @@ class Session:
                     os.truncate(path, size)
         for broker in self.app.brokers:
             broker.reset()
-        fresh = App(*self.app.brokers, shutdown_timeout=self.app.shutdown_timeout, clock=self.clock)
+        fresh = App(*self.app.brokers, shutdown_timeout=self.app.shutdown_timeout, clock=self.clock, keep_events=None)
         self.clock.reset()
         self.app = fresh
         self._snapshot = None
@@ -261,7 +262,7 @@ class Session:
         c = self.counts()
         subs = ", ".join(f"{r.name} ({b.transport})" for b in self.app.brokers for r in b.registrations)
         return (
-            f"Session at {self.now.isoformat().replace('+00:00', 'Z')}: {len(self.app.events)} settled, "
+            f"Session at {self.now.isoformat().replace('+00:00', 'Z')}: {self.app.settled} settled, "
             f"{len(self.app.pending)} pending; "
             + ", ".join(f"{k} {v}" for k, v in c.items())
             + f"; subscriptions: {subs}"
@@ -280,6 +281,6 @@ class Session:
         )
         return (
             f"<div class='nbkit-session'><p><b>Session</b> at {self.now.isoformat().replace('+00:00', 'Z')}, "
-            f"{len(self.app.events)} settled</p><table>{rows}</table>"
+            f"{self.app.settled} settled</p><table>{rows}</table>"
             f"<p>pending copies: {len(self.app.pending)}</p><ul>{pend}</ul></div>"
         )

@@ -15,14 +15,16 @@ import select
 import signal
 import threading
 import time
-from dataclasses import MISSING, dataclass, field, fields, replace
+from collections import deque
+from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
-from nbkit.errors import AckError, ConfigurationError, NbkitError
+from nbkit.errors import ConfigurationError, NbkitError
 from nbkit.runtime import logs
 from nbkit.runtime.broker import NEED_MORE, Broker, Subscription
 from nbkit.runtime.clock import Clock, RealClock
-from nbkit.runtime.delivery import Delivery, retry_count
+from nbkit.runtime.delivery import Delivery
 from nbkit.runtime.events import SettlementEvent, events_frame
 from nbkit.runtime.outcome import HandlerOutcome, as_outcome
 from nbkit.runtime.settle import Action, decide
@@ -30,44 +32,26 @@ from nbkit.wire.envelope import RETRY_COUNT_HEADER
 
 _IDLE_MIN = 0.001
 _IDLE_MAX = 0.1
+# the actions settle() tells apart, as plain names: an enum member lookup costs ~0.15 µs (Python 3.11)
+_UNSUPPORTED, _DELAYED_COPY, _REJECTED, _DEAD_LETTER = (
+    Action.UNSUPPORTED,
+    Action.DELAYED_COPY,
+    Action.REJECTED,
+    Action.DEAD_LETTER,
+)
 _DECISIONS_MAX = 4096  # memoized settlement decisions per app (decide() is pure)
+KEEP_EVENTS = 10_000  # settlement events an App keeps by default: a service runs for ever
 
 
-def _event_builders():
-    """``SettlementEvent(**values)`` and ``dataclasses.replace(event, **changes)`` for the dispatch
-    loop, generated as dataclasses generates ``__init__`` but filling the frozen event's slots
-    through their descriptors: the dataclass ``__init__`` pays an ``object.__setattr__`` per field
-    and ``replace`` re-reads the field list, several µs per delivery. Falls back to the dataclass
-    itself should the event ever gain a ``__post_init__`` or a default factory."""
-    spec = fields(SettlementEvent)
-    if (
-        hasattr(SettlementEvent, "__post_init__")
-        or "__slots__" not in SettlementEvent.__dict__
-        or any(f.default_factory is not MISSING for f in spec)
-    ):
-        return (lambda **values: SettlementEvent(**values)), replace
-    ns: dict[str, Any] = {"_new": object.__new__, "_cls": SettlementEvent, "_keep": object()}
-    params, puts, keeps = [], [], []
-    for i, f in enumerate(spec):
-        ns[f"_set{i}"] = getattr(SettlementEvent, f.name).__set__
-        ns[f"_get{i}"] = getattr(SettlementEvent, f.name).__get__
-        if f.default is MISSING:
-            params.append(f.name)
-        else:
-            ns[f"_default{i}"] = f.default
-            params.append(f"{f.name}=_default{i}")
-        puts.append(f"    _set{i}(e, {f.name})")
-        keeps.append(f"    _set{i}(e, _get{i}(old) if {f.name} is _keep else {f.name})")
-    names = ", ".join(f"{f.name}=_keep" for f in spec)
-    exec(  # noqa: S102 - source built above from the dataclass's own field names
-        f"def build(*, {', '.join(params)}):\n    e = _new(_cls)\n" + "\n".join(puts) + "\n    return e\n"
-        f"def evolve(old, *, {names}):\n    e = _new(_cls)\n" + "\n".join(keeps) + "\n    return e\n",
-        ns,
-    )
-    return ns["build"], ns["evolve"]
+#: ``SettlementEvent`` from a tuple of all its fields, at C speed (the runtime makes one per delivery).
+_event = partial(tuple.__new__, SettlementEvent)
+_WRITTEN_AT = SettlementEvent._fields.index("written_at")  # written_at, copy_seq: set once a copy is out
+_COPY_DONE = _WRITTEN_AT + 2
 
 
-_new_event, _evolve = _event_builders()
+def _copied(event: SettlementEvent, written_at: float, copy_seq: int) -> SettlementEvent:
+    """``event._replace(written_at=written_at, copy_seq=copy_seq)``, without its per-field work."""
+    return _event((*event[:_WRITTEN_AT], written_at, copy_seq, *event[_COPY_DONE:]))
 
 
 @dataclass(order=True, slots=True)
@@ -80,7 +64,8 @@ class PendingCopy:
     destination: str = field(compare=False)
     payload: bytes = field(compare=False, repr=False)
     headers: dict = field(compare=False, repr=False)
-    event_index: int = field(compare=False)
+    event: SettlementEvent = field(compare=False, repr=False)  # as recorded when the copy was scheduled
+    event_number: int = field(compare=False)  # the event's place among all the app's settlements
     subscription: str = field(compare=False)
     attempt: int = field(compare=False)
 
@@ -90,12 +75,21 @@ class App:
 
     ``shutdown_timeout`` bounds how long a graceful shutdown waits for delayed copies (None: wait
     them all out, as upstream). ``clock`` defaults to the real clock; sessions pass a virtual one.
+    ``keep_events`` is how many settlement events :attr:`events` keeps, the most recent ones (None:
+    all of them, as a :class:`~nbkit.notebook.session.Session` does); :attr:`settled` counts every
+    settlement. A service settles for ever, so an unbounded history would grow without end.
 
     >>> app = App(broker)                            # doctest: +SKIP
     >>> app.run()                                    # doctest: +SKIP
     """
 
-    def __init__(self, *brokers: Broker, shutdown_timeout: float | None = None, clock: Clock | None = None):
+    def __init__(
+        self,
+        *brokers: Broker,
+        shutdown_timeout: float | None = None,
+        clock: Clock | None = None,
+        keep_events: int | None = KEEP_EVENTS,
+    ):
         if not brokers:
             raise ConfigurationError(
                 "App needs at least one broker: App(FileBroker(path)) or App(StdioBroker())"
@@ -105,10 +99,14 @@ class App:
                 raise ConfigurationError(f"App takes brokers (FileBroker, StdioBroker), not {b!r}")
         if shutdown_timeout is not None and shutdown_timeout < 0:
             raise ConfigurationError(f"shutdown_timeout must be >= 0 seconds or None, not {shutdown_timeout}")
+        _check_keep(keep_events)
         self.brokers = brokers
         self.shutdown_timeout = shutdown_timeout
         self.clock: Clock = clock or RealClock()
-        self.events: list[SettlementEvent] = []
+        #: The most recent settlement events, oldest first (at most ``keep_events`` of them).
+        self.events: deque[SettlementEvent] = deque(maxlen=keep_events)
+        #: How many settlements this app has recorded, including those no longer in :attr:`events`.
+        self.settled = 0
         self.subscriptions: list[Subscription] = []
         self._pending: list[PendingCopy] = []
         self._order = itertools.count()
@@ -144,6 +142,16 @@ class App:
                     )
         self.subscriptions = subs
         self.started = True
+
+    @property
+    def keep_events(self) -> int | None:
+        """How many settlement events :attr:`events` keeps (None: all)."""
+        return self.events.maxlen
+
+    @keep_events.setter
+    def keep_events(self, keep: int | None) -> None:
+        _check_keep(keep)
+        self.events = deque(self.events, maxlen=keep)
 
     @property
     def pending(self) -> list[PendingCopy]:
@@ -192,7 +200,9 @@ class App:
     def settle(self, sub: Subscription, delivery: Delivery, result: Any) -> SettlementEvent:
         """Apply the outcome (or the exception) to the delivery; record and return the event."""
         error = None
-        if isinstance(result, BaseException):
+        if type(result) is HandlerOutcome:
+            outcome = result
+        elif isinstance(result, BaseException):
             logs.DISPATCH.error(
                 "%s subscription=%s",
                 logs.HANDLER_FAILED,
@@ -219,88 +229,85 @@ class App:
                 outcome, error = HandlerOutcome.drop(), f"TypeError: {exc}"
         reg = sub.registration
         broker = sub.broker
+        transport = broker.transport
         attempt = delivery.attempt
-        decision = self._decide(outcome.kind, outcome.delay, attempt, reg.declaration, broker.transport)
+        decision, action_name = self._decide(outcome.kind, outcome.delay, attempt, reg.declaration, transport)
         now = self.clock.now()
-        destination = None
-        if decision.destination == "retry":
-            destination = broker.retry_destination(reg)
-        elif decision.destination == "dead_letter":
-            destination = reg.declaration.dead_letter
-        event = _new_event(
-            time=now,
-            transport=broker.transport,
-            subscription=reg.name,
-            stream_key=delivery.stream_key,
-            shard_id=delivery.shard_id,
-            seq=delivery.seq,
-            attempt=attempt,
-            outcome=outcome.kind,
-            action=decision.action.value,
-            delay=decision.delay,
-            destination=destination,
-            error=error,
-        )
         action = decision.action
-        if action is Action.UNSUPPORTED:
-            self._unsupported(reg.name)
-        elif action is Action.REJECTED:
-            logs.emit(
-                logs.DISPATCH, logging.WARNING, logs.EXHAUSTED_REJECT, subscription=reg.name, attempt=attempt
+        if action is _UNSUPPORTED:
+            event = _event(
+                (now, transport, reg.name, delivery.stream_key, delivery.shard_id, delivery.seq, attempt,
+                 outcome.kind, action_name, None, None, None, None, None, False, error)
             )
             self._unsupported(reg.name)
         else:
-            if action is Action.DEAD_LETTER and decision.at_cap:
+            destination = None
+            if decision.destination == "retry":
+                destination = broker.retry_destination(reg)
+            elif decision.destination == "dead_letter":
+                destination = reg.declaration.dead_letter
+            delay = decision.delay
+            due = now + delay if action is _DELAYED_COPY else None
+            event = _event(
+                (now, transport, reg.name, delivery.stream_key, delivery.shard_id, delivery.seq, attempt,
+                 outcome.kind, action_name, delay, destination, due, None, None, False, error)
+            )
+            if action is _REJECTED:
                 logs.emit(
-                    logs.DISPATCH,
-                    logging.WARNING,
-                    logs.EXHAUSTED_DLQ,
-                    subscription=reg.name,
-                    attempt=attempt,
-                    dead_letter=destination,
+                    logs.DISPATCH, logging.WARNING, logs.EXHAUSTED_REJECT, subscription=reg.name, attempt=attempt
                 )
-            headers = dict(delivery.headers)
-            headers[RETRY_COUNT_HEADER] = str(retry_count(delivery.headers) + 1)
-            if action is Action.DELAYED_COPY:
-                event = _evolve(event, due=now + decision.delay)
-                heapq.heappush(
-                    self._pending,
-                    PendingCopy(
-                        now + decision.delay,
-                        next(self._order),
-                        broker,
-                        destination,
-                        delivery.payload,
-                        headers,
-                        len(self.events),
-                        reg.name,
-                        attempt,
-                    ),
-                )
+                self._unsupported(reg.name)
             else:
-                event = self._publish_copy(event, broker, reg.name, destination, delivery.payload, headers)
+                if action is _DEAD_LETTER and decision.at_cap:
+                    logs.emit(
+                        logs.DISPATCH,
+                        logging.WARNING,
+                        logs.EXHAUSTED_DLQ,
+                        subscription=reg.name,
+                        attempt=attempt,
+                        dead_letter=destination,
+                    )
+                headers = dict(delivery.headers)
+                headers[RETRY_COUNT_HEADER] = str(attempt)  # the retry count of the copy: this attempt's
+                if due is not None:
+                    heapq.heappush(
+                        self._pending,
+                        PendingCopy(
+                            due,
+                            next(self._order),
+                            broker,
+                            destination,
+                            delivery.payload,
+                            headers,
+                            event,
+                            self.settled,
+                            reg.name,
+                            attempt,
+                        ),
+                    )
+                else:
+                    event = self._publish_copy(event, broker, reg.name, destination, delivery.payload, headers)
         self.events.append(event)
+        self.settled += 1
         if reg.checkpoint is not None:
             reg.checkpoint.save(delivery.stream_key, delivery.seq + 1)
         return event
 
-    def _decide(self, kind: str, delay: float | None, attempt: int, decl: Any, transport: str) -> Any:
-        """:func:`~nbkit.runtime.settle.decide`, memoized: it is pure, and a service settles the same
-        few cases over and over."""
+    def _decide(self, kind: str, delay: float | None, attempt: int, decl: Any, transport: str) -> tuple[Any, str]:
+        """:func:`~nbkit.runtime.settle.decide` and its action's name, memoized: it is pure, and a
+        service settles the same few cases over and over."""
         key = (kind, delay, attempt, id(decl), transport)
         hit = self._decisions.get(key)
         if hit is not None and hit[0] is decl:
             return hit[1]
         decision = decide(kind, delay, attempt, decl, transport)
+        found = (decision, decision.action.value)
         if len(self._decisions) < _DECISIONS_MAX:
-            self._decisions[key] = (decl, decision)
-        return decision
+            self._decisions[key] = (decl, found)
+        return found
 
     def _unsupported(self, name: str) -> None:
-        if logs.DISPATCH.isEnabledFor(logging.WARNING):  # the error is only built for a record
-            logs.emit(
-                logs.DISPATCH, logging.WARNING, logs.ACK_FAILED, subscription=name, error=AckError("unsupported")
-            )
+        logs.ack_failed(logs.DISPATCH, name)
 
     def _publish_copy(
         self,
@@ -322,8 +329,8 @@ class App:
                 destination=destination,
                 error=exc,
             )
-            return _evolve(event, error=f"copy lost: {exc}")
-        return _evolve(event, written_at=published.time, copy_seq=published.seq)
+            return event._replace(error=f"copy lost: {exc}")
+        return _copied(event, published.time, published.seq)
 
     def step(self) -> SettlementEvent | None:
         """Publish due copies, then deliver and settle one message; None if none was ready."""
@@ -368,15 +375,21 @@ class App:
             copy = heapq.heappop(self._pending)
             if getattr(self.clock, "virtual", False):
                 self.clock.set(copy.due)
-            self._fire(copy)
-            fired.append(self.events[copy.event_index])
+            fired.append(self._fire(copy))
         return fired
 
-    def _fire(self, copy: PendingCopy) -> None:
-        event = self.events[copy.event_index]
-        self.events[copy.event_index] = self._publish_copy(
-            event, copy.broker, copy.subscription, copy.destination, copy.payload, copy.headers
+    def _fire(self, copy: PendingCopy) -> SettlementEvent:
+        event = self._publish_copy(
+            copy.event, copy.broker, copy.subscription, copy.destination, copy.payload, copy.headers
         )
+        self._update_event(copy.event_number, event)
+        return event
+
+    def _update_event(self, number: int, event: SettlementEvent) -> None:
+        """Put the new state of settlement ``number`` into :attr:`events`, if it is still kept there."""
+        i = number - (self.settled - len(self.events))
+        if i >= 0:
+            self.events[i] = event
 
     def next_due(self) -> float | None:
         return self._pending[0].due if self._pending else None
@@ -395,7 +408,7 @@ class App:
                     destination=copy.destination,
                     attempt=copy.attempt,
                 )
-            self.events[copy.event_index] = replace(self.events[copy.event_index], abandoned=True)
+            self._update_event(copy.event_number, copy.event._replace(abandoned=True))
             n += 1
         return n
 
@@ -531,6 +544,11 @@ class App:
         for b in self.brokers:
             b.abort()
         return lost
+
+
+def _check_keep(keep: int | None) -> None:
+    if keep is not None and (isinstance(keep, bool) or not isinstance(keep, int) or keep < 0):
+        raise ConfigurationError(f"keep_events must be a whole number >= 0 or None, not {keep!r}")
 
 
 async def _capture(awaitable: Any) -> Any:

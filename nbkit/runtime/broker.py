@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from nbkit.errors import ConfigurationError, NotConnectedError
 from nbkit.runtime.clock import Clock, RealClock
@@ -17,8 +16,7 @@ NEED_MORE = object()
 """A subscription's ``poll()`` result when nothing is ready yet (it may be later)."""
 
 
-@dataclass(frozen=True, slots=True)
-class Published:
+class Published(NamedTuple):
     """Where a published message went: its key, the sequence it got and when it was written."""
 
     stream_key: str

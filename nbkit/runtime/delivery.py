@@ -50,7 +50,7 @@ class Delivery:
     subscription: str
     offset: int | None = None
     line: int | None = None
-    _cache: dict = field(default_factory=dict, repr=False)
+    _cache: dict | None = field(default=None, repr=False)  # made on first use: most deliveries never need it
 
     @property
     def timestamp(self) -> dt.datetime:
@@ -77,6 +77,8 @@ class Delivery:
 
     def json(self) -> Any:
         """The payload parsed as JSON."""
+        if self._cache is None:
+            self._cache = {}
         if "json" not in self._cache:
             self._cache["json"] = _json.loads(self.payload)
         return self._cache["json"]

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import datetime as dt
 import html
-from dataclasses import dataclass, fields
+from typing import NamedTuple
 
 EVENT_COLUMNS = (
     "time",
@@ -50,9 +50,11 @@ EVENT_COLUMNS = (
 )
 
 
-@dataclass(frozen=True, slots=True)
-class SettlementEvent:
-    """What happened to one delivery; times are epoch seconds on the app's clock."""
+class SettlementEvent(NamedTuple):
+    """What happened to one delivery; times are epoch seconds on the app's clock.
+
+    A named tuple: immutable, cheap to make (the runtime makes one per delivery), with the fields
+    below in this order; ``event._replace(field=value)`` gives a changed copy."""
 
     time: float
     transport: str
@@ -96,11 +98,11 @@ class SettlementEvent:
 
     def _repr_html_(self) -> str:
         rows = "".join(
-            f"<tr><th style='text-align:left'>{f.name}</th>"
-            f"<td style='text-align:left'>{html.escape(_show(getattr(self, f.name)))}</td></tr>"
-            for f in fields(self)
-            if f.name in ("transport", "stream_key", "seq", "attempt", "outcome", "action")
-            or getattr(self, f.name) not in (None, False)
+            f"<tr><th style='text-align:left'>{name}</th>"
+            f"<td style='text-align:left'>{html.escape(_show(getattr(self, name)))}</td></tr>"
+            for name in self._fields
+            if name in ("transport", "stream_key", "seq", "attempt", "outcome", "action")
+            or getattr(self, name) not in (None, False)
         )
         return f"<table class='nbkit-event'><caption>{html.escape(self.describe())}</caption>{rows}</table>"
 

@@ -44,6 +44,13 @@ class HandlerOutcome:
     @classmethod
     def retry_after(cls, delay: float | int | dt.timedelta) -> HandlerOutcome:
         """Drop the delivery and publish a copy after ``delay`` (seconds or timedelta)."""
+        if type(delay) is int or type(delay) is float:  # a handler returns the same few delays again and again
+            outcome = _RETRY_AFTER.get(delay)
+            if outcome is None:
+                outcome = cls("retry_after", to_seconds(delay))
+                if len(_RETRY_AFTER) < 256:
+                    _RETRY_AFTER[delay] = outcome
+            return outcome
         return cls("retry_after", to_seconds(delay))
 
     @property
@@ -67,6 +74,7 @@ class HandlerOutcome:
 _ACK = HandlerOutcome("ack")
 _DROP = HandlerOutcome("drop")
 _RETRY = HandlerOutcome("retry")
+_RETRY_AFTER: dict[float, HandlerOutcome] = {}  # retry_after(d) outcomes by d: immutable, asked for again and again
 
 
 def as_outcome(result: object) -> HandlerOutcome:
