@@ -136,11 +136,44 @@ def encode(headers: Mapping[str, HeaderValue] | None, payload: bytes, *, force_t
     Header names are ASCII-lowercased (a later duplicate replaces the earlier value in place); str
     values are UTF-8 encoded, bytes values are kept as-is (only ``rs2:`` preserves non-UTF-8 bytes).
     """
+    if headers and _plain_names(tuple(headers)):
+        # the usual retry copy: lowercase names, printable ASCII values without spaces -> rs1 as is
+        values = tuple(headers.values())
+        try:
+            joined = "".join(values)
+        except TypeError:  # a bytes value
+            joined = None
+        if joined is not None and joined.isascii() and joined.isprintable() and " " not in joined:
+            block = "".join([f"{n}: {v}\n" for n, v in zip(headers, values, strict=True)]).encode("ascii")
+            return _RS1 + b2a_base64(_U32.pack(len(block)) + block + payload, newline=False)
     normalised = _normalise(headers)
     if not needs_envelope(normalised, payload, force_text):
         return payload
     prefix, block = _build_block(normalised)
     return prefix + b2a_base64(_u32(len(block), "header block") + block + payload, newline=False)
+
+
+def _plain_names(names: tuple) -> bool:
+    """True when every header name is already what ``_normalise`` makes of it and goes into an ``rs1``
+    block as it is: lowercase printable ASCII, no ``:``, not padded (cached: services reuse a few)."""
+    plain = _PLAIN_NAMES.get(names)
+    if plain is None:
+        plain = all(
+            type(n) is str
+            and n.isascii()
+            and n.isprintable()
+            and n == n.lower()
+            and ":" not in n
+            and n[:1] != " "
+            and n[-1:] != " "
+            for n in names
+        )
+        if len(_PLAIN_NAMES) < 256:
+            _PLAIN_NAMES[names] = plain
+    return plain
+
+
+_PLAIN_NAMES: dict[tuple, bool] = {}
 
 
 def _b64decode_strict(text: bytes) -> bytes | None:

@@ -7,9 +7,8 @@ panics on a malformed ``[...]`` header; nbkit raises :class:`~nbkit.errors.LineP
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
-from dataclasses import dataclass, fields
-from typing import Any
+from functools import partial
+from typing import NamedTuple
 
 from nbkit.errors import LineParseError, StreamKeyError, TimestampRangeError
 from nbkit.wire.rust_text import RUST_WHITESPACE
@@ -143,8 +142,7 @@ def _timestamp_problem(part: str) -> str:
 # --------------------------------------------------------------------------------------- parsing
 
 
-@dataclass(frozen=True, slots=True)
-class StdioLine:
+class StdioLine(NamedTuple):
     """One stdio line as written: header fields are None when the line does not carry them."""
 
     timestamp_ms: int | None
@@ -224,7 +222,7 @@ def parse_line(line: str, *, lineno: int | None = None) -> StdioLine:
     A line that does not start with ``[``, has no ``]``, or has nothing between them is a raw payload.
     A ``[...]`` header that breaks the grammar raises :class:`LineParseError` (``line=lineno``).
     """
-    return _new_stdio_line(*_parse_fields(line, lineno))
+    return _new_stdio_line(_parse_fields(line, lineno))
 
 
 #: The header every producer writes, ``[timestamp | key | seq]`` or ``[timestamp | key | seq | shard]``,
@@ -299,8 +297,7 @@ def _parse_general(
     return ts, key, seq, shard, payload
 
 
-@dataclass(frozen=True, slots=True)
-class ResolvedLine:
+class ResolvedLine(NamedTuple):
     """A stdio line with every field filled in the way the upstream consumer fills missing ones."""
 
     timestamp_ms: int
@@ -347,30 +344,12 @@ class LineDecoder:
             self._counters[slot] = (seq + 1) & U64_MAX  # u64 arithmetic, wrapping like release Rust
         else:
             self._counters[slot] = seq
-        return _new_resolved_line(now_ms if ts is None else ts, stream_key, seq, shard, payload, key is None)
+        return _new_resolved_line((now_ms if ts is None else ts, stream_key, seq, shard, payload, key is None))
 
 
-def _slots_constructor(cls: type) -> Callable[..., Any]:
-    """A positional constructor for a frozen slots dataclass (no defaults, no ``__post_init__``) that
-    fills the slots through their descriptors: the generated ``__init__`` pays an
-    ``object.__setattr__`` per field, and these are built once per line."""
-    names = [f.name for f in fields(cls)]
-    if hasattr(cls, "__post_init__") or list(getattr(cls, "__slots__", ())) != names:
-        return cls
-    ns: dict[str, Any] = {"_new": object.__new__, "_cls": cls}
-    for i, name in enumerate(names):
-        ns[f"_set{i}"] = getattr(cls, name).__set__
-    exec(  # noqa: S102 - source built from the dataclass's own field names
-        f"def make({', '.join(names)}):\n    o = _new(_cls)\n"
-        + "".join(f"    _set{i}(o, {name})\n" for i, name in enumerate(names))
-        + "    return o\n",
-        ns,
-    )
-    return ns["make"]
-
-
-_new_stdio_line = _slots_constructor(StdioLine)
-_new_resolved_line = _slots_constructor(ResolvedLine)
+# a pipe stage makes one of each per line: built from a tuple at C speed
+_new_stdio_line = partial(tuple.__new__, StdioLine)
+_new_resolved_line = partial(tuple.__new__, ResolvedLine)
 
 
 # ------------------------------------------------------------------------------------ formatting
