@@ -62,6 +62,23 @@ def test_benchmark_runs_on_tiny_data(script):
         assert any(line.strip().startswith("PASS  every line written back") for line in lines), done.stdout
 
 
+def test_notebooks_benchmark_runs_on_one_notebook(tmp_path):
+    # A copy of 00-start-here in tmp_path: the kernel runs beside the notebook and writes work/00 there, so
+    # this cannot collide with the suite's own nbval run of notebooks/ (the README command runs both at once).
+    copy = tmp_path / "00-start-here.ipynb"
+    copy.write_bytes((ROOT / "notebooks" / "00-start-here.ipynb").read_bytes())
+    assert "--notebooks" in _run("notebooks", "--help").stdout
+    done = _run("notebooks", "--repeat", "1", "--workers", "0", "--notebooks", str(copy))
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("== ") and "machine:" in lines[1]
+    assert any(line.strip().startswith("median") and " s wall" in line for line in lines), done.stdout
+    assert any("00-start-here.ipynb" in line and "cells;" in line for line in lines), done.stdout  # per notebook
+    assert any(line.strip().startswith(("PASS", "FAIL")) for line in lines)
+    assert lines[-1].endswith("targets met")
+    assert (tmp_path / "work" / "00").is_dir()  # the copy's kernel wrote beside the copy
+
+
 # -- the fast paths agree with the reference paths -------------------------------------------------
 
 
