@@ -10,8 +10,10 @@ import fcntl
 import os
 import struct
 import time
+from collections import namedtuple
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import NoReturn
 
 from nbkit.errors import FileLimitError, FormatError, NbkitError, WriterLockedError
 from nbkit.transport.file_reader import StreamReader
@@ -38,11 +40,22 @@ STALE_TAIL_MAX = 56
 DEFAULT_SIZE_LIMIT = 16 << 30
 
 
-#: Payload CRCs a stream keeps before folding them into its running checksum (bounds the list).
+#: Payload CRCs a stream keeps before folding them into its running checksum (bounds the list; the
+#: fast path of ``write`` does not count them, _FOLD_BYTES bounds them there).
 _FOLD_AT = 4096
+#: Bytes written between two folds of every stream's pending payload CRCs: at most 1 MiB / 33 (the
+#: smallest frame) CRCs wait, however many streams there are.
+_FOLD_BYTES = 1 << 20
 _LATER = object()
 _HEAD = struct.Struct(">QQQI")  # shard, seq, ts, payload size: the frame layout of encode_frame
 _CRC_END = struct.Struct(">Hc")
+#: (key prefix length << 32) + payload size -> the ``pack`` of a Struct laying out a whole shard-0
+#: frame (prefix, shard 0, seq, ts, size, payload, crc, CR): one call, one copy of the payload
+_FRAME_PACKS: dict[int, Callable[..., bytes]] = {}
+_FRAME_PACKS_MAX = 4096  # Structs kept (a few hundred bytes each); other sizes are concatenated
+_FRAME_PACK_SIZE_MAX = 1 << 16  # larger payloads are concatenated (the copy outweighs the call)
+_ZERO = 0  # ``shard_id is _ZERO``: the default shard, tested by identity (an int 0 is a cached object)
+_tuple_new = tuple.__new__
 
 
 @dataclass(slots=True)
@@ -73,39 +86,43 @@ class _StreamState:
         return self.running
 
 
-@dataclass(frozen=True, slots=True)
-class Written:
-    """Where a message landed: its stream, sequence, timestamp and the frame's file offsets."""
-
-    stream_key: str
-    shard_id: int
-    seq: int
-    timestamp_ms: int
-    offset: int
-    end: int
+_WrittenFields = namedtuple("_WrittenFields", "stream_key shard_id seq timestamp_ms offset end")
 
 
-def _written_factory() -> Callable[[str, int, int, int, int, int], Written]:
-    """``Written(...)`` without the frozen dataclass ``__init__``'s per-field ``object.__setattr__``
-    calls (half the cost, once per message): the slots are filled through their descriptors."""
-    new = object.__new__
-    setters = [getattr(Written, name).__set__ for name in Written.__slots__]
-    s_key, s_shard, s_seq, s_ts, s_offset, s_end = setters
+class Written(_WrittenFields):
+    """Where a message landed: its stream, sequence, timestamp and the frame's file offsets.
 
-    def make(key: str, shard: int, seq: int, ts: int, offset: int, end: int) -> Written:
-        w = new(Written)
-        s_key(w, key)
-        s_shard(w, shard)
-        s_seq(w, seq)
-        s_ts(w, ts)
-        s_offset(w, offset)
-        s_end(w, end)
-        return w
+    Immutable, with the fields ``stream_key``, ``shard_id``, ``seq``, ``timestamp_ms``, ``offset`` and
+    ``end``. A named tuple underneath (one is built per message, and a tuple subclass is the cheapest
+    object with named fields to build), but only equal to another ``Written``, not to a plain tuple.
+    """
 
-    return make
+    __slots__ = ()
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return tuple.__eq__(self, other)
+        return False if isinstance(other, tuple) else NotImplemented
+
+    def __ne__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return tuple.__ne__(self, other)
+        return True if isinstance(other, tuple) else NotImplemented
+
+    __hash__ = tuple.__hash__
 
 
-_written = _written_factory()
+def _frame_pack(prefix_len: int, size: int) -> Callable[..., bytes]:
+    """The frame packer for a key prefix and payload size: a Struct's ``pack``, kept in _FRAME_PACKS
+    while there is room, else one concatenating the pieces (same bytes, same struct.error)."""
+    if size > _FRAME_PACK_SIZE_MAX or len(_FRAME_PACKS) >= _FRAME_PACKS_MAX:
+        return _concat_frame
+    pack = _FRAME_PACKS[(prefix_len << 32) + size] = struct.Struct(f">{prefix_len}s8xQQI{size}sHc").pack
+    return pack
+
+
+def _concat_frame(prefix: bytes, seq: int, ts: int, size: int, payload: bytes, crc: int, cr: bytes) -> bytes:
+    return b"".join((prefix, _HEAD.pack(0, seq, ts, size), payload, _CRC_END.pack(crc, cr)))
 
 
 def _now_ms() -> int:
@@ -140,13 +157,19 @@ class StreamWriter:
         if flush_every < 1:
             raise ValueError(f"flush_every must be at least 1, not {flush_every}")
         self.clock_ms = clock_ms
-        self.flush_every = flush_every
-        self.size_limit = size_limit
+        self._flush_every = flush_every
+        self._size_limit = size_limit
         self._streams: dict[tuple[str, int], _StreamState] = {}
         self._prefixes: dict[str, bytes] = {}  # key -> its frame prefix (length byte + key), once validated
+        #: key -> (frame prefix, its length << 32 (for _FRAME_PACKS), state, state.crcs.append) of the
+        #: key's stream on shard 0, for the fast path of ``write``; emptied when the writer closes
+        self._hot: dict[str, tuple[bytes, int, _StreamState, Callable[[int], None]]] = {}
         self._beacon_count = 0
         self._pending: list[bytes] = []
         self._pending_count = 0
+        self._direct = flush_every == 1  # each frame straight to the OS (nothing pending)
+        self._stop = 0  # a frame ending before this offset needs no beacon, fold or size-limit check
+        self._fold_at = 0
         self._fd = -1
         self.appended = False
         self.truncated_bytes = 0
@@ -173,7 +196,35 @@ class StreamWriter:
         except BaseException:
             self.close()
             raise
-        self._synced = self.offset  # where the bytes handed to the OS end (a failed flush cuts back to it)
+        self._fold_at = self.offset + _FOLD_BYTES
+        self._restop()
+
+    @property
+    def flush_every(self) -> int:
+        """Messages per ``os.write`` (1: each message reaches the OS before ``write`` returns)."""
+        return self._flush_every
+
+    @flush_every.setter
+    def flush_every(self, value: int) -> None:
+        self._flush_every = value
+        self._direct = value == 1 and not self._pending
+
+    @property
+    def size_limit(self) -> int:
+        """The file size (bytes) a write may not pass."""
+        return self._size_limit
+
+    @size_limit.setter
+    def size_limit(self, value: int) -> None:
+        self._size_limit = value
+        self._restop()
+
+    def _restop(self) -> None:
+        """Set ``_stop``: the fast path takes a frame ending before it, where no beacon boundary, fold
+        of the running checksums or size limit is reached (``end < _stop`` is its one check)."""
+        offset = self.offset
+        interval = self.header.beacon_interval
+        self._stop = min(offset - offset % interval + interval, self._fold_at, self._size_limit - 6)
 
     # -- opening -----------------------------------------------------------------------------------
     def _open(self, existing_only: bool) -> int:
@@ -279,6 +330,63 @@ class StreamWriter:
         timestamp_ms: int | None = None,
     ) -> Written:
         """Append one message; returns where it landed. The key must be a valid stream key."""
+        # The fast path (one message costs little more than its os.write): a key this writer has
+        # written before on shard 0, a bytes payload, the default seq and clock, a frame that ends
+        # before the next beacon boundary. Anything else, and every error, goes through _write, which
+        # checks everything and sets the fast path up for a valid key.
+        if seq is None and timestamp_ms is None and shard_id is _ZERO and payload.__class__ is bytes:
+            try:
+                prefix, kbase, state, note = self._hot[stream_key]
+            except (KeyError, TypeError):  # a new key, or not a key: _write checks it
+                pass
+            else:
+                clock = self.clock_ms
+                if clock is _now_ms:
+                    ts = time.time_ns() // 1_000_000
+                else:
+                    ts = clock()
+                    if ts.__class__ is not int or ts > MAX_TIMESTAMP_MS:  # _write says what is wrong
+                        return self._write(stream_key, payload, None, shard_id, ts)
+                seq = state.seq + 1
+                crc = crc16(payload)
+                size = len(payload)
+                pack = _FRAME_PACKS.get(kbase + size)
+                if pack is None:
+                    pack = _frame_pack(len(prefix), size)
+                try:
+                    frame = pack(prefix, seq, ts, size, payload, crc, CR)
+                except struct.error:  # seq or size past its field (or a negative timestamp)
+                    return self._write(stream_key, payload, None, shard_id, ts)
+                start = self.offset
+                total = len(frame)
+                end = start + total
+                if end < self._stop:  # no beacon boundary, fold or size limit reached
+                    state.seq = seq
+                    if ts > state.ts:
+                        state.ts = ts
+                    note(crc)
+                    self.offset = end
+                    if self._direct:
+                        try:
+                            n = os.write(self._fd, frame)
+                        except OSError as exc:
+                            self._failed(exc, 1, start)
+                        if n != total:
+                            self._send_rest(frame, n, 1, start)
+                    else:
+                        self._pending.append(frame)
+                        self._pending_count += 1
+                        if self._pending_count >= self._flush_every:
+                            self.flush()
+                    return _tuple_new(Written, (stream_key, shard_id, seq, ts, start, end))
+                return self._write(stream_key, payload, None, shard_id, ts)
+        return self._write(stream_key, payload, seq, shard_id, timestamp_ms)
+
+    def _write(
+        self, stream_key: str, payload: bytes, seq: int | None, shard_id: int, timestamp_ms: int | None
+    ) -> Written:
+        """``write`` checking everything: the key, the payload's type, every field's range, beacons,
+        the size limit; then it sets up ``write``'s fast path for the key."""
         if self._fd < 0:
             raise NbkitError(f"{self.path}: the writer is closed")
         prefix = self._prefixes.get(stream_key) if type(stream_key) is str else None
@@ -309,9 +417,9 @@ class StreamWriter:
                 raise exc.located(path=self.path) from None
         start = self.offset
         total = len(frame)
-        if start + total + 7 > self.size_limit:
+        if start + total + 7 > self._size_limit:
             raise FileLimitError(
-                f"writing {total} more bytes would pass the size limit of {self.size_limit} bytes; "
+                f"writing {total} more bytes would pass the size limit of {self._size_limit} bytes; "
                 "start a new file",
                 path=self.path,
                 offset=start,
@@ -324,16 +432,30 @@ class StreamWriter:
         interval = self.header.beacon_interval
         if start % interval + total < interval:  # the frame ends before the next beacon boundary
             offset = self.offset = start + total
-            if self.flush_every == 1 and not self._pending:  # the default: straight to the OS
+            self._settle(stream_key, shard_id, prefix, state)
+            if self._direct:  # the default: straight to the OS
                 self._send(frame, 1)
-                return _written(stream_key, shard_id, seq, ts, start, offset)
+                return _tuple_new(Written, (stream_key, shard_id, seq, ts, start, offset))
             self._pending.append(frame)
         else:
             offset = self.offset = self._cut(frame, start)
+            self._settle(stream_key, shard_id, prefix, state)
         self._pending_count += 1
-        if self._pending_count >= self.flush_every:
+        if self._pending_count >= self._flush_every:
             self.flush()
-        return _written(stream_key, shard_id, seq, ts, start, offset)
+        return _tuple_new(Written, (stream_key, shard_id, seq, ts, start, offset))
+
+    def _settle(self, stream_key: str, shard_id: int, prefix: bytes, state: _StreamState) -> None:
+        """After ``_write`` moved the offset: fold the payload CRCs the fast path noted once
+        ``_FOLD_BYTES`` went by, set the fast path's next stop, and give the stream a fast path."""
+        if self.offset >= self._fold_at:
+            for st in self._streams.values():
+                if st.crcs:
+                    st.checksum()
+            self._fold_at = self.offset + _FOLD_BYTES
+        self._restop()
+        if shard_id is _ZERO and type(stream_key) is str and stream_key not in self._hot:
+            self._hot[stream_key] = (prefix, len(prefix) << 32, state, state.crcs.append)
 
     def _cut(self, frame: bytes, offset: int) -> int:
         """Queue a frame that reaches a beacon boundary: its pieces with a beacon at each boundary
@@ -377,32 +499,41 @@ class StreamWriter:
         count = self._pending_count
         self._pending.clear()
         self._pending_count = 0
+        self._direct = self._flush_every == 1
         self._send(data, count)
 
     def _send(self, data: bytes, count: int) -> None:
         """Write ``data`` (the bytes of ``count`` messages, up to ``self.offset``) to the file."""
         try:
             n = os.write(self._fd, data)
-            if n < len(data):  # a short write (rare): hand over the rest
-                view = memoryview(data)[n:]
-                while view:
-                    n = os.write(self._fd, view)
-                    view = view[n:]
         except OSError as exc:
-            self._failed(exc, count)
-        self._synced = self.offset
+            self._failed(exc, count, self.offset - len(data))
+        if n != len(data):
+            self._send_rest(data, n, count, self.offset - len(data))
 
-    def _failed(self, exc: OSError, count: int) -> None:
-        """A write failed part-way (a full disk, an I/O error): cut the file back to its last complete
-        frame and close, so no later write lands after a partial frame; then raise."""
+    def _send_rest(self, data: bytes, n: int, count: int, start: int) -> None:
+        """After a short write (rare) of ``data``, which starts at offset ``start``: hand over the rest."""
+        view = memoryview(data)[n:]
         try:
-            os.ftruncate(self._fd, self._synced)
+            while view:
+                n = os.write(self._fd, view)
+                view = view[n:]
+        except OSError as exc:
+            self._failed(exc, count, start)
+
+    def _failed(self, exc: OSError, count: int, synced: int) -> NoReturn:
+        """A write failed part-way (a full disk, an I/O error): cut the file back to its last complete
+        frame (``synced``, where the failed bytes start) and close, so no later write lands after a
+        partial frame; then raise."""
+        self._hot.clear()
+        try:
+            os.ftruncate(self._fd, synced)
         except OSError:
             pass  # the next writer cuts the partial frame off when it resumes
         fd, self._fd = self._fd, -1
         os.close(fd)
         raise NbkitError(
-            f"{self.path}: writing at byte offset {self._synced} failed ({exc.strerror or exc}); the last "
+            f"{self.path}: writing at byte offset {synced} failed ({exc.strerror or exc}); the last "
             f"{count} message(s) are not in the file, which ends at its last complete frame. The writer is "
             "closed: fix the cause (free disk space) and open a new writer to continue"
         ) from exc
@@ -420,6 +551,7 @@ class StreamWriter:
                 self.write_eos()
             self.flush()
         finally:
+            self._hot.clear()  # a closed writer's writes go to _write, which refuses them
             if self._fd >= 0:  # a failed flush has closed it already
                 os.close(self._fd)
                 self._fd = -1
