@@ -160,6 +160,8 @@ class Broker(ABC):
 
 def as_payload(payload: bytes | bytearray | memoryview | str) -> bytes:
     """Bytes from bytes-like or str (UTF-8) payloads."""
+    if type(payload) is bytes:  # what the runtime's own copies carry
+        return payload
     if isinstance(payload, str):
         return payload.encode("utf-8")
     if isinstance(payload, (bytes, bytearray, memoryview)):

@@ -506,8 +506,12 @@ class StreamReader:
         mode stops at the current end of the data and can be called again.
 
         ``accept(key)`` keeps only the messages of accepted keys (it is asked once per key; the other
-        messages are still checked). ``progress(n)`` is told how many more bytes were read, now and then.
+        messages are still checked), within the reader's ``keys`` if it has any. ``progress(n)`` is told
+        how many more bytes were read, now and then.
         """
+        if self.keys is not None:
+            only, asked = self.keys, accept
+            accept = lambda key: key in only and (asked is None or asked(key))  # noqa: E731
         cols = _new_columns()
         keymap: dict[bytes, str | None] = {}
         for raw, key in self._fast_keys.items():

@@ -66,6 +66,7 @@ JSON_EDGE_PAYLOADS = [
     b'"\\ud800"',  # a lone surrogate escape
     b"[1e400]",
     b'{"a": 1, "a": 2}',
+    b'{"s": "\\ud800"}',  # a field no str column can hold: the payload.s column is object dtype
     b"5.8100000000000005",
     b"not json",  # kept as text
     b"\xff\xfe binary",  # kept as bytes
@@ -97,6 +98,8 @@ def test_json_mode_matches_the_standard_library(tmp_path):
             except ValueError:
                 expected = text
             assert type(value) is type(expected) and repr(value) == repr(expected), raw
+        column = df["payload.s"].dropna()
+        assert column.dtype == object and list(column) == ["\ud800"]
 
 
 @pytest.mark.parametrize("mode, kind", [("bytes", bytes), ("text", str), ("auto", str)])

@@ -512,6 +512,13 @@ def test_keys_filter_yields_exactly_the_matching_messages(tmp_path, interval, ke
     assert got == [m for m in everything if m.stream_key in wanted]  # offsets and ends included
 
 
+def test_read_columns_keeps_within_the_readers_keys(tmp_path):
+    path = _mixed(tmp_path)
+    with StreamReader(path, keys=["a", "bb"]) as r:
+        cols = r.read_columns(accept=lambda key: key != "a")
+    assert set(cols.stream_key) == {"bb"} and len(cols.offset) == 200
+
+
 def test_keys_filter_follows_seeks_and_position_changes(tmp_path):
     path = _mixed(tmp_path, eos=False)
     with StreamReader(path) as r:
