@@ -294,21 +294,13 @@ def _file_to_parquet(path: str, out: str, pq, *, keys, payload, start, end, incl
             fields = dict(json_fields)
         else:
             fields = {name: object for name in json_fields}
-    rows = 0
-    writer = None
-    try:
+    def tables():
         for i, rng in enumerate(plan.ranges):
             frame = read_range(path, rng, sel, json_fields=fields)
             if len(frame) or i == 0:
-                table = frame_to_table(frame, mode=sel.payload, fields=fields)
-                if writer is None:  # the first table's schema carries pyarrow's pandas metadata too
-                    writer = pq.ParquetWriter(out, table.schema, compression=compression)
-                writer.write_table(table)
-                rows += table.num_rows
-    finally:
-        if writer is not None:
-            writer.close()
-    return rows
+                yield frame_to_table(frame, mode=sel.payload, fields=fields)
+
+    return _write_tables(tables(), out, pq, compression)
 
 
 def _dask_to_parquet(ddf: Any, out: str, pq, compression: str | None) -> int:
@@ -317,22 +309,33 @@ def _dask_to_parquet(ddf: Any, out: str, pq, compression: str | None) -> int:
     _check_columns(ddf._meta)
     parts = ddf.to_delayed()
     batch = 4
-    writer = None
     mode = None
     fields = json_fields_of(ddf._meta) if any(str(c).startswith("payload.") for c in ddf.columns) else None
-    rows = 0
-    try:
+
+    def tables():
+        nonlocal mode
         for i in range(0, len(parts), batch):
             for frame in dask.compute(*parts[i : i + batch]):
                 if mode is None:
                     mode = "json" if fields is not None else _infer_mode(frame)
                     if mode in ("bytes", "text"):
                         mode = "auto"  # later partitions may mix str and bytes
-                table = frame_to_table(frame, mode=mode, fields=fields)
-                if writer is None:
-                    writer = pq.ParquetWriter(out, table.schema, compression=compression)
-                writer.write_table(table)
-                rows += table.num_rows
+                yield frame_to_table(frame, mode=mode, fields=fields)
+
+    return _write_tables(tables(), out, pq, compression)
+
+
+def _write_tables(tables: Any, out: str, pq, compression: str | None) -> int:
+    """Write the tables to one Parquet file with the first table's schema (it carries pyarrow's
+    pandas metadata too); returns the rows written."""
+    rows = 0
+    writer = None
+    try:
+        for table in tables:
+            if writer is None:
+                writer = pq.ParquetWriter(out, table.schema, compression=compression)
+            writer.write_table(table)
+            rows += table.num_rows
     finally:
         if writer is not None:
             writer.close()
