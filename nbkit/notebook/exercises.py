@@ -29,11 +29,17 @@ class Verdict:
 
 
 _CHECKS: dict[str, Callable[..., Verdict]] = {}
+_EXPECTED: dict[str, Callable[..., Any]] = {}
 
 
-def _exercise(name: str):
+def _exercise(name: str, *, expected: Callable[..., Any] | None = None):
+    """Register a check under ``name``; ``expected(**context)`` computes the right answer (used by the tests
+    that make sure no lesson prints an exercise's answer before asking it)."""
+
     def register(fn: Callable[..., Verdict]) -> Callable[..., Verdict]:
         _CHECKS[name] = fn
+        if expected is not None:
+            _EXPECTED[name] = expected
         return fn
 
     return register
@@ -50,6 +56,14 @@ def check(exercise: str, answer: Any, **context: Any) -> Verdict:
 def exercises() -> list[str]:
     """The ids of every exercise with a check."""
     return sorted(_CHECKS)
+
+
+def expected(exercise: str, **context: Any) -> Any:
+    """The right answer to ``exercise`` in the given context (what a solution cell computes)."""
+    fn = _EXPECTED.get(exercise)
+    if fn is None:
+        raise KeyError(f"exercise {exercise!r} states no expected answer; register it with expected=...")
+    return fn(**context)
 
 
 @_exercise("00-dead-letters")
