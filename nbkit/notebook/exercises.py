@@ -1,8 +1,13 @@
 """Checks for the tutorial notebooks' exercises: each says whether an answer is right, and why.
 
+Every exercise poses a situation the lesson has not shown; the learner predicts, runs, and passes the answer
+to :func:`check`, which recomputes the right answer by running the runtime (or reading the data) and says
+why an answer is right, or gives a hint that does not give it away. :func:`expected` returns that right
+answer (the lesson tests use it to make sure no output above an exercise prints it).
+
 >>> from nbkit.exercises import check
->>> check("01-busiest-key", ("event", 22), path="data/sample-1.ss")     # doctest: +SKIP
-Right: 'event' has 22 messages, more than any other key.
+>>> check("02-resume-position", None, last_processed=7)
+Not yet: resume with FilePosition.sequence(n): which n is the first message not processed yet?
 """
 
 from __future__ import annotations
@@ -66,88 +71,400 @@ def expected(exercise: str, **context: Any) -> Any:
     return fn(**context)
 
 
-@_exercise("00-dead-letters")
-def _dead_letters(answer: Any, **_: Any) -> Verdict:
-    from nbkit.notebook.demo import run_demo
+# -- shared helpers: each runs a small, fresh service in a temporary folder ------------------------------
+
+
+def _file_session(tmp: str, name: str, key: str, handler: Callable[..., Any], payloads: list[str], **options: Any):
+    """Run ``handler`` on a fresh stream file holding ``payloads`` under ``key``; returns (session, path)."""
+    from nbkit.notebook.session import Session
+    from nbkit.runtime.app import App
+    from nbkit.runtime.file_broker import FileBroker
+    from nbkit.transport.positions import FilePosition
+
+    path = os.path.join(tmp, name)
+    broker = FileBroker(path)
+    broker.subscriber(key, start_at=FilePosition.beginning(), **options)(handler)
+    session = Session(App(broker))
+    for payload in payloads:
+        broker.publish(key, payload)
+    session.run()
+    return session, path
+
+
+def _is_pair(answer: Any) -> bool:
+    return isinstance(answer, tuple) and len(answer) == 2
+
+
+def _same_number(answer: Any, right: float) -> bool:
+    """True when ``answer`` is a number (or a pandas Timedelta) equal to ``right`` seconds."""
+    seconds = getattr(answer, "total_seconds", None)
+    if callable(seconds):
+        answer = seconds()
+    return isinstance(answer, (int, float)) and not isinstance(answer, bool) and abs(answer - right) < 1e-9
+
+
+# -- 00 start here ---------------------------------------------------------------------------------------
+
+
+def _journey(*, fails: int, **_: Any) -> tuple[int, float]:
+    """Deliveries of one demo order whose payment fails ``fails`` times, and seconds until its last one."""
+    from nbkit.notebook.demo import run_file
 
     with tempfile.TemporaryDirectory() as tmp:
-        events = run_demo(tmp, png=False).events
-    expected = int(((events["transport"] == "file") & (events["action"] == "dead-letter")).sum())
-    if answer == expected:
-        return Verdict(True, f"{expected} orders used up their 4 attempts and went to 'orders.dead'.")
+        events = run_file(os.path.join(tmp, "orders.ss"), [{"id": 1, "fails": fails, "valid": True}]).events
+    span = (events["time"].max() - events["time"].min()).total_seconds()
+    return len(events), float(span)
+
+
+@_exercise("00-retry-journey", expected=_journey)
+def _check_journey(answer: Any, *, fails: int, **_: Any) -> Verdict:
+    deliveries, seconds = _journey(fails=fails)
+    if not _is_pair(answer):
+        return Verdict(False, "answer with a pair: (number of deliveries, seconds from the first to the last).")
+    if answer[0] == deliveries and _same_number(answer[1], seconds):
+        return Verdict(
+            True, f"{fails} failures mean {fails} retry copies, so {deliveries} deliveries; the copies waited "
+            f"{' + '.join(str(2**a) for a in range(1, fails + 1))} = {seconds:g} s in all."
+        )
+    if answer[0] != deliveries:
+        return Verdict(
+            False, "count the deliveries again: the handler retries while delivery.attempt <= fails, and the "
+            "first delivery is attempt 1."
+        )
+    return Verdict(False, "the number of deliveries is right; each copy waits 2 ** attempt seconds, where "
+                   "attempt is the delivery that failed.")
+
+
+def _cap_two(*, orders: int, seed: int, max_attempts: int, **_: Any) -> int:
+    """File dead letters of the demo workload if the registration allowed ``max_attempts``."""
+    import json
+
+    from nbkit.notebook.demo import DEAD_LETTER, handle_order, make_orders
+
+    workload = [json.dumps(o) for o in make_orders(orders, seed=seed)]
+    with tempfile.TemporaryDirectory() as tmp:
+        session, _path = _file_session(
+            tmp, "orders.ss", "orders", handle_order, workload, max_attempts=max_attempts, dead_letter=DEAD_LETTER
+        )
+        return int((session.events["action"] == "dead-letter").sum())
+
+
+@_exercise("00-cap-two", expected=_cap_two)
+def _check_cap_two(answer: Any, *, orders: int, seed: int, max_attempts: int, **_: Any) -> Verdict:
+    right = _cap_two(orders=orders, seed=seed, max_attempts=max_attempts)
+    if answer == right and not isinstance(answer, bool):
+        return Verdict(
+            True, f"{right} orders still fail on attempt {max_attempts}: at the cap their copy goes to "
+            "'orders.dead' instead of back to 'orders'."
+        )
     return Verdict(
-        False,
-        f"{answer!r} is not the count. Filter the events to transport 'file' and action 'dead-letter', "
-        "then count the rows: each dead-letter copy is one settlement.",
+        False, f"an order becomes a dead letter when its handler still asks for a retry on attempt "
+        f"{max_attempts}. Look at each order's 'fails' and 'valid' in make_orders({orders}, seed={seed}) "
+        "and at what handle_order does with an invalid order."
     )
 
 
-@_exercise("01-busiest-key")
-def _busiest(answer: Any, *, path: str | os.PathLike, **_: Any) -> Verdict:
+# -- 01 stream files -------------------------------------------------------------------------------------
+
+
+def _seqs(*, keys: str, **_: Any) -> list[int]:
+    """The sequence numbers a fresh file gives messages published under ``keys`` (one letter, one key)."""
+    from nbkit.runtime.file_broker import FileBroker
+
+    with tempfile.TemporaryDirectory() as tmp:
+        broker = FileBroker(os.path.join(tmp, "keys.ss"))
+        seqs = [broker.publish(key, "x").seq for key in keys]
+        broker.shutdown()
+    return seqs
+
+
+@_exercise("01-seq-per-key", expected=_seqs)
+def _check_seqs(answer: Any, *, keys: str, **_: Any) -> Verdict:
+    right = _seqs(keys=keys)
+    if not isinstance(answer, list) or len(answer) != len(keys):
+        return Verdict(False, f"answer with a list of {len(keys)} sequence numbers, one per message, in order.")
+    if answer == right:
+        return Verdict(True, f"each stream key counts its own messages from 1: {right}.")
+    return Verdict(
+        False, "not every number is right. Look at the 'seq' column of data/sample-1.ss per stream key: where "
+        "does each key's first message start, and does another key's message move the count?"
+    )
+
+
+def _after(*, path: str | os.PathLike, key: str, seq: int, **_: Any) -> list[int]:
+    """The ``key`` sequence numbers a reader starting at the timestamp of ``key`` message ``seq`` returns."""
     from nbkit.notebook.frames import read_stream
-
-    counts = read_stream(path).groupby("stream_key", observed=True).size()
-    key = str(counts.idxmax())
-    n = int(counts.max())
-    if not isinstance(answer, tuple) or len(answer) != 2:
-        return Verdict(False, "answer with a pair: (stream key, number of messages).")
-    if answer == (key, n):
-        return Verdict(True, f"{key!r} has {n} messages, more than any other key.")
-    if answer[0] == key:
-        return Verdict(False, f"{key!r} is the right key, but it has {n} messages, not {answer[1]!r}.")
-    return Verdict(False, "group the DataFrame by 'stream_key' and count the rows of each group.")
-
-
-@_exercise("02-resume-position")
-def _resume(answer: Any, *, last_processed: int, **_: Any) -> Verdict:
     from nbkit.transport.positions import FilePosition
 
-    right = FilePosition.sequence(last_processed + 1)
+    frame = read_stream(path, keys=key)
+    ts = frame.loc[frame["seq"] == seq, "timestamp"].iloc[0]
+    return [int(s) for s in read_stream(path, keys=key, start=FilePosition.timestamp(ts))["seq"]]
+
+
+@_exercise("01-after-timestamp", expected=_after)
+def _check_after(answer: Any, *, path: str | os.PathLike, key: str, seq: int, **_: Any) -> Verdict:
+    right = _after(path=path, key=key, seq=seq)
+    if not isinstance(answer, list):
+        return Verdict(False, "answer with the list of sequence numbers the reader returns, such as [3, 4].")
     if answer == right:
+        return Verdict(True, f"{right}: timestamp(t) starts strictly after t, so message {seq} itself (and anything "
+                       "else stamped t) is left out.")
+    return Verdict(
+        False, "FilePosition.timestamp(t) starts strictly after t (sequence(n) includes n). Find message "
+        f"{seq}'s timestamp, then list the {key!r} messages stamped later."
+    )
+
+
+# -- 02 outcomes -----------------------------------------------------------------------------------------
+
+
+@_exercise("02-resume-position", expected=lambda *, last_processed, **_: _position(last_processed + 1))
+def _resume(answer: Any, *, last_processed: int, **_: Any) -> Verdict:
+    if answer == _position(last_processed + 1):
         return Verdict(
             True, f"sequence({last_processed + 1}) is inclusive, so the service starts at the first message "
             "it has not processed yet."
         )
-    if answer == FilePosition.sequence(last_processed):
-        return Verdict(
-            False, f"sequence({last_processed}) is inclusive: message {last_processed} would be handled twice."
-        )
-    return Verdict(False, "resume with FilePosition.sequence(n), n being the next sequence to process.")
+    if answer == _position(last_processed):
+        return Verdict(False, f"sequence({last_processed}) is inclusive: one message would be handled twice.")
+    return Verdict(False, "resume with FilePosition.sequence(n): which n is the first message not processed yet?")
 
 
-@_exercise("03-attempts")
-def _attempts(answer: Any, *, max_attempts: int, **_: Any) -> Verdict:
-    right = (max_attempts, max_attempts)
+def _position(seq: int):
+    from nbkit.transport.positions import FilePosition
+
+    return FilePosition.sequence(seq)
+
+
+_SCRIPTED = {"a": "ack", "d": "drop", "r": "retry", "x": "raise"}
+
+
+def _scripted_handler(delivery: Any) -> Any:
+    """a -> ack, d -> drop, r -> retry, x -> raise (the 02 exercise's handler)."""
+    from nbkit.runtime.outcome import HandlerOutcome
+
+    what = _SCRIPTED[delivery.text]
+    if what == "raise":
+        raise ValueError("payment service down")
+    return getattr(HandlerOutcome, what)()
+
+
+def _written(*, script: str, max_attempts: int, **_: Any) -> list[str]:
+    """The payloads in the file after the scripted handler ran over ``script`` with ``max_attempts``."""
+    from nbkit.notebook.frames import read_stream
+
+    with tempfile.TemporaryDirectory() as tmp:
+        _session, path = _file_session(tmp, "jobs.ss", "jobs", _scripted_handler, list(script),
+                                       max_attempts=max_attempts)
+        return [str(p) for p in read_stream(path)["payload"]]
+
+
+@_exercise("02-what-is-written", expected=_written)
+def _check_written(answer: Any, *, script: str, max_attempts: int, **_: Any) -> Verdict:
+    right = _written(script=script, max_attempts=max_attempts)
+    if not isinstance(answer, list):
+        return Verdict(False, "answer with a list of payloads, in file order, such as ['a', 'd'].")
     if answer == right:
         return Verdict(
-            True, f"the handler runs {max_attempts} times (attempts 1..{max_attempts}); the dead-letter copy "
-            f"carries x-ruststream-retry-count {max_attempts} (the count incremented once more)."
+            True, f"{len(script)} published, {len(right) - len(script)} written by the runtime: only a declared "
+            "retry writes a copy; ack, drop and an exception are logged and write nothing; at the cap, with no "
+            "dead-letter key, the delivery is rejected."
         )
-    if isinstance(answer, tuple) and len(answer) == 2 and answer[0] == max_attempts:
-        return Verdict(
-            False, "the number of calls is right; the dead-letter copy's header is the delivery's count + 1."
-        )
+    if answer[: len(script)] != list(script):
+        return Verdict(False, "start from what was published: the file keeps every message you published, in order.")
     return Verdict(
-        False, "max_attempts counts the first delivery; the cap is checked before each copy (attempt >= max)."
+        False, "only one outcome ever writes to the file, and only when the registration declares retries. "
+        f"With max_attempts={max_attempts}, how many copies can one message have?"
     )
 
 
-@_exercise("04-pipe-start")
-def _pipe_start(answer: Any, **_: Any) -> Verdict:
-    if answer == "out_retry":
-        return Verdict(True, "a pipe registration must name where its retry copies go: out_retry='key'.")
-    if answer in ("dead_letter", "max_attempts"):
-        return Verdict(False, f"{answer} does not matter: every pipe registration is checked, retrying or not.")
-    return Verdict(False, "read the RetryDestinationError message: it names the option to add.")
+# -- 03 retries and dead letters -------------------------------------------------------------------------
 
 
-@_exercise("05-busiest-delay")
-def _busiest_delay(answer: Any, *, events: Any, **_: Any) -> Verdict:
-    delayed = events[events["action"] == "delayed-copy"]
-    counts = delayed.groupby("delay").size()
-    expected = float(counts.idxmax())
-    if answer == expected:
-        return Verdict(True, f"{expected:g} s is the most scheduled delay ({int(counts.max())} copies).")
-    return Verdict(
-        False, "keep the 'delayed-copy' events, group them by 'delay' and take the delay with the most rows."
+def _succeeds_late(*, max_attempts: int, succeeds_on: int, **_: Any) -> tuple[int, int]:
+    """(deliveries, dead letters) of a message whose handler succeeds on attempt ``succeeds_on``."""
+    from nbkit.runtime.outcome import HandlerOutcome
+
+    def handler(delivery: Any) -> Any:
+        return None if delivery.attempt >= succeeds_on else HandlerOutcome.retry_after(5)
+
+    with tempfile.TemporaryDirectory() as tmp:
+        session, _path = _file_session(tmp, "parcels.ss", "parcels", handler, ["parcel"],
+                                       max_attempts=max_attempts, dead_letter="parcels.dead")
+        events = session.events
+    return len(events), int((events["action"] == "dead-letter").sum())
+
+
+@_exercise("03-succeeds-on-cap", expected=_succeeds_late)
+def _check_succeeds_late(answer: Any, *, max_attempts: int, succeeds_on: int, **_: Any) -> Verdict:
+    right = _succeeds_late(max_attempts=max_attempts, succeeds_on=succeeds_on)
+    if not _is_pair(answer):
+        return Verdict(False, "answer with a pair: (deliveries, dead-letter copies).")
+    if answer == right:
+        return Verdict(True, f"attempt {succeeds_on} succeeds, so the handler never asks for a retry there and "
+                       "the cap is never applied.")
+    return Verdict(False, "the cap is checked only when the handler asks for a retry. Which attempt asks for "
+                   "the last retry here?")
+
+
+def _dead_letter_time(*, max_attempts: int, base: float, **_: Any) -> float:
+    """Seconds from the first delivery to the dead-letter copy when each retry waits ``base * attempt``."""
+    from nbkit.runtime.outcome import HandlerOutcome
+
+    def handler(delivery: Any) -> Any:
+        return HandlerOutcome.retry_after(base * delivery.attempt)
+
+    with tempfile.TemporaryDirectory() as tmp:
+        session, _path = _file_session(tmp, "parcels.ss", "parcels", handler, ["parcel"],
+                                       max_attempts=max_attempts, dead_letter="parcels.dead")
+        events = session.events
+    dead = events[events["action"] == "dead-letter"]
+    return float((dead["time"].iloc[0] - events["time"].iloc[0]).total_seconds())
+
+
+@_exercise("03-dead-letter-time", expected=_dead_letter_time)
+def _check_dead_letter_time(answer: Any, *, max_attempts: int, base: float, **_: Any) -> Verdict:
+    right = _dead_letter_time(max_attempts=max_attempts, base=base)
+    if _same_number(answer, right):
+        return Verdict(True, f"{right:g} s: the delays of the {max_attempts - 1} copies add up, and at the cap the "
+                       "dead-letter copy is written at once.")
+    return Verdict(False, f"list the deliveries 1..{max_attempts} and the delay each one asks for; which of those "
+                   "delays are actually waited out? (At the cap, nothing is delayed.)")
+
+
+# -- 04 pipes --------------------------------------------------------------------------------------------
+
+
+def _stage_output(lines: list[str], key: str, out_retry: str, max_attempts: int) -> list[str]:
+    """stdout of one stage that always returns retry_after(1), reading ``lines``."""
+    from nbkit.notebook.session import Session
+    from nbkit.runtime.app import App
+    from nbkit.runtime.outcome import HandlerOutcome
+    from nbkit.runtime.stdio_broker import StdioBroker
+
+    stdout: list[str] = []
+    broker = StdioBroker(stdin=lines, stdout=stdout)
+    broker.subscriber(key, out_retry=out_retry, max_attempts=max_attempts, dead_letter="jobs.dead")(
+        lambda delivery: HandlerOutcome.retry_after(1)
     )
+    Session(App(broker)).run()
+    return [line.rstrip("\n") for line in stdout]
+
+
+def _input_lines(n: int) -> list[str]:
+    return [f"[2024-01-01T00:00:0{i % 10} | jobs | {i}] job-{i}" for i in range(n)]
+
+
+def _key_counts(lines: list[str]) -> dict[str, int]:
+    from nbkit.notebook.frames import read_pipe
+
+    if not lines:
+        return {}
+    counts = read_pipe(lines)["stream_key"].value_counts()
+    return {str(k): int(v) for k, v in counts.items() if v}
+
+
+def _one_stage(*, lines: int, max_attempts: int, **_: Any) -> dict[str, int]:
+    """Keys and line counts on the stdout of a stage that always retries."""
+    return _key_counts(_stage_output(_input_lines(lines), "jobs", "jobs.retry", max_attempts))
+
+
+def _two_stages(*, lines: int, max_attempts: int, **_: Any) -> dict[str, int]:
+    """Keys and line counts on the stdout of a second always-retrying stage reading the first one's copies."""
+    first = _stage_output(_input_lines(lines), "jobs", "jobs.retry", max_attempts)
+    return _key_counts(_stage_output(first, "jobs.retry", "jobs.retry2", max_attempts))
+
+
+def _check_counts(answer: Any, right: dict[str, int], hint: str) -> Verdict:
+    if not isinstance(answer, dict):
+        return Verdict(False, "answer with a dict {stream key: number of stdout lines}, such as {'jobs': 1}.")
+    if {k: v for k, v in answer.items() if v} == right:
+        return Verdict(True, f"stdout holds {right}.")
+    return Verdict(False, hint)
+
+
+@_exercise("04-one-stage", expected=_one_stage)
+def _check_one_stage(answer: Any, *, lines: int, max_attempts: int, **_: Any) -> Verdict:
+    right = _one_stage(lines=lines, max_attempts=max_attempts)
+    verdict = _check_counts(answer, right, "a stage reads stdin and writes stdout; does it ever read a line it "
+                            "wrote itself? Then: which attempt is each delivery here?")
+    if verdict:
+        return Verdict(True, f"stdout holds {right}: each input line is attempt 1, below the cap, so it becomes one "
+                       "copy for the next stage; this stage never sees its copies again.")
+    return verdict
+
+
+@_exercise("04-second-stage", expected=_two_stages)
+def _check_two_stages(answer: Any, *, lines: int, max_attempts: int, **_: Any) -> Verdict:
+    right = _two_stages(lines=lines, max_attempts=max_attempts)
+    verdict = _check_counts(answer, right, "the second stage reads copies: what does their envelope say about "
+                            "the attempt, and what happens at the cap?")
+    if verdict:
+        return Verdict(True, f"stdout holds {right}: the retry count travels in the envelope, so the second stage's "
+                       f"deliveries are already attempt {max_attempts}, at the cap.")
+    return verdict
+
+
+# -- 05 analysis -----------------------------------------------------------------------------------------
+
+
+def _demo_file(orders: int, seed: int):
+    """The demo's stream file for this workload, read with JSON payloads (one row per message)."""
+    from nbkit.notebook.demo import run_demo
+    from nbkit.notebook.frames import read_stream
+
+    with tempfile.TemporaryDirectory() as tmp:
+        return read_stream(run_demo(tmp, orders=orders, seed=seed, png=False).stream_file, payload="json")
+
+
+def _dead_item(*, orders: int, seed: int, **_: Any) -> str:
+    """The item that most often ends as a dead letter on the file."""
+    frame = _demo_file(orders, seed)
+    dead = frame[frame["stream_key"] == "orders.dead"]
+    return str(dead["payload.item"].value_counts().idxmax())
+
+
+@_exercise("05-dead-items", expected=_dead_item)
+def _check_dead_item(answer: Any, *, orders: int, seed: int, **_: Any) -> Verdict:
+    right = _dead_item(orders=orders, seed=seed)
+    if answer == right:
+        return Verdict(True, f"{right!r} has the most dead letters.")
+    return Verdict(False, "read the file with payload='json', keep the 'orders.dead' rows and count them per "
+                   "'payload.item'.")
+
+
+def _time_to_dead(*, orders: int, seed: int, **_: Any) -> float:
+    """Seconds from an order's first delivery to its dead-letter copy (the same for every spent order)."""
+    frame = _demo_file(orders, seed)
+    first = frame[frame["stream_key"] == "orders"].groupby("payload.id")["timestamp"].min()
+    dead = frame[frame["stream_key"] == "orders.dead"].set_index("payload.id")["timestamp"]
+    spans = (dead - first.loc[dead.index]).dt.total_seconds()
+    return float(spans.median())
+
+
+@_exercise("05-time-to-dead", expected=_time_to_dead)
+def _check_time_to_dead(answer: Any, *, orders: int, seed: int, **_: Any) -> Verdict:
+    right = _time_to_dead(orders=orders, seed=seed)
+    if _same_number(answer, right):
+        return Verdict(True, f"{right:g} s: the three delays 2, 4 and 8 s, then the dead-letter copy at once.")
+    return Verdict(False, "match each dead letter to its order by 'payload.id' and subtract the first timestamp of "
+                   "that order under 'orders'; or add up the delays the handler asks for before the cap.")
+
+
+# -- 06 scale --------------------------------------------------------------------------------------------
+
+
+def _dead_letters(*, orders: int, seed: int, **_: Any) -> int:
+    """How many of the demo workload's orders end as dead letters (valid, and failing on all 4 attempts)."""
+    from nbkit.notebook.demo import MAX_ATTEMPTS, make_orders
+
+    return sum(1 for o in make_orders(orders, seed=seed) if o["valid"] and o["fails"] >= MAX_ATTEMPTS)
+
+
+@_exercise("06-dead-letters", expected=_dead_letters)
+def _check_dead_letters(answer: Any, *, orders: int, seed: int, **_: Any) -> Verdict:
+    right = _dead_letters(orders=orders, seed=seed)
+    if answer == right and not isinstance(answer, bool):
+        return Verdict(True, f"{right:,} dead letters: every valid order whose payment still fails on attempt 4.")
+    return Verdict(False, "predict from the orders: which ones are still failing when attempt 4 asks for a retry? "
+                   "To count in the file, keep the 'orders.dead' rows of the Dask frame and .compute() their number.")

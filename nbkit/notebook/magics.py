@@ -24,6 +24,9 @@ from nbkit.runtime.file_broker import FileBroker
 from nbkit.runtime.stdio_broker import StdioBroker
 from nbkit.transport.positions import FilePosition
 
+#: The columns ``%nbkit_events`` shows first: which delivery, and what became of it.
+READING_ORDER = ("stream_key", "seq", "attempt", "outcome", "action", "delay", "destination")
+
 
 def _position(text: str | None) -> FilePosition | None:
     """``beginning``, ``end``, ``seq:N`` or ``ts:MS`` -> FilePosition."""
@@ -172,8 +175,11 @@ class NbkitMagics(Magics):
 
     @line_magic
     def nbkit_events(self, line: str):
-        """The settlement events so far, as a DataFrame."""
-        return self.session.events
+        """The settlement events so far, as a DataFrame: what happened (key, seq, attempt, outcome, action)
+        first, then when and where (the full schema of :mod:`nbkit.runtime.events`)."""
+        events = self.session.events
+        first = [c for c in READING_ORDER if c in events.columns]
+        return events[first + [c for c in events.columns if c not in first]]
 
     @line_magic
     def nbkit_pending(self, line: str):

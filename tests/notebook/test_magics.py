@@ -36,6 +36,7 @@ def test_cell_handler_steps_and_events(ip):
     assert [(e.attempt, e.action) for e in rest] == [(2, "dead-letter")]
     events = ip.run_line_magic("nbkit_events", "")
     assert events["action"].tolist() == ["delayed-copy", "dead-letter"]
+    assert list(events.columns[:5]) == ["stream_key", "seq", "attempt", "outcome", "action"]
     assert ip.user_ns["nbkit_session"].counts()["dead-letter"] == 1
 
 

@@ -1,0 +1,281 @@
+"""The tutorial lessons keep their shape, and no exercise's answer is printed before it is asked.
+
+Every ``notebooks/*.md`` source (and its executed ``.ipynb`` twin) is checked, so lessons added later are held
+to the same rules: objectives first, a recap and a link to the next lesson last, enough exercises, solutions
+collapsed and tagged, a "What to notice:" sentence after every figure, and the ``.ipynb`` in step with its
+source. Exercise answers come from ``nbkit.exercises.expected`` with the context the lesson passes to
+``check``; that context must be literal values (or names bound to literals in an earlier cell), so that the
+check can be recomputed here.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import jupytext
+import nbformat
+import pytest
+
+from nbkit.exercises import check, exercises, expected
+
+NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
+SOURCES = sorted(NOTEBOOKS.glob("[0-9][0-9]-*.md"))
+#: Lessons 00-05 ask at least two exercises; later ones at least one.
+MIN_EXERCISES = {f"{n:02d}": 2 for n in range(6)}
+
+
+def _number(source: Path) -> str:
+    return source.name[:2]
+
+
+@cache
+def _source_cells(source: Path) -> list[Any]:
+    return jupytext.read(source).cells
+
+
+@cache
+def _executed_cells(source: Path) -> list[Any]:
+    return nbformat.read(source.with_suffix(".ipynb"), as_version=4).cells
+
+
+def _is_solution(cell: Any) -> bool:
+    return "solution" in cell.metadata.get("tags", [])
+
+
+def _check_calls(cell: Any) -> list[ast.Call]:
+    """The ``check("id", answer, **context)`` calls in a code cell (IPython magics are skipped)."""
+    code = "\n".join(line for line in cell.source.splitlines() if not line.lstrip().startswith(("%", "!")))
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return []
+    return [
+        node for node in ast.walk(tree)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "check"
+        and node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)
+    ]
+
+
+def _literal_names(cells: list[Any]) -> dict[str, Any]:
+    """Names bound to a literal (``ORDERS = 40_000``) at the top level of the given code cells."""
+    names: dict[str, Any] = {}
+    for cell in cells:
+        if cell.cell_type != "code" or _is_solution(cell):
+            continue
+        try:
+            tree = ast.parse(cell.source)
+        except SyntaxError:
+            continue
+        for node in tree.body:
+            if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+                try:
+                    names[node.targets[0].id] = ast.literal_eval(node.value)
+                except ValueError:
+                    names.pop(node.targets[0].id, None)
+    return names
+
+
+def _exercises(source: Path) -> list[tuple[str, int, dict[str, Any]]]:
+    """(id, index of the cell that first asks it, the context it passes) for each exercise of a lesson."""
+    cells = _source_cells(source)
+    found: dict[str, tuple[int, dict[str, Any]]] = {}
+    for index, cell in enumerate(cells):
+        if cell.cell_type != "code" or _is_solution(cell):
+            continue
+        for call in _check_calls(cell):
+            name = call.args[0].value
+            if name in found:
+                continue
+            known = _literal_names(cells[:index + 1])
+            context = {}
+            for keyword in call.keywords:
+                if isinstance(keyword.value, ast.Name) and keyword.value.id in known:
+                    context[keyword.arg] = known[keyword.value.id]
+                else:
+                    try:
+                        context[keyword.arg] = ast.literal_eval(keyword.value)
+                    except ValueError:
+                        pytest.fail(f"{source.name}: check({name!r}) passes {keyword.arg}= that is not a literal "
+                                    "(nor a name bound to one in an earlier cell); the test cannot recompute it")
+            found[name] = (index, context)
+    return [(name, index, context) for name, (index, context) in found.items()]
+
+
+EXERCISES = [(source, name, index, context) for source in SOURCES for name, index, context in _exercises(source)]
+
+
+def _freeze(value: Any) -> Any:
+    return tuple(sorted(value.items())) if isinstance(value, dict) else value
+
+
+@cache
+def _expected(name: str, frozen_context: tuple) -> Any:
+    return expected(name, **dict(frozen_context))
+
+
+def _answer(name: str, context: dict[str, Any]) -> Any:
+    # the paths a lesson passes are relative to the notebooks folder, where the lesson runs
+    context = {k: str(NOTEBOOKS / v) if isinstance(v, str) and (NOTEBOOKS / v).is_file() else v
+               for k, v in context.items()}
+    return _expected(name, tuple(sorted((k, _freeze(v)) for k, v in context.items()))), context
+
+
+def _output_text(cell: Any) -> str:
+    parts = []
+    for output in cell.get("outputs", []):
+        if "text" in output:
+            parts.append(output["text"])
+        data = output.get("data", {})
+        for kind in ("text/plain", "text/html", "text/markdown"):
+            if kind in data:
+                parts.append(data[kind])
+    return "\n".join(parts)
+
+
+def _needles(answer: Any) -> list[str]:
+    """How an answer would look if an output printed it."""
+    needles = {repr(answer), str(answer)}
+    if isinstance(answer, int) and not isinstance(answer, bool) and abs(answer) >= 1000:
+        needles.add(f"{answer:,}")
+    if isinstance(answer, float) and answer.is_integer():
+        needles.add(f"{answer:.1f}")
+    return sorted(needles)
+
+
+def _printed(needle: str, text: str) -> bool:
+    if re.fullmatch(r"[\w.,]+", needle):  # a bare number or word: match it whole, not inside another one
+        return re.search(rf"(?<![\w.]){re.escape(needle)}(?![\w]|\.\d)", text) is not None
+    return needle in text
+
+
+# -- shape -----------------------------------------------------------------------------------------------
+
+
+def test_every_lesson_has_an_executed_twin():
+    assert SOURCES, f"no lesson sources in {NOTEBOOKS}"
+    missing = [s.name for s in SOURCES if not s.with_suffix(".ipynb").exists()]
+    assert not missing, f"run python tools/build_notebooks.py for {missing}"
+
+
+@pytest.mark.parametrize("source", SOURCES, ids=lambda p: p.stem)
+def test_first_cell_states_the_objectives(source):
+    first = _source_cells(source)[0]
+    assert first.cell_type == "markdown"
+    text = first.source
+    assert text.startswith("# "), "the first cell starts with the lesson's title"
+    assert "You will learn" in text
+    learn = text[text.index("You will learn"):]
+    items = re.findall(r"^\s*(?:\d+\.|[-*])\s+\S", learn.split("Time needed")[0], flags=re.M)
+    assert 3 <= len(items) <= 5, f"'You will learn' lists {len(items)} objectives; 3 to 5 wanted"
+    assert "Time needed" in text
+
+
+@pytest.mark.parametrize("source", SOURCES, ids=lambda p: p.stem)
+def test_first_code_cell_is_the_one_line_setup(source):
+    code = next(c for c in _source_cells(source) if c.cell_type == "code")
+    assert f'work = setup("{_number(source)}")' in code.source
+
+
+@pytest.mark.parametrize("source", SOURCES, ids=lambda p: p.stem)
+def test_last_cell_recaps_and_links_to_the_next_lesson(source):
+    last = _source_cells(source)[-1]
+    assert last.cell_type == "markdown"
+    assert "Recap" in last.source
+    assert len(re.findall(r"^\s*[-*]\s+\S", last.source, flags=re.M)) >= 2, "the recap says what was shown"
+    links = re.findall(r"\]\(([^)]+)\)", last.source)
+    later = [s for s in SOURCES if s.name > source.name]
+    if later:
+        wanted = later[0].with_suffix(".ipynb").name
+        assert wanted in links, f"the last cell links to the next lesson, {wanted}"
+    else:
+        assert any(link.startswith("00-") or link.endswith("README.md") for link in links), (
+            "the last lesson links back to 00 or to the README"
+        )
+
+
+@pytest.mark.parametrize("source", SOURCES, ids=lambda p: p.stem)
+def test_enough_exercises(source):
+    names = [name for name, _, _ in _exercises(source)]
+    assert len(names) >= MIN_EXERCISES.get(_number(source), 1), f"exercises: {names}"
+    assert all(name.startswith(_number(source) + "-") for name in names)
+    assert set(names) <= set(exercises()), "every exercise has a check in nbkit.exercises"
+
+
+@pytest.mark.parametrize("source", SOURCES, ids=lambda p: p.stem)
+def test_solutions_are_hidden_tagged_and_come_after_their_exercise(source):
+    cells = _source_cells(source)
+    asked = {name: index for name, index, _ in _exercises(source)}
+    solved: set[str] = set()
+    for index, cell in enumerate(cells):
+        hidden = cell.metadata.get("jupyter", {}).get("source_hidden") is True
+        if _is_solution(cell) or hidden:
+            assert cell.cell_type == "code" and _is_solution(cell) and hidden, (
+                f"cell {index}: a solution is a code cell tagged 'solution' with jupyter.source_hidden: true"
+            )
+            for call in _check_calls(cell):
+                name = call.args[0].value
+                assert name in asked and asked[name] < index, f"cell {index}: the solution of {name} follows it"
+                solved.add(name)
+    assert solved == set(asked), f"exercises without a solution cell: {set(asked) - solved}"
+
+
+@pytest.mark.parametrize("source", SOURCES, ids=lambda p: p.stem)
+def test_every_figure_is_followed_by_what_to_notice(source):
+    cells = _executed_cells(source)
+    for index, cell in enumerate(cells):
+        figure = any("image/png" in o.get("data", {}) for o in cell.get("outputs", []))
+        if figure:
+            after = cells[index + 1] if index + 1 < len(cells) else None
+            assert after is not None and after.cell_type == "markdown" and after.source.startswith(
+                "What to notice:"), f"cell {index} draws a figure; the next cell starts with 'What to notice:'"
+
+
+@pytest.mark.parametrize("source", SOURCES, ids=lambda p: p.stem)
+def test_notebook_is_in_step_with_its_source(source):
+    text = [(c.cell_type, c.source.strip()) for c in _source_cells(source)]
+    built = [(c.cell_type, c.source.strip()) for c in _executed_cells(source)]
+    assert built == text, f"{source.with_suffix('.ipynb').name} is stale: run python tools/build_notebooks.py"
+    tags = [c.metadata.get("tags", []) for c in _executed_cells(source)]
+    assert tags == [c.metadata.get("tags", []) for c in _source_cells(source)]
+
+
+@pytest.mark.parametrize("source", SOURCES, ids=lambda p: p.stem)
+def test_executed_without_errors(source):
+    for index, cell in enumerate(_executed_cells(source)):
+        errors = [o for o in cell.get("outputs", []) if o.get("output_type") == "error"]
+        assert not errors, f"cell {index} raised {errors[0]['ename']}"
+
+
+# -- exercises ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("source", "name", "index", "context"), EXERCISES, ids=[e[1] for e in EXERCISES])
+def test_no_output_before_an_exercise_prints_its_answer(source, name, index, context):
+    answer, _ = _answer(name, context)
+    cells = _executed_cells(source)
+    for before, cell in enumerate(cells[:index]):
+        text = _output_text(cell)
+        for needle in _needles(answer):
+            assert not _printed(needle, text), f"cell {before} prints {needle!r}, the answer to {name}"
+
+
+@pytest.mark.parametrize(("source", "name", "index", "context"), EXERCISES, ids=[e[1] for e in EXERCISES])
+def test_check_accepts_the_answer_and_hints_without_giving_it(source, name, index, context):
+    answer, context = _answer(name, context)
+    assert check(name, answer, **context)
+    for wrong in (None, "no idea", -1):
+        verdict = check(name, wrong, **context)
+        assert not verdict
+        assert verdict.message
+        for needle in _needles(answer):
+            assert not _printed(needle, verdict.message), f"the hint for {wrong!r} gives away {needle!r}"
+
+
+@pytest.mark.parametrize(("source", "name", "index", "context"), EXERCISES, ids=[e[1] for e in EXERCISES])
+def test_the_unsolved_exercise_cell_shows_a_hint(source, name, index, context):
+    text = _output_text(_executed_cells(source)[index])
+    assert "Not yet:" in text, f"cell {index} asks {name} with a placeholder answer and shows the hint"
