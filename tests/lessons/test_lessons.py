@@ -279,3 +279,16 @@ def test_check_accepts_the_answer_and_hints_without_giving_it(source, name, inde
 def test_the_unsolved_exercise_cell_shows_a_hint(source, name, index, context):
     text = _output_text(_executed_cells(source)[index])
     assert "Not yet:" in text, f"cell {index} asks {name} with a placeholder answer and shows the hint"
+
+
+# -- where the lessons are listed -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("source", SOURCES, ids=lambda p: p.stem)
+def test_lesson_is_listed_in_the_readme_and_in_00(source):
+    readme = (NOTEBOOKS.parent / "README.md").read_text(encoding="utf-8")
+    learn = readme[readme.index("## Learn"):].split("\n## ", 1)[0]
+    number = _number(source)
+    assert re.search(rf"^\| \[?{number} ", learn, flags=re.M), f"README's Learn table has no row for {number}"
+    roadmap = _source_cells(SOURCES[0])[0].source
+    assert re.search(rf"(?<!\d){number} ", roadmap), f"00's roadmap does not mention lesson {number}"
