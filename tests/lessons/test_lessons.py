@@ -292,3 +292,15 @@ def test_lesson_is_listed_in_the_readme_and_in_00(source):
     assert re.search(rf"^\| \[?{number} ", learn, flags=re.M), f"README's Learn table has no row for {number}"
     roadmap = _source_cells(SOURCES[0])[0].source
     assert re.search(rf"(?<!\d){number} ", roadmap), f"00's roadmap does not mention lesson {number}"
+
+
+@pytest.mark.parametrize("source", SOURCES, ids=lambda p: p.stem)
+def test_no_table_is_cut_by_display_options(source):
+    for index, cell in enumerate(_executed_cells(source)):
+        for output in cell.get("outputs", []):
+            data = output.get("data", {})
+            if "<table" in data.get("text/html", ""):
+                plain = data.get("text/plain", "")
+                assert not re.search(r"(^|\s)\.\.\.(\s|$)", plain, flags=re.M), (
+                    f"cell {index}: a table has elided rows or columns ('...'); show fewer, not cut ones"
+                )
