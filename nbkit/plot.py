@@ -3,6 +3,6 @@
 The implementation lives in :mod:`nbkit.notebook.plots`.
 """
 
-from nbkit.notebook.plots import attempts, dashboard, dead_letters, retry_delays
+from nbkit.notebook.plots import attempts, dashboard, dead_letters, retry_delays, timeline
 
-__all__ = ["attempts", "dashboard", "dead_letters", "retry_delays"]
+__all__ = ["attempts", "dashboard", "dead_letters", "retry_delays", "timeline"]

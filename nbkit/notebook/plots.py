@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterable
 import numpy as np
 import pandas as pd
 
-__all__ = ["attempts", "dashboard", "dead_letters", "retry_delays"]
+__all__ = ["attempts", "dashboard", "dead_letters", "retry_delays", "timeline"]
 
 DEFAULT_DEAD_LETTER_SUFFIXES = (".dead", ".dlq")
 #: Up to this many distinct delays are drawn as one bar per delay; more become a histogram.
@@ -418,6 +418,362 @@ def dead_letters(
     ax.yaxis.get_major_locator().set_params(integer=True)
     ax.set_ylim(bottom=0)
     return ax
+
+
+# -- the timeline --------------------------------------------------------------------------------------
+#: How a lane can end, in legend order: the state name of a timeline step -> (legend text, marker, colour).
+#: "retried" is no end: the copy came back as the lane's next delivery.
+TIMELINE_ENDS = {
+    "handled": ("handled (ack)", "P", "C2"),
+    "dropped": ("dropped (drop or exception)", "v", "0.35"),
+    "dead-letter": ("dead letter", "X", "C3"),
+    "rejected": ("rejected (no dead-letter key)", "s", "k"),
+    "lost": ("copy lost (crash or shutdown)", "x", "C4"),
+    "copy-out": ("copy written, not delivered here", ">", "0.5"),
+    "pending": ("copy due, not yet written", "o", "0.5"),
+}
+TIMELINE_STATES = ("retried", *TIMELINE_ENDS)
+_DELIVERY_MARKERS = {"file": "o", "pipe": "D"}
+#: Columns of the steps frame every timeline input is normalised to (see :func:`_timeline_steps`).
+TIMELINE_STEP_COLUMNS = (
+    "message", "transport", "attempt", "time", "delay", "copy_at", "state", "destination", "note",
+)  # fmt: skip
+
+
+def _timeline_steps_from_events(data: pd.DataFrame) -> pd.DataFrame:
+    """Steps of an events frame: each settlement is one delivery; a file copy's next delivery (the
+    row whose stream key and seq are the copy's destination and ``copy_seq``, same subscription)
+    continues its lane. Pipe copies go to stdout, which this process does not read back: a pipe
+    lane ends with its copy written."""
+    _require(data, "time", "transport", "stream_key", "seq", "action", "outcome", kind="events")
+    rows = data.reset_index(drop=True)
+    col = {
+        name: rows[name].astype(object).tolist() if name in rows.columns else [None] * len(rows)
+        for name in (
+            "transport",
+            "subscription",
+            "stream_key",
+            "seq",
+            "attempt",
+            "outcome",
+            "action",
+            "destination",
+            "copy_seq",
+            "abandoned",
+            "error",
+        )
+    }
+    time = _utc(rows["time"])
+    written = _utc(rows["written_at"]) if "written_at" in rows.columns else pd.Series(pd.NaT, index=rows.index)
+    due = _utc(rows["due"]) if "due" in rows.columns else pd.Series(pd.NaT, index=rows.index)
+    delay = (
+        pd.to_numeric(rows["delay"], errors="coerce").to_numpy(dtype=float, na_value=np.nan)
+        if "delay" in rows.columns
+        else np.full(len(rows), np.nan)
+    )
+
+    def present(value) -> bool:
+        return value is not None and not (not isinstance(value, str) and pd.isna(value))
+
+    lane_of: dict[tuple, int] = {}  # (transport, subscription, key, seq) of an awaited copy -> lane
+    lanes: list[str] = []
+    lane_ids: list[int] = []
+    continues = [False] * len(rows)
+    last_row_of_lane: dict[int, int] = {}
+    for i in range(len(rows)):
+        here = (col["transport"][i], col["subscription"][i], col["stream_key"][i], col["seq"][i])
+        lane = lane_of.pop(here, None)
+        if lane is None:
+            lane = len(lanes)
+            lanes.append(f"{col['transport'][i]} {col['stream_key'][i]} #{col['seq'][i]}")
+        else:
+            continues[last_row_of_lane[lane]] = True
+        lane_ids.append(lane)
+        last_row_of_lane[lane] = i
+        copied = col["action"][i] in ("copy", "delayed-copy") and present(col["copy_seq"][i])
+        if copied and col["transport"][i] == "file":
+            lane_of[(col["transport"][i], col["subscription"][i], col["destination"][i], col["copy_seq"][i])] = lane
+
+    states: list[str] = []
+    notes: list[str] = []
+    copy_at: list = []
+    delays: list[float] = []
+    for i in range(len(rows)):
+        action, outcome = col["action"][i], col["outcome"][i]
+        error = str(col["error"][i]) if present(col["error"][i]) else ""
+        at = pd.NaT
+        d = np.nan
+        if action in ("copy", "delayed-copy"):
+            d = 0.0 if np.isnan(delay[i]) else float(delay[i])
+            if col["abandoned"][i] is True or error.startswith("copy lost"):
+                state, at = "lost", due[i] if present(due[i]) else time[i] + pd.Timedelta(seconds=d)
+            elif present(written[i]):
+                state, at = ("retried" if continues[i] else "copy-out"), written[i]
+            else:
+                state, at = "pending", due[i] if present(due[i]) else time[i] + pd.Timedelta(seconds=d)
+        elif action == "dead-letter":
+            state, at = "dead-letter", written[i] if present(written[i]) else time[i]
+            if error.startswith("copy lost"):
+                state = "lost"
+        elif action == "rejected":
+            state = "rejected"
+        else:  # "unsupported": acknowledging is not supported upstream; the message is settled
+            state = "handled" if outcome == "ack" and not error else "dropped"
+        states.append(state)
+        notes.append("exception" if state == "dropped" and error else "")
+        copy_at.append(at)
+        delays.append(d)
+    return pd.DataFrame(
+        {
+            "message": pd.Categorical.from_codes(lane_ids, categories=lanes) if lanes else pd.Categorical([]),
+            "transport": [str(t) if present(t) else "" for t in col["transport"]],
+            "attempt": pd.array(col["attempt"], dtype="Int64"),
+            "time": time.to_numpy(),
+            "delay": np.array(delays, dtype=float),
+            "copy_at": pd.to_datetime(pd.Series(copy_at, dtype=object), utc=True).to_numpy(),
+            "state": states,
+            "destination": [str(x) if present(x) else "" for x in col["destination"]],
+            "note": notes,
+        },
+        columns=list(TIMELINE_STEP_COLUMNS),
+    )
+
+
+#: One normaliser per kind of input frame (see :func:`_frame_kind`), each returning a steps frame.
+_TIMELINE_READERS: dict[str, Callable[[pd.DataFrame], pd.DataFrame]] = {"events": _timeline_steps_from_events}
+
+
+def _timeline_steps(data: pd.DataFrame) -> pd.DataFrame:
+    """Normalise any accepted input to the steps frame the timeline draws.
+
+    One row per delivery, lanes in order of first appearance:
+
+    - ``message`` (categorical; categories = lanes in drawing order): the lane's label,
+    - ``transport`` ("file", "pipe"), ``attempt`` (Int64), ``time`` (UTC: the delivery),
+    - ``delay`` (float s; NaN unless the delivery scheduled a retry copy),
+    - ``copy_at`` (UTC: when its copy or dead letter was written, or is/was due; NaT if none),
+    - ``state``: one of :data:`TIMELINE_STATES` -- "retried" (its copy is the lane's next delivery)
+      or how the lane ends (only a lane's last row has an end),
+    - ``destination`` (the copy's stream key, or ""),
+    - ``note`` (a word added to the end's label, e.g. "exception"; or "").
+
+    A new kind of input frame needs only a reader in :data:`_TIMELINE_READERS`.
+    """
+    kind = _frame_kind(data)
+    reader = _TIMELINE_READERS.get(kind)
+    if reader is None:
+        raise ValueError(
+            f"timeline needs an events frame (session.events or app.events_frame()); a {kind} frame "
+            "(read_stream/read_pipe) holds no settlements: it cannot tell how each message ended"
+        )
+    return reader(data)
+
+
+def _file_lanes_first(steps: pd.DataFrame) -> pd.DataFrame:
+    """The steps with their lanes reordered: file messages first, then pipe, each in order of appearance."""
+    if steps.empty:
+        return steps
+    first = steps.groupby("message", observed=True, sort=False)["transport"].first()
+    rank = {"file": 0, "pipe": 1}
+    order = sorted(range(len(first)), key=lambda i: (rank.get(first.iat[i], 2), i))
+    out = steps.copy()
+    out["message"] = out["message"].cat.reorder_categories([first.index[i] for i in order])
+    return out
+
+
+def _time_unit(span_seconds: float) -> tuple[float, str]:
+    """Seconds per unit and its name for an axis spanning ``span_seconds``."""
+    if span_seconds >= 3 * 3600:
+        return 3600.0, "h"
+    if span_seconds >= 10 * 60:
+        return 60.0, "min"
+    return 1.0, "s"
+
+
+def timeline(events: pd.DataFrame, *, ax=None, max_lanes: int = 30):
+    """Every message as a lane through time: its deliveries, the retry delays between them, its end.
+
+    One lane (row) per message, earliest first. Each delivery is a marker at the time it happened
+    (round for file, diamond for pipe, in the transport's colour), labelled with its attempt
+    number. A retry delay is a line from the delivery to the moment its copy was written, labelled
+    with the delay; a dotted line follows until the copy was delivered again (at once in a run).
+    The end is marked after the last delivery: handled, dropped, dead letter, rejected, copy lost
+    (crash or shutdown), copy written but not delivered here (a pipe's copies leave on stdout), or
+    copy due and not yet written. The right-hand labels say how each lane ended. Time runs from
+    the first delivery (the virtual clock's time in a Session).
+
+    Parameters
+    ----------
+    events : DataFrame
+        An events frame (``session.events``, ``app.events_frame()``); schema in
+        :mod:`nbkit.runtime.events`. A file's retry copy continues its message's lane when it is
+        delivered again; each pipe input line is a lane of its own.
+    ax : matplotlib Axes, optional
+        Where to draw; default the current Axes (``plt.gca()``).
+    max_lanes : int, default 30
+        Draw at most this many lanes (the first messages); the title says how many were left out.
+
+    Returns
+    -------
+    matplotlib Axes
+
+    Examples
+    --------
+    >>> import nbkit.plot as nkp
+    >>> ax = nkp.timeline(session.events)                           # doctest: +SKIP
+    """
+    if isinstance(max_lanes, bool) or not isinstance(max_lanes, int) or max_lanes < 1:
+        raise ValueError(f"max_lanes must be a whole number >= 1, not {max_lanes!r}")
+    steps = _file_lanes_first(_timeline_steps(events))
+    ax = _axes(ax)
+    ax.set_title("Each message through time")
+    if steps.empty:
+        ax.set_xlabel("time since the first delivery")
+        return _no_data(ax, "no message delivered yet")
+    lanes = list(steps["message"].cat.categories)
+    shown = lanes[:max_lanes]
+    if len(lanes) > max_lanes:
+        ax.set_title(f"Each message through time (first {max_lanes} of {len(lanes)} messages)")
+        steps = steps[steps["message"].isin(shown)]
+    start = steps["time"].min()
+
+    def rel(values) -> np.ndarray:
+        return ((pd.to_datetime(pd.Series(values), utc=True) - start).dt.total_seconds()).to_numpy(dtype=float)
+
+    t = rel(steps["time"])
+    c = rel(steps["copy_at"])
+    span = float(np.nanmax(np.concatenate([t, c]))) if len(t) else 0.0
+    per, unit = _time_unit(span)
+    t, c = t / per, c / per
+    y = steps["message"].cat.codes.to_numpy()
+    transports = steps["transport"].to_numpy()
+    states = steps["state"].to_numpy()
+    delays = steps["delay"].to_numpy()
+    attempts_ = steps["attempt"].to_numpy(dtype=object)
+
+    import matplotlib.transforms as mtransforms
+
+    end_shift = mtransforms.offset_copy(ax.transData, fig=ax.figure, x=9, y=0, units="points")
+    # delays: delivery -> copy written (or due); waits: copy written -> delivered again
+    for transport in ("file", "pipe"):
+        mine = (transports == transport) & ~np.isnan(c) & ~np.isnan(delays)
+        solid = mine & np.isin(states, ("retried", "copy-out"))
+        dashed = mine & np.isin(states, ("lost", "pending"))
+        color = _TRANSPORT_COLORS[transport]
+        if solid.any():
+            ax.hlines(y[solid], t[solid], c[solid], colors=color, linewidth=2, label=None, gid=f"delay-{transport}")
+        if dashed.any():
+            ax.hlines(
+                y[dashed],
+                t[dashed],
+                c[dashed],
+                colors=color,
+                linewidth=2,
+                linestyles="dashed",
+                gid=f"unwritten-{transport}",
+            )
+    order = np.arange(len(steps))
+    next_time = np.full(len(steps), np.nan)
+    for lane in np.unique(y):
+        idx = order[y == lane]
+        next_time[idx[:-1]] = t[idx[1:]]
+    waiting = (states == "retried") & ~np.isnan(next_time) & (next_time > c)
+    if waiting.any():
+        ax.hlines(
+            y[waiting], c[waiting], next_time[waiting], colors="0.6", linewidth=1, linestyles="dotted", gid="waiting"
+        )
+    for i in np.flatnonzero(~np.isnan(delays) & ~np.isnan(c) & (states != "dead-letter")):
+        ax.annotate(
+            f"{delays[i]:g} s",
+            ((t[i] + c[i]) / 2, y[i]),
+            xytext=(0, 4),
+            textcoords="offset points",
+            ha="center",
+            va="bottom",
+            fontsize="small",
+            color="0.25",
+        )
+    # deliveries, one artist per transport
+    for transport in ("file", "pipe"):
+        mine = transports == transport
+        if mine.any():
+            ax.plot(
+                t[mine],
+                y[mine],
+                linestyle="none",
+                marker=_DELIVERY_MARKERS[transport],
+                markersize=8,
+                color=_TRANSPORT_COLORS[transport],
+                label=f"{transport} delivery (number: attempt)",
+                gid=f"deliveries-{transport}",
+                zorder=3,
+            )
+    numbers: dict[tuple[int, float], list[str]] = {}  # deliveries at the same moment share one label
+    for row in range(len(steps)):
+        numbers.setdefault((int(y[row]), float(t[row])), []).append(str(attempts_[row]))
+    for (row_y, row_t), label in numbers.items():
+        ax.annotate(
+            ", ".join(label),
+            (row_t, row_y),
+            xytext=(0, -5),
+            textcoords="offset points",
+            ha="center",
+            va="top",
+            fontsize="x-small",
+            color="0.2",
+        )
+    # ends, one artist per kind, a little right of where they happened
+    end_label: dict[int, str] = {}
+    for state, (text, marker, color) in TIMELINE_ENDS.items():
+        mine = states == state
+        if not mine.any():
+            continue
+        x = np.where(np.isnan(c[mine]), t[mine], c[mine])
+        hollow = state in ("pending", "copy-out")
+        ax.plot(
+            x,
+            y[mine],
+            linestyle="none",
+            marker=marker,
+            markersize=9,
+            color=color,
+            markerfacecolor="none" if hollow else color,
+            label=text,
+            gid=f"end-{state}",
+            transform=end_shift,
+            zorder=4,
+        )
+        for i in np.flatnonzero(mine):
+            end_label[int(y[i])] = _end_text(state, steps["destination"].iat[i], steps["note"].iat[i])
+    ax.set_yticks(range(len(shown)), shown)
+    ax.set_ylim(len(shown) - 0.5, -0.7)  # first message at the top
+    right = ax.secondary_yaxis("right")
+    right.set_yticks(range(len(shown)), [end_label.get(i, "") for i in range(len(shown))])
+    right.tick_params(length=0)
+    ax.set_xlabel(f"time since the first delivery ({unit})")
+    ax.set_xlim(-0.04 * max(span / per, 1), max(span / per, 1) * 1.08)
+    ax.grid(axis="x", color="0.9")
+    ax.set_axisbelow(True)
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=3, fontsize="small", frameon=False)
+    return ax
+
+
+def _end_text(state: str, destination: str, note: str) -> str:
+    """The right-hand label of a lane that ended in ``state`` (``note``, if any, in brackets)."""
+    text = _end_state_text(state, destination)
+    return f"{text} ({note})" if note else text
+
+
+def _end_state_text(state: str, destination: str) -> str:
+    if state == "dead-letter":
+        return f"dead letter → {destination}" if destination else "dead letter"
+    if state == "copy-out":
+        return f"copy out → {destination}" if destination else "copy written"
+    if state == "pending":
+        return "copy due"
+    if state == "lost":
+        return "copy lost"
+    return state
 
 
 def dashboard(

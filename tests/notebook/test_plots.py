@@ -13,7 +13,7 @@ from matplotlib.figure import Figure
 import nbkit.plot
 from nbkit.notebook import plots
 from nbkit.notebook.frames import concat_frames, read_pipe, read_stream
-from nbkit.notebook.plots import _as_deliveries, attempts, dashboard, dead_letters, retry_delays
+from nbkit.notebook.plots import _as_deliveries, attempts, dashboard, dead_letters, retry_delays, timeline
 
 T0 = pd.Timestamp("2024-01-01T00:00:00Z")
 
@@ -303,9 +303,125 @@ def test_dashboard_of_a_messages_frame_and_of_nothing(ran, scenario):
 
 
 def test_public_alias_module():
-    assert nbkit.plot.__all__ == ["attempts", "dashboard", "dead_letters", "retry_delays"]
+    assert nbkit.plot.__all__ == ["attempts", "dashboard", "dead_letters", "retry_delays", "timeline"]
     assert nbkit.plot.attempts is attempts and nbkit.plot.dashboard is dashboard
     for name in nbkit.plot.__all__:
         doc = getattr(nbkit.plot, name).__doc__
         assert ">>> " in doc
         assert not any("{" + key + "}" in doc for key in plots._DOCS)  # shared docs filled in
+
+
+# -- timeline ------------------------------------------------------------------------------------------
+def artist(ax, gid: str):
+    """The one Line2D drawn with ``gid`` (deliveries-file, end-dead-letter, ...), or None."""
+    found = [line for line in ax.get_lines() if line.get_gid() == gid]
+    assert len(found) <= 1
+    return found[0] if found else None
+
+
+def points(ax, gid: str) -> list[tuple[float, int]]:
+    line = artist(ax, gid)
+    return [] if line is None else sorted(zip(map(float, line.get_xdata()), map(int, line.get_ydata()), strict=True))
+
+
+def lanes(ax) -> list[str]:
+    return [t.get_text() for t in ax.get_yticklabels()]
+
+
+def ends(ax) -> list[str]:
+    return [t.get_text() for t in ax.child_axes[0].get_yticklabels()]
+
+
+def test_timeline_one_lane_per_message_with_a_marker_per_delivery(ran):
+    ax = nbkit.plot.timeline(ran.session.events)
+    # file: 3 messages delivered 3 times each (their copies continue the lane); pipe: 4 input lines
+    assert lanes(ax) == [f"file orders #{i}" for i in (1, 2, 3)] + [f"pipe orders #{i}" for i in range(4)]
+    assert points(ax, "deliveries-file") == sorted((t, lane) for lane in range(3) for t in (0.0, 5.0, 15.0))
+    assert points(ax, "deliveries-pipe") == [(0.0, lane) for lane in range(3, 7)]
+    assert points(ax, "end-dead-letter") == [(0.0, 6), (15.0, 0), (15.0, 1), (15.0, 2)]
+    assert points(ax, "end-copy-out") == [(2.0, 3), (2.0, 4), (2.0, 5)]  # pipe copies leave on stdout
+    assert ends(ax) == ["dead letter → orders.dead"] * 3 + ["copy out → orders.retry"] * 3 + [
+        "dead letter → orders.dlq"
+    ]
+    # the retry delays are lines from each delivery to its copy: 5 s, then 10 s, on the file lanes
+    (file_delays,) = [c for c in ax.collections if c.get_gid() == "delay-file"]
+    spans = sorted((float(s[0][0]), float(s[1][0])) for s in file_delays.get_segments())
+    assert spans == [(0.0, 5.0)] * 3 + [(5.0, 15.0)] * 3
+    assert {t.get_text() for t in ax.texts} >= {"5 s", "10 s", "2 s", "1", "2", "3"}
+    assert ax.get_xlabel() == "time since the first delivery (s)"
+    assert [t.get_text() for t in ax.get_legend().get_texts()][:2] == [
+        "file delivery (number: attempt)",
+        "pipe delivery (number: attempt)",
+    ]
+
+
+def test_timeline_marks_every_kind_of_end(tmp_path):
+    from nbkit import App, FileBroker, FilePosition, HandlerOutcome
+    from nbkit.notebook.session import Session
+
+    broker = FileBroker(tmp_path / "o.ss")
+
+    @broker.subscriber("orders", start_at=FilePosition.beginning(), max_attempts=2)
+    def handler(d):
+        word = d.payload.decode()
+        if word == "boom":
+            raise RuntimeError(word)
+        if word == "once":
+            return HandlerOutcome.ack() if d.attempt > 1 else HandlerOutcome.retry_after(3)
+        return {"ok": HandlerOutcome.ack(), "drop": HandlerOutcome.drop(), "slow": HandlerOutcome.retry_after(30)}.get(
+            word, HandlerOutcome.retry()
+        )
+
+    session = Session(App(broker))
+    for word in ("ok", "drop", "boom", "never", "once", "slow"):
+        broker.publish("orders", word)
+    session.step(6)  # "never" is copied at once (attempt 2), "once" in 3 s, "slow" in 30 s
+    session.advance(4)  # "once"'s copy is written at 3 s
+    session.step(6)  # "never" attempt 2: the cap, rejected; "once" attempt 2: handled
+    ax = timeline(session.events)
+    assert ends(ax) == ["handled", "dropped", "dropped (exception)", "rejected", "handled", "copy due"]
+    assert points(ax, "end-handled") == [(0.0, 0), (4.0, 4)]
+    assert points(ax, "end-rejected") == [(4.0, 3)]
+    assert points(ax, "end-pending") == [(30.0, 5)]
+    assert points(ax, "deliveries-file") == [(0.0, lane) for lane in range(6)] + [(4.0, 3), (4.0, 4)]
+
+
+def test_timeline_pending_then_lost_in_a_crash(tmp_path):
+    from nbkit import App, FileBroker, FilePosition, HandlerOutcome
+    from nbkit.notebook.session import Session
+
+    broker = FileBroker(tmp_path / "o.ss")
+
+    @broker.subscriber("orders", start_at=FilePosition.beginning())
+    def later(d):
+        return HandlerOutcome.retry_after(30)
+
+    session = Session(App(broker))
+    broker.publish("orders", "x")
+    session.step()
+    ax = timeline(session.events)
+    assert points(ax, "end-pending") == [(30.0, 0)] and ends(ax) == ["copy due"]
+    (dashed,) = [c for c in ax.collections if c.get_gid() == "unwritten-file"]
+    assert [(float(s[0][0]), float(s[1][0])) for s in dashed.get_segments()] == [(0.0, 30.0)]
+    session.crash()
+    fig = Figure()
+    ax = timeline(session.events, ax=fig.add_subplot())
+    assert points(ax, "end-lost") == [(30.0, 0)] and ends(ax) == ["copy lost"]
+    assert artist(ax, "end-pending") is None
+
+
+def test_timeline_limits_lanes_and_says_so(ran):
+    ax = timeline(ran.session.events, max_lanes=2)
+    assert lanes(ax) == ["file orders #1", "file orders #2"]
+    assert ax.get_title() == "Each message through time (first 2 of 7 messages)"
+    assert len(points(ax, "deliveries-file")) == 6 and artist(ax, "deliveries-pipe") is None
+    with pytest.raises(ValueError, match="max_lanes"):
+        timeline(ran.session.events, max_lanes=0)
+
+
+def test_timeline_of_nothing_and_of_a_messages_frame(scenario):
+    ax = timeline(scenario.session.events)
+    assert texts(ax) == ["no data\n(no message delivered yet)"]
+    scenario.session.run()
+    with pytest.raises(ValueError, match="timeline needs an events frame"):
+        timeline(messages(scenario))
