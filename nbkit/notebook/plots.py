@@ -34,10 +34,10 @@ DEFAULT_DEAD_LETTER_SUFFIXES = (".dead", ".dlq")
 MAX_DISTINCT_DELAYS = 12
 _TRANSPORT_COLORS = {"file": "C0", "pipe": "C1"}
 _FREQ_LADDER = (
-    "1ms", "10ms", "100ms", "1s", "5s", "10s", "30s", "1min", "5min", "15min", "30min",
+    "100ms", "1s", "5s", "10s", "30s", "1min", "5min", "15min", "30min",
     "1h", "3h", "6h", "12h", "1D", "7D", "28D",
 )  # fmt: skip
-_MAX_BINS = 30
+_MAX_BINS = 20
 
 _DOCS = {
     "data": """data : DataFrame
@@ -182,7 +182,34 @@ def _as_deliveries(
     ).reset_index(drop=True)
     out.attrs["kind"] = kind
     out.attrs["group_order"] = _group_order(data, by)
+    out.attrs["span"] = _run_span(data, kind)
+    out.attrs["transports"] = _transports(transport)
     return out
+
+
+def _run_span(data: pd.DataFrame, kind: str) -> tuple[pd.Timestamp, pd.Timestamp] | None:
+    """First and last moment the frame records (settlements and copies written, or message
+    timestamps); None when it records none. Plots over time span this whole run, not only the
+    moments they count."""
+    names = ("time", "written_at") if kind == "events" else ("timestamp",)
+    moments = [_utc(data[name]).dropna() for name in names if name in data.columns]
+    moments = [m for m in moments if len(m)]
+    if not moments:
+        return None
+    every = pd.concat(moments)
+    return every.min(), every.max()
+
+
+def _transports(transport: pd.Series) -> list[str]:
+    """The transports present, file before pipe (then any other, sorted)."""
+    present = {str(t) for t in transport if t is not None}
+    rank = {"file": 0, "pipe": 1}
+    return sorted(present, key=lambda t: (rank.get(t, 2), t))
+
+
+def _transport_text(transports: list[str]) -> str:
+    """ "file", "pipe", "file and pipe" -- for titles that name only what is drawn."""
+    return " and ".join(transports)
 
 
 def _label(value) -> str:
@@ -208,6 +235,13 @@ def _colors(groups: list[str], by: str | None) -> dict[str, str]:
     return {g: f"C{i % 10}" for i, g in enumerate(groups)}
 
 
+def _pipe_output_only(d: pd.DataFrame) -> bool:
+    """True when a messages frame's pipe rows hold no first delivery: a pipe's captured stdout,
+    which has only the retry copies (and dead letters) the stage wrote, never its input lines."""
+    pipe = d[d["transport"] == "pipe"]
+    return bool(len(pipe)) and not (pipe["attempt"] == 1).any()
+
+
 def _axes(ax):
     if ax is None:
         import matplotlib.pyplot as plt
@@ -216,28 +250,65 @@ def _axes(ax):
     return ax
 
 
-def _no_data(ax, reason: str | None = None):
-    text = "no data" if not reason else f"no data\n({reason})"
-    ax.text(0.5, 0.5, text, transform=ax.transAxes, ha="center", va="center", color="0.45")
+def _no_data(ax, reason: str):
+    """Leave ``ax`` empty with a sentence, in the panel, saying why there is nothing to draw."""
+    ax.text(
+        0.5,
+        0.5,
+        f"no data\n{reason}",
+        transform=ax.transAxes,
+        ha="center",
+        va="center",
+        color="0.3",
+        wrap=True,
+    )
     ax.set_xticks([])
     ax.set_yticks([])
     return ax
 
 
-def _grouped_bars(ax, positions: np.ndarray, table: pd.DataFrame, groups: list[str], by: str | None) -> None:
-    """One bar per (position, group), groups side by side; ``table`` is indexed by position with one
-    column per group."""
+def _grouped_bars(
+    ax,
+    positions: np.ndarray,
+    table: pd.DataFrame,
+    groups: list[str],
+    by: str | None,
+    *,
+    spacing: float = 1.0,
+    labels: dict[str, str] | None = None,
+) -> None:
+    """One bar per (position, group), groups side by side, so equal series stay visible; ``table``
+    is indexed by position with one column per group, ``spacing`` the distance between positions.
+    The legend is one row at the top, above the tallest bar (the y axis leaves room for it)."""
     colors = _colors(groups, by)
     n = len(groups)
-    width = 0.8 / n
+    width = 0.8 * spacing / n
     for i, g in enumerate(groups):
         heights = table[g].to_numpy() if g in table.columns else np.zeros(len(positions))
         offset = (i - (n - 1) / 2) * width
-        ax.bar(positions + offset, heights, width, label=g, color=colors[g])
+        ax.bar(positions + offset, heights, width, label=(labels or {}).get(g, g), color=colors[g])
     top = max((float(table[g].max()) for g in groups if g in table.columns), default=0.0)
-    ax.set_ylim(0, max(top, 1.0) * 1.3)  # headroom for the legend
+    title = None if by in (None, "transport") else by
+    ax.set_ylim(0, max(top, 1.0) * (1.3 if title is None else 1.45))  # headroom for the legend
     if by is not None:
-        ax.legend(title=by)
+        _top_legend(ax, title=title)
+
+
+def _top_legend(ax, *, title: str | None = None) -> None:
+    """A one-row legend in the headroom above the data (the caller leaves ~25% free at the top)."""
+    handles, labels = ax.get_legend_handles_labels()
+    if handles:
+        ax.legend(
+            handles,
+            labels,
+            title=title,
+            loc="upper right",
+            ncol=len(handles),
+            fontsize="small",
+            borderaxespad=0.3,
+            handlelength=1.2,
+            columnspacing=1.0,
+        )
 
 
 # -- the plots -----------------------------------------------------------------------------------------
@@ -246,7 +317,9 @@ def attempts(data: pd.DataFrame, *, ax=None, by: str | None = "transport", dead_
     """Bar chart of deliveries per attempt number (1, 2, 3, ...), one bar group per ``by`` value.
 
     Attempt 1 is the first delivery; attempt n the (n-1)-th retry copy. Attempt numbers with no
-    delivery get a zero-height bar, so file and pipe line up.
+    delivery get a zero-height bar, so file and pipe line up. A pipe's captured stdout holds only
+    the copies the stage wrote (attempt 2 and up), never its input lines: when the pipe rows of a
+    messages frame have no attempt 1, the legend and a note in the empty attempt-1 slot say so.
 
     Parameters
     ----------
@@ -267,14 +340,32 @@ def attempts(data: pd.DataFrame, *, ax=None, by: str | None = "transport", dead_
     ax.set_title("Deliveries per attempt")
     ax.set_xlabel("attempt number (1 = first delivery)")
     ax.set_ylabel("deliveries (count)")
+    kind = d.attrs["kind"]
     d = d[d["delivered"] & d["attempt"].notna()]
     if d.empty:
-        return _no_data(ax)
+        reason = "no delivery in this frame yet" if kind == "events" else "no message outside dead-letter keys"
+        return _no_data(ax, reason)
     top = int(d["attempt"].max())
     positions = np.arange(1, top + 1)
     table = d.groupby(["attempt", "group"]).size().unstack("group", fill_value=0).reindex(positions, fill_value=0)
     groups = [g for g in d.attrs["group_order"] if g in set(d["group"])]
-    _grouped_bars(ax, positions.astype(float), table, groups, by)
+    copies_only = kind == "messages" and by == "transport" and "pipe" in groups and _pipe_output_only(d)
+    labels = {"pipe": "pipe (stdout: copies only)"} if copies_only else None
+    _grouped_bars(ax, positions.astype(float), table, groups, by, labels=labels)
+    if copies_only:  # say it where the missing bar would be
+        n = len(groups)
+        x = 1 + (groups.index("pipe") - (n - 1) / 2) * 0.8 / n
+        ax.text(
+            x,
+            0,
+            " attempt 1 came in\n on stdin, not here",
+            rotation=90,
+            ha="center",
+            va="bottom",
+            fontsize="small",
+            color="0.3",
+            gid="pipe-output-note",
+        )
     ax.set_xticks(positions, [str(p) for p in positions])
     ax.yaxis.get_major_locator().set_params(integer=True)
     return ax
@@ -313,7 +404,10 @@ def retry_delays(data: pd.DataFrame, *, ax=None, by: str | None = "transport", b
     ax.set_ylabel("retry copies (count)")
     d = d[d["delay"].notna()]
     if d.empty:
-        reason = "delays are only known in events frames" if d.attrs.get("kind") == "messages" else None
+        if d.attrs.get("kind") == "messages":
+            reason = "a file or a pipe does not record delays:\nplot session.events to see them"
+        else:
+            reason = "no retry copy was scheduled"
         return _no_data(ax, reason)
     groups = [g for g in d.attrs["group_order"] if g in set(d["group"])]
     distinct = np.sort(d["delay"].unique())
@@ -332,18 +426,36 @@ def retry_delays(data: pd.DataFrame, *, ax=None, by: str | None = "transport", b
             label=groups,
             color=[colors[g] for g in groups],
         )
+        ax.set_ylim(0, ax.get_ylim()[1] * 1.3)  # headroom for the legend
         if by is not None:
-            ax.legend(title=by)
+            _top_legend(ax, title=None if by == "transport" else by)
     ax.yaxis.get_major_locator().set_params(integer=True)
     return ax
 
 
 def _auto_freq(span: pd.Timedelta) -> str:
-    """The finest frequency from a ladder of round ones that cuts ``span`` into at most 30 bins."""
+    """The finest round bin width from a ladder that cuts ``span`` into fewer than 20 bins (1 s for
+    a run without duration)."""
+    if span <= pd.Timedelta(0):
+        return "1s"
     for freq in _FREQ_LADDER:
-        if span / pd.Timedelta(pd.tseries.frequencies.to_offset(freq)) < _MAX_BINS:
+        if span / _width(freq) < _MAX_BINS:
             return freq
     return _FREQ_LADDER[-1]
+
+
+def _width(freq: str) -> pd.Timedelta:
+    return pd.Timedelta(pd.tseries.frequencies.to_offset(freq))
+
+
+def _duration_text(width: pd.Timedelta) -> str:
+    """A bin width as people write it: "100 ms", "5 s", "1 min", "3 h", "7 days"."""
+    seconds = width.total_seconds()
+    for per, unit in ((86400, "days"), (3600, "h"), (60, "min"), (1, "s")):
+        if seconds >= per and seconds % per == 0:
+            n = int(seconds // per)
+            return f"{n} {'day' if unit == 'days' and n == 1 else unit}"
+    return f"{seconds * 1000:g} ms"
 
 
 @_share_docs
@@ -355,11 +467,14 @@ def dead_letters(
     by: str | None = "transport",
     dead_letter_keys=None,
 ):
-    """Dead-letter copies over time: a count per time bin, one line per ``by`` value.
+    """Dead-letter copies over time: a count per time bin, bars side by side per ``by`` value.
 
-    Every line covers the same bins (a bin without dead letters counts 0); points are at the start
-    of each bin. Events frames: the ``dead-letter`` rows at ``written_at`` (``time`` when the copy
-    was not written). Messages frames: the rows on dead-letter keys at their ``timestamp``.
+    The time axis spans the whole run the frame records (from its first to its last moment, not
+    only the dead letters) and counts from its start, in seconds, minutes or hours as fits; the
+    start is in the x label and the bin width in the y label. Every group gets a bar in every bin
+    (a bin without dead letters counts 0), side by side, so equal series stay visible. Events
+    frames: the ``dead-letter`` rows at ``written_at`` (``time`` when the copy was not written).
+    Messages frames: the rows on dead-letter keys at their ``timestamp``.
 
     Parameters
     ----------
@@ -367,8 +482,8 @@ def dead_letters(
     {ax}
     freq : str, optional
         Bin width as a pandas frequency ("1s", "30s", "1min", "1h"); default the finest of
-        1ms, 10ms, 100ms, 1s, 5s, 10s, 30s, 1min, 5min, ... 28D giving fewer than 30 bins over
-        the data's span.
+        100ms, 1s, 5s, 10s, 30s, 1min, 5min, ... 28D giving fewer than 20 bins over the run
+        (1 s for a run without duration).
     {by}
     {dead_letter_keys}
 
@@ -381,42 +496,50 @@ def dead_letters(
     """
     if freq is not None:
         try:
-            pd.tseries.frequencies.to_offset(freq)
+            offset = pd.tseries.frequencies.to_offset(freq)
         except ValueError as exc:
             raise ValueError(f"freq takes a pandas frequency such as '1s' or '1min', not {freq!r}: {exc}") from None
+        try:
+            fixed = pd.Timedelta(offset) > pd.Timedelta(0)
+        except ValueError:
+            fixed = False
+        if not fixed:
+            raise ValueError(f"freq={freq!r} is not a fixed bin width (use ms, s, min, h or D)")
     d = _as_deliveries(data, dead_letter_keys=dead_letter_keys, by=by)
     ax = _axes(ax)
     ax.set_title("Dead letters over time")
-    ax.set_xlabel("time (UTC)")
+    span = d.attrs["span"]
+    kind = d.attrs["kind"]
     d = d[d["is_dead_letter"] & d["time"].notna()]
-    if d.empty:
-        ax.set_ylabel(f"dead-letter copies per {freq}" if freq else "dead-letter copies (count)")
-        return _no_data(ax)
-    times = d["time"].dt.tz_convert("UTC").dt.tz_localize(None).astype("datetime64[ns]")
-    if freq is None:
-        freq = _auto_freq(times.max() - times.min())
-    ax.set_ylabel(f"dead-letter copies per {freq}")
-    try:
-        binned = times.dt.floor(freq)
-    except ValueError as exc:
-        raise ValueError(f"freq={freq!r} is not a fixed bin width (use s, min, h or D): {exc}") from None
-    edges = pd.date_range(binned.min(), binned.max(), freq=freq)
+    if d.empty or span is None:
+        ax.set_xlabel("time")
+        ax.set_ylabel("dead letters (count)")
+        if span is None:
+            return _no_data(ax, "nothing recorded yet")
+        if kind == "events":
+            return _no_data(ax, "no dead letter: no message reached\nthe cap with a dead-letter key")
+        return _no_data(ax, "no message on a dead-letter key\n(.dead or .dlq; see dead_letter_keys)")
+    start, end = span
+    width = _width(freq) if freq is not None else _width(_auto_freq(end - start))
+    per, unit = _time_unit(max((end - start).total_seconds(), width.total_seconds()))
+    n_bins = max(1, int(np.floor((end - start) / width)) + 1)
+    which = ((d["time"] - start) // width).astype(int).clip(0, n_bins - 1)
     groups = [g for g in d.attrs["group_order"] if g in set(d["group"])]
-    colors = _colors(groups, by)
-    table = pd.DataFrame({"bin": binned.to_numpy(), "group": d["group"].to_numpy()})
-    counts = table.groupby(["bin", "group"]).size().unstack("group", fill_value=0).reindex(edges, fill_value=0)
-    x = edges.to_numpy()
-    for g in groups:
-        ax.plot(x, counts[g].to_numpy(), marker="o", label=g, color=colors[g])
-    if by is not None:
-        ax.legend(title=by)
-    import matplotlib.dates as mdates
-
-    locator = mdates.AutoDateLocator()
-    ax.xaxis.set_major_locator(locator)
-    ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator))
+    counts = (
+        pd.DataFrame({"bin": which.to_numpy(), "group": d["group"].to_numpy()})
+        .groupby(["bin", "group"])
+        .size()
+        .unstack("group", fill_value=0)
+        .reindex(range(n_bins), fill_value=0)
+    )
+    step = width.total_seconds() / per
+    centers = (np.arange(n_bins) + 0.5) * step
+    counts.index = centers
+    _grouped_bars(ax, centers, counts, groups, by, spacing=step)
+    ax.set_xlim(0, n_bins * step)
+    ax.set_xlabel(f"time ({unit}) from {start.tz_convert('UTC'):%Y-%m-%d %H:%M:%S} UTC")
+    ax.set_ylabel(f"dead letters per {_duration_text(width)}")
     ax.yaxis.get_major_locator().set_params(integer=True)
-    ax.set_ylim(bottom=0)
     return ax
 
 
@@ -583,6 +706,8 @@ def _file_lanes_first(steps: pd.DataFrame) -> pd.DataFrame:
 
 def _time_unit(span_seconds: float) -> tuple[float, str]:
     """Seconds per unit and its name for an axis spanning ``span_seconds``."""
+    if span_seconds >= 3 * 86400:
+        return 86400.0, "days"
     if span_seconds >= 3 * 3600:
         return 3600.0, "h"
     if span_seconds >= 10 * 60:
@@ -776,6 +901,7 @@ def _end_state_text(state: str, destination: str) -> str:
     return state
 
 
+@_share_docs
 def dashboard(
     data: pd.DataFrame,
     *,
@@ -786,8 +912,18 @@ def dashboard(
     """One Figure with three panels comparing file and pipe: attempts, retry delays, dead letters.
 
     ``data`` is an events frame or a messages frame (see :func:`attempts`); ``dead_letter_keys``
-    and ``freq`` are passed on as in :func:`dead_letters`. The figure is made with pyplot, so in a
+    and ``freq`` are passed on as in :func:`dead_letters`. The title names the transports the
+    data holds; a panel with nothing to draw says why. The figure is made with pyplot, so in a
     notebook it shows once when the cell ends with ``;``.
+
+    Parameters
+    ----------
+    {data}
+    figsize : (float, float), default (13, 4)
+        Figure size in inches.
+    {dead_letter_keys}
+    freq : str, optional
+        The dead-letter panel's bin width, as in :func:`dead_letters`.
 
     Returns
     -------
@@ -806,5 +942,6 @@ def dashboard(
     attempts(data, ax=ax_attempts, dead_letter_keys=dead_letter_keys)
     retry_delays(data, ax=ax_delays)
     dead_letters(data, ax=ax_dead, freq=freq, dead_letter_keys=dead_letter_keys)
-    fig.suptitle("Retries and dead letters, file vs pipe")
+    present = _as_deliveries(data, dead_letter_keys=dead_letter_keys).attrs["transports"]
+    fig.suptitle(f"Retries and dead letters: {_transport_text(present)}" if present else "Retries and dead letters")
     return fig

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import matplotlib.dates as mdates
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
@@ -158,8 +157,12 @@ def test_attempts_of_a_loopback_pipe_that_redelivers_its_own_copies():
     assert heights(ax) == [[2, 2, 2]] and legend(ax) == ["pipe"]
     ax = attempts(read_pipe(out), ax=plt.figure().gca())  # stdout: the copies (2, 3) and 2 dead letters
     assert heights(ax) == [[0, 2, 2]]
+    # stdout holds only copies: the plot says so, in the legend and where attempt 1's bar would be
+    assert legend(ax) == ["pipe (stdout: copies only)"]
+    (note,) = [t for t in ax.texts if t.get_gid() == "pipe-output-note"]
+    assert "stdin" in note.get_text() and note.get_position() == (1, 0)
     ax = dead_letters(read_pipe(out), ax=plt.figure().gca())
-    assert [list(line.get_xydata()[:, 1]) for line in ax.lines] == [[2]]
+    assert heights(ax) == [[0, 0, 2]]  # 1 s bins over what stdout covers (+2 s to +4 s); both at +4 s
 
 
 def test_attempts_draws_on_the_current_axes_by_default(ran):
@@ -210,38 +213,89 @@ def test_retry_delays_histogram_when_delays_are_many(ran):
 def test_retry_delays_of_a_messages_frame_say_no_data(ran):
     ax = retry_delays(messages(ran))
     assert texts(ax)[0].startswith("no data")
-    assert "events frames" in texts(ax)[0]
+    assert "does not record delays" in texts(ax)[0] and "session.events" in texts(ax)[0]
     assert ax.get_xlabel() == "retry delay (s)"
 
 
 # -- dead letters --------------------------------------------------------------------------------------
-def test_dead_letters_per_bin_one_line_per_transport(ran):
+def bar_centers(ax) -> list[list[float]]:
+    return [[round(p.get_x() + p.get_width() / 2, 6) for p in c] for c in ax.containers]
+
+
+def test_dead_letters_per_bin_side_by_side_per_transport(ran):
     ax = dead_letters(ran.session.events, freq="5s")
-    file, pipe = (line.get_xydata() for line in ax.lines)
-    bins = mdates.date2num(pd.date_range("2024-01-01", periods=4, freq="5s").to_pydatetime())
-    np.testing.assert_allclose(file[:, 0], bins)
-    np.testing.assert_allclose(pipe[:, 0], bins)
-    assert list(file[:, 1]) == [0, 0, 0, 3]
-    assert list(pipe[:, 1]) == [1, 0, 0, 0]
+    # the run lasts 15 s (first delivery to the last dead letter): 4 bins of 5 s from its start
+    assert heights(ax) == [[0, 0, 0, 3], [1, 0, 0, 0]]
+    file, pipe = bar_centers(ax)
+    assert file == [2.5 - 1, 7.5 - 1, 12.5 - 1, 17.5 - 1] and pipe == [3.5, 8.5, 13.5, 18.5]  # dodged by 1 s
+    assert ax.get_xlim() == (0, 20)
     assert legend(ax) == ["file", "pipe"]
-    assert ax.get_ylabel() == "dead-letter copies per 5s"
-    assert ax.get_xlabel() == "time (UTC)"
+    assert ax.get_ylabel() == "dead letters per 5 s"
+    assert ax.get_xlabel() == "time (s) from 2024-01-01 00:00:00 UTC"
     assert ax.get_title() == "Dead letters over time"
+
+
+def test_dead_letters_of_a_one_minute_run_span_about_a_minute(tmp_path):
+    from nbkit import App, FileBroker, FilePosition, HandlerOutcome
+    from nbkit.notebook.session import Session
+
+    broker = FileBroker(tmp_path / "o.ss")
+
+    @broker.subscriber("orders", start_at=FilePosition.beginning(), max_attempts=2, dead_letter="orders.dead")
+    def fail(d):
+        return HandlerOutcome.retry_after(30)
+
+    session = Session(App(broker))
+    broker.publish("orders", "a")
+    session.step()
+    session.advance(30)
+    session.step()  # attempt 2 at +30 s: dead letter
+    session.advance(30)
+    broker.publish("orders", "b")
+    session.step()  # a first delivery at +60 s ends the minute
+    ax = dead_letters(session.events)
+    low, high = ax.get_xlim()
+    assert ax.get_xlabel().startswith("time (s) from ")
+    assert 60 <= high - low < 3600  # seconds: about a minute, not years
+    assert ax.get_ylabel() == "dead letters per 5 s"  # the label names the real bin: 13 bins of 5 s
+    assert heights(ax) == [[0] * 6 + [1] + [0] * 6]
+
+
+def test_identical_file_and_pipe_series_both_stay_visible():
+    times = pd.to_datetime(["2024-01-01T00:00:00Z", "2024-01-01T00:00:03Z"]).astype("datetime64[ms, UTC]")
+    rows = [
+        {"time": t, "transport": tr, "attempt": a, "action": act}
+        for tr in ("file", "pipe")
+        for t, a, act in ((times[0], 1, "delayed-copy"), (times[1], 2, "dead-letter"))
+    ]
+    events = pd.DataFrame(rows)
+    events["transport"] = pd.Categorical(events["transport"], categories=["file", "pipe"])
+    for plot in (attempts, dead_letters):
+        ax = plot(events, ax=plt.figure().gca())
+        file, pipe = ax.containers
+        assert heights(ax)[0] == heights(ax)[1] and sum(heights(ax)[0]) > 0  # the same series...
+        for f, p in zip(file, pipe, strict=True):  # ...drawn side by side, never on top of each other
+            assert f.get_x() + f.get_width() <= p.get_x() + 1e-9
+        assert file[0].get_facecolor() != pipe[0].get_facecolor()
 
 
 def test_dead_letters_chooses_the_bin_from_the_span(ran):
     ax = dead_letters(ran.session.events)
-    assert ax.get_ylabel() == "dead-letter copies per 1s"  # 15 s span -> 16 one-second bins
-    assert [len(line.get_xydata()) for line in ax.lines] == [16, 16]
+    assert ax.get_ylabel() == "dead letters per 1 s"  # 15 s span -> 16 one-second bins
+    assert [len(c) for c in ax.containers] == [16, 16]
     assert plots._auto_freq(pd.Timedelta(hours=3)) == "15min"
-    assert plots._auto_freq(pd.Timedelta(0)) == "1ms"
+    assert plots._auto_freq(pd.Timedelta(0)) == "1s"
+    assert plots._auto_freq(pd.Timedelta(milliseconds=300)) == "100ms"
     assert plots._auto_freq(pd.Timedelta(days=10_000)) == "28D"
+    assert [plots._duration_text(pd.Timedelta(x)) for x in ("100ms", "5s", "1min", "3h", "1D", "7D")] == [
+        "100 ms", "5 s", "1 min", "3 h", "1 day", "7 days",
+    ]  # fmt: skip
 
 
 def test_dead_letters_from_what_the_runtime_wrote(ran):
     ax = dead_letters(read_stream(ran.path))
-    (line,) = ax.lines
-    np.testing.assert_allclose(line.get_xydata(), [[mdates.date2num(T0 + pd.Timedelta(seconds=15)), 3]])
+    # the file's first message is at +0 s, its dead letters at +15 s: 16 one-second bins
+    assert heights(ax) == [[0] * 15 + [3]]
     assert legend(ax) == ["file"]
 
 
@@ -249,9 +303,8 @@ def test_dead_letters_fall_back_to_the_settlement_time(ran):
     ev = ran.session.events.copy()
     ev["written_at"] = pd.Series(pd.NaT, index=ev.index, dtype="datetime64[ms, UTC]")  # e.g. copy lost
     ax = dead_letters(ev, freq="5s", by=None)
-    (line,) = ax.lines
-    # pipe at +0 s, file dead-lettered at +15 s (settled then), all in one line
-    assert list(line.get_xydata()[:, 1]) == [1, 0, 0, 3]
+    # pipe at +0 s, file dead-lettered at +15 s (settled then), all in one group
+    assert heights(ax) == [[1, 0, 0, 3]]
 
 
 def test_dead_letters_rejects_a_bad_freq(ran):
@@ -279,7 +332,7 @@ def test_dashboard_has_three_labelled_panels(ran):
     fig = dashboard(ran.session.events, figsize=(12, 3))
     assert isinstance(fig, Figure)
     assert tuple(fig.get_size_inches()) == (12, 3)
-    assert fig.get_suptitle() == "Retries and dead letters, file vs pipe"
+    assert fig.get_suptitle() == "Retries and dead letters: file and pipe"
     a, r, d = fig.axes
     assert [ax.get_title() for ax in fig.axes] == [
         "Deliveries per attempt",
@@ -288,18 +341,34 @@ def test_dashboard_has_three_labelled_panels(ran):
     ]
     assert heights(a) == [[3, 3, 3], [2, 1, 1]]
     assert heights(r) == [[0, 3, 3], [3, 0, 0]]
-    assert len(d.lines) == 2
+    assert heights(d) == [[0] * 15 + [3], [1] + [0] * 15]
     for ax in fig.axes:
         assert legend(ax) == ["file", "pipe"]
+
+
+def test_dashboard_titles_name_only_the_transports_present(make_scenario):
+    for options, title in (({"pipe": False}, "file"), ({"file": False}, "pipe")):
+        sc = make_scenario(**options)
+        sc.session.run()
+        fig = dashboard(sc.session.events)
+        assert fig.get_suptitle() == f"Retries and dead letters: {title}"
+        assert all(legend(ax) == [title] for ax in fig.axes)
+        plt.close(fig)
 
 
 def test_dashboard_of_a_messages_frame_and_of_nothing(ran, scenario):
     fig = dashboard(messages(ran), freq="5s")
     assert len(fig.axes) == 3
-    assert texts(fig.axes[1])[0].startswith("no data")
-    assert fig.axes[2].get_ylabel() == "dead-letter copies per 5s"
+    assert texts(fig.axes[1])[0].startswith("no data\na file or a pipe does not record delays")
+    assert fig.axes[2].get_ylabel() == "dead letters per 5 s"
+    assert legend(fig.axes[0]) == ["file", "pipe (stdout: copies only)"]
     fig = dashboard(ran.session.events.iloc[:0])
-    assert [texts(ax)[0] for ax in fig.axes] == ["no data"] * 3
+    assert fig.get_suptitle() == "Retries and dead letters"
+    assert [texts(ax)[0] for ax in fig.axes] == [
+        "no data\nno delivery in this frame yet",
+        "no data\nno retry copy was scheduled",
+        "no data\nnothing recorded yet",
+    ]
 
 
 def test_public_alias_module():
@@ -421,7 +490,38 @@ def test_timeline_limits_lanes_and_says_so(ran):
 
 def test_timeline_of_nothing_and_of_a_messages_frame(scenario):
     ax = timeline(scenario.session.events)
-    assert texts(ax) == ["no data\n(no message delivered yet)"]
+    assert texts(ax) == ["no data\nno message delivered yet"]
     scenario.session.run()
     with pytest.raises(ValueError, match="timeline needs an events frame"):
         timeline(messages(scenario))
+
+
+def legend_covers_a_bar(ax) -> bool:
+    """True when the legend's box, as drawn, overlaps any bar of ``ax`` (its figure is drawn first)."""
+    ax.figure.canvas.draw()
+    box = ax.get_legend().get_window_extent()
+    return any(box.overlaps(bar.get_window_extent()) for c in ax.containers for bar in c if bar.get_height() > 0)
+
+
+@pytest.mark.parametrize("size", [(13, 4), (4, 2.5)])  # the dashboard, and the SessionPanel's small chart
+def test_legends_sit_above_the_bars(ran, size):
+    fig = Figure(figsize=size, layout="constrained")
+    for plot in (attempts, retry_delays, dead_letters):
+        ax = plot(ran.session.events, ax=fig.add_subplot())
+        assert not legend_covers_a_bar(ax), plot.__name__
+        fig.clear()
+
+
+def test_an_empty_dead_letter_panel_says_why(tmp_path):
+    from nbkit import App, FileBroker, FilePosition, HandlerOutcome
+    from nbkit.notebook.session import Session
+
+    broker = FileBroker(tmp_path / "o.ss")
+    broker.subscriber("orders", start_at=FilePosition.beginning())(lambda d: HandlerOutcome.ack())
+    session = Session(App(broker))
+    broker.publish("orders", "x")
+    session.step()
+    ax = dead_letters(session.events)
+    assert texts(ax) == ["no data\nno dead letter: no message reached\nthe cap with a dead-letter key"]
+    ax = dead_letters(read_stream(tmp_path / "o.ss"), ax=plt.figure().gca())
+    assert texts(ax) == ["no data\nno message on a dead-letter key\n(.dead or .dlq; see dead_letter_keys)"]
