@@ -552,7 +552,8 @@ TIMELINE_ENDS = {
     "dead-letter": ("dead letter", "X", "C3"),
     "rejected": ("rejected (no dead-letter key)", "s", "k"),
     "lost": ("copy lost (crash or shutdown)", "x", "C4"),
-    "copy-out": ("copy written, not delivered here", ">", "0.5"),
+    "waiting": ("copy written, not yet delivered", ">", "0.5"),
+    "copy-out": ("copy written to stdout (next stage)", ">", "C1"),
     "pending": ("copy due, not yet written", "o", "0.5"),
 }
 TIMELINE_STATES = ("retried", *TIMELINE_ENDS)
@@ -631,7 +632,8 @@ def _timeline_steps_from_events(data: pd.DataFrame) -> pd.DataFrame:
             if col["abandoned"][i] is True or error.startswith("copy lost"):
                 state, at = "lost", due[i] if present(due[i]) else time[i] + pd.Timedelta(seconds=d)
             elif present(written[i]):
-                state, at = ("retried" if continues[i] else "copy-out"), written[i]
+                ended = "copy-out" if col["transport"][i] == "pipe" else "waiting"
+                state, at = ("retried" if continues[i] else ended), written[i]
             else:
                 state, at = "pending", due[i] if present(due[i]) else time[i] + pd.Timedelta(seconds=d)
         elif action == "dead-letter":
@@ -718,12 +720,13 @@ def _time_unit(span_seconds: float) -> tuple[float, str]:
 def timeline(events: pd.DataFrame, *, ax=None, max_lanes: int = 30):
     """Every message as a lane through time: its deliveries, the retry delays between them, its end.
 
-    One lane (row) per message, earliest first. Each delivery is a marker at the time it happened
-    (round for file, diamond for pipe, in the transport's colour), labelled with its attempt
-    number. A retry delay is a line from the delivery to the moment its copy was written, labelled
-    with the delay; a dotted line follows until the copy was delivered again (at once in a run).
-    The end is marked after the last delivery: handled, dropped, dead letter, rejected, copy lost
-    (crash or shutdown), copy written but not delivered here (a pipe's copies leave on stdout), or
+    One lane (row) per message, file messages first, each in order of appearance. Each delivery is
+    a marker at the time it happened (round for file, diamond for pipe, in the transport's colour),
+    labelled with its attempt number. A retry delay is a line from the delivery to the moment its
+    copy was written, labelled with the delay; a dotted line follows until the copy was delivered
+    again (at once in a run). The end is marked after the last delivery: handled, dropped, dead
+    letter, rejected, copy lost (crash or shutdown), copy written but not yet delivered (a file's
+    copy waiting in the file), copy written to stdout (a pipe's copies go to the next stage), or
     copy due and not yet written. The right-hand labels say how each lane ended. Time runs from
     the first delivery (the virtual clock's time in a Session).
 
@@ -782,7 +785,7 @@ def timeline(events: pd.DataFrame, *, ax=None, max_lanes: int = 30):
     # delays: delivery -> copy written (or due); waits: copy written -> delivered again
     for transport in ("file", "pipe"):
         mine = (transports == transport) & ~np.isnan(c) & ~np.isnan(delays)
-        solid = mine & np.isin(states, ("retried", "copy-out"))
+        solid = mine & np.isin(states, ("retried", "waiting", "copy-out"))
         dashed = mine & np.isin(states, ("lost", "pending"))
         color = _TRANSPORT_COLORS[transport]
         if solid.any():
@@ -844,7 +847,7 @@ def timeline(events: pd.DataFrame, *, ax=None, max_lanes: int = 30):
             textcoords="offset points",
             ha="center",
             va="top",
-            fontsize="x-small",
+            fontsize="small",
             color="0.2",
         )
     # ends, one artist per kind, a little right of where they happened
@@ -854,7 +857,7 @@ def timeline(events: pd.DataFrame, *, ax=None, max_lanes: int = 30):
         if not mine.any():
             continue
         x = np.where(np.isnan(c[mine]), t[mine], c[mine])
-        hollow = state in ("pending", "copy-out")
+        hollow = state in ("pending", "waiting", "copy-out")
         ax.plot(
             x,
             y[mine],
@@ -879,7 +882,15 @@ def timeline(events: pd.DataFrame, *, ax=None, max_lanes: int = 30):
     ax.set_xlim(-0.04 * max(span / per, 1), max(span / per, 1) * 1.08)
     ax.grid(axis="x", color="0.9")
     ax.set_axisbelow(True)
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=3, fontsize="small", frameon=False)
+    below_xlabel = mtransforms.offset_copy(ax.transAxes, fig=ax.figure, y=-34, units="points")
+    ax.legend(
+        loc="upper center",
+        bbox_to_anchor=(0.5, 0),
+        bbox_transform=below_xlabel,
+        ncol=3,
+        fontsize="small",
+        frameon=False,
+    )
     return ax
 
 
@@ -892,6 +903,8 @@ def _end_text(state: str, destination: str, note: str) -> str:
 def _end_state_text(state: str, destination: str) -> str:
     if state == "dead-letter":
         return f"dead letter → {destination}" if destination else "dead letter"
+    if state == "waiting":
+        return f"copy waiting in {destination}" if destination else "copy waiting"
     if state == "copy-out":
         return f"copy out → {destination}" if destination else "copy written"
     if state == "pending":
