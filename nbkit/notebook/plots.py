@@ -877,7 +877,7 @@ def timeline(events: pd.DataFrame, *, ax=None, max_lanes: int = 30):
     ax.set_ylim(len(shown) - 0.5, -0.7)  # first message at the top
     right = ax.secondary_yaxis("right")
     right.set_yticks(range(len(shown)), [end_label.get(i, "") for i in range(len(shown))])
-    right.tick_params(length=0)
+    right.tick_params(length=0, labelsize="small")
     ax.set_xlabel(f"time since the first delivery ({unit})")
     ax.set_xlim(-0.04 * max(span / per, 1), max(span / per, 1) * 1.08)
     ax.grid(axis="x", color="0.9")

@@ -147,7 +147,7 @@ class SessionPanel(widgets.VBox):
         self.log_view = widgets.HTML(layout=widgets.Layout(width="100%"))
         self.plot = widgets.Image(format="png", layout=widgets.Layout(width="320px"))
         self.plot.add_class("nbkit-panel-attempts")
-        self.timeline = widgets.Image(format="png", layout=widgets.Layout(max_width="100%"))
+        self.timeline = widgets.Image(format="png", layout=widgets.Layout(width="720px", max_width="100%"))
         self.timeline.add_class("nbkit-panel-timeline")
         self.show_plot = plot
         actions: dict[str, Callable[[], str]] = {
@@ -278,7 +278,7 @@ class SessionPanel(widgets.VBox):
         self.plot.value = _png(fig)
 
         lanes = min(self.timeline_lanes, _lanes(events))
-        fig = Figure(figsize=(8, 2.2 + 0.32 * lanes), dpi=80, layout="constrained")
+        fig = Figure(figsize=(7.2, 1.9 + 0.3 * lanes), dpi=100, layout="constrained")  # 720 px wide, as shown
         ax = fig.add_subplot()
         timeline(frame, ax=ax, max_lanes=self.timeline_lanes)
         ax.title.set_fontsize("medium")
