@@ -1,4 +1,5 @@
-"""Plots of retries and dead letters, file vs pipe: ``import nbkit.plot as nkp; nkp.attempts(session.events)``.
+"""Plots of retries and dead letters, file and pipe side by side, and every message's timeline:
+``import nbkit.plot as nkp; nkp.attempts(session.events); nkp.timeline(session.events)``.
 
 The implementation lives in :mod:`nbkit.notebook.plots`.
 """

@@ -1,5 +1,10 @@
 """Plots of retries and dead letters, file and pipe side by side (matplotlib, seaborn-style).
 
+:func:`attempts`, :func:`retry_delays` and :func:`dead_letters` count; :func:`timeline` shows every
+message through time (its deliveries, the delays between them, how it ended); :func:`dashboard`
+puts the three counts in one Figure. Where file and pipe give the same numbers their bars stand
+side by side, so both stay visible; a panel with nothing to draw says why, in the panel.
+
 Every function takes the data first and keyword-only options, draws on ``ax`` (default: the current
 Axes, ``plt.gca()``) and returns it; :func:`dashboard` returns a Figure. Nothing calls
 ``plt.show()``: in a notebook end the cell with ``;`` (or ``plt.show()``) so the figure shows once
@@ -15,6 +20,8 @@ Two kinds of frame are accepted, told apart by their columns:
   columns ``retry_count``, ``attempt``): one row per message as written. Rows on a dead-letter key
   are dead letters (at their ``timestamp``) and are not counted as deliveries; every other row is a
   delivery of attempt ``attempt``. Scheduled delays are not written anywhere, so they are unknown.
+
+:func:`timeline` needs an events frame: only settlements say how each message ended.
 
 A stream key is a dead-letter key when it is in ``dead_letter_keys``; by default (None) when it ends
 in ``.dead`` or ``.dlq`` (``orders.dead``, ``jobs.dlq``).
@@ -852,6 +859,7 @@ def timeline(events: pd.DataFrame, *, ax=None, max_lanes: int = 30):
         )
     # ends, one artist per kind, a little right of where they happened
     end_label: dict[int, str] = {}
+    end_color: dict[int, str] = {}
     for state, (text, marker, color) in TIMELINE_ENDS.items():
         mine = states == state
         if not mine.any():
@@ -873,11 +881,14 @@ def timeline(events: pd.DataFrame, *, ax=None, max_lanes: int = 30):
         )
         for i in np.flatnonzero(mine):
             end_label[int(y[i])] = _end_text(state, steps["destination"].iat[i], steps["note"].iat[i])
+            end_color[int(y[i])] = color
     ax.set_yticks(range(len(shown)), shown)
     ax.set_ylim(len(shown) - 0.5, -0.7)  # first message at the top
     right = ax.secondary_yaxis("right")
     right.set_yticks(range(len(shown)), [end_label.get(i, "") for i in range(len(shown))])
     right.tick_params(length=0, labelsize="small")
+    for lane, label in enumerate(right.get_yticklabels()):
+        label.set_color(end_color.get(lane, "0.2"))
     ax.set_xlabel(f"time since the first delivery ({unit})")
     ax.set_xlim(-0.04 * max(span / per, 1), max(span / per, 1) * 1.08)
     ax.grid(axis="x", color="0.9")
