@@ -572,10 +572,11 @@ TIMELINE_STEP_COLUMNS = (
 
 
 def _timeline_steps_from_events(data: pd.DataFrame) -> pd.DataFrame:
-    """Steps of an events frame: each settlement is one delivery; a file copy's next delivery (the
-    row whose stream key and seq are the copy's destination and ``copy_seq``, same subscription)
-    continues its lane. Pipe copies go to stdout, which this process does not read back: a pipe
-    lane ends with its copy written."""
+    """Steps of an events frame: each settlement is one delivery. A copy's next delivery -- a later
+    row whose stream key, seq and attempt are the copy's destination, ``copy_seq`` and attempt + 1
+    -- continues its lane: on a file, by the same subscription; on a pipe, by any subscription (a
+    ``loopback`` stage reads its own copies back, perhaps under a retry key with its own
+    subscription). Otherwise a pipe lane ends with its copy written to stdout."""
     _require(data, "time", "transport", "stream_key", "seq", "action", "outcome", kind="events")
     rows = data.reset_index(drop=True)
     col = {
@@ -606,14 +607,15 @@ def _timeline_steps_from_events(data: pd.DataFrame) -> pd.DataFrame:
     def present(value) -> bool:
         return value is not None and not (not isinstance(value, str) and pd.isna(value))
 
-    lane_of: dict[tuple, int] = {}  # (transport, subscription, key, seq) of an awaited copy -> lane
+    lane_of: dict[tuple, int] = {}  # (transport, subscription, key, seq, attempt) of an awaited copy -> lane
     lanes: list[str] = []
     lane_ids: list[int] = []
     continues = [False] * len(rows)
     last_row_of_lane: dict[int, int] = {}
     for i in range(len(rows)):
-        here = (col["transport"][i], col["subscription"][i], col["stream_key"][i], col["seq"][i])
-        lane = lane_of.pop(here, None)
+        transport = col["transport"][i]
+        reader = col["subscription"][i] if transport == "file" else None
+        lane = lane_of.pop((transport, reader, col["stream_key"][i], col["seq"][i], col["attempt"][i]), None)
         if lane is None:
             lane = len(lanes)
             lanes.append(f"{col['transport'][i]} {col['stream_key'][i]} #{col['seq'][i]}")
@@ -622,8 +624,9 @@ def _timeline_steps_from_events(data: pd.DataFrame) -> pd.DataFrame:
         lane_ids.append(lane)
         last_row_of_lane[lane] = i
         copied = col["action"][i] in ("copy", "delayed-copy") and present(col["copy_seq"][i])
-        if copied and col["transport"][i] == "file":
-            lane_of[(col["transport"][i], col["subscription"][i], col["destination"][i], col["copy_seq"][i])] = lane
+        if copied and present(col["attempt"][i]):
+            awaited = (transport, reader, col["destination"][i], col["copy_seq"][i], int(col["attempt"][i]) + 1)
+            lane_of[awaited] = lane
 
     states: list[str] = []
     notes: list[str] = []
@@ -837,7 +840,7 @@ def timeline(events: pd.DataFrame, *, ax=None, max_lanes: int = 30):
                 y[mine],
                 linestyle="none",
                 marker=_DELIVERY_MARKERS[transport],
-                markersize=8,
+                markersize=11,
                 color=_TRANSPORT_COLORS[transport],
                 label=f"{transport} delivery (number: attempt)",
                 gid=f"deliveries-{transport}",
@@ -847,15 +850,18 @@ def timeline(events: pd.DataFrame, *, ax=None, max_lanes: int = 30):
     for row in range(len(steps)):
         numbers.setdefault((int(y[row]), float(t[row])), []).append(str(attempts_[row]))
     for (row_y, row_t), label in numbers.items():
+        alone = len(label) == 1 and len(label[0]) == 1  # one digit: inside its marker, else just below
         ax.annotate(
             ", ".join(label),
             (row_t, row_y),
-            xytext=(0, -5),
+            xytext=(0, 0 if alone else -7),
             textcoords="offset points",
             ha="center",
-            va="top",
-            fontsize="small",
-            color="0.2",
+            va="center" if alone else "top",
+            fontsize=6.5 if alone else "small",
+            fontweight="bold" if alone else "normal",
+            color="white" if alone else "0.2",
+            zorder=5,
         )
     # ends, one artist per kind, a little right of where they happened
     end_label: dict[int, str] = {}

@@ -525,3 +525,24 @@ def test_an_empty_dead_letter_panel_says_why(tmp_path):
     assert texts(ax) == ["no data\nno dead letter: no message reached\nthe cap with a dead-letter key"]
     ax = dead_letters(read_stream(tmp_path / "o.ss"), ax=plt.figure().gca())
     assert texts(ax) == ["no data\nno message on a dead-letter key\n(.dead or .dlq; see dead_letter_keys)"]
+
+
+def test_timeline_follows_a_loopback_pipe_through_its_own_copies():
+    from nbkit import App, HandlerOutcome, StdioBroker
+    from nbkit.notebook.session import Session
+
+    broker = StdioBroker(stdin=["[jobs] a", "[jobs] b"], stdout=[], loopback=True)
+    broker.subscriber("jobs", max_attempts=3, dead_letter="jobs.dlq", out_retry="jobs.retry")(
+        lambda d: HandlerOutcome.retry_after(2)
+    )
+    broker.subscriber("jobs.retry", name="retries", max_attempts=3, dead_letter="jobs.dlq", out_retry="jobs.retry")(
+        lambda d: HandlerOutcome.retry_after(2)
+    )
+    session = Session(App(broker))
+    session.run()
+    ax = timeline(session.events)
+    # each input line is one lane: read back as jobs.retry (another subscription) at +2 s and +4 s
+    assert lanes(ax) == ["pipe jobs #0", "pipe jobs #1"]
+    assert points(ax, "deliveries-pipe") == [(t, lane) for t in (0.0, 2.0, 4.0) for lane in (0, 1)]
+    assert points(ax, "end-dead-letter") == [(4.0, 0), (4.0, 1)]
+    assert artist(ax, "end-copy-out") is None
