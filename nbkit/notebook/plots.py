@@ -791,7 +791,7 @@ def timeline(events: pd.DataFrame, *, ax=None, max_lanes: int = 30):
 
     import matplotlib.transforms as mtransforms
 
-    end_shift = mtransforms.offset_copy(ax.transData, fig=ax.figure, x=9, y=0, units="points")
+    end_shift = mtransforms.offset_copy(ax.transData, fig=ax.figure, x=11, y=0, units="points")
     # delays: delivery -> copy written (or due); waits: copy written -> delivered again
     for transport in ("file", "pipe"):
         mine = (transports == transport) & ~np.isnan(c) & ~np.isnan(delays)
