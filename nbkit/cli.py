@@ -336,6 +336,15 @@ def _add_write(p: argparse.ArgumentParser) -> None:
         f"(default {DEFAULT_BEACON_INTERVAL})",
     )
     p.add_argument("--eos", action="store_true", help="end with an end-of-stream mark if the input had none")
+    _add_lock_timeout(p)
+
+
+def _add_lock_timeout(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--lock-timeout", type=float, metavar="SECONDS", default=10.0,
+        help="how long to wait for a writer that holds the file exclusively (default 10); other nbkit "
+        "writers (a running service, nbkit publish) only hold the lock while they append",
+    )
 
 
 def _stdin_lines() -> Iterator[tuple[int, str]]:
@@ -401,7 +410,9 @@ def _payload_bytes(value: Any) -> bytes:
     return _dumps(value).encode("utf-8")
 
 
-def _parse_message_line(text: str, lineno: int) -> tuple[str, int, int, int, bytes]:
+def _parse_message_line(text: str, lineno: int) -> tuple[str, int, int | None, int | None, bytes]:
+    """Key, shard, sequence, timestamp and payload of one ndjson message line; only ``stream_key`` is
+    required in the header (shard 0, the stream's next sequence and the current time otherwise)."""
     try:
         obj = _loads_strict(text)
         if not isinstance(obj, dict) or not isinstance(obj.get("header"), dict) or "payload" not in obj:
@@ -411,12 +422,12 @@ def _parse_message_line(text: str, lineno: int) -> tuple[str, int, int, int, byt
         key = h.get("stream_key")
         if not isinstance(key, str):
             raise ValueError("header.stream_key must be a string")
-        shard = _u64(h.get("shard_id"), "header.shard_id")
-        seq = _u64(h.get("sequence"), "header.sequence")
+        shard = 0 if h.get("shard_id") is None else _u64(h.get("shard_id"), "header.shard_id")
+        seq = None if h.get("sequence") is None else _u64(h.get("sequence"), "header.sequence")
         ts = h.get("timestamp")
         if isinstance(ts, str):
             ts = parse_log_timestamp(ts)
-        elif isinstance(ts, bool) or not isinstance(ts, int):
+        elif ts is not None and (isinstance(ts, bool) or not isinstance(ts, int)):
             raise ValueError("header.timestamp must be YYYY-MM-DDTHH:MM:SS[.fff] or epoch milliseconds")
         payload = _payload_bytes(obj["payload"])
     except ValueError as exc:
@@ -452,7 +463,7 @@ def _cmd_write(args: argparse.Namespace) -> int:
         if body is not None and body.startswith("{"):
             header = _parse_header_line(body, first[0])
             first = None
-    options: dict[str, Any] = {"flush_every": 64}
+    options: dict[str, Any] = {"flush_every": 64, "lock_timeout": args.lock_timeout, "strict_seq": True}
     interval = args.beacon_interval
     if _is_new_file(args.file):
         if header is not None:
