@@ -31,11 +31,11 @@ from nbkit.wire.crc import CRC_INIT, crc16
 from nbkit.wire.keys import INTERNAL_KEY, validate_key
 from nbkit.wire.ssformat import (
     CR,
-    Beacon,
     DEFAULT_BEACON_INTERVAL,
     EOS_PAYLOAD,
     HEADER_SIZE,
     MAX_TIMESTAMP_MS,
+    Beacon,
     FileHeader,
     Marker,
     check_write_interval,
