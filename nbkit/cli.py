@@ -661,6 +661,53 @@ def _cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
+# -- publish ---------------------------------------------------------------------------------------
+
+
+def _add_publish(p: argparse.ArgumentParser) -> None:
+    p.add_argument("file", metavar="FILE", help="the .ss stream file to append to (created if missing)")
+    p.add_argument("key", metavar="KEY", help="the stream key, e.g. orders")
+    p.add_argument("payload", metavar="PAYLOAD", nargs="?", default=None,
+                   help="the message (UTF-8 text); without it, each line of stdin is one message "
+                   "(its line ending removed, empty lines skipped)")
+    p.add_argument("-H", "--header", dest="headers", action="append", default=[], metavar="NAME:VALUE",
+                   help="a header for every message, in the rs1/rs2 envelope (repeatable)")
+    p.add_argument("--shard", type=int, default=0, metavar="N", help="the shard id (default 0)")
+    p.add_argument("-q", "--quiet", action="store_true",
+                   help="print nothing (by default one line `published KEY seq N` per message, once it is "
+                   "in the file)")
+    _add_lock_timeout(p)
+
+
+def _parse_headers(specs: list[str]) -> dict[str, str]:
+    """``-H NAME:VALUE`` options as a dict (the value's surrounding spaces removed)."""
+    headers: dict[str, str] = {}
+    for spec in specs:
+        name, sep, value = spec.partition(":")
+        if not sep or not name.strip():
+            raise NbkitError(f"-H {spec!r}: expected NAME:VALUE, e.g. -H x-tenant:acme")
+        headers[name.strip()] = value.strip()
+    return headers
+
+
+def _cmd_publish(args: argparse.Namespace) -> int:
+    """Append messages to a stream file that a running service may be reading and writing."""
+    validate_key(args.key)
+    if args.shard < 0 or args.shard >= 1 << 64:
+        raise NbkitError(f"--shard {args.shard}: a shard id is an unsigned 64-bit integer")
+    headers = _parse_headers(args.headers)
+    if args.payload is not None:
+        payloads: Iterator[bytes] = iter([args.payload.encode("utf-8")])
+    else:
+        payloads = (line.rstrip("\r\n").encode("utf-8") for _, line in _stdin_lines() if line.rstrip("\r\n"))
+    with StreamWriter(args.file, lock_timeout=args.lock_timeout) as writer:
+        for payload in payloads:
+            written = writer.write(args.key, envelope.encode(headers, payload, force_text=False), shard_id=args.shard)
+            if not args.quiet:
+                print(f"published {written.stream_key} seq {written.seq}", flush=True)
+    return 0
+
+
 # -- registry and entry point ------------------------------------------------------------------------
 
 #: (name, add_arguments, handler); the handler's docstring's first line is the command's help.
@@ -668,6 +715,7 @@ _COMMANDS: list[tuple[str, AddArguments, Handler]] = [
     ("cat", _add_cat, _cmd_cat),
     ("info", _add_info, _cmd_info),
     ("write", _add_write, _cmd_write),
+    ("publish", _add_publish, _cmd_publish),
     ("run", _add_run, _cmd_run),
     ("demo", _add_demo, _cmd_demo),
     ("export", _add_export, _cmd_export),
