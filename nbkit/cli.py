@@ -157,8 +157,17 @@ def _check_keys(keys: Sequence[str] | None) -> frozenset[str] | None:
 # -- cat ---------------------------------------------------------------------------------------------
 
 
+def _add_source(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--from", dest="source", choices=("ss", "stdio"), default="ss",
+        help="ss: FILE is a stream file (default); stdio: FILE is a pipe capture, one stdio line per "
+        "message (`-` reads stdin); envelopes are decoded and a malformed line is reported by number",
+    )
+
+
 def _add_cat(p: argparse.ArgumentParser) -> None:
-    p.add_argument("file", metavar="FILE", help="the .ss stream file")
+    p.add_argument("file", metavar="FILE", help="the .ss stream file (or, with --from stdio, a capture or -)")
+    _add_source(p)
     p.add_argument(
         "--format",
         choices=("log", "ndjson", "stdio"),
@@ -177,6 +186,20 @@ def _add_cat(p: argparse.ArgumentParser) -> None:
         "--key", action="append", metavar="KEY", dest="keys",
         help="only messages of this stream key (repeatable)",
     )
+
+
+#: ``log`` text: control characters (C0, DEL, C1) as escapes, so a payload cannot move the cursor,
+#: clear the screen or split the line on a terminal (``\n`` -> ``\\n``, ESC -> ``\\x1b``)
+_CONTROL_ESCAPES = {
+    c: {9: "\\t", 10: "\\n", 13: "\\r"}.get(c, f"\\x{c:02x}") for c in (*range(0x20), *range(0x7F, 0xA0))
+}
+
+
+def _escaped(value: str | bytes) -> str:
+    """A header value or payload as one line of log text (bytes that are not UTF-8 as escapes)."""
+    if isinstance(value, bytes):
+        value = value.decode("utf-8", errors="backslashreplace")
+    return value.translate(_CONTROL_ESCAPES)
 
 
 class _CatPrinter:
@@ -221,7 +244,7 @@ class _CatPrinter:
             return
         if fmt == "log":
             try:
-                text = m.payload.decode("utf-8")
+                text = m.payload.decode("utf-8").translate(_CONTROL_ESCAPES)
             except UnicodeDecodeError:
                 text = "<BINARY BLOB>"
         else:  # stdio: binary, multi-line and padded payloads travel enveloped, as the publisher does
@@ -236,8 +259,12 @@ class _CatPrinter:
 def _cmd_cat(args: argparse.Namespace) -> int:
     """Print the messages of a stream file as text (log, ndjson or stdio lines)."""
     keys = _check_keys(args.keys)
+    if args.source == "stdio":
+        return _cat_capture(args, keys)
     out = sys.stdout
     printer = _CatPrinter(args.format, args.header_only, out)
+    shown = 0
+    seen: set[str] = set()  # with --key: the keys of the messages left out
     with StreamReader(args.file, follow=args.follow, poll_max=0.25) as reader:
         printer.header(reader.header)
         beacon_offset = None
@@ -255,13 +282,26 @@ def _cmd_cat(args: argparse.Namespace) -> int:
             msg: Message = item  # type: ignore[assignment]
             if keys is None or msg.stream_key in keys:
                 printer.message(msg)
+                shown += 1
+            elif keys is not None:
+                seen.add(msg.stream_key)
             last = reader.last_beacon
             if last is not None and last.offset != beacon_offset:
                 beacon_offset = last.offset
                 printer.beacon(last.markers)
         out.flush()
         _report_end(args.file, reader.end)
-    return 0
+    return _no_such_key(args.file, keys, shown, seen)
+
+
+def _no_such_key(path: str, keys: frozenset[str] | None, shown: int, seen: set[str]) -> int:
+    """After ``cat --key``: when no message had any of the keys, say which keys there are; exit 1."""
+    if keys is None or shown:
+        return 0
+    there = ", ".join(sorted(k for k in seen if k not in INTERNAL_KEYS)) or "none"
+    wanted = ", ".join(sorted(keys))
+    _note(f"{path}: no message has the key {wanted}; the keys there: {there}")
+    return 1
 
 
 def _report_end(path: str, end: ReadEnd | None) -> None:
@@ -280,12 +320,19 @@ def _report_end(path: str, end: ReadEnd | None) -> None:
 
 
 def _add_info(p: argparse.ArgumentParser) -> None:
-    p.add_argument("file", metavar="FILE", help="the .ss stream file")
+    p.add_argument("file", metavar="FILE", help="the .ss stream file (or, with --from stdio, a capture or -)")
     p.add_argument("--json", action="store_true", help="print the summary as one JSON document")
+    _add_source(p)
+    p.add_argument(
+        "--dead-letter", action="append", metavar="KEY", dest="dead_letter_keys",
+        help="with --from stdio: a dead-letter key (repeatable; default: keys ending in .dead, .dlq, -dead, _dead)",
+    )
 
 
 def _cmd_info(args: argparse.Namespace) -> int:
     """Summarize a stream file: header, size, streams, beacons, end of stream, damage."""
+    if args.source == "stdio":
+        return _info_capture(args)
     s = summarize(args.file)
     out = sys.stdout
     if args.json:
@@ -322,6 +369,117 @@ def _cmd_info(args: argparse.Namespace) -> int:
         out.write("\n")
         for row in table:
             out.write("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() + "\n")
+    return 0
+
+
+# -- pipe captures (cat / info --from stdio) -------------------------------------------------------
+
+
+def _capture_lines(path: str) -> tuple[str, Iterator[bytes]]:
+    """(name for errors, binary lines) of a capture file, or of stdin for ``-``."""
+    if path == "-":
+        stream = getattr(sys.stdin, "buffer", None)
+        if stream is None:
+            return "stdin", (line.encode("utf-8") for line in sys.stdin)
+        return "stdin", iter(stream)
+    try:
+        f = open(path, "rb")  # noqa: SIM115 (closed when the generator ends)
+    except FileNotFoundError:
+        raise NbkitError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise NbkitError(f"{path}: is a directory, not a capture of stdio lines") from None
+
+    def lines() -> Iterator[bytes]:
+        with f:
+            yield from f
+
+    return path, lines()
+
+
+def _cat_capture(args: argparse.Namespace, keys: frozenset[str] | None) -> int:
+    """``cat --from stdio``: the capture's messages with their envelopes opened; a malformed line is
+    one ``nbkit:`` line on stderr (with its number) and the rest is still printed; exit 1 if any was."""
+    from nbkit.transport.stdio_capture import LineProblem, read_capture
+
+    if args.follow:
+        raise NbkitError("--follow reads growing stream files; for a pipe, read the stage's output as it comes "
+                         "(... | nbkit cat --from stdio -)")
+    name, lines = _capture_lines(args.file)
+    out = sys.stdout
+    problems = shown = 0
+    seen: set[str] = set()
+    for item in read_capture(lines, source=name):
+        if isinstance(item, LineProblem):
+            out.flush()
+            _note(" ".join(str(item.error).split()))
+            problems += 1
+            continue
+        if keys is not None and item.stream_key not in keys:
+            seen.add(item.stream_key)
+            continue
+        shown += 1
+        ts = "-" if item.timestamp_ms is None else format_log_timestamp(item.timestamp_ms)
+        if args.format == "ndjson":
+            head = {"stream_key": item.stream_key, "shard_id": item.shard_id, "sequence": item.seq,
+                    "timestamp": None if item.timestamp_ms is None else ts, "line": item.line}
+            headers = {k: _escaped(v) if isinstance(v, bytes) else v for k, v in item.headers.items()}
+            body = None if args.header_only else _json_payload(item.payload)
+            out.write(_dumps({"header": head, "headers": headers, "payload": body}) + "\n")
+            continue
+        prefix = f"[{ts} | {item.stream_key} | {item.seq} | {item.shard_id}]"
+        if args.format == "stdio":
+            text = envelope.encode(item.headers, item.payload, force_text=True).decode("utf-8")
+            out.write(f"{prefix} {text}\n" if text and not args.header_only else prefix + "\n")
+            continue
+        shown_headers = " ".join(f"{k}={_escaped(v)}" for k, v in item.headers.items())
+        parts = [prefix] + ([f"{{{shown_headers}}}"] if shown_headers else [])
+        if not args.header_only:
+            try:
+                parts.append(item.payload.decode("utf-8").translate(_CONTROL_ESCAPES))
+            except UnicodeDecodeError:
+                parts.append("<BINARY BLOB>")
+        out.write(" ".join(parts) + "\n")
+    out.flush()
+    status = _no_such_key(name, keys, shown, seen)
+    return 1 if problems else status
+
+
+def _info_capture(args: argparse.Namespace) -> int:
+    """``info --from stdio``: lines, messages, copies and dead letters per key, malformed lines."""
+    from nbkit.transport.stdio_capture import read_capture, summarize_capture
+
+    name, lines = _capture_lines(args.file)
+    s = summarize_capture(read_capture(lines, source=name), source=name, dead_letter_keys=args.dead_letter_keys)
+    out = sys.stdout
+    if args.json:
+        out.write(json.dumps(s.to_dict(), indent=2, ensure_ascii=False) + "\n")
+        return 0
+    rows = [
+        ("capture", name),
+        ("lines", str(s.lines)),
+        ("messages", f"{s.messages} under {len(s.keys)} key{'s' if len(s.keys) != 1 else ''}"),
+        ("retry copies", f"{s.copies} (messages with an {envelope.RETRY_COUNT_HEADER} header)"),
+        ("dead letters", str(s.dead_letters)),
+        ("malformed lines", str(len(s.problems)) + (
+            f" (first: line {s.problems[0].line})" if s.problems else "")),
+    ]
+    width = max(len(k) for k, _ in rows)
+    for k, v in rows:
+        out.write(f"{k:<{width}}  {v}\n")
+    if s.keys:
+        table = [("key", "messages", "copies", "max retry count", "dead letter", "first timestamp", "last timestamp")]
+        for ks in s.keys.values():
+            table.append((ks.stream_key, str(ks.count), str(ks.copies), str(ks.max_retry_count),
+                          "yes" if ks.dead_letter else "",
+                          "-" if ks.first_timestamp_ms is None else format_log_timestamp(ks.first_timestamp_ms),
+                          "-" if ks.last_timestamp_ms is None else format_log_timestamp(ks.last_timestamp_ms)))
+        widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
+        out.write("\n")
+        for row in table:
+            out.write("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() + "\n")
+    for problem in s.problems[:20]:
+        out.write(f"\n{problem.error}" if problem is s.problems[0] else f"{problem.error}")
+        out.write("\n")
     return 0
 
 
@@ -474,6 +632,34 @@ def _cmd_write(args: argparse.Namespace) -> int:
             options.update(file_name=header.file_name, created_at_ms=header.created_at_ms)
     elif header is not None:
         _note(f"note: {args.file} exists: appending to it; the input's header line is ignored")
+    new_file = not os.path.exists(args.file)
+    try:
+        _write_lines(args, first, lines, interval, options)
+    except BaseException:
+        if new_file:
+            _remove_if_empty(args.file)
+        raise
+    return 0
+
+
+def _remove_if_empty(path: str) -> None:
+    """After a failed ``write`` that created ``path``: remove it if it holds no message (only a header)."""
+    try:
+        with StreamReader(path) as reader:
+            if next(iter(reader), None) is not None:
+                return
+    except (NbkitError, OSError):
+        if os.path.exists(path) and os.path.getsize(path) > 0:
+            return  # not a stream file of ours to judge: leave it
+    try:
+        os.remove(path)
+    except OSError:
+        pass
+
+
+def _write_lines(args: argparse.Namespace, first: tuple[int, str] | None, lines: Iterator[tuple[int, str]],
+                 interval: int | None, options: dict[str, Any]) -> None:
+    """The appending part of ``write``: every message line of stdin through one writer."""
     with StreamWriter(args.file, beacon_interval=interval or DEFAULT_BEACON_INTERVAL, **options) as writer:
         if writer.appended and interval is not None and interval != writer.header.beacon_interval:
             _note(f"note: {args.file} keeps its beacon interval {writer.header.beacon_interval}")
@@ -502,7 +688,6 @@ def _cmd_write(args: argparse.Namespace) -> int:
                 eos_line = lineno
         if args.eos and eos_line is None:
             writer.write_eos()
-    return 0
 
 
 # -- run -------------------------------------------------------------------------------------------
@@ -577,6 +762,12 @@ def _where(exc: BaseException) -> str:
     return f"{frames[-1].filename}:{frames[-1].lineno}" if frames else "unknown place"
 
 
+def _drop_stream_error(record: Any) -> bool:
+    """Log filter of ``nbkit run``: the "subscriber stream error" record is left out, as the error it
+    reports ends the run and is printed as the one ``nbkit: ...`` line (not twice)."""
+    return getattr(record, "nbkit_text", None) != "subscriber stream error"
+
+
 def _cmd_run(args: argparse.Namespace) -> int:
     """Run a service (an nbkit.App) until its subscriptions end; SIGINT/SIGTERM shut it down gracefully."""
     import logging
@@ -586,6 +777,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     logging.basicConfig(
         level=getattr(logging, args.log_level), stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s"
     )
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(_drop_stream_error)
     app = load_app(args.target)
     try:
         app.run()
