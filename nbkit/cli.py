@@ -772,13 +772,18 @@ def _cmd_run(args: argparse.Namespace) -> int:
     """Run a service (an nbkit.App) until its subscriptions end; SIGINT/SIGTERM shut it down gracefully."""
     import logging
 
+    from nbkit.runtime.logs import DeliveryFormatter
     from nbkit.runtime.stdio_broker import StdoutClosedError
 
+    before = list(logging.getLogger().handlers)
     logging.basicConfig(
         level=getattr(logging, args.log_level), stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s"
     )
     for handler in logging.getLogger().handlers:
-        handler.addFilter(_drop_stream_error)
+        if handler not in before:  # the stderr handler basicConfig made (not one the embedding set up)
+            handler.addFilter(_drop_stream_error)
+            # a settlement line ends with its delivery: stream_key=orders seq=17 attempt=2
+            handler.setFormatter(DeliveryFormatter("%(levelname)s %(name)s: %(message)s"))
     app = load_app(args.target)
     try:
         app.run()
