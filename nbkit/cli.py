@@ -906,6 +906,43 @@ def _cmd_publish(args: argparse.Namespace) -> int:
     return 0
 
 
+# -- watch -----------------------------------------------------------------------------------------
+
+
+def _add_watch(p: argparse.ArgumentParser) -> None:
+    p.add_argument("file", metavar="FILE", help="the .ss stream file a service writes")
+    p.add_argument("--every", type=float, default=1.0, metavar="S", help="seconds between refreshes (default 1)")
+    p.add_argument("--latest", type=int, default=5, metavar="N", help="how many of the newest messages to show")
+    p.add_argument("--once", action="store_true", help="print the summary of what is there now and exit")
+
+
+def _cmd_watch(args: argparse.Namespace) -> int:
+    """Show a summary of a stream file that a service writes, refreshing until Ctrl-C (or rotation/removal)."""
+    from nbkit.transport.file_watch import FileWatch, render_text
+
+    if args.every <= 0:
+        raise NbkitError(f"--every {args.every:g}: the refresh interval must be more than 0 seconds")
+    if not os.path.exists(args.file):
+        raise NbkitError(f"{args.file}: no such file; start the service first (or give the stream file's path)")
+    out = sys.stdout
+    tty = out.isatty()
+    with FileWatch(args.file, latest=max(args.latest, 0) or 1) as watch:
+        while True:
+            state = watch.update()
+            if args.once:
+                while state.following and watch.reader.size() > state.offset:  # all that is there now
+                    before = state.offset
+                    state = watch.update()
+                    if state.offset == before:
+                        break
+            text = render_text(state, latest=args.latest)
+            out.write(("\x1b[H\x1b[2J" + text) if tty else text + "\n")
+            out.flush()
+            if args.once or not state.following:
+                return 0
+            time.sleep(args.every)
+
+
 # -- registry and entry point ------------------------------------------------------------------------
 
 #: (name, add_arguments, handler); the handler's docstring's first line is the command's help.
@@ -914,6 +951,7 @@ _COMMANDS: list[tuple[str, AddArguments, Handler]] = [
     ("info", _add_info, _cmd_info),
     ("write", _add_write, _cmd_write),
     ("publish", _add_publish, _cmd_publish),
+    ("watch", _add_watch, _cmd_watch),
     ("run", _add_run, _cmd_run),
     ("demo", _add_demo, _cmd_demo),
     ("export", _add_export, _cmd_export),

@@ -252,3 +252,47 @@ def test_a_malformed_stdio_header_is_one_line_on_stderr(tmp_path: Path) -> None:
                           env=env, timeout=60)
     assert done.returncode == 1
     assert one_error_line(done.stderr.decode()).startswith("nbkit: line 2: ")
+
+
+# -- watch -------------------------------------------------------------------------------------------
+
+
+def test_watch_once_prints_the_summary(capsys, tmp_path: Path) -> None:
+    path = tmp_path / "w.ss"
+    with StreamWriter(path) as w:
+        w.write("orders", b"1")
+        w.write("orders", envelope.encode({envelope.RETRY_COUNT_HEADER: "1"}, b"1", force_text=False))
+        w.write("orders.dead", b"2")
+    rc, out, _ = run(capsys, "watch", "--once", str(path))
+    assert rc == 0
+    assert out.splitlines()[0] == f"{path}: following, 3 messages, byte {path.stat().st_size} of {path.stat().st_size}"
+    assert "deliveries per attempt: attempt 1: 1, attempt 2: 1" in out and "orders.dead (dead letters)" in out
+
+
+def test_watch_a_missing_file_is_one_error_line(capsys, tmp_path: Path) -> None:
+    rc, _, err = run(capsys, "watch", str(tmp_path / "none.ss"))
+    assert rc == 1 and "start the service first" in one_error_line(err)
+
+
+def test_watch_follows_until_the_file_is_removed(tmp_path: Path) -> None:
+    path = tmp_path / "live.ss"
+    with StreamWriter(path) as w:
+        w.write("orders", b"first")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+    proc = subprocess.Popen([sys.executable, "-m", "nbkit", "watch", "--every", "0.05", str(path)], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().startswith(f"{path}: following, 1 messages")
+        with StreamWriter(path) as w:
+            w.write("orders", b"second")
+        while True:
+            line = proc.stdout.readline()
+            assert line, proc.stderr.read()
+            if line.startswith(f"{path}: following, 2 messages"):
+                break
+        path.unlink()
+        out, err = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, err
+    assert f"{path}: removed, 2 messages" in out and f"{path} was removed" in out
