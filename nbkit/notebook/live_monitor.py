@@ -27,6 +27,9 @@ from nbkit.wire.stdio_line import format_log_timestamp
 
 __all__ = ["LiveMonitor"]
 
+#: the tables' look: left-aligned cells with room between the columns
+_TABLE = '<table style="border-collapse:collapse">'
+_CELL = ' style="padding:1px 12px 1px 0;text-align:left;vertical-align:top"'
 _ESCAPES = {c: {9: "\\t", 10: "\\n", 13: "\\r"}.get(c, f"\\x{c:02x}") for c in (*range(0x20), *range(0x7F, 0xA0))}
 
 
@@ -101,6 +104,9 @@ class LiveMonitor(widgets.VBox):
         self.latest_view = widgets.HTML()
         self.stop_button = widgets.Button(description="Stop", tooltip="stop refreshing and release the file")
         self.stop_button.on_click(lambda _button: self.stop())
+        for view, name in ((self.status, "status"), (self.keys_view, "keys"), (self.attempts_view, "attempts"),
+                           (self.dead_view, "dead"), (self.latest_view, "latest")):
+            view.add_class(f"nbkit-monitor-{name}")  # for styling, and for the browser test to find them
         super().__init__([
             widgets.HBox([self.stop_button, self.status]),
             self.keys_view,
@@ -234,19 +240,14 @@ class LiveMonitor(widgets.VBox):
 
     def _draw(self, state: WatchState) -> None:
         self._show_status()
-        rows = []
+        rows = [_row(("key", "messages", "last seq", f"per s (last {self.window:g} s)",
+                      "deliveries per attempt 1 / 2 / ..."), "th")]
         for k in state.keys.values():
             top = max(k.attempts) if k.attempts else 1
             spread = "" if k.dead_letter else " / ".join(str(k.attempts.get(a, 0)) for a in range(1, top + 1))
-            rows.append(
-                f"<tr><td>{html.escape(k.stream_key)}{' (dead letters)' if k.dead_letter else ''}</td>"
-                f"<td>{k.count}</td><td>{k.last_seq}</td><td>{k.rate(self.window):.1f}</td><td>{spread}</td></tr>"
-            )
-        self.keys_view.value = (
-            "<table><tr><th>key</th><th>messages</th><th>last seq</th>"
-            f"<th>per s (last {self.window:g} s)</th><th>deliveries per attempt 1 / 2 / ...</th></tr>"
-            + "".join(rows) + "</table>"
-        ) if rows else "<i>no messages yet</i>"
+            name = html.escape(k.stream_key) + (" (dead letters)" if k.dead_letter else "")
+            rows.append(_row((name, str(k.count), str(k.last_seq), f"{k.rate(self.window):.1f}", spread)))
+        self.keys_view.value = _TABLE + "".join(rows) + "</table>" if state.keys else "<i>no messages yet</i>"
         totals = state.attempt_totals()
         self.attempts_view.value = (
             "deliveries per attempt: " + ", ".join(f"attempt {a}: <b>{n}</b>" for a, n in totals.items())
@@ -256,14 +257,14 @@ class LiveMonitor(widgets.VBox):
             f"dead letters over time (10 s buckets, newest right): <code>{spark}</code> "
             f"({len(state.dead_letter_times)} in all)"
         ) if state.dead_letter_times else ""
-        latest = []
+        latest = [_row(("time", "key", "seq", "headers", "payload"), "th")]
         for m in reversed(state.latest):
             headers = "<br>".join(f"{_text(k, 40)}: {_text(v, 40)}" for k, v in m["headers"].items())
-            latest.append(
-                f"<tr><td>{format_log_timestamp(m['timestamp_ms'])}</td><td>{html.escape(m['stream_key'])}</td>"
-                f"<td>{m['seq']}</td><td>{headers}</td><td><code>{_text(m['payload'])}</code></td></tr>"
-            )
-        self.latest_view.value = (
-            "<table><tr><th>time</th><th>key</th><th>seq</th><th>headers</th><th>payload</th></tr>"
-            + "".join(latest) + "</table>"
-        ) if latest else ""
+            latest.append(_row((format_log_timestamp(m["timestamp_ms"]), html.escape(m["stream_key"]), str(m["seq"]),
+                                headers, f"<code>{_text(m['payload'])}</code>")))
+        self.latest_view.value = _TABLE + "".join(latest) + "</table>" if state.latest else ""
+
+
+def _row(cells: Iterable[str], tag: str = "td") -> str:
+    """One table row of already escaped HTML cells."""
+    return "<tr>" + "".join(f"<{tag}{_CELL}>{c}</{tag}>" for c in cells) + "</tr>"
