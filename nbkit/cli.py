@@ -26,6 +26,7 @@ import json
 import math
 import os
 import re
+import select
 import stat
 import sys
 import time
@@ -657,6 +658,26 @@ def _remove_if_empty(path: str) -> None:
         pass
 
 
+def _flushing_when_idle(lines: Iterator[tuple[int, str]], flush: Callable[[], None]) -> Iterator[tuple[int, str]]:
+    """``lines``, calling ``flush`` before each wait for stdin (nothing readable on its descriptor right
+    now): a shared writer holds the lock while messages wait in its batch, and a slow producer (a person
+    typing, ``tail -f``) must not keep a running service from appending meanwhile."""
+    try:
+        fd = sys.stdin.fileno()
+    except (AttributeError, OSError, ValueError):  # in-memory stdin (tests, embedding): never waits
+        yield from lines
+        return
+    while True:
+        ready, _, _ = select.select([fd], [], [], 0)
+        if not ready:
+            flush()
+        try:
+            item = next(lines)
+        except StopIteration:
+            return
+        yield item
+
+
 def _write_lines(args: argparse.Namespace, first: tuple[int, str] | None, lines: Iterator[tuple[int, str]],
                  interval: int | None, options: dict[str, Any]) -> None:
     """The appending part of ``write``: every message line of stdin through one writer."""
@@ -664,6 +685,8 @@ def _write_lines(args: argparse.Namespace, first: tuple[int, str] | None, lines:
         if writer.appended and interval is not None and interval != writer.header.beacon_interval:
             _note(f"note: {args.file} keeps its beacon interval {writer.header.beacon_interval}")
         eos_line = None
+        # a batch waiting for more input would hold the file's lock: flush whenever stdin has nothing ready
+        lines = _flushing_when_idle(lines, writer.flush)
         for lineno, raw in itertools.chain([first] if first is not None else [], lines):
             text = raw.strip()
             if not text:

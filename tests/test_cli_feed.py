@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -296,3 +297,28 @@ def test_watch_follows_until_the_file_is_removed(tmp_path: Path) -> None:
         proc.kill()
     assert proc.returncode == 0, err
     assert f"{path}: removed, 2 messages" in out and f"{path} was removed" in out
+
+
+def test_write_from_a_slow_producer_lets_other_writers_append_between_lines(tmp_path: Path) -> None:
+    """nbkit write batches 64 messages per write, but flushes (and so releases the lock) whenever stdin
+    has nothing ready: a shared writer with lock_timeout=0 gets in while the producer is slow."""
+    path = tmp_path / "slow.ss"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+    proc = subprocess.Popen([sys.executable, "-m", "nbkit", "write", str(path)], stdin=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=env)
+    try:
+        proc.stdin.write(b'{"header":{"stream_key":"k"},"payload":"from write"}\n')
+        proc.stdin.flush()
+        deadline = 200
+        while not (path.exists() and any(True for _ in iter_messages(path))):
+            deadline -= 1
+            assert deadline > 0, "nbkit write did not flush its first message"
+            time.sleep(0.05)
+        with StreamWriter(path, lock_timeout=0) as other:  # the lock is free while write waits for stdin
+            assert other.write("k", b"from another writer").seq == 2
+        proc.stdin.write(b'{"header":{"stream_key":"k"},"payload":"again"}\n')
+    finally:
+        proc.stdin.close()
+        assert proc.wait(timeout=30) == 0, proc.stderr.read()
+    assert [(m.seq, m.payload) for m in iter_messages(path)] == [(1, b"from write"), (2, b"from another writer"),
+                                                                 (3, b"again")]

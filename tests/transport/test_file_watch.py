@@ -79,3 +79,15 @@ def test_the_end_of_stream_mark_removal_and_rotation_stop_the_watch(tmp_path: Pa
 def test_sparkline() -> None:
     assert sparkline([]) == "" and sparkline([0, 0]) == "  "
     assert sparkline([1, 8]) == "▁█"
+
+
+def test_a_file_the_rust_writer_wrote_is_summarized_like_nbkit_info(sample_path: Path) -> None:
+    from nbkit.transport.file_info import summarize
+    from nbkit.wire.keys import INTERNAL_KEYS
+
+    with FileWatch(sample_path) as watch:
+        state = watch.update()
+    summary = summarize(sample_path)
+    expected = {s.stream_key: s.count for s in summary.streams if s.stream_key not in INTERNAL_KEYS}
+    assert {k: a.count for k, a in state.keys.items()} == expected
+    assert state.status == ("eos" if summary.has_eos else "following")
