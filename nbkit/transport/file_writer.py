@@ -399,7 +399,7 @@ class StreamWriter:
     def _take_frames(self, size: int) -> None:
         """Account the frames from ``self.offset`` to the end of the file; set the resume point."""
         start = self.offset
-        reader = StreamReader(self.path, errors="stop", stop_at_eos=False)
+        reader = StreamReader(self._own_file(), errors="stop", stop_at_eos=False)
         eos: list = []  # EOS marks not (yet) followed by a message: overwritten if they end the file
         try:
             self.header = reader.header
@@ -449,6 +449,18 @@ class StreamWriter:
             os.pwrite(self._fd, head, resume)
             self.offset += len(head)
         os.lseek(self._fd, self.offset, os.SEEK_SET)
+
+    def _own_file(self) -> str:
+        """A path to the file this writer has open: its path, or, once that names another file (the file
+        was renamed or removed: rotated), ``/proc/self/fd/N`` (Linux), so a catch-up never reads the
+        frames of a different file than the one it appends to."""
+        try:
+            if os.path.samestat(os.stat(self.path), os.fstat(self._fd)):
+                return self.path
+        except OSError:
+            pass
+        own = f"/proc/self/fd/{self._fd}"
+        return own if os.path.exists(own) else self.path
 
     def _beacon_at(self, boundary: int, size: int) -> Beacon | None:
         """The complete beacon at ``boundary``, or None when the file ends inside it."""

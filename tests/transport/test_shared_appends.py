@@ -205,3 +205,22 @@ def test_writers_opening_a_new_file_together_write_one_header(tmp_path: Path) ->
     a.close()
     b.close()
     assert [m.seq for m in iter_messages(path)] == [1, 2]
+
+
+def test_a_catch_up_reads_the_file_the_writer_has_open_after_a_rotation(tmp_path: Path) -> None:
+    """The path is renamed away and a new file takes its place: writers that had the old one open keep
+    appending to it, reading each other's frames there (not the new file's)."""
+    path = tmp_path / "r.ss"
+    a = StreamWriter(path)
+    b = StreamWriter(path)
+    a.write("k", b"1")
+    os.rename(path, tmp_path / "old.ss")
+    with StreamWriter(path) as fresh:
+        for _ in range(5):
+            fresh.write("k", b"new file")
+    b.write("k", b"2")
+    assert a.write("k", b"3").seq == 3  # after b's message in the old file
+    a.close()
+    b.close()
+    assert [m.payload for m in iter_messages(tmp_path / "old.ss")] == [b"1", b"2", b"3"]
+    assert [m.seq for m in iter_messages(path)] == [1, 2, 3, 4, 5]
