@@ -122,7 +122,7 @@ def check_file(path: Path, tmp: Path) -> dict[int, dict]:
     return orders
 
 
-def test_four_publishers_feed_a_running_service(tmp_path: Path, child_env) -> None:
+def test_four_publishers_feed_a_running_service(tmp_path: Path, child_env, figures) -> None:
     service = Service(tmp_path, child_env)
     procs = [publisher(tmp_path, child_env, f"p{i}", PER_PUBLISHER) for i in range(PUBLISHERS)]
     outs = []
@@ -143,9 +143,11 @@ def test_four_publishers_feed_a_running_service(tmp_path: Path, child_env) -> No
     for i, seqs in enumerate(outs):  # every publisher's report names its own messages, in order
         assert [orders[s]["id"] for s in seqs] == [f"p{i}-{n}" for n in range(1, PER_PUBLISHER + 1)]
     assert len({s for seqs in outs for s in seqs}) == total
+    figures(publishers=PUBLISHERS, published=total, copies=len(copies), handled=len(handled),
+            file_bytes=(tmp_path / "orders.ss").stat().st_size, lost=0)
 
 
-def test_publishers_killed_mid_append_lose_nothing_they_reported(tmp_path: Path, child_env) -> None:
+def test_publishers_killed_mid_append_lose_nothing_they_reported(tmp_path: Path, child_env, figures) -> None:
     rnd = random.Random(13)
     service = Service(tmp_path, child_env)
     procs = [publisher(tmp_path, child_env, f"k{i}", 20 * PER_PUBLISHER) for i in range(PUBLISHERS)]
@@ -178,3 +180,5 @@ def test_publishers_killed_mid_append_lose_nothing_they_reported(tmp_path: Path,
     handled = service.handled()
     assert sorted(h for h, _ in handled) == sorted(in_file)  # each order in the file handled once
     assert sum(len(seqs) for seqs in outs) > 0
+    figures(kills=len(procs), reported=sum(len(seqs) for seqs in outs), in_file=len(in_file), handled=len(handled),
+            lost=0)
