@@ -306,3 +306,12 @@ def test_no_table_is_cut_by_display_options(source):
                 assert not re.search(r"(^|\s)\.\.\.(\s|$)", plain, flags=re.M), (
                     f"cell {index}: a table has elided rows or columns ('...'); show fewer, not cut ones"
                 )
+
+
+@pytest.mark.parametrize("source", SOURCES, ids=lambda p: p.stem)
+def test_no_cell_writes_to_stderr(source):
+    """A warning in a recorded output (a busy port, a slow event loop) is noise for the learner and makes
+    strict nbval depend on the machine the lesson was built on."""
+    for index, cell in enumerate(_executed_cells(source)):
+        streams = [o for o in cell.get("outputs", []) if o.get("name") == "stderr"]
+        assert not streams, f"cell {index} wrote to stderr: {streams[0]['text'][:200]!r}"
