@@ -438,7 +438,7 @@ class StreamWriter:
                 return _tuple_new(Written, (stream_key, shard_id, seq, ts, start, offset))
             self._pending.append(frame)
         else:
-            offset = self.offset = self._cut(frame, start)
+            offset, self.offset = self._cut(frame, start)
             self._settle(stream_key, shard_id, prefix, state)
         self._pending_count += 1
         if self._pending_count >= self._flush_every:
@@ -457,23 +457,27 @@ class StreamWriter:
         if shard_id is _ZERO and type(stream_key) is str and stream_key not in self._hot:
             self._hot[stream_key] = (prefix, len(prefix) << 32, state, state.crcs.append)
 
-    def _cut(self, frame: bytes, offset: int) -> int:
+    def _cut(self, frame: bytes, offset: int) -> tuple[int, int]:
         """Queue a frame that reaches a beacon boundary: its pieces with a beacon at each boundary
-        (§6); returns the offset after it."""
+        (§6); returns the offset just after the frame's last byte (its ``Written.end``, as the reader's
+        ``Message.end``: a beacon at the boundary where the frame ends belongs to the next read, §6.3)
+        and the offset after everything queued."""
         interval = self.header.beacon_interval
         chunks = self._pending
         pos = 0
         total = len(frame)
+        frame_end = offset
         while pos < total:
             take = min(total - pos, interval - offset % interval)
             chunks.append(frame[pos : pos + take] if take != total else frame)
             pos += take
             offset += take
+            frame_end = offset
             if offset % interval == 0:
                 beacon = encode_beacon(total - pos, self._markers())
                 chunks.append(beacon)
                 offset += len(beacon)
-        return offset
+        return frame_end, offset
 
     def _markers(self) -> list[Marker]:
         wanted = num_markers(self.header.beacon_interval)
