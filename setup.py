@@ -16,9 +16,17 @@ from setuptools.command.build_ext import build_ext
 NOTICE = "nbkit: the compiled core was not built ({why}); nbkit will run on its pure-Python twin"
 
 
+_told = False
+
+
 def _notice(why: object) -> None:
-    print(NOTICE.format(why=str(why).strip().splitlines()[-1] if str(why).strip() else type(why).__name__),
-          file=sys.stderr)
+    """Print the one-line notice (once per build) with the first line of the reason."""
+    global _told
+    if _told:
+        return
+    _told = True
+    text = str(why).strip().splitlines()[0] if str(why).strip() else type(why).__name__
+    print(NOTICE.format(why=text[:120]), file=sys.stderr)
 
 
 class OptionalBuildExt(build_ext):

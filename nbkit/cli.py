@@ -695,8 +695,8 @@ def _version_line() -> str:
 def _core_notice() -> None:
     """The one-line notice when nbkit runs on its pure-Python twin without being asked to."""
     if core.CORE != "compiled" and not core.FORCED_PURE:
-        _note(f"note: running on the pure-Python core: {core.UNAVAILABLE}; reinstall with a C compiler "
-              "for speed, or set NBKIT_PURE_PYTHON=1 to choose the pure core and silence this note")
+        _note(f"note: running on the pure-Python core ({core.UNAVAILABLE}: no C compiler at install?); "
+              "reinstall with one for speed, or set NBKIT_PURE_PYTHON=1 to silence this note")
 
 
 def _silence_stdout() -> None:

@@ -26,7 +26,7 @@ if not FORCED_PURE:
     try:
         from nbkit.wire import _speedups as _compiled
     except ImportError:
-        UNAVAILABLE = "the compiled extension nbkit.wire._speedups was not built (no C compiler at install?)"
+        UNAVAILABLE = "the compiled core was not built"
 
 #: ``"compiled"`` or ``"pure-python"``: the core every hot loop of this process runs on.
 CORE = "compiled" if _compiled is not None else "pure-python"
