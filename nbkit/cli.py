@@ -676,7 +676,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog=PROG, description="Run ruststream-style services on SeaStreamer stream files and pipes; read, write and "
         "inspect .ss files."
     )
-    parser.add_argument("--version", action="version", version=_version_line(),
+    parser.add_argument("--version", action=_VersionAction,
                         help="print nbkit's version and which core (compiled or pure-Python) is active")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name, add_arguments, handler in _COMMANDS:
@@ -685,6 +685,17 @@ def build_parser() -> argparse.ArgumentParser:
         add_arguments(p)
         p.set_defaults(handler=handler)
     return parser
+
+
+class _VersionAction(argparse.Action):
+    """``--version``: print :func:`_version_line` as one unwrapped line and exit 0."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: Any) -> None:
+        sys.stdout.write(_version_line() + "\n")
+        parser.exit(0)
 
 
 def _version_line() -> str:
