@@ -37,12 +37,13 @@ import numpy as np
 import pandas as pd
 
 from nbkit.errors import FormatError, NbkitError, SeekError
-from nbkit.notebook.frames import Selection, _Columns, _in_window, selection
+from nbkit.notebook.frames import Selection, _Columns, _in_window, _json_values, selection
 from nbkit.transport.file_reader import CHUNK, ReadEnd, StreamReader
 from nbkit.transport.positions import FilePosition
 from nbkit.wire.keys import INTERNAL_KEY, INTERNAL_KEYS
 
 __all__ = [
+    "FIELD_MODES",
     "ByteRange",
     "Plan",
     "Selection",
@@ -55,6 +56,8 @@ __all__ = [
     "selection",
 ]
 
+#: Payload modes with ``payload.<field>`` columns, which every partition must have alike.
+FIELD_MODES = ("json", "columns")
 #: Default partition size: 64 MiB of file per range.
 DEFAULT_PARTITION_SIZE = 64 << 20
 #: The first 22 bytes of an end-of-stream frame: K (21) and the key SEA_STREAMER_INTERNAL.
@@ -294,8 +297,8 @@ def read_range(
                 del got
     frame = cols.frame("file")
     frame.index = pd.Index(frame["offset"].to_numpy(dtype="int64"), dtype="int64")
-    if json_fields is not None and sel.payload == "json":
-        frame = conform_json(frame, json_fields, path=os.fspath(path))
+    if json_fields is not None and sel.payload in FIELD_MODES:
+        frame = conform_json(frame, json_fields, path=os.fspath(path), payload=sel.payload)
     return frame
 
 
@@ -303,8 +306,8 @@ def empty_frame(payload: str = "auto", json_fields: Mapping[str, Any] | None = N
     """A zero-row frame with read_range's columns, dtypes and int64 index."""
     frame = _Columns(payload).frame("file")
     frame.index = pd.Index([], dtype="int64")
-    if json_fields is not None and payload == "json":
-        frame = conform_json(frame, json_fields)
+    if json_fields is not None and payload in FIELD_MODES:
+        frame = conform_json(frame, json_fields, payload=payload)
     return frame
 
 
@@ -321,14 +324,15 @@ def _missing(values: Sequence[Any]) -> np.ndarray:
 
 
 def conform_json(
-    frame: pd.DataFrame, fields: Mapping[str, Any] | Sequence[str], *, path: str | None = None
+    frame: pd.DataFrame, fields: Mapping[str, Any] | Sequence[str], *, path: str | None = None, payload: str = "json"
 ) -> pd.DataFrame:
     """Give a json-mode frame exactly the ``payload.<field>`` columns ``fields`` names, with their dtypes.
 
     ``fields`` is ``{field: dtype}`` (a plain sequence means dtype ``object``). A field the frame lacks
     becomes an all-missing column; a column of another dtype is converted when that loses nothing.
     A field not in ``fields``, or a conversion that would lose values, raises :class:`NbkitError`
-    naming the field and the fix (pass ``json_fields=``).
+    naming the field and the fix (pass ``json_fields=``). ``payload``: the frame's payload mode
+    (``"json"``: parsed values; ``"columns"``: JSON text, parsed here only if a field must be rebuilt).
     """
     if not isinstance(fields, Mapping):
         fields = {name: object for name in fields}
@@ -353,7 +357,10 @@ def conform_json(
             out[col] = series
             continue
         if objects is None:
-            objects = [p if isinstance(p, dict) else None for p in frame["payload"]]
+            values = frame["payload"].tolist()
+            if payload == "columns":  # the column holds the JSON text: parse it (only on this path)
+                values = _json_values([v.encode("utf-8") if isinstance(v, str) else v for v in values])
+            objects = [p if isinstance(p, dict) else None for p in values]
         raw = pd.Series([o.get(name) if o else None for o in objects], index=frame.index, dtype=object)
         out[col] = raw if pd.api.types.is_object_dtype(dtype) else _convert(raw.infer_objects(), dtype, name, where)
     if not out:
