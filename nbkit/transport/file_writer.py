@@ -403,18 +403,10 @@ class StreamWriter:
         else:
             state = _LATER  # looked up once the fields are known to be valid, as before
         ts = self.clock_ms() if timestamp_ms is None else timestamp_ms
-        try:  # the layout of encode_frame, packed directly when every field fits
-            head = _HEAD.pack(shard_id, seq, ts, len(payload))
-        except (struct.error, TypeError, ValueError, OverflowError):
-            head = None
-        if head is not None and ts <= MAX_TIMESTAMP_MS:
-            crc = crc16(payload)
-            frame = b"".join((prefix, head, payload, _CRC_END.pack(crc, CR)))
-        else:  # a field out of range: encode_frame says which, as it always has
-            try:
-                frame, crc = encode_frame(prefix[1:], shard_id, seq, ts, payload)
-            except FormatError as exc:
-                raise exc.located(path=self.path) from None
+        try:  # the wire encoder (compiled when the compiled core is active); it says which field is wrong
+            frame, crc = encode_frame(prefix[1:], shard_id, seq, ts, payload)
+        except FormatError as exc:
+            raise exc.located(path=self.path) from None
         start = self.offset
         total = len(frame)
         if start + total + 7 > self._size_limit:
