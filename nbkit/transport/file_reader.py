@@ -454,11 +454,11 @@ class StreamReader:
             msg = self._poll_frame()
             if msg is None or msg is NEED_MORE:
                 break
-            if until is not None and msg.offset >= until:  # type: ignore[union-attr]
+            if until is not None and msg.offset >= until:  # type: ignore[attr-defined]
                 self.pos = before  # a beacon lay before it: the frame belongs to the next range
                 self.end = None
                 break
-            key = msg.stream_key  # type: ignore[union-attr]
+            key = msg.stream_key  # type: ignore[attr-defined]
             take = accept is None or accept(key)
             if key != INTERNAL_KEY:
                 keymap[key.encode("utf-8")] = key if take else None

@@ -9,6 +9,7 @@ Both twins give the same results and raise the same errors (tests/wire/test_twin
 
 from __future__ import annotations
 
+import importlib
 import os
 from collections.abc import Callable
 from types import ModuleType
@@ -24,7 +25,7 @@ _compiled: ModuleType | None = None
 UNAVAILABLE: str | None = "NBKIT_PURE_PYTHON is set" if FORCED_PURE else None
 if not FORCED_PURE:
     try:
-        from nbkit.wire import _speedups as _compiled
+        _compiled = importlib.import_module("nbkit.wire._speedups")
     except ImportError:
         UNAVAILABLE = "the compiled core was not built"
 
@@ -63,10 +64,9 @@ def compiled_module() -> ModuleType | None:
     if _compiled is not None:
         return _compiled
     try:
-        from nbkit.wire import _speedups
+        return importlib.import_module("nbkit.wire._speedups")
     except ImportError:
         return None
-    return _speedups
 
 
 def core_description() -> str:

@@ -161,7 +161,7 @@ def scan_frames(
         if crc(payload) != (buf[e - 3] << 8 | buf[e - 2]):
             break
         if key is not None:
-            add_key(key)
+            add_key(key)  # type: ignore[arg-type]
             add_shard(shard)
             add_seq(seq)
             add_ts(ts)
