@@ -1,8 +1,9 @@
-"""Notebook widgets: ``SessionPanel(session)`` and ``StreamBrowser(path)``.
+"""Notebook widgets: ``SessionPanel(session)``, ``StreamBrowser(path)`` and ``PolicyExplorer()``.
 
-The implementation lives in :mod:`nbkit.notebook.widgets`.
+The implementation lives in :mod:`nbkit.notebook.widgets` and :mod:`nbkit.notebook.policy_explorer`.
 """
 
+from nbkit.notebook.policy_explorer import PolicyExplorer
 from nbkit.notebook.widgets import SessionPanel, StreamBrowser
 
-__all__ = ["SessionPanel", "StreamBrowser"]
+__all__ = ["PolicyExplorer", "SessionPanel", "StreamBrowser"]

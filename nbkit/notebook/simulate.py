@@ -5,7 +5,9 @@ runs one handler that fails as the workload says and answers ``retry_after(polic
 failure, and returns the settlement events (:mod:`nbkit.runtime.events`) of both transports, plus a
 ``message`` column naming the workload message each delivery belongs to. Nothing is modelled: the
 same brokers, settlement rule and copies run as in every service, so what the summary says about
-copies, dead letters and bytes is what a service with this policy would do.
+copies, dead letters and bytes is what a service with this policy would do. The App runs on a
+:class:`~nbkit.VirtualClock`, stepped directly (as a notebook ``Session`` does, without its log
+capture: the runtime's per-settlement log lines are kept out of the notebook).
 
 Failures are drawn per (message, attempt) from the seed, so the file and the pipe run see the very
 same failures and differ only where the transports differ.
@@ -13,17 +15,20 @@ same failures and differ only where the transports differ.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
 import math
 import os
 import random
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pandas as pd
 
-from nbkit.notebook.session import Session
 from nbkit.runtime.app import App
+from nbkit.runtime.clock import VirtualClock
 from nbkit.runtime.delivery import Delivery
 from nbkit.runtime.events import events_frame
 from nbkit.runtime.file_broker import FileBroker
@@ -274,12 +279,12 @@ def _draw(seed: int, what: str, message: int, attempt: int) -> float:
 class _Trial:
     """The handler of one simulated service and what it saw: which delivery is which message."""
 
-    def __init__(self, workload: Workload, policy: RetryPolicy, seed: int, session_start: float) -> None:
+    def __init__(self, workload: Workload, policy: RetryPolicy, seed: int, clock: VirtualClock) -> None:
         self.workload = workload
         self.policy = policy
         self.seed = seed
-        self.start = session_start
-        self.clock = None
+        self.clock = clock
+        self.start = clock.now()
         self.poisoned = workload.poisoned(seed)
         #: (stream key, seq) of each delivery -> the workload message id (from 1)
         self.messages: dict[tuple[str, int], int] = {}
@@ -307,22 +312,49 @@ def _options(policy: RetryPolicy) -> dict:
     return {"max_attempts": policy.max_attempts, "dead_letter": DEAD_LETTER_KEY if policy.dead_letter else None}
 
 
-def _drive(session: Session, workload: Workload, send) -> None:
-    """Publish message ``i`` at its arrival time; deliver every copy at its due time in between."""
-    app = session.app
-    clock = session.clock
-    start = clock.now()
-    session.step(0)  # connect
-    for i in range(workload.messages):
-        target = start + workload.arrival(i)
-        while (due := app.next_due()) is not None and due <= target:
-            session.advance(due - clock.now())
-            session.step(1 << 62)
-        session.advance(target - clock.now())
-        send(i + 1)
-        session.step(1 << 62)
-    session.run(max_deliveries=1 << 62)
-    session.close()
+def _drain(app: App) -> None:
+    """Deliver and settle everything that is ready now."""
+    while app.step() is not None:
+        pass
+
+
+def _drive(app: App, clock: VirtualClock, workload: Workload, send) -> None:
+    """Publish message ``i`` at its arrival time; deliver every copy at its due time in between;
+    then run until no copy is left, and shut down."""
+    with _quiet():
+        app.start()
+        start = clock.now()
+        for i in range(workload.messages):
+            target = start + workload.arrival(i)
+            while (due := app.next_due()) is not None and due <= target:
+                app.fire_due(until=due)  # the virtual clock jumps to the copy's due time
+                _drain(app)
+            clock.set(target)
+            send(i + 1)
+            _drain(app)
+        while True:
+            _drain(app)
+            due = app.next_due()
+            if due is None:
+                break
+            app.fire_due(until=due)
+        app.shutdown()
+
+
+@contextlib.contextmanager
+def _quiet() -> Iterator[None]:
+    """Keep the runtime's per-settlement log lines (thousands of "ack / nack failed") out of the
+    notebook: a simulation reports through its events, not its log."""
+    logger = logging.getLogger("nbkit")
+    handler = logging.NullHandler()
+    logger.addHandler(handler)
+    propagate = logger.propagate
+    logger.propagate = False
+    try:
+        yield
+    finally:
+        logger.propagate = propagate
+        logger.removeHandler(handler)
 
 
 def _payload(message: int) -> str:
@@ -332,10 +364,10 @@ def _payload(message: int) -> str:
 def _run_file(workload: Workload, policy: RetryPolicy, seed: int, path: str) -> tuple[list, dict, int]:
     if os.path.exists(path):
         os.remove(path)
+    clock = VirtualClock()
     broker = FileBroker(path)
-    session = Session(App(broker))
-    trial = _Trial(workload, policy, seed, session.clock.now())
-    trial.clock = session.clock
+    app = App(broker, clock=clock, keep_events=None)
+    trial = _Trial(workload, policy, seed, clock)
     broker.subscriber(KEY, start_at=FilePosition.beginning(), **_options(policy))(trial.handle)
     originals = 0
 
@@ -345,29 +377,30 @@ def _run_file(workload: Workload, policy: RetryPolicy, seed: int, path: str) -> 
         broker.publish(KEY, _payload(message))
         originals += os.path.getsize(path) - before
 
-    session.step(0)
+    with _quiet():
+        app.start()
     grown_from = os.path.getsize(path)  # header and priming message
-    _drive(session, workload, send)
+    _drive(app, clock, workload, send)
     added = os.path.getsize(path) - grown_from - originals
-    return list(session.app.events), {("file", *k): v for k, v in trial.messages.items()}, added
+    return list(app.events), {("file", *k): v for k, v in trial.messages.items()}, added
 
 
 def _run_pipe(workload: Workload, policy: RetryPolicy, seed: int) -> tuple[list, dict, int]:
-    broker = StdioBroker(stdin=[], stdout=[], loopback=True)
-    session = Session(App(broker))
-    trial = _Trial(workload, policy, seed, session.clock.now())
-    trial.clock = session.clock
+    clock = VirtualClock()
+    out: list[str] = []
+    broker = StdioBroker(stdin=[], stdout=out, loopback=True)
+    app = App(broker, clock=clock, keep_events=None)
+    trial = _Trial(workload, policy, seed, clock)
     options = {**_options(policy), "out_retry": RETRY_KEY}
     broker.subscriber(KEY, **options)(trial.handle)
     broker.subscriber(RETRY_KEY, name=f"{KEY}-retries", **options)(trial.handle)
-    clock = session.clock
 
     def send(message: int) -> None:
         broker.feed(format_line(int(clock.now() * 1000), KEY, message - 1, _payload(message)))
 
-    _drive(session, workload, send)
-    added = sum(len(line.encode("utf-8")) + 1 for line in session.output())
-    return list(session.app.events), {("pipe", *k): v for k, v in trial.messages.items()}, added
+    _drive(app, clock, workload, send)
+    added = sum(len(line.encode("utf-8")) + 1 for line in out)
+    return list(app.events), {("pipe", *k): v for k, v in trial.messages.items()}, added
 
 
 def simulate(
