@@ -35,7 +35,28 @@ TIMELINE_MESSAGES = 25
 
 @dataclass(frozen=True)
 class ExplorerResult:
-    """One run of the explorer: the inputs, the events, the summary, the two PNGs and how long it took."""
+    """One run of the explorer: the inputs, the events, the summary, the two PNGs and how long it took.
+
+    Parameters
+    ----------
+    workload : Workload
+    policy : RetryPolicy
+        What was run.
+    events : DataFrame
+        What :func:`~nbkit.notebook.simulate.simulate` returned.
+    summary : DataFrame
+        Its :func:`~nbkit.notebook.simulate.policy_summary`.
+    dashboard_png, timeline_png : bytes
+        The figures.
+    seconds : float
+        Wall-clock time of the whole run.
+
+    Examples
+    --------
+    >>> result = explore(Workload(messages=5), RetryPolicy())          # doctest: +SKIP
+    >>> result.summary.loc["file", "delivered"]                         # doctest: +SKIP
+    5
+    """
 
     workload: Workload
     policy: RetryPolicy
@@ -206,6 +227,7 @@ class PolicyExplorer(widgets.VBox):
         self.background = _in_kernel() if background is None else bool(background)
         self.debounce = debounce
         self.timeline_messages = timeline_messages
+        self.dpi = 72
         self.runs = 0
         self.result: ExplorerResult | None = None
         c = self.controls = {
@@ -333,19 +355,27 @@ class PolicyExplorer(widgets.VBox):
             The run, or None when it failed (``status`` says why).
         """
         self.status.value = "<span class='nbkit-explorer-status'>running…</span>"
+        started = time.perf_counter()
         try:
             workload, policy = self.workload, self.policy
-            result = explore(workload, policy, seed=self.seed, timeline_messages=self.timeline_messages)
+            events = simulate(workload, policy, seed=self.seed)
+            summary = policy_summary(events)
+            # the table first: it is ready in a fraction of the time the figures take
+            self.summary_view.value = summary.to_html(classes="nbkit-explorer-summary", border=0, na_rep="–")
+            dashboard = _dashboard_png(events, self.dpi)
+            self.dashboard.value = dashboard
+            timeline = _timeline_png(events, self.timeline_messages, workload.messages, self.dpi)
+            self.timeline.value = timeline
         except Exception as exc:  # shown, not raised: a slider callback has nowhere to raise to
             self.status.value = (
                 f"<span class='nbkit-explorer-status'>error: {html.escape(f'{type(exc).__name__}: {exc}')}</span>"
             )
             return None
         self.runs += 1
+        result = ExplorerResult(
+            workload, policy, events, summary, dashboard, timeline, time.perf_counter() - started
+        )
         self.result = result
-        self.summary_view.value = result.summary.to_html(classes="nbkit-explorer-summary", border=0, na_rep="–")
-        self.dashboard.value = result.dashboard_png
-        self.timeline.value = result.timeline_png
         self.status.value = (
             f"<span class='nbkit-explorer-status'>{workload.messages:,} messages on a file and a pipe; "
             f"{_describe(policy)}; run {self.runs}</span>"

@@ -53,7 +53,26 @@ REDRIVEN_AT_HEADER = "x-nbkit-redriven-at"
 
 @dataclass(frozen=True)
 class DeadLetter:
-    """One dead letter as written: where it is, when, and its headers and payload (envelope decoded)."""
+    """One dead letter as written: where it is, when, and its headers and payload (envelope decoded).
+
+    Parameters
+    ----------
+    stream_key : str
+        The dead-letter key it is under.
+    shard_id, seq : int
+        Its shard and sequence number there.
+    timestamp_ms : int
+        When it was written (epoch milliseconds).
+    headers : dict
+        Its headers (``x-ruststream-retry-count`` among them), without the transport's ``stream-sequence``.
+    payload : bytes
+        The payload, unchanged.
+
+    Examples
+    --------
+    >>> DeadLetter("orders.dead", 0, 12, 0, {"x-ruststream-retry-count": "3"}, b'{"id": 7}').ref
+    'orders.dead#12'
+    """
 
     stream_key: str
     shard_id: int
@@ -84,9 +103,26 @@ class DeadLetter:
 class RedriveResult:
     """What a redrive did (or, with ``dry_run``, would do).
 
-    ``redriven`` are the dead letters appended (or to append) in order, ``seqs`` the sequence numbers
-    they got under ``target`` (empty on a dry run or for a capture), ``skipped`` the selected dead
-    letters redriven before, ``lines`` the stdio lines of a capture redrive.
+    Parameters
+    ----------
+    source, target : str
+        The dead-letter key read and the key appended to.
+    redriven : tuple of DeadLetter
+        The dead letters appended (or, on a dry run, to append), in order.
+    skipped : tuple of DeadLetter
+        Selected dead letters that were redriven before (the file records them), left alone.
+    seqs : tuple of int
+        The sequence numbers the appended messages got under ``target`` (empty on a dry run or for a
+        capture).
+    lines : tuple of str
+        The stdio lines of a capture redrive (:func:`redrive_lines`), each ending in a newline.
+    dry_run : bool
+        Nothing was written.
+
+    Examples
+    --------
+    >>> RedriveResult("orders.dead", "orders", (), (), dry_run=True)
+    RedriveResult(would redrive 0 dead letters from 'orders.dead' to 'orders')
     """
 
     source: str
@@ -431,8 +467,10 @@ def redrive_lines(
     chosen = [d for d in dead if select(d)]
     todo = [d for d in chosen if d.ref not in done]
     formatter = LineFormatter()
-    out = []
+    out: list[str] = []
     for d in todo:
         text = envelope.encode(_redriven_headers(d, keep_count, now_ms), d.payload, force_text=True).decode("utf-8")
-        out.append(formatter.format(target, text, now_ms))
+        line = formatter.format(target, text, now_ms)  # never None: the redrive headers make the text non-empty
+        if line is not None:
+            out.append(line)
     return RedriveResult(source, target, tuple(todo), tuple(d for d in chosen if d.ref in done), lines=tuple(out))
