@@ -30,7 +30,7 @@ from nbkit.notebook.simulate import BACKOFFS, RetryPolicy, Workload, policy_summ
 __all__ = ["ExplorerResult", "PolicyExplorer", "explore"]
 
 #: How many messages the timeline shows (one lane each), the first ones of the workload.
-TIMELINE_MESSAGES = 25
+TIMELINE_MESSAGES = 15
 
 
 @dataclass(frozen=True)
@@ -98,7 +98,7 @@ def _timeline_png(events: pd.DataFrame, messages: int, total: int, dpi: int) -> 
     from nbkit.notebook.plots import timeline
 
     shown = events[(events["message"] <= messages) & (events["transport"] == "file")]
-    fig = Figure(figsize=(12, 0.6 + 0.16 * min(messages, total)), dpi=dpi, layout="constrained")
+    fig = Figure(figsize=(12, 1.2 + 0.24 * min(messages, total)), dpi=dpi, layout="constrained")
     ax = fig.add_subplot()
     timeline(shown, ax=ax, max_lanes=max(messages, 1))
     ax.set_title(f"The first {min(messages, total):,} of {total:,} messages through time (file; the pipe's are alike)")
@@ -126,7 +126,7 @@ def explore(
         Fixes the failures and the jitter.
     transport : {"both", "file", "pipe"}, default "both"
         Which transports to run.
-    timeline_messages : int, default 25
+    timeline_messages : int, default 15
         How many of the first messages the timeline shows.
     dpi : int, default 72
         Resolution of the PNGs.
@@ -181,7 +181,7 @@ class PolicyExplorer(widgets.VBox):
         each change at once in the caller's thread (the default elsewhere: tests and scripts).
     debounce : float, default 0.1
         Seconds the background thread waits after a change for more changes before it runs.
-    timeline_messages : int, default 25
+    timeline_messages : int, default 15
         How many of the first messages the timeline shows.
 
     Attributes
