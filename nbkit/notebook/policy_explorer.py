@@ -98,7 +98,9 @@ def _timeline_png(events: pd.DataFrame, messages: int, total: int, dpi: int) -> 
     from nbkit.notebook.plots import timeline
 
     shown = events[(events["message"] <= messages) & (events["transport"] == "file")]
-    fig = Figure(figsize=(12, 1.2 + 0.24 * min(messages, total)), dpi=dpi, layout="constrained")
+    height = 1.2 + 0.24 * min(messages, total)
+    fig = Figure(figsize=(12, height), dpi=dpi)  # fixed margins, as for the dashboard
+    fig.subplots_adjust(left=0.115, right=0.845, bottom=0.85 / height, top=1 - 0.4 / height)
     ax = fig.add_subplot()
     timeline(shown, ax=ax, max_lanes=max(messages, 1))
     ax.set_title(f"The first {min(messages, total):,} of {total:,} messages through time (file; the pipe's are alike)")
@@ -249,7 +251,7 @@ class PolicyExplorer(widgets.VBox):
             "delay": _slider(widgets.FloatSlider, policy.delay, 0, max(60.0, policy.delay), 0.5,
                              "delay (s)", "seconds before the first retry"),
             "backoff": widgets.ToggleButtons(options=list(BACKOFFS), value=policy.backoff, description="backoff",
-                                             style={"description_width": "110px", "button_width": "90px"}),
+                                             style={"description_width": "110px", "button_width": "104px"}),
             "capped": widgets.Checkbox(value=policy.max_delay is not None, description="cap delays",
                                        indent=False, layout=widgets.Layout(width="130px")),
             "max_delay": _slider(widgets.FloatSlider, policy.max_delay if policy.max_delay is not None else 30,
