@@ -282,6 +282,7 @@ class PolicyExplorer(widgets.VBox):
         ]
         self._sync_enabled()
         self._lock = threading.Lock()
+        self._running = threading.Lock()
         self._wake = threading.Event()
         self._idle = threading.Event()
         self._idle.set()
@@ -356,6 +357,10 @@ class PolicyExplorer(widgets.VBox):
         ExplorerResult or None
             The run, or None when it failed (``status`` says why).
         """
+        with self._running:  # a refresh from a cell and one from the background thread take turns
+            return self._refresh()
+
+    def _refresh(self) -> ExplorerResult | None:
         self.status.value = "<span class='nbkit-explorer-status'>running…</span>"
         started = time.perf_counter()
         try:
