@@ -12,6 +12,8 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
 from nbkit.transport.file_reader import StreamReader
 from nbkit.transport.file_writer import StreamWriter
 from nbkit.wire import envelope
@@ -47,6 +49,8 @@ def redrive_cmd(path: Path) -> list[str]:
     return [sys.executable, "-m", "nbkit", "redrive", str(path), "--from", "orders.dead", "--to", "orders"]
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(120)
 def test_a_redrive_killed_mid_way_and_run_again_redrives_each_dead_letter_once(tmp_path):
     path = tmp_path / "orders.ss"
     write_dead_letters(path, DEAD)
@@ -96,6 +100,8 @@ def fixed(delivery):
 '''
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(90)
 def test_a_running_service_handles_the_redriven_messages(tmp_path):
     path = tmp_path / "orders.ss"
     write_dead_letters(path, 3)  # orders #1, then three dead letters
