@@ -299,10 +299,10 @@ class PolicyExplorer(widgets.VBox):
         c = self.controls
         return Workload(
             messages=int(c["messages"].value),
-            span=float(c["span"].value),
-            failure_rate=float(c["failure_rate"].value),
-            heal_after=float(c["heal_after"].value) if c["heals"].value else None,
-            poison=float(c["poison"].value),
+            span=_clean(c["span"].value),
+            failure_rate=_clean(c["failure_rate"].value),
+            heal_after=_clean(c["heal_after"].value) if c["heals"].value else None,
+            poison=_clean(c["poison"].value),
         )
 
     @property
@@ -311,10 +311,10 @@ class PolicyExplorer(widgets.VBox):
         c = self.controls
         return RetryPolicy(
             max_attempts=int(c["max_attempts"].value),
-            delay=float(c["delay"].value),
+            delay=_clean(c["delay"].value),
             backoff=str(c["backoff"].value),
-            max_delay=float(c["max_delay"].value) if c["capped"].value else None,
-            jitter=float(c["jitter"].value),
+            max_delay=_clean(c["max_delay"].value) if c["capped"].value else None,
+            jitter=_clean(c["jitter"].value),
             dead_letter=bool(c["dead_letter"].value),
         )
 
@@ -323,7 +323,9 @@ class PolicyExplorer(widgets.VBox):
         self.controls["max_delay"].disabled = not self.controls["capped"].value
 
     # -- running ---------------------------------------------------------------------------------------
-    def _changed(self, _change: Any = None) -> None:
+    def _changed(self, change: Any = None) -> None:
+        if change is not None and _same_number(change["old"], change["new"]):
+            return  # a browser's slider echoes 20.0 back as 19.999999999999996: nothing changed
         self._sync_enabled()
         if not self.background:
             self.refresh()
@@ -413,6 +415,16 @@ class PolicyExplorer(widgets.VBox):
 
     def __repr__(self) -> str:
         return f"PolicyExplorer({self.workload!r}, {self.policy!r})"
+
+
+def _clean(value: float) -> float:
+    """A slider's float without the browser's rounding noise (19.999999999999996 -> 20.0)."""
+    return round(float(value), 9)
+
+
+def _same_number(old: Any, new: Any) -> bool:
+    """Two floats equal but for rounding noise (a slider's step arithmetic in the browser)."""
+    return isinstance(old, float) and isinstance(new, float) and abs(old - new) <= 1e-9 * max(1.0, abs(old))
 
 
 def _describe(policy: RetryPolicy) -> str:

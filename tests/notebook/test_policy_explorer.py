@@ -117,3 +117,9 @@ def test_it_is_in_nbkit_widgets_and_checks_its_arguments():
         PolicyExplorer(workload={"messages": 3}, background=False)
     with pytest.raises(ValueError, match="policy must be an nbkit.RetryPolicy"):
         PolicyExplorer(policy=3, background=False)
+
+
+def test_a_browser_echoing_a_value_with_rounding_noise_does_not_rerun(explorer):
+    explorer.controls["span"].value = 19.999999999999996  # what a slider's step arithmetic sends back for 20.0
+    assert explorer.runs == 1
+    assert explorer.workload.span == 20.0
