@@ -142,19 +142,40 @@ def test_a_missing_file_and_a_bad_capture_line_are_one_line(capsys, monkeypatch,
     assert rc == 1 and "line 2" in one_line(err)
 
 
-def test_a_file_another_process_writes_is_refused(capsys, dead_file):
+def _holder(path: Path, exclusive: bool):
+    """Another process with a StreamWriter open on ``path`` (as a running service's broker has)."""
     import subprocess
 
     holder = subprocess.Popen(
         [sys.executable, "-c", "import sys, time\nfrom nbkit import StreamWriter\n"
-         "w = StreamWriter(sys.argv[1]); print('locked', flush=True); time.sleep(60)", str(dead_file)],
+         f"w = StreamWriter(sys.argv[1], exclusive={exclusive}); print('open', flush=True); time.sleep(60)",
+         str(path)],
         stdout=subprocess.PIPE, text=True,
     )  # fmt: skip
+    assert holder.stdout.readline().strip() == "open"
+    return holder
+
+
+def test_a_file_another_process_has_open_for_writing_is_redriven(capsys, dead_file):
+    holder = _holder(dead_file, exclusive=False)  # shared, as a service's writer: appends take turns
     try:
-        assert holder.stdout.readline().strip() == "locked"
-        before = dead_file.read_bytes()
         rc, _, err = run(capsys, "redrive", str(dead_file), "--from", "orders.dead", "--to", "orders")
-        assert rc == 1 and "is writing this stream file" in one_line(err)
+        assert rc == 0 and "redrove 2 dead letters" in err
+        assert len(redriven(dead_file)) == 2
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_a_file_another_process_holds_exclusively_is_refused_after_the_lock_timeout(dead_file):
+    from nbkit import WriterLockedError
+    from nbkit.runtime.redrive import redrive
+
+    holder = _holder(dead_file, exclusive=True)
+    try:
+        before = dead_file.read_bytes()
+        with pytest.raises(WriterLockedError, match="process"):
+            redrive(dead_file, source="orders.dead", target="orders", lock_timeout=0.2)
         assert dead_file.read_bytes() == before
     finally:
         holder.kill()

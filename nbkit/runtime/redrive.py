@@ -325,14 +325,16 @@ def redrive(
     keep_count: bool = False,
     dry_run: bool = False,
     clock: Clock | None = None,
+    lock_timeout: float = 10.0,
 ) -> RedriveResult:
     """Append the dead letters of ``source`` again under ``target`` in the stream file ``path``.
 
     Each selected dead letter not redriven before is appended with its payload and headers unchanged,
     except: the retry count header is removed (unless ``keep_count``), and ``x-nbkit-redriven-from``
     (``key#seq``) and ``x-nbkit-redriven-at`` are added. Nothing already in the file changes. The
-    redrive holds the file's writer lock from reading to the last append, so a service that is
-    appending to the file at that moment must be stopped first (a ``WriterLockedError`` says so).
+    redrive holds the file's lock from reading what was redriven to its last append (an exclusive
+    writer), so two redrives cannot both append a dead letter; other nbkit writers (a running
+    service's retry copies, ``nbkit publish``) wait for it meanwhile, as for any append.
 
     Parameters
     ----------
@@ -352,6 +354,8 @@ def redrive(
         Select and report, append nothing (and take no lock).
     clock : Clock, optional
         The time written into the messages and ``x-nbkit-redriven-at``; default the real clock.
+    lock_timeout : float, default 10.0
+        Seconds to wait for the file's lock when another writer holds it (then ``WriterLockedError``).
 
     Returns
     -------
@@ -386,7 +390,9 @@ def redrive(
             tuple(d for d in chosen if d.ref in done),
             dry_run=True,
         )
-    with StreamWriter(path, existing_only=True, clock_ms=lambda: round(clock.now() * 1000)) as writer:
+    with StreamWriter(
+        path, existing_only=True, exclusive=True, lock_timeout=lock_timeout, clock_ms=lambda: round(clock.now() * 1000)
+    ) as writer:
         dead, done = _scan(path, source, target)  # under the lock: nobody else appends meanwhile
         chosen = [d for d in dead if select(d)]
         todo = [d for d in chosen if d.ref not in done]
