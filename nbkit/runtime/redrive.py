@@ -91,7 +91,17 @@ class DeadLetter:
         return retry_count(self.headers)
 
     def preview(self, width: int = 60) -> str:
-        """The payload on one line, cut at ``width`` characters."""
+        """The payload on one line, cut at ``width`` characters.
+
+        Parameters
+        ----------
+        width : int, default 60
+            The most characters shown.
+
+        Returns
+        -------
+        str
+        """
         try:
             text = self.payload.decode("utf-8").replace("\n", "\\n")
         except UnicodeDecodeError:
@@ -134,7 +144,12 @@ class RedriveResult:
     dry_run: bool = False
 
     def describe(self) -> str:
-        """One sentence for people: how many were (or would be) redriven and skipped."""
+        """One sentence for people: how many were (or would be) redriven and skipped.
+
+        Returns
+        -------
+        str
+        """
         verb = "would redrive" if self.dry_run else "redrove"
         n = len(self.redriven)
         text = f"{verb} {n} dead letter{'' if n == 1 else 's'} from {self.source!r} to {self.target!r}"
