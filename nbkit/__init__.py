@@ -22,6 +22,7 @@ from nbkit.runtime.events import SettlementEvent
 from nbkit.runtime.file_broker import FileBroker
 from nbkit.runtime.outcome import HandlerOutcome
 from nbkit.runtime.position_store import PositionStore
+from nbkit.runtime.redrive import RedriveResult, redrive, redrive_lines
 from nbkit.runtime.settle import Action
 from nbkit.runtime.stdio_broker import StdioBroker
 from nbkit.transport.file_reader import Message, ReadEnd, StreamReader
@@ -39,6 +40,10 @@ _LAZY = {
     "Session": "nbkit.notebook.session",
     "to_parquet": "nbkit.scale.parquet",
     "read_parquet": "nbkit.scale.parquet",
+    "simulate": "nbkit.notebook.simulate",
+    "policy_summary": "nbkit.notebook.simulate",
+    "Workload": "nbkit.notebook.simulate",
+    "RetryPolicy": "nbkit.notebook.simulate",
 }
 
 
@@ -81,6 +86,13 @@ __all__ = [
     "PositionStore",
     "ReadEnd",
     "RealClock",
+    "RedriveResult",
+    "RetryPolicy",
+    "Workload",
+    "policy_summary",
+    "redrive",
+    "redrive_lines",
+    "simulate",
     "read_pipe",
     "read_stream",
     "concat_frames",

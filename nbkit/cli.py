@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import calendar
+import dataclasses
 import datetime as dt
 import itertools
 import json
@@ -883,6 +884,67 @@ def _cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
+# -- redrive ---------------------------------------------------------------------------------------
+
+
+def _add_redrive(p: argparse.ArgumentParser) -> None:
+    from nbkit.runtime.redrive import WHERE_HELP
+
+    p.add_argument("file", metavar="FILE", help="the .ss stream file (with --capture: a pipe capture, - for stdin)")
+    p.add_argument("--from", dest="source", required=True, metavar="KEY", help="the dead-letter key, e.g. orders.dead")
+    p.add_argument("--to", dest="target", required=True, metavar="KEY", help="the key to publish to, e.g. orders")
+    p.add_argument("--where", metavar="EXPR", help=f"which dead letters (default all): {WHERE_HELP}")
+    p.add_argument(
+        "--keep-count", action="store_true",
+        help="keep x-ruststream-retry-count as it was (default: reset it, so the message gets all its attempts)",
+    )
+    p.add_argument("--dry-run", action="store_true", help="print what would be appended; change nothing")
+    p.add_argument(
+        "--capture", action="store_true",
+        help="FILE is a capture of stdio lines (a stage's stdout); print the redriven lines for the next stage's stdin",
+    )
+
+
+def _redrive_line(dead: Any, target: str) -> str:
+    """One line of ``--dry-run``: which dead letter, where to, its payload and headers as they are now."""
+    headers = ", ".join(
+        f"{k}: {v.decode('utf-8', errors='replace') if isinstance(v, bytes) else v}" for k, v in dead.headers.items()
+    )
+    return f"{dead.ref} -> {target}: {dead.preview(60)}  [headers: {headers or '(none)'}]"
+
+
+def _cmd_redrive(args: argparse.Namespace) -> int:
+    """Publish dead letters again under the key a fixed service reads (append only; a rerun skips those done)."""
+    from nbkit.runtime.redrive import redrive, redrive_lines
+
+    options = {"source": args.source, "target": args.target, "where": args.where, "keep_count": args.keep_count}
+    if args.capture:
+        if args.file == "-":
+            result = redrive_lines(sys.stdin, **options)
+        else:
+            try:
+                with open(args.file, encoding="utf-8") as f:
+                    result = redrive_lines(f, **options)
+            except UnicodeDecodeError as exc:
+                raise NbkitError(
+                    f"{args.file}: not UTF-8 text (byte {exc.start}): a capture holds stdio lines"
+                ) from None
+        if args.dry_run:
+            result = dataclasses.replace(result, dry_run=True)
+            for dead in result.redriven:
+                print(_redrive_line(dead, args.target))
+        else:
+            sys.stdout.writelines(result.lines)
+        _note(result.describe())
+        return 0
+    result = redrive(args.file, dry_run=args.dry_run, **options)
+    if args.dry_run:
+        for dead in result.redriven:
+            print(_redrive_line(dead, args.target))
+    _note(result.describe() + (f" (sequences {result.seqs[0]}..{result.seqs[-1]})" if result.seqs else ""))
+    return 0
+
+
 # -- publish ---------------------------------------------------------------------------------------
 
 
@@ -979,6 +1041,7 @@ _COMMANDS: list[tuple[str, AddArguments, Handler]] = [
     ("run", _add_run, _cmd_run),
     ("demo", _add_demo, _cmd_demo),
     ("export", _add_export, _cmd_export),
+    ("redrive", _add_redrive, _cmd_redrive),
 ]
 
 

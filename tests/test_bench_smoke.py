@@ -28,6 +28,7 @@ TINY = {
     "dispatch": ["--messages", "2000", "--repeat", "1"],
     "pipe": ["--messages", "2000", "--repeat", "1"],
     "memory": ["--messages", "2000", "--repeat", "1", "--size-mb", "4"],
+    "policy_explorer": ["--messages", "100", "--repeat", "1"],
     "peers": ["--messages", "2000", "--repeat", "1"],
 }
 

@@ -14,6 +14,8 @@ PUBLIC = {
     "SettlementEvent", "StdioBroker", "StreamKeyError", "StreamReader", "StreamWriter", "TruncatedError",
     "VirtualClock", "WriterLockedError", "__version__", "concat_frames", "read_parquet", "read_pipe",
     "read_stream", "to_parquet",
+    # retry policies and redrive (issue 17)
+    "RedriveResult", "RetryPolicy", "Workload", "policy_summary", "redrive", "redrive_lines", "simulate",
 }
 
 

@@ -468,3 +468,87 @@ def _check_dead_letters(answer: Any, *, orders: int, seed: int, **_: Any) -> Ver
         return Verdict(True, f"{right:,} dead letters: every valid order whose payment still fails on attempt 4.")
     return Verdict(False, "predict from the orders: which ones are still failing when attempt 4 asks for a retry? "
                    "To count in the file, keep the 'orders.dead' rows of the Dask frame and .compute() their number.")
+
+
+# --- 07-retry-policies ---
+#: The goal of exercise 07-policy-goal: at most this share of dead letters, no wait longer than this.
+POLICY_GOAL_DEAD_SHARE = 0.01
+POLICY_GOAL_MAX_WAIT = 60.0
+
+
+def _policy_goal_expected(**_: Any) -> Any:
+    from nbkit.notebook.simulate import RetryPolicy
+
+    return RetryPolicy(max_attempts=10, delay=2.0, backoff="fixed")
+
+
+@_exercise("07-policy-goal", expected=_policy_goal_expected)
+def _policy_goal(answer: Any, *, workload: Any, seed: int = 0, **_: Any) -> Verdict:
+    """``workload`` is a Workload or the dict of its fields (a literal the lesson tests can read)."""
+    from nbkit.notebook.simulate import RetryPolicy, Workload, policy_summary, simulate
+
+    if isinstance(workload, dict):
+        workload = Workload(**workload)
+    if not isinstance(answer, RetryPolicy):
+        return Verdict(False, "answer with a policy: RetryPolicy(max_attempts=..., delay=..., backoff=...).")
+    summary = policy_summary(simulate(workload, answer, seed=seed))
+    share = float(summary["dead-lettered"].max()) / workload.messages
+    wait = float(summary["longest wait (s)"].max())
+    rejected = int(summary["rejected"].max())
+    if rejected:
+        return Verdict(False, f"{rejected} messages were rejected: without a dead-letter key they are lost, "
+                       "not kept for later. Keep dead_letter=True.")
+    if share > POLICY_GOAL_DEAD_SHARE and wait > POLICY_GOAL_MAX_WAIT:
+        return Verdict(False, f"{share:.1%} dead letters and a wait of {wait:g} s: both goals missed.")
+    if share > POLICY_GOAL_DEAD_SHARE:
+        return Verdict(False, f"{share:.1%} of the messages end as dead letters (goal: at most 1%). Each attempt "
+                       "fails independently here: how many tries make a run of failures that long rare enough?")
+    if wait > POLICY_GOAL_MAX_WAIT:
+        return Verdict(False, f"a message waited {wait:g} s (goal: at most 60 s). The slowest message is one that "
+                       "fails every attempt: add up its delays, and make the sum fit.")
+    return Verdict(True, f"{share:.1%} dead letters, the longest wait {wait:g} s, on the file and on the pipe.")
+
+
+def _keep_count_run(max_attempts: int, keep_count: bool) -> tuple[int, str]:
+    """(attempt the fixed service sees, where its next failure goes) for a redriven dead letter, measured."""
+    from nbkit.notebook.session import Session
+    from nbkit.runtime.app import App
+    from nbkit.runtime.file_broker import FileBroker
+    from nbkit.runtime.outcome import HandlerOutcome
+    from nbkit.runtime.redrive import REDRIVEN_FROM_HEADER, redrive
+    from nbkit.transport.positions import FilePosition
+
+    options = {"start_at": FilePosition.beginning(), "max_attempts": max_attempts, "dead_letter": "orders.dead"}
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "orders.ss")
+        broken = FileBroker(path)
+        broken.subscriber("orders", **options)(lambda d: HandlerOutcome.retry_after(1))
+        session = Session(App(broken))
+        broken.publish("orders", '{"id": 1}')
+        session.run()
+        session.close()
+        redrive(path, source="orders.dead", target="orders", keep_count=keep_count, clock=session.clock)
+        fixed = FileBroker(path)  # still failing for the redriven message: where does it go next?
+        fixed.subscriber("orders", **options)(
+            lambda d: HandlerOutcome.retry_after(1) if REDRIVEN_FROM_HEADER in d.headers else None
+        )
+        session = Session(App(fixed))
+        event = next(e for e in session.run() if e.redriven)
+        session.close()
+    return event.attempt, str(event.destination)
+
+
+@_exercise("07-keep-count", expected=lambda *, max_attempts, **_: _keep_count_run(max_attempts, True))
+def _keep_count(answer: Any, *, max_attempts: int, **_: Any) -> Verdict:
+    right = _keep_count_run(max_attempts, True)
+    if not isinstance(answer, tuple) or len(answer) != 2:
+        return Verdict(False, "answer with a pair: (attempt number, key the next failure goes to).")
+    if answer == right:
+        return Verdict(True, f"the dead letter kept retry count {right[0] - 1}, so it arrives as attempt {right[0]}: "
+                       f"past the cap (attempt >= max_attempts): one more failure sends it straight to {right[1]!r}.")
+    if answer[0] == 1:
+        return Verdict(False, "attempt 1 is what the default redrive gives (the count is reset); --keep-count "
+                       "keeps the dead letter's x-ruststream-retry-count.")
+    if answer[0] == right[0]:
+        return Verdict(False, "the attempt is right; compare it with max_attempts: the cap is checked first.")
+    return Verdict(False, "a dead-letter copy carries the retry count of the attempts made; attempt = count + 1.")

@@ -132,7 +132,8 @@ def _as_deliveries(
     Columns: ``transport`` (str), ``group`` (str: the ``by`` column, "all" when by is None),
     ``attempt`` (Int64), ``delivered`` (bool: counts as a delivery), ``delay`` (float seconds, NaN
     unless the row scheduled a retry copy), ``is_dead_letter`` (bool), ``time`` (UTC: when the row
-    happened; for a dead letter, when the copy was written).
+    happened; for a dead letter, when the copy was written), ``redriven`` (bool: a redriven dead
+    letter -- the events' ``redriven`` column, or a message carrying ``x-nbkit-redriven-from``).
     """
     kind = _frame_kind(data)
     if kind == "events":
@@ -175,6 +176,7 @@ def _as_deliveries(
             else pd.Series(pd.NaT, index=index, dtype="datetime64[ms, UTC]")
         )
     group = pd.Series("all", index=index, dtype=object) if by is None else data[by].astype(object).map(_label)
+    redriven = _redriven(data, kind)
     out = pd.DataFrame(
         {
             "transport": transport,
@@ -184,6 +186,7 @@ def _as_deliveries(
             "delay": delay,
             "is_dead_letter": is_dead,
             "time": time,
+            "redriven": redriven,
         },
         index=index,
     ).reset_index(drop=True)
@@ -192,6 +195,19 @@ def _as_deliveries(
     out.attrs["span"] = _run_span(data, kind)
     out.attrs["transports"] = _transports(transport)
     return out
+
+
+def _redriven(data: pd.DataFrame, kind: str) -> np.ndarray:
+    """Which rows are redriven dead letters (see :mod:`nbkit.runtime.redrive`)."""
+    if kind == "events":
+        if "redriven" not in data.columns:
+            return np.zeros(len(data), dtype=bool)
+        return data["redriven"].fillna(False).to_numpy(dtype=bool)
+    if "headers" not in data.columns:
+        return np.zeros(len(data), dtype=bool)
+    from nbkit.runtime.redrive import REDRIVEN_FROM_HEADER
+
+    return np.array([isinstance(h, dict) and REDRIVEN_FROM_HEADER in h for h in data["headers"]], dtype=bool)
 
 
 def _run_span(data: pd.DataFrame, kind: str) -> tuple[pd.Timestamp, pd.Timestamp] | None:
@@ -481,7 +497,9 @@ def dead_letters(
     start is in the x label and the bin width in the y label. Every group gets a bar in every bin
     (a bin without dead letters counts 0), side by side, so equal series stay visible. Events
     frames: the ``dead-letter`` rows at ``written_at`` (``time`` when the copy was not written).
-    Messages frames: the rows on dead-letter keys at their ``timestamp``.
+    Messages frames: the rows on dead-letter keys at their ``timestamp``. Redriven dead letters
+    (``nbkit.redrive``) are black triangles on dashed stems in the same bins: in events frames the
+    deliveries marked ``redriven``, in messages frames the messages carrying ``x-nbkit-redriven-from``.
 
     Parameters
     ----------
@@ -517,6 +535,7 @@ def dead_letters(
     ax.set_title("Dead letters over time")
     span = d.attrs["span"]
     kind = d.attrs["kind"]
+    back = d[d["redriven"] & d["time"].notna()]
     d = d[d["is_dead_letter"] & d["time"].notna()]
     if d.empty or span is None:
         ax.set_xlabel("time")
@@ -546,8 +565,25 @@ def dead_letters(
     ax.set_xlim(0, n_bins * step)
     ax.set_xlabel(f"time ({unit}) from {start.tz_convert('UTC'):%Y-%m-%d %H:%M:%S} UTC")
     ax.set_ylabel(f"dead letters per {_duration_text(width)}")
+    if len(back):
+        _redriven_line(ax, back, start, width, n_bins, centers)
     ax.yaxis.get_major_locator().set_params(integer=True)
     return ax
+
+
+def _redriven_line(ax, back: pd.DataFrame, start, width, n_bins: int, centers: np.ndarray) -> None:
+    """The redriven rows per bin of :func:`dead_letters`: a dashed black stem with a triangle in each bin
+    that has any (none elsewhere: they come back at a moment, not gradually), with its legend entry."""
+    which = ((back["time"] - start) // width).astype(int).clip(0, n_bins - 1)
+    per_bin = np.bincount(which.to_numpy(), minlength=n_bins)
+    some = per_bin > 0
+    ax.vlines(centers[some], 0, per_bin[some], colors="k", linestyles="dashed", linewidth=1.5)
+    ax.plot(centers[some], per_bin[some], color="k", linestyle="none", marker="^", markersize=9,
+            label="redriven", gid="redriven")  # fmt: skip
+    ax.set_title("Dead letters and redrives over time")
+    ax.set_ylabel(ax.get_ylabel().replace("dead letters", "dead letters, redriven"))
+    ax.set_ylim(top=max(ax.get_ylim()[1], per_bin.max() * 1.3))
+    _top_legend(ax)
 
 
 # -- the timeline --------------------------------------------------------------------------------------
@@ -593,6 +629,7 @@ def _timeline_steps_from_events(data: pd.DataFrame) -> pd.DataFrame:
             "copy_seq",
             "abandoned",
             "error",
+            "redriven",
         )
     }
     time = _utc(rows["time"])
@@ -618,7 +655,10 @@ def _timeline_steps_from_events(data: pd.DataFrame) -> pd.DataFrame:
         lane = lane_of.pop((transport, reader, col["stream_key"][i], col["seq"][i], col["attempt"][i]), None)
         if lane is None:
             lane = len(lanes)
-            lanes.append(f"{col['transport'][i]} {col['stream_key'][i]} #{col['seq'][i]}")
+            lanes.append(
+                f"{col['transport'][i]} {col['stream_key'][i]} #{col['seq'][i]}"
+                + (" (redriven)" if col["redriven"][i] is True else "")
+            )
         else:
             continues[last_row_of_lane[lane]] = True
         lane_ids.append(lane)

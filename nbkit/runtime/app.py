@@ -27,6 +27,7 @@ from nbkit.runtime.clock import Clock, RealClock
 from nbkit.runtime.delivery import Delivery
 from nbkit.runtime.events import SettlementEvent, events_frame
 from nbkit.runtime.outcome import HandlerOutcome, as_outcome
+from nbkit.runtime.redrive import REDRIVEN_FROM_HEADER
 from nbkit.runtime.settle import Action, decide
 from nbkit.wire.envelope import RETRY_COUNT_HEADER
 
@@ -236,11 +237,12 @@ class App:
         decision, action_name = self._decide(outcome.kind, outcome.delay, attempt, reg.declaration, transport)
         now = self.clock.now()
         action = decision.action
+        redriven = REDRIVEN_FROM_HEADER in delivery.headers
         settled = (reg.name, delivery.stream_key, delivery.seq, attempt)  # what the log records name
         if action is _UNSUPPORTED:
             event = _event(
                 (now, transport, reg.name, delivery.stream_key, delivery.shard_id, delivery.seq, attempt,
-                 outcome.kind, action_name, None, None, None, None, None, False, error)
+                 outcome.kind, action_name, None, None, None, None, None, False, error, redriven)
             )
             self._unsupported(reg.name, settled)
         else:
@@ -253,7 +255,7 @@ class App:
             due = now + delay if action is _DELAYED_COPY else None
             event = _event(
                 (now, transport, reg.name, delivery.stream_key, delivery.shard_id, delivery.seq, attempt,
-                 outcome.kind, action_name, delay, destination, due, None, None, False, error)
+                 outcome.kind, action_name, delay, destination, due, None, None, False, error, redriven)
             )
             if action is _REJECTED:
                 logs.emit(

@@ -21,6 +21,7 @@ written_at      datetime64[ms, UTC]         when the copy was written, else NaT
 copy_seq        Int64                       the copy's sequence number in its destination
 abandoned       bool                        the delayed copy was lost (shutdown timeout)
 error           string                      the handler's exception, if it raised
+redriven        bool                        a redriven dead letter (``x-nbkit-redriven-from`` header)
 ==============  ==========================  =================================================
 """
 
@@ -47,6 +48,7 @@ EVENT_COLUMNS = (
     "copy_seq",
     "abandoned",
     "error",
+    "redriven",
 )
 
 
@@ -72,6 +74,7 @@ class SettlementEvent(NamedTuple):
     copy_seq: int | None = None
     abandoned: bool = False
     error: str | None = None
+    redriven: bool = False
 
     def describe(self) -> str:
         """One sentence: what the runtime did. A retry copy says the attempt its next delivery will be
@@ -98,9 +101,8 @@ class SettlementEvent(NamedTuple):
             what = f"copy to {self.destination!r} lost: {self.error}"
         if self.abandoned:
             what = f"delayed copy to {self.destination!r} abandoned at shutdown (lost)"
-        return (
-            f"{self.transport} {self.stream_key} #{self.seq} attempt {self.attempt}: {self.outcome} -> {what}"
-        )
+        what_came = f"{self.stream_key} #{self.seq}" + (" (redriven)" if self.redriven else "")
+        return f"{self.transport} {what_came} attempt {self.attempt}: {self.outcome} -> {what}"
 
     def _repr_html_(self) -> str:
         rows = "".join(
@@ -146,6 +148,7 @@ def events_frame(events: list[SettlementEvent]):
             "copy_seq": pd.array(cols["copy_seq"], dtype="Int64"),
             "abandoned": pd.array(cols["abandoned"], dtype="bool"),
             "error": pd.array(cols["error"], dtype="string"),
+            "redriven": pd.array(cols["redriven"], dtype="bool"),
         },
         columns=list(EVENT_COLUMNS),
     )

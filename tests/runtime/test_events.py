@@ -38,9 +38,9 @@ def _dtype_name(doc: str) -> str:
 
 def test_the_docstring_table_is_parsed():
     schema = _documented_schema()
-    assert len(schema) == 16
+    assert len(schema) == 17
     assert schema[0] == ("time", "datetime64[ms, UTC]")
-    assert schema[-1] == ("error", "string")
+    assert schema[-1] == ("redriven", "bool")
 
 
 @pytest.fixture
