@@ -28,6 +28,7 @@ TINY = {
     "dispatch": ["--messages", "2000", "--repeat", "1"],
     "pipe": ["--messages", "2000", "--repeat", "1"],
     "memory": ["--messages", "2000", "--repeat", "1", "--size-mb", "4"],
+    "lineage": ["--messages", "2000", "--repeat", "1"],
 }
 
 
@@ -58,6 +59,8 @@ def test_benchmark_runs_on_tiny_data(script):
     assert lines[-1].endswith("targets met")
     if script == "read":  # the value check must hold whatever the timings say
         assert any(line.strip().startswith("PASS  identical values") for line in lines), done.stdout
+    if script == "lineage":  # linking must be right whatever the timings say
+        assert any(line.strip().startswith("PASS  every copy linked") for line in lines), done.stdout
     if script == "pipe":
         assert any(line.strip().startswith("PASS  every line written back") for line in lines), done.stdout
 
