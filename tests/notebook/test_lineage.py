@@ -17,7 +17,7 @@ import pytest
 
 from nbkit import App, FileBroker, FilePosition, HandlerOutcome, StdioBroker, StreamWriter
 from nbkit.notebook.frames import concat_frames, read_pipe, read_stream
-from nbkit.notebook.lineage import LINEAGE_COLUMNS, lineage, summarize
+from nbkit.notebook.lineage import LINEAGE_COLUMNS, lineage, summarize, timeline_steps
 from nbkit.notebook.session import Session
 from nbkit.runtime.delivery import Delivery
 from nbkit.wire import envelope
@@ -408,3 +408,19 @@ def test_long_histories_link_through_every_attempt(tmp_path):
     assert_matches_runtime(lin, events)
     assert lin["attempt"].tolist() == list(range(1, 41))
     assert np.allclose(lin["delay"].dt.total_seconds().dropna(), 0.5)
+
+
+def test_timeline_steps_one_lane_per_message_from_the_file(tmp_path):
+    frame, _ = run_file(tmp_path, ORDERS[:2], until(99, lambda a: 3)(), max_attempts=3, dead_letter="jobs.dead")
+    steps = timeline_steps(lineage(frame))
+    assert list(steps["message"].cat.categories) == ["file jobs #1", "file jobs #2"]
+    assert steps["attempt"].tolist() == [1, 2, 3, 1, 2, 3]  # the dead-letter copies are not deliveries
+    assert steps["state"].tolist() == ["retried", "retried", "dead-letter"] * 2
+    assert steps["delay"].fillna(-1).tolist() == [3.0, 3.0, -1] * 2
+    assert steps["destination"].tolist() == ["jobs", "jobs", "jobs.dead"] * 2
+    assert ((steps["copy_at"] - steps["time"]).dt.total_seconds().tolist()) == [3.0, 3.0, 0.0] * 2
+    (tmp_path / "b").mkdir()
+    ended = timeline_steps(lineage(run_file(tmp_path / "b", ORDERS[:1], until(2, lambda a: 1)())[0]))
+    assert ended["state"].tolist() == ["retried", "no further copy"] and ended["copy_at"].isna().tolist() == [
+        False, True
+    ]
