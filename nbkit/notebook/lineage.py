@@ -133,41 +133,70 @@ def lineage(frame: pd.DataFrame, *, dead_letter_keys: Any = None) -> pd.DataFram
     1        0        2  jobs.retry 0 days 00:00:03  no further copy
     """
     _check(frame)
-    n = len(frame)
-    rows = np.arange(n, dtype=np.int64)
     counts = pd.array(frame["retry_count"], dtype="Int64").to_numpy(dtype=np.int64, na_value=0)
     header_codes, named_seq, names_seq = _header_parts(frame["headers"])
-    group = _group_codes(frame, header_codes)
-    seqs = _u64_as_i64(frame["seq"])
+    payloads = frame["payload"].to_numpy(dtype=object)
+    fixed = _Fixed(
+        counts=counts,
+        seqs=_u64_as_i64(frame["seq"]),
+        named_seq=named_seq,
+        names_seq=names_seq,
+        stream_keys=_codes(frame["stream_key"]),
+    )
+    payload_codes, exact = _payload_codes(payloads, exact=False)
+    pred, ambiguous = _link(_group_codes(frame, header_codes, payload_codes), fixed)
+    if not exact:  # codes from 64-bit hashes: make sure every link joins equal payloads
+        linked = np.flatnonzero(pred >= 0)
+        if not bool(np.all(payloads[linked] == payloads[pred[linked]])):  # a hash collision: redo exactly
+            payload_codes, _ = _payload_codes(payloads, exact=True)
+            pred, ambiguous = _link(_group_codes(frame, header_codes, payload_codes), fixed)
     is_copy = counts > 0
-
-    stream_keys = _codes(frame["stream_key"])
-
-    pred = np.full(n, -1, dtype=np.int64)
-    ambiguous = 0
-    free = np.ones(n, dtype=bool)  # not yet copied by a linked copy
-    for strict, same_key in ((True, True), (True, False), (False, True), (False, False)):
-        copies = rows[is_copy & (names_seq == strict) & (pred < 0)]
-        if not len(copies):
-            continue
-        cands = rows[free]
-        cand_keys = [group[cands], counts[cands]]
-        copy_keys = [group[copies], counts[copies] - 1]
-        if strict:
-            cand_keys.append(seqs[cands])
-            copy_keys.append(named_seq[copies])
-        if same_key:
-            cand_keys.append(stream_keys[cands])
-            copy_keys.append(stream_keys[copies])
-        linked_copies, linked_cands, unsure = _fifo_links(tuple(cand_keys), cands, tuple(copy_keys), copies)
-        pred[linked_copies] = linked_cands
-        free[linked_cands] = False
-        ambiguous += unsure
-
     return _histories(frame, pred, is_copy, ambiguous, dead_letter_keys)
 
 
 # -- linking -------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class _Fixed:
+    """Per-record arrays the linking passes share: retry counts, sequences (int64 bits), the sequence
+    a copy's ``stream-sequence`` names and whether it names one, stream key codes."""
+
+    counts: np.ndarray
+    seqs: np.ndarray
+    named_seq: np.ndarray
+    names_seq: np.ndarray
+    stream_keys: np.ndarray
+
+
+def _link(group: np.ndarray, f: _Fixed) -> tuple[np.ndarray, int]:
+    """Each record's predecessor row (-1: none) and how many links were chosen among several
+    candidates. Passes, each on the copies still unlinked: copies naming a sequence, first on their
+    own key, then on any key; then copies naming none, the same two ways."""
+    n = len(group)
+    rows = np.arange(n, dtype=np.int64)
+    is_copy = f.counts > 0
+    pred = np.full(n, -1, dtype=np.int64)
+    ambiguous = 0
+    free = np.ones(n, dtype=bool)  # not yet copied by a linked copy
+    for strict, same_key in ((True, True), (True, False), (False, True), (False, False)):
+        copies = rows[is_copy & (f.names_seq == strict) & (pred < 0)]
+        if not len(copies):
+            continue
+        cands = rows[free]
+        cand_keys = [group[cands], f.counts[cands]]
+        copy_keys = [group[copies], f.counts[copies] - 1]
+        if strict:
+            cand_keys.append(f.seqs[cands])
+            copy_keys.append(f.named_seq[copies])
+        if same_key:
+            cand_keys.append(f.stream_keys[cands])
+            copy_keys.append(f.stream_keys[copies])
+        linked_copies, linked_cands, unsure = _fifo_links(tuple(cand_keys), cands, tuple(copy_keys), copies)
+        pred[linked_copies] = linked_cands
+        free[linked_cands] = False
+        ambiguous += unsure
+    return pred, ambiguous
+
+
 def _check(frame: Any) -> None:
     if not isinstance(frame, pd.DataFrame):
         raise TypeError(f"lineage takes a DataFrame from read_stream/read_pipe, not {type(frame).__name__}")
@@ -228,9 +257,8 @@ def _sequence(value: Any) -> int | None:
     return number if number <= _MAX_U64 else None
 
 
-def _group_codes(frame: pd.DataFrame, header_codes: np.ndarray) -> np.ndarray:
+def _group_codes(frame: pd.DataFrame, header_codes: np.ndarray, payload_codes: np.ndarray) -> np.ndarray:
     """One code per (transport, payload, headers apart from the rewritten ones)."""
-    payload_codes = _payload_codes(frame["payload"])
     if "transport" in frame.columns:
         transport_codes = _codes(frame["transport"]) + 1  # -1 (missing) becomes 0
     else:
@@ -249,17 +277,24 @@ def _codes(column: pd.Series) -> np.ndarray:
     return pd.factorize(column.astype(object))[0].astype(np.int64)
 
 
-def _payload_codes(payloads: pd.Series) -> np.ndarray:
-    """Equal payloads get equal codes (exact equality, not hashes). Parsed JSON objects and arrays
+def _payload_codes(values: np.ndarray, *, exact: bool) -> tuple[np.ndarray, bool]:
+    """Codes under which equal payloads are equal, and whether equal codes mean equal payloads.
+    Text and bytes are coded by a 64-bit hash unless ``exact`` (the caller checks its links and asks
+    again, exactly, on a collision); anything else exactly. Parsed JSON objects and arrays
     (``payload="json"``) are compared by their JSON encoding."""
-    values = payloads.to_numpy(dtype=object)
+    if not exact:
+        try:
+            hashes = pd.util.hash_array(values, categorize=False)
+            return pd.factorize(hashes)[0], False
+        except (TypeError, ValueError, UnicodeError):  # not all text or bytes: code them exactly
+            pass
     try:
         codes, _ = pd.factorize(values, use_na_sentinel=False)
     except TypeError:  # unhashable parsed JSON (dict, list)
         keyed = np.empty(len(values), dtype=object)
         keyed[:] = [v if isinstance(v, (str, bytes)) else ("json", msgspec.json.encode(v)) for v in values]
         codes, _ = pd.factorize(keyed, use_na_sentinel=False)
-    return codes
+    return codes, True
 
 
 def _u64_as_i64(seq: pd.Series) -> np.ndarray:

@@ -424,3 +424,13 @@ def test_timeline_steps_one_lane_per_message_from_the_file(tmp_path):
     assert ended["state"].tolist() == ["retried", "no further copy"] and ended["copy_at"].isna().tolist() == [
         False, True
     ]
+
+
+def test_payload_hash_collisions_fall_back_to_exact_comparison(tmp_path, monkeypatch):
+    path = _write(tmp_path / "f.ss", [("jobs", 0, b"a", {}), ("jobs", 10, b"b", {}), ("jobs", 30, b"b", count(1))])
+    frame = read_stream(path)
+    expected = lineage(frame)
+    assert expected.groupby("message")["seq"].apply(list).tolist() == [[1], [2, 3]]
+    monkeypatch.setattr(pd.util, "hash_array", lambda values, **_: np.zeros(len(values), dtype=np.uint64))
+    collided = lineage(frame)  # every payload "hashes" alike: the link to "a" is caught and redone exactly
+    pd.testing.assert_frame_equal(collided, expected)
