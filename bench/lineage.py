@@ -17,10 +17,12 @@ import heapq
 import json
 import os
 import sys
+from typing import cast
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # this checkout's nbkit
 
 import _common as c  # noqa: E402
+import pandas as pd  # noqa: E402
 
 from nbkit.notebook.frames import read_stream  # noqa: E402
 from nbkit.notebook.lineage import lineage  # noqa: E402
@@ -99,9 +101,9 @@ def main(argv: list[str] | None = None) -> int:
         records, copies = write_service_file(path, n)
         print(f"   data: {n:,} messages, {copies:,} copies, {records:,} records, {os.path.getsize(path) / 1e6:,.1f} MB")
         t_read = c.time_it(lambda: read_stream(path, progress=False), args.repeat)
-        frame = t_read.result
+        frame = cast(pd.DataFrame, t_read.result)
         t_link = c.time_it(lambda: lineage(frame), args.repeat)
-        lin = t_link.result
+        lin = cast(pd.DataFrame, t_link.result)
         c.row("read_stream (for scale)", t_read, records)
         c.row("lineage(frame)", t_link, records)
         target = max(TARGET_S_PER_MILLION * n / 1_000_000, 0.5)  # a floor: tiny runs are mostly overhead
