@@ -434,3 +434,21 @@ def test_payload_hash_collisions_fall_back_to_exact_comparison(tmp_path, monkeyp
     monkeypatch.setattr(pd.util, "hash_array", lambda values, **_: np.zeros(len(values), dtype=np.uint64))
     collided = lineage(frame)  # every payload "hashes" alike: the link to "a" is caught and redone exactly
     pd.testing.assert_frame_equal(collided, expected)
+
+
+def test_lines_without_timestamps_link_with_unknown_delays():
+    copy = envelope.encode({envelope.RETRY_COUNT_HEADER: "1"}, b"job", force_text=True).decode()
+    lin = lineage(read_pipe(["[jobs] job", f"[jobs.retry] {copy}"]))
+    assert lin["message"].tolist() == [0, 0] and lin["delay"].isna().all()
+    summary = summarize(lin)
+    assert summary.attempts.to_dict() == {2: 1} and summary.delays.empty
+    assert "observed delays:  none" in summary.to_text()
+
+
+def test_a_file_and_a_pipe_together_never_link_across_transports(tmp_path):
+    file_frame, file_events = run_file(tmp_path, ORDERS, until(3, lambda a: 5)())
+    pipe_frame, pipe_events = run_pipe(ORDERS, until(3, lambda a: 5)())
+    both = lineage(concat_frames(file_frame, pipe_frame))
+    assert (both.groupby("message")["transport"].nunique() == 1).all()
+    assert both["message"].nunique() == 8 and both.attrs["unlinked_copies"] == 0
+    assert delays_by_message(both) == [[5.0, 5.0]] * 8
