@@ -508,12 +508,35 @@ def timeline_steps(lin: pd.DataFrame) -> pd.DataFrame:
 # -- summary -------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class LineageSummary:
-    """The figures ``nbkit lineage FILE`` prints, from :func:`summarize`.
+    """The figures ``nbkit lineage FILE`` prints, made by :func:`summarize`.
 
-    ``attempts``: messages per number of delivery attempts the file shows (1, 2, 3, ...);
-    ``final_states``: messages per final state (dead-lettered, no further copy); ``delays``: per
-    attempt 2, 3, ... the retry copies and the median and 95th percentile of their observed delay in
-    seconds.
+    Parameters
+    ----------
+    messages : int
+        How many messages (histories) the lineage holds.
+    records : int
+        How many records (rows) it holds.
+    attempts : Series
+        Messages per number of delivery attempts the file shows (index 1, 2, 3, ...).
+    final_states : Series
+        Messages per final state (``dead-lettered``, ``no further copy``).
+    dead_letters : int
+        Dead-letter copies.
+    delays : DataFrame
+        Per attempt 2, 3, ... (index ``attempt``): ``copies`` and the ``median`` and ``p95``
+        (95th percentile) of their observed delay in seconds; dead-letter copies left out.
+    unlinked_copies, ambiguous_links : int
+        The lineage's ``attrs`` of the same names.
+    transports : tuple of str
+        The transports the records came from.
+
+    Examples
+    --------
+    >>> from nbkit import read_pipe
+    >>> from nbkit.notebook.lineage import lineage, summarize
+    >>> summary = summarize(lineage(read_pipe(["[2024-01-01T00:00:00 | jobs | 0] hello"])))
+    >>> summary.messages, summary.attempts.to_dict(), summary.dead_letters
+    (1, {1: 1}, 0)
     """
 
     messages: int
@@ -527,7 +550,26 @@ class LineageSummary:
     transports: tuple[str, ...] = field(default=())
 
     def to_text(self) -> str:
-        """The summary as the lines the command line prints."""
+        """The summary as the lines ``nbkit lineage`` prints.
+
+        Returns
+        -------
+        str
+            Messages and records, attempts needed, final states, dead letters, the observed-delay
+            table, unlinked and ambiguous copies; one line each (the table one per attempt).
+
+        Examples
+        --------
+        >>> from nbkit import read_pipe
+        >>> from nbkit.notebook.lineage import lineage, summarize
+        >>> print(summarize(lineage(read_pipe(["[2024-01-01T00:00:00 | jobs | 0] hi"]))).to_text())
+        1 messages in 1 records (pipe)
+        attempts needed:  1: 1  (attempts: messages)
+        final state:      no further copy 1
+        dead letters:     0
+        observed delays:  none (no linked retry copies)
+        unlinked copies:  0 (their predecessor is not in the data); ambiguous links: 0
+        """
         where = f" ({', '.join(self.transports)})" if self.transports else ""
         lines = [f"{self.messages} messages in {self.records} records{where}"]
         needed = "  ".join(f"{int(k)}: {int(v)}" for k, v in self.attempts.items())
@@ -551,7 +593,21 @@ class LineageSummary:
         return "\n".join(lines)
 
     def to_dict(self) -> dict[str, Any]:
-        """The summary as plain JSON-ready values (``nbkit lineage --json``)."""
+        """The summary as plain JSON-ready values (what ``nbkit lineage --json`` prints).
+
+        Returns
+        -------
+        dict
+            The fields above; ``attempts``, ``final_states`` and ``delays`` keyed by str, delays in
+            seconds (``median_s``, ``p95_s``; None where unknown).
+
+        Examples
+        --------
+        >>> from nbkit import read_pipe
+        >>> from nbkit.notebook.lineage import lineage, summarize
+        >>> summarize(lineage(read_pipe(["[2024-01-01T00:00:00 | jobs | 0] hi"]))).to_dict()["attempts"]
+        {'1': 1}
+        """
         return {
             "messages": self.messages,
             "records": self.records,
