@@ -150,8 +150,7 @@ def lineage(frame: pd.DataFrame, *, dead_letter_keys: Any = None) -> pd.DataFram
         if not bool(np.all(payloads[linked] == payloads[pred[linked]])):  # a hash collision: redo exactly
             payload_codes, _ = _payload_codes(payloads, exact=True)
             pred, ambiguous = _link(_group_codes(frame, header_codes, payload_codes), fixed)
-    is_copy = counts > 0
-    return _histories(frame, pred, is_copy, ambiguous, dead_letter_keys)
+    return _histories(frame, pred, counts, ambiguous, dead_letter_keys)
 
 
 # -- linking -------------------------------------------------------------------------------------------
@@ -352,10 +351,11 @@ def _rank_in_group(mask: np.ndarray, starts: np.ndarray, group: np.ndarray) -> n
 
 # -- histories -----------------------------------------------------------------------------------------
 def _histories(
-    frame: pd.DataFrame, pred: np.ndarray, is_copy: np.ndarray, ambiguous: int, dead_letter_keys: Any
+    frame: pd.DataFrame, pred: np.ndarray, counts: np.ndarray, ambiguous: int, dead_letter_keys: Any
 ) -> pd.DataFrame:
-    """The lineage frame from the predecessor links."""
+    """The lineage frame from the predecessor links (``counts``: each record's retry count)."""
     n = len(frame)
+    is_copy = counts > 0
     rows = np.arange(n, dtype=np.int64)
     root = np.where(pred >= 0, pred, rows)
     while True:  # pointer jumping: as many rounds as the log of the longest history
@@ -393,7 +393,7 @@ def _histories(
     order = np.lexsort((rows, message))
     columns: dict[str, Any] = {
         "message": message.astype(np.int64)[order],
-        "attempt": pd.array(frame["attempt"], dtype="Int64")[order],
+        "attempt": pd.array(counts[order] + 1, dtype="Int64"),
         "stream_key": keys.iloc[order].reset_index(drop=True).cat.remove_unused_categories(),
         "seq": pd.array(frame["seq"], dtype="UInt64")[order],
         "timestamp": times.iloc[order].reset_index(drop=True),
