@@ -107,6 +107,12 @@ class FileSubscription(Subscription):
 class FileBroker(Broker):
     """A broker over one stream file: subscriptions read it, publishes and retry copies append to it.
 
+    Appends are shared by default: other processes (``nbkit publish``, another service, a notebook)
+    may append to the same file while this broker runs; each append locks the file for itself only
+    and continues the file's sequence numbers (see :class:`~nbkit.transport.file_writer.StreamWriter`).
+    ``exclusive=True`` keeps the file locked from the first append until shutdown; ``lock_timeout`` is
+    how long an append waits for another writer's lock before it fails.
+
     >>> broker = FileBroker("orders.ss")            # doctest: +SKIP
     >>> @broker.subscriber("orders", replay=True, max_attempts=3, dead_letter="orders.dead")
     ... def handle(d): return HandlerOutcome.retry_after(5)
@@ -121,6 +127,8 @@ class FileBroker(Broker):
         beacon_interval: int = DEFAULT_BEACON_INTERVAL,
         end_with_eos: bool = False,
         existing_only: bool = False,
+        exclusive: bool = False,
+        lock_timeout: float = 10.0,
     ) -> None:
         super().__init__()
         self.path = os.fspath(path)
@@ -130,6 +138,8 @@ class FileBroker(Broker):
             raise ConfigurationError(f"invalid descriptor: {exc.detail}") from None
         self.end_with_eos = end_with_eos
         self.existing_only = existing_only
+        self.exclusive = exclusive
+        self.lock_timeout = lock_timeout
         self._writer: StreamWriter | None = None
         self.subscriptions: list[FileSubscription] = []
 
@@ -146,7 +156,8 @@ class FileBroker(Broker):
 
     @property
     def writer(self) -> StreamWriter:
-        """The file's writer, opened (and locked) on first use, and again after a failed write closed it."""
+        """The file's writer, opened on first use (locked for good if ``exclusive``), and again after a
+        failed write closed it."""
         self._check_open()
         if self._writer is None or self._writer.closed:
             self._writer = StreamWriter(
@@ -154,6 +165,8 @@ class FileBroker(Broker):
                 beacon_interval=self.beacon_interval,
                 clock_ms=lambda: int(round(self.clock.now() * 1000)),
                 existing_only=self.existing_only,
+                exclusive=self.exclusive,
+                lock_timeout=self.lock_timeout,
             )
         return self._writer
 
