@@ -1029,6 +1029,56 @@ def _cmd_watch(args: argparse.Namespace) -> int:
             time.sleep(args.every)
 
 
+# -- lineage ---------------------------------------------------------------------------------------
+
+
+def _add_lineage(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "files", nargs="+", metavar="FILE",
+        help="a .ss stream file, or with --from stdio a capture of pipe lines; several are read in order "
+        "(for a pipe stage: its stdin capture first, then its stdout)",
+    )
+    p.add_argument(
+        "--from", dest="source", choices=("file", "stdio"), default="file",
+        help="what FILE holds: a stream file (default) or stdio lines as a pipe stage writes them",
+    )
+    p.add_argument(
+        "--dead-letter-key", action="append", dest="dead_letter_keys", metavar="KEY",
+        help="a dead-letter key (repeatable; default: keys ending in .dead or .dlq)",
+    )
+    p.add_argument("--json", action="store_true", help="print the summary as one JSON object")
+
+
+def _cmd_lineage(args: argparse.Namespace) -> int:
+    """What happened to each message: attempts, observed retry delays and dead letters, from the file alone."""
+    import pathlib
+    import warnings
+
+    from nbkit.notebook.frames import concat_frames, read_pipe, read_stream
+    from nbkit.notebook.lineage import lineage, summarize
+
+    frames = []
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for path in args.files:
+            if not os.path.isfile(path):
+                raise NbkitError(f"{path}: no such file (lineage reads a .ss file, or stdio lines with --from stdio)")
+            if args.source == "file":
+                frames.append(read_stream(path, progress=False))
+            else:
+                frames.append(read_pipe(pathlib.Path(path)))
+    for w in caught:  # a partial frame at the tail: said once, as the other commands say it
+        _note(str(w.message))
+    frame = frames[0] if len(frames) == 1 else concat_frames(*frames)
+    summary = summarize(lineage(frame, dead_letter_keys=args.dead_letter_keys))
+    if args.json:
+        print(_dumps({"files": list(args.files), **summary.to_dict()}))
+    else:
+        print(", ".join(args.files))
+        print(summary.to_text())
+    return 0
+
+
 # -- registry and entry point ------------------------------------------------------------------------
 
 #: (name, add_arguments, handler); the handler's docstring's first line is the command's help.
@@ -1042,6 +1092,7 @@ _COMMANDS: list[tuple[str, AddArguments, Handler]] = [
     ("demo", _add_demo, _cmd_demo),
     ("export", _add_export, _cmd_export),
     ("redrive", _add_redrive, _cmd_redrive),
+    ("lineage", _add_lineage, _cmd_lineage),
 ]
 
 

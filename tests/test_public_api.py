@@ -12,7 +12,7 @@ PUBLIC = {
     "FilePosition", "FormatError", "HandlerOutcome", "LineParseError", "Message", "NbkitError",
     "PositionStore", "ReadEnd", "RealClock", "RetryDestinationError", "SeekError", "Session",
     "SettlementEvent", "StdioBroker", "StreamKeyError", "StreamReader", "StreamWriter", "TruncatedError",
-    "VirtualClock", "WriterLockedError", "__version__", "concat_frames", "read_parquet", "read_pipe",
+    "VirtualClock", "WriterLockedError", "__version__", "concat_frames", "lineage", "read_parquet", "read_pipe",
     "read_stream", "to_parquet",
     # retry policies and redrive (issue 17)
     "RedriveResult", "RetryPolicy", "Workload", "policy_summary", "redrive", "redrive_lines", "simulate",

@@ -552,3 +552,68 @@ def _keep_count(answer: Any, *, max_attempts: int, **_: Any) -> Verdict:
     if answer[0] == right[0]:
         return Verdict(False, "the attempt is right; compare it with max_attempts: the cap is checked first.")
     return Verdict(False, "a dead-letter copy carries the retry count of the attempts made; attempt = count + 1.")
+
+
+# --- 08-lineage ---
+
+
+def _window_lineage(path: str | os.PathLike, start: str) -> tuple[int, int]:
+    from nbkit.notebook.frames import read_stream
+    from nbkit.notebook.lineage import lineage
+
+    lin = lineage(read_stream(path, start=start))
+    return int(lin["message"].nunique()), int(lin.attrs["unlinked_copies"])
+
+
+@_exercise("08-window", expected=lambda *, path, start, **_: _window_lineage(path, start))
+def _window(answer: Any, *, path: str | os.PathLike, start: str, **_: Any) -> Verdict:
+    messages, unlinked = _window_lineage(path, start)
+    if not isinstance(answer, tuple) or len(answer) != 2:
+        return Verdict(False, "answer with a pair: (messages lineage finds, copies it leaves unlinked).")
+    if answer == (messages, unlinked):
+        return Verdict(
+            True, f"from {start} on, {unlinked} copies have their predecessor before the window: each starts a "
+            "history of its own, with no delay."
+        )
+    if answer[1] == 0:
+        return Verdict(False, "a copy whose predecessor was written before `start` cannot link: count those.")
+    return Verdict(
+        False, "read the file with read_stream(path, start=start), run lineage on it, then count the distinct "
+        "'message' values and look at attrs['unlinked_copies']."
+    )
+
+
+def _earliest_wins_delays(records: list[tuple[float, int]]) -> list[float]:
+    """Observed delays (s) per message, in message order, for identical payloads written at (time, count)."""
+    from nbkit.notebook.frames import read_stream
+    from nbkit.notebook.lineage import lineage
+    from nbkit.transport.file_writer import StreamWriter
+    from nbkit.wire.envelope import RETRY_COUNT_HEADER, encode
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "twins.ss")
+        with StreamWriter(path, created_at_ms=0) as w:
+            for seconds, count in records:
+                data = encode({RETRY_COUNT_HEADER: str(count)}, b"same", force_text=False) if count else b"same"
+                w.write("orders", data, timestamp_ms=round(seconds * 1000))
+        lin = lineage(read_stream(path))
+    copies = lin[lin["delay"].notna()]
+    return [float(d.total_seconds()) for d in copies.sort_values("message")["delay"]]
+
+
+@_exercise("08-earliest-wins", expected=lambda *, records, **_: _earliest_wins_delays(records))
+def _earliest_wins(answer: Any, *, records: list[tuple[float, int]], scheduled: list[float], **_: Any) -> Verdict:
+    right = _earliest_wins_delays(records)
+    if isinstance(answer, (list, tuple)) and [float(a) for a in answer if isinstance(a, (int, float))] == right \
+            and len(answer) == len(right):
+        return Verdict(
+            True, "with identical payloads and no stream-sequence header, each copy takes the earliest original "
+            "not taken yet, so the file shows different delays from the ones the service scheduled."
+        )
+    if isinstance(answer, (list, tuple)) and [float(a) for a in answer if isinstance(a, (int, float))] == [
+        float(s) for s in scheduled
+    ]:
+        return Verdict(False, "those are the delays the service scheduled; the file does not record them. Which "
+                       "original does each copy take under the earliest-unlinked rule?")
+    return Verdict(False, "answer with a list: the observed delay of each message's copy, messages in the order of "
+                   "their originals. Take the copies in file order; each links to the earliest original still free.")

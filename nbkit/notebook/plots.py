@@ -10,7 +10,7 @@ Axes, ``plt.gca()``) and returns it; :func:`dashboard` returns a Figure. Nothing
 ``plt.show()``: in a notebook end the cell with ``;`` (or ``plt.show()``) so the figure shows once
 and no ``<Axes ...>`` repr is printed.
 
-Two kinds of frame are accepted, told apart by their columns:
+Three kinds of frame are accepted, told apart by their columns:
 
 - an **events frame** (``session.events``, ``app.events_frame()``; columns ``action``, ``attempt``,
   schema in :mod:`nbkit.runtime.events`): one row per settlement. Every row is a delivery; delays
@@ -20,8 +20,12 @@ Two kinds of frame are accepted, told apart by their columns:
   columns ``retry_count``, ``attempt``): one row per message as written. Rows on a dead-letter key
   are dead letters (at their ``timestamp``) and are not counted as deliveries; every other row is a
   delivery of attempt ``attempt``. Scheduled delays are not written anywhere, so they are unknown.
+- a **lineage frame** (:func:`~nbkit.notebook.lineage.lineage`; columns ``message``, ``final_state``):
+  one row per record, linked into messages. As a messages frame, plus the **observed** delays: the
+  ``delay`` of each retry copy since the record it copies (dead-letter copies left out).
 
-:func:`timeline` needs an events frame: only settlements say how each message ended.
+:func:`timeline` needs an events frame or a lineage frame: a plain messages frame does not say which
+records are one message.
 
 A stream key is a dead-letter key when it is in ``dead_letter_keys``; by default (None) when it ends
 in ``.dead`` or ``.dlq`` (``orders.dead``, ``jobs.dlq``).
@@ -34,11 +38,15 @@ from collections.abc import Callable, Iterable
 import numpy as np
 import pandas as pd
 
+from nbkit.notebook.lineage import timeline_steps
+
 __all__ = ["attempts", "dashboard", "dead_letters", "retry_delays", "timeline"]
 
 DEFAULT_DEAD_LETTER_SUFFIXES = (".dead", ".dlq")
 #: Up to this many distinct delays are drawn as one bar per delay; more become a histogram.
 MAX_DISTINCT_DELAYS = 12
+#: Observed delays (a lineage frame) get bars only up to this many distinct values: their labels are longer.
+MAX_DISTINCT_OBSERVED = 6
 _TRANSPORT_COLORS = {"file": "C0", "pipe": "C1"}
 _FREQ_LADDER = (
     "100ms", "1s", "5s", "10s", "30s", "1min", "5min", "15min", "30min",
@@ -88,6 +96,8 @@ def _frame_kind(data: pd.DataFrame) -> str:
         )
     if "action" in cols:
         return "events"
+    if "message" in cols and "final_state" in cols:
+        return "lineage"
     if "retry_count" in cols:
         return "messages"
     raise ValueError(
@@ -164,6 +174,12 @@ def _as_deliveries(
         if "written_at" in data.columns:
             written = _utc(data["written_at"])
             time = written.where(is_dead & written.notna(), time)
+    elif kind == "lineage":  # lineage() already told dead letters apart; delays are the observed ones
+        is_dead = data["dead_letter"].to_numpy(dtype=bool)
+        delivered = ~is_dead
+        observed = pd.to_timedelta(data["delay"]).dt.total_seconds().to_numpy(dtype=float, na_value=np.nan)
+        delay = np.where(is_dead, np.nan, observed)
+        time = _utc(data["timestamp"])
     else:
         is_dead_key = _dead_letter_predicate(dead_letter_keys)
         keys = data["stream_key"].astype(object)
@@ -372,7 +388,7 @@ def attempts(data: pd.DataFrame, *, ax=None, by: str | None = "transport", dead_
     positions = np.arange(1, top + 1)
     table = d.groupby(["attempt", "group"]).size().unstack("group", fill_value=0).reindex(positions, fill_value=0)
     groups = [g for g in d.attrs["group_order"] if g in set(d["group"])]
-    copies_only = kind == "messages" and by == "transport" and "pipe" in groups and _pipe_output_only(d)
+    copies_only = kind in ("messages", "lineage") and by == "transport" and "pipe" in groups and _pipe_output_only(d)
     labels = {"pipe": "pipe (stdout: copies only)"} if copies_only else None
     _grouped_bars(ax, positions.astype(float), table, groups, by, labels=labels)
     if copies_only:  # say it where the missing bar would be
@@ -404,6 +420,9 @@ def retry_delays(data: pd.DataFrame, *, ax=None, by: str | None = "transport", b
     scheduled that far ahead) -- clearer than a histogram whose bins straddle them. With more
     distinct delays, or when ``bins`` is given (a number or edges, as for ``plt.hist``), it draws a
     histogram with shared bins instead. Messages frames carry no delays: the Axes says "no data".
+    A lineage frame (``nbkit.lineage``) gives the **observed** delays of its retry copies: bars when
+    there are at most 6 distinct values (a virtual clock's exact delays), else a histogram (delays
+    measured on a real clock rarely repeat to the millisecond).
 
     Parameters
     ----------
@@ -422,8 +441,9 @@ def retry_delays(data: pd.DataFrame, *, ax=None, by: str | None = "transport", b
     """
     d = _as_deliveries(data, by=by)
     ax = _axes(ax)
-    ax.set_title("Scheduled retry delays")
-    ax.set_xlabel("retry delay (s)")
+    observed = d.attrs["kind"] == "lineage"
+    ax.set_title("Observed retry delays" if observed else "Scheduled retry delays")
+    ax.set_xlabel("observed delay since the previous attempt (s)" if observed else "retry delay (s)")
     ax.set_ylabel("retry copies (count)")
     d = d[d["delay"].notna()]
     if d.empty:
@@ -434,7 +454,7 @@ def retry_delays(data: pd.DataFrame, *, ax=None, by: str | None = "transport", b
         return _no_data(ax, reason)
     groups = [g for g in d.attrs["group_order"] if g in set(d["group"])]
     distinct = np.sort(d["delay"].unique())
-    if bins is None and len(distinct) <= MAX_DISTINCT_DELAYS:
+    if bins is None and len(distinct) <= (MAX_DISTINCT_OBSERVED if observed else MAX_DISTINCT_DELAYS):
         positions = np.arange(len(distinct), dtype=float)
         table = d.groupby(["delay", "group"]).size().unstack("group", fill_value=0).reindex(distinct, fill_value=0)
         table.index = positions
@@ -445,7 +465,7 @@ def retry_delays(data: pd.DataFrame, *, ax=None, by: str | None = "transport", b
         values = [d.loc[d["group"] == g, "delay"].to_numpy() for g in groups]
         ax.hist(
             values,
-            bins="auto" if bins is None else bins,
+            bins=(_round_bins(d["delay"].to_numpy(dtype=float)) if observed else "auto") if bins is None else bins,
             label=groups,
             color=[colors[g] for g in groups],
         )
@@ -454,6 +474,20 @@ def retry_delays(data: pd.DataFrame, *, ax=None, by: str | None = "transport", b
             _top_legend(ax, title=None if by == "transport" else by)
     ax.yaxis.get_major_locator().set_params(integer=True)
     return ax
+
+
+def _round_bins(seconds: np.ndarray) -> np.ndarray:
+    """Histogram edges at multiples of a round width (1 ms, 5 ms, 10 ms, 50 ms, 0.1 s, ... 1 day),
+    the finest giving at most 30 bins over the values, so a bar reads "0.25 to 0.30 s"."""
+    lo, hi = float(np.min(seconds)), float(np.max(seconds))
+    for width in _BIN_WIDTHS:
+        if (hi - lo) / width <= 30:
+            break
+    start = np.floor(lo / width) * width
+    return start + width * np.arange(int(np.ceil((hi - start) / width + 1e-9)) + 1)
+
+
+_BIN_WIDTHS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 300.0, 600.0, 1800.0, 3600.0, 86400.0)
 
 
 def _auto_freq(span: pd.Timedelta) -> str:
@@ -598,6 +632,7 @@ TIMELINE_ENDS = {
     "waiting": ("copy written, not yet delivered", ">", "0.5"),
     "copy-out": ("copy written to stdout (next stage)", ">", "C1"),
     "pending": ("copy due, not yet written", "o", "0.5"),
+    "no further copy": ("no further copy (handled, dropped, rejected or lost)", "|", "0.35"),
 }
 TIMELINE_STATES = ("retried", *TIMELINE_ENDS)
 _DELIVERY_MARKERS = {"file": "o", "pipe": "D"}
@@ -715,7 +750,10 @@ def _timeline_steps_from_events(data: pd.DataFrame) -> pd.DataFrame:
 
 
 #: One normaliser per kind of input frame (see :func:`_frame_kind`), each returning a steps frame.
-_TIMELINE_READERS: dict[str, Callable[[pd.DataFrame], pd.DataFrame]] = {"events": _timeline_steps_from_events}
+_TIMELINE_READERS: dict[str, Callable[[pd.DataFrame], pd.DataFrame]] = {
+    "events": _timeline_steps_from_events,
+    "lineage": timeline_steps,  # one lane per message from the file alone (nbkit.notebook.lineage)
+}
 
 
 def _timeline_steps(data: pd.DataFrame) -> pd.DataFrame:
@@ -738,8 +776,8 @@ def _timeline_steps(data: pd.DataFrame) -> pd.DataFrame:
     reader = _TIMELINE_READERS.get(kind)
     if reader is None:
         raise ValueError(
-            f"timeline needs an events frame (session.events or app.events_frame()); a {kind} frame "
-            "(read_stream/read_pipe) holds no settlements: it cannot tell how each message ended"
+            f"timeline needs an events frame (session.events or app.events_frame()) or a lineage frame "
+            f"(nbkit.lineage(read_stream(...))); a {kind} frame does not say which records are one message"
         )
     return reader(data)
 
@@ -785,7 +823,10 @@ def timeline(events: pd.DataFrame, *, ax=None, max_lanes: int = 30):
     events : DataFrame
         An events frame (``session.events``, ``app.events_frame()``); schema in
         :mod:`nbkit.runtime.events`. A file's retry copy continues its message's lane when it is
-        delivered again; each pipe input line is a lane of its own.
+        delivered again; each pipe input line is a lane of its own. Or a lineage frame
+        (``nbkit.lineage(read_stream(path))``): one lane per message from the file alone, a marker
+        per record that is not a dead-letter copy (at its timestamp), the observed delay to the
+        next one, and the end the file shows (dead letter, or no further copy).
     ax : matplotlib Axes, optional
         Where to draw; default the current Axes (``plt.gca()``).
     max_lanes : int, default 30

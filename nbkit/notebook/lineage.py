@@ -1,0 +1,685 @@
+"""What happened to each message, from the file alone: link every retry copy to the record it copies.
+
+A service on a stream file or a pipe leaves no record of its decisions, only the messages it wrote:
+originals, retry copies (same payload, headers + ``x-ruststream-retry-count``) and dead-letter copies.
+:func:`lineage` reads those back into histories: which records are one message, the delay the file
+shows between its attempts, and how far the file can follow it. :func:`summarize` condenses a lineage
+into the figures ``nbkit lineage FILE`` prints.
+
+The linking rule
+----------------
+A record with retry count ``c > 0`` is a copy. Its predecessor is a record written before it, with
+retry count ``c - 1`` (an original has none: count 0), the same payload and the same headers apart
+from two the runtime rewrites: the count itself and ``stream-sequence``, the transport's header, which
+a copy carries with its predecessor's sequence number (nbkit and ruststream both put it there).
+
+1. A copy that names its predecessor's sequence (``stream-sequence``) links only to a matching record
+   with that ``seq``. On a file this is exact even when payloads repeat.
+2. A copy without that header links to any matching record.
+3. A matching record on the copy's own stream key is preferred (a file's retry copies stay on their
+   key; dead-letter copies and a pipe's ``out_retry`` copies change key and take the others).
+4. When several matching records are unlinked, the **earliest** (first in the frame's row order) wins,
+   and each record has at most one copy. Rows are taken in the frame's order: a file's write order; for
+   :func:`~nbkit.notebook.frames.concat_frames` put the upstream capture (a stage's stdin) first.
+
+Copies under a pipe stage's ``out_retry`` key link the same way: a stage's stdout alone holds its
+copies (their originals were on stdin); ``concat_frames(read_pipe(stdin), read_pipe(stdout))`` links
+the first copies too. Records link only within one ``transport``.
+
+Limits: identical payloads with identical headers and no ``stream-sequence`` header are told apart
+only by order, so two such messages retried with different delays may swap histories (counted in
+``attrs["ambiguous_links"]``). A copy whose predecessor was written before the file (or capture)
+begins links to nothing: it starts a message of its own at attempt ``c + 1`` with no delay (counted in
+``attrs["unlinked_copies"]``). With ``payload="json"`` parsed values are compared, so payloads that
+differ only in spacing look the same; read with the default ``payload="auto"`` for exact bytes. A pipe
+line's timestamp has whole seconds (producers drop the fraction), so delays observed on a pipe are whole
+seconds, within a second of the scheduled ones; a stream file keeps milliseconds.
+
+What the file cannot tell: a record with no further copy was handled, dropped, rejected at the cap
+or lost with a crashed process (its delayed copy never written); all look the same here, so its state
+is ``"no further copy"``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from operator import methodcaller
+from typing import Any
+
+import msgspec
+import numpy as np
+import pandas as pd
+
+from nbkit.wire.envelope import RETRY_COUNT_HEADER, SEQUENCE_HEADER
+
+__all__ = ["LINEAGE_COLUMNS", "LineageSummary", "STATES", "lineage", "summarize", "timeline_steps"]
+
+#: Column order of a lineage frame.
+LINEAGE_COLUMNS = (
+    "message",
+    "attempt",
+    "stream_key",
+    "seq",
+    "timestamp",
+    "delay",
+    "dead_letter",
+    "state",
+    "final_state",
+    "transport",
+    "offset",
+    "payload",
+)
+#: What the file shows after a record: a copy of it follows; it is a dead-letter copy; nothing follows.
+STATES = ("copied-again", "dead-lettered", "no further copy")
+DEFAULT_DEAD_LETTER_SUFFIXES = (".dead", ".dlq")
+_REWRITTEN = (RETRY_COUNT_HEADER, SEQUENCE_HEADER)
+_NEEDED = ("stream_key", "seq", "timestamp", "payload", "retry_count", "headers")
+_MAX_U64 = (1 << 64) - 1
+
+
+def lineage(frame: pd.DataFrame, *, dead_letter_keys: Any = None) -> pd.DataFrame:
+    """Link each retry copy in a messages frame to the record it copies: one history per message.
+
+    The linking rule, its limits and what the file cannot tell are in the module docstring
+    (:mod:`nbkit.notebook.lineage`). Linking is vectorised (sorts and group-wise cumulative sums, no
+    Python loop over messages): a million records link in a few seconds.
+
+    Parameters
+    ----------
+    frame : DataFrame
+        A messages frame: :func:`~nbkit.read_stream`, :func:`~nbkit.read_pipe` or
+        :func:`~nbkit.concat_frames` (columns ``stream_key``, ``seq``, ``timestamp``, ``payload``,
+        ``retry_count``, ``headers``; ``transport`` and ``offset`` when present).
+    dead_letter_keys : str, iterable of str or callable, optional
+        Which stream keys are dead-letter keys: one key, a collection, or a predicate
+        ``key -> bool``. Default: keys ending in ``.dead`` or ``.dlq``.
+
+    Returns
+    -------
+    DataFrame
+        One row per record, sorted by message and then by write order, columns:
+
+        - ``message`` (int64): the message id, shared by an original and all its copies, numbered
+          0, 1, 2, ... in the order of each message's first record;
+        - ``attempt`` (Int64): the record's retry count + 1, as in ``read_stream`` (a dead-letter
+          copy's is one more than the last delivery's);
+        - ``stream_key``, ``seq``, ``timestamp``, ``transport``, ``offset``, ``payload``: as read;
+        - ``delay`` (timedelta64[ms]): time since the previous record of the same message, NaT for
+          a message's first record (and where a timestamp is missing);
+        - ``dead_letter`` (bool): the record is on a dead-letter key;
+        - ``state`` (category): what the file shows after this record: ``copied-again`` (a later
+          record copies it), ``dead-lettered`` (it is a dead-letter copy and nothing copies it), or
+          ``no further copy`` (handled, dropped, rejected or lost: the file cannot tell which);
+        - ``final_state`` (category): the state of the message's last record.
+
+        ``attrs["unlinked_copies"]``: copies whose predecessor is not in the frame (written before
+        the file begins, or on another capture); each starts its own message with ``delay`` NaT.
+        ``attrs["ambiguous_links"]``: copies linked by the earliest-wins rule among several equal
+        candidates. The input's ``attrs`` (such as ``read_end``) are kept.
+
+    Examples
+    --------
+    >>> from nbkit import read_pipe
+    >>> from nbkit.notebook.lineage import lineage
+    >>> from nbkit.wire.stdio_line import format_line
+    >>> from nbkit.wire.envelope import encode
+    >>> copy = encode({"x-ruststream-retry-count": "1"}, b"pay 7", force_text=True).decode()
+    >>> lines = [format_line(0, "jobs", 0, "pay 7"), format_line(3000, "jobs.retry", 0, copy)]
+    >>> lin = lineage(read_pipe(lines))
+    >>> lin[["message", "attempt", "stream_key", "delay", "state"]]
+       message  attempt  stream_key           delay            state
+    0        0        1        jobs             NaT     copied-again
+    1        0        2  jobs.retry 0 days 00:00:03  no further copy
+    """
+    _check(frame)
+    counts = pd.array(frame["retry_count"], dtype="Int64").to_numpy(dtype=np.int64, na_value=0)
+    header_codes, named_seq, names_seq = _header_parts(frame["headers"])
+    payloads = frame["payload"].to_numpy(dtype=object)
+    fixed = _Fixed(
+        counts=counts,
+        seqs=_u64_as_i64(frame["seq"]),
+        named_seq=named_seq,
+        names_seq=names_seq,
+        stream_keys=_codes(frame["stream_key"]),
+    )
+    payload_codes, exact = _payload_codes(payloads, exact=False)
+    pred, ambiguous = _link(_group_codes(frame, header_codes, payload_codes), fixed)
+    if not exact:  # codes from 64-bit hashes: make sure every link joins equal payloads
+        linked = np.flatnonzero(pred >= 0)
+        if not bool(np.all(payloads[linked] == payloads[pred[linked]])):  # a hash collision: redo exactly
+            payload_codes, _ = _payload_codes(payloads, exact=True)
+            pred, ambiguous = _link(_group_codes(frame, header_codes, payload_codes), fixed)
+    return _histories(frame, pred, counts, ambiguous, dead_letter_keys)
+
+
+# -- linking -------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class _Fixed:
+    """Per-record arrays the linking passes share: retry counts, sequences (int64 bits), the sequence
+    a copy's ``stream-sequence`` names and whether it names one, stream key codes."""
+
+    counts: np.ndarray
+    seqs: np.ndarray
+    named_seq: np.ndarray
+    names_seq: np.ndarray
+    stream_keys: np.ndarray
+
+
+def _link(group: np.ndarray, f: _Fixed) -> tuple[np.ndarray, int]:
+    """Each record's predecessor row (-1: none) and how many links were chosen among several
+    candidates. Passes, each on the copies still unlinked: copies naming a sequence, first on their
+    own key, then on any key; then copies naming none, the same two ways."""
+    n = len(group)
+    rows = np.arange(n, dtype=np.int64)
+    is_copy = f.counts > 0
+    pred = np.full(n, -1, dtype=np.int64)
+    ambiguous = 0
+    free = np.ones(n, dtype=bool)  # not yet copied by a linked copy
+    for strict, same_key in ((True, True), (True, False), (False, True), (False, False)):
+        copies = rows[is_copy & (f.names_seq == strict) & (pred < 0)]
+        if not len(copies):
+            continue
+        cands = rows[free]
+        cand_keys = [group[cands], f.counts[cands]]
+        copy_keys = [group[copies], f.counts[copies] - 1]
+        if strict:
+            cand_keys.append(f.seqs[cands])
+            copy_keys.append(f.named_seq[copies])
+        if same_key:
+            cand_keys.append(f.stream_keys[cands])
+            copy_keys.append(f.stream_keys[copies])
+        linked_copies, linked_cands, unsure = _fifo_links(tuple(cand_keys), cands, tuple(copy_keys), copies)
+        pred[linked_copies] = linked_cands
+        free[linked_cands] = False
+        ambiguous += unsure
+    return pred, ambiguous
+
+
+def _check(frame: Any) -> None:
+    if not isinstance(frame, pd.DataFrame):
+        raise TypeError(f"lineage takes a DataFrame from read_stream/read_pipe, not {type(frame).__name__}")
+    missing = [c for c in _NEEDED if c not in frame.columns]
+    if missing:
+        hint = " (this looks like an events frame: lineage reads what a file holds)" if "action" in frame else ""
+        raise ValueError(
+            f"lineage needs a read_stream/read_pipe frame; missing column(s) {', '.join(missing)}{hint}"
+        )
+
+
+def _header_parts(headers: pd.Series) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per record: a code for its headers apart from the two the runtime rewrites (0: none), the
+    sequence its ``stream-sequence`` header names (as int64 bits) and whether it names a valid one.
+    Column-wise: only records with other headers than those two are looked at one by one."""
+    values = headers.to_numpy(dtype=object)
+    n = len(values)
+    codes = np.zeros(n, dtype=np.int64)
+    with_headers = np.flatnonzero(np.fromiter(map(len, values), dtype=np.int64, count=n))
+    found = values[with_headers]
+    m = len(found)
+    rewritten = sum(
+        np.fromiter(map(methodcaller("__contains__", name), found), dtype=np.int64, count=m) for name in _REWRITTEN
+    )
+    sizes = np.fromiter(map(len, found), dtype=np.int64, count=m)
+    known: dict[tuple, int] = {(): 0}
+    for i in with_headers[sizes > rewritten]:  # headers of its own (a transform's, a producer's)
+        rest = tuple(sorted(item for item in values[i].items() if item[0] not in _REWRITTEN))
+        codes[i] = known.setdefault(rest, len(known))
+    named = np.zeros(n, dtype=np.uint64)
+    valid = np.zeros(n, dtype=bool)
+    named[with_headers], valid[with_headers] = _sequences(list(map(methodcaller("get", SEQUENCE_HEADER, ""), found)))
+    return codes, named.view(np.int64), valid
+
+
+def _sequences(texts: list[Any]) -> tuple[np.ndarray, np.ndarray]:
+    """The u64s that ``stream-sequence`` values name, and which ones name one ("" for none)."""
+    if texts and set(map(type, texts)) == {str}:
+        text = np.array(texts, dtype=str)
+        ok = np.char.isdigit(text) & (np.char.str_len(text) <= 19)  # up to 19 digits: below 2**64
+        text[~ok] = "0"
+        try:
+            return text.astype(np.uint64), ok
+        except (ValueError, OverflowError):  # non-ASCII digits: the one-by-one rule decides
+            pass
+    parsed = [_sequence(t) for t in texts]
+    ok = np.array([p is not None for p in parsed], dtype=bool)
+    return np.array([p or 0 for p in parsed], dtype=np.uint64), ok
+
+
+def _sequence(value: Any) -> int | None:
+    """The u64 a ``stream-sequence`` header value names, None when it names none."""
+    if isinstance(value, bytes):
+        value = value.decode("ascii", "replace")
+    if not isinstance(value, str) or not value.isascii() or not value.isdigit():
+        return None
+    number = int(value)
+    return number if number <= _MAX_U64 else None
+
+
+def _group_codes(frame: pd.DataFrame, header_codes: np.ndarray, payload_codes: np.ndarray) -> np.ndarray:
+    """One code per (transport, payload, headers apart from the rewritten ones)."""
+    if "transport" in frame.columns:
+        transport_codes = _codes(frame["transport"]) + 1  # -1 (missing) becomes 0
+    else:
+        transport_codes = np.zeros(len(frame), dtype=np.int64)
+    width = int(header_codes.max(initial=0)) + 1
+    kinds = int(transport_codes.max(initial=0)) + 1
+    combined = (payload_codes.astype(np.int64) * width + header_codes) * kinds + transport_codes
+    codes, _ = pd.factorize(combined)
+    return codes.astype(np.int64)
+
+
+def _codes(column: pd.Series) -> np.ndarray:
+    """Integer codes of a column's values (a categorical's own codes; -1 for missing)."""
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        return column.cat.codes.to_numpy().astype(np.int64)
+    return pd.factorize(column.astype(object))[0].astype(np.int64)
+
+
+def _payload_codes(values: np.ndarray, *, exact: bool) -> tuple[np.ndarray, bool]:
+    """Codes under which equal payloads are equal, and whether equal codes mean equal payloads.
+    Text and bytes are coded by a 64-bit hash unless ``exact`` (the caller checks its links and asks
+    again, exactly, on a collision); anything else exactly. Parsed JSON objects and arrays
+    (``payload="json"``) are compared by their JSON encoding."""
+    if not exact:
+        try:
+            hashes = pd.util.hash_array(values, categorize=False)
+            return pd.factorize(hashes)[0], False
+        except (TypeError, ValueError, UnicodeError):  # not all text or bytes: code them exactly
+            pass
+    try:
+        codes, _ = pd.factorize(values, use_na_sentinel=False)
+    except TypeError:  # unhashable parsed JSON (dict, list)
+        keyed = np.empty(len(values), dtype=object)
+        keyed[:] = [v if isinstance(v, (str, bytes)) else ("json", msgspec.json.encode(v)) for v in values]
+        codes, _ = pd.factorize(keyed, use_na_sentinel=False)
+    return codes, True
+
+
+def _u64_as_i64(seq: pd.Series) -> np.ndarray:
+    return pd.array(seq, dtype="UInt64").to_numpy(dtype=np.uint64, na_value=0).view(np.int64)
+
+
+def _fifo_links(
+    cand_keys: tuple[np.ndarray, ...],
+    cand_rows: np.ndarray,
+    copy_keys: tuple[np.ndarray, ...],
+    copy_rows: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, int]:
+    """Match copies to candidates with equal keys: in row order, each copy takes the earliest earlier
+    candidate not taken yet (a first-in first-out queue per key). Returns the linked copy rows, their
+    candidates' rows and how many copies had more than one candidate waiting.
+
+    Vectorised: within each key, ``S`` = candidates minus copies so far; a copy finds the queue empty
+    exactly when ``S`` reaches a new minimum below zero; the j-th copy that finds it non-empty takes
+    the j-th candidate.
+    """
+    keys = [np.concatenate([a, b]) for a, b in zip(cand_keys, copy_keys, strict=True)]
+    rows = np.concatenate([cand_rows, copy_rows])
+    step = np.concatenate([np.ones(len(cand_rows), np.int64), np.full(len(copy_rows), -1, np.int64)])
+    order = np.lexsort((rows, *reversed(keys)))
+    keys = [k[order] for k in keys]
+    rows, step = rows[order], step[order]
+    m = len(rows)
+    starts = np.ones(m, dtype=bool)
+    if m:
+        starts[1:] = np.logical_or.reduce([k[1:] != k[:-1] for k in keys])
+    group = np.cumsum(starts) - 1
+    running = np.cumsum(step)
+    balance = running - (running - step)[starts][group]  # S: candidates - copies so far, per key
+    lowest = pd.Series(np.minimum(balance, 0)).groupby(group).cummin().to_numpy()
+    before = np.empty(m, dtype=np.int64)
+    if m:
+        before[0] = 0
+        before[1:] = lowest[:-1]
+    before[starts] = 0
+    is_copy = step < 0
+    linked = is_copy & (lowest >= before)  # the queue was not empty
+    unsure = int(np.count_nonzero(linked & (balance - lowest >= 1)))
+    is_cand = ~is_copy
+    rank = _rank_in_group(linked, starts, group)[linked]
+    cands_before_group: np.ndarray = (np.cumsum(is_cand) - is_cand)[starts][group[linked]]
+    cand_at = np.flatnonzero(is_cand)[cands_before_group + rank]
+    return rows[linked], rows[cand_at], unsure
+
+
+def _rank_in_group(mask: np.ndarray, starts: np.ndarray, group: np.ndarray) -> np.ndarray:
+    """0, 1, 2, ... for the True entries of ``mask`` within each group (undefined elsewhere)."""
+    total = np.cumsum(mask)
+    return total - (total - mask)[starts][group] - 1
+
+
+# -- histories -----------------------------------------------------------------------------------------
+def _histories(
+    frame: pd.DataFrame, pred: np.ndarray, counts: np.ndarray, ambiguous: int, dead_letter_keys: Any
+) -> pd.DataFrame:
+    """The lineage frame from the predecessor links (``counts``: each record's retry count)."""
+    n = len(frame)
+    is_copy = counts > 0
+    rows = np.arange(n, dtype=np.int64)
+    root = np.where(pred >= 0, pred, rows)
+    while True:  # pointer jumping: as many rounds as the log of the longest history
+        jumped = root[root]
+        if np.array_equal(jumped, root):
+            break
+        root = jumped
+    _, message = np.unique(root, return_inverse=True)
+    has_copy = np.zeros(n, dtype=bool)
+    has_copy[pred[pred >= 0]] = True
+
+    keys = frame["stream_key"].reset_index(drop=True)
+    if not isinstance(keys.dtype, pd.CategoricalDtype):
+        keys = keys.astype(object).astype("category")
+    dead_key = _dead_letter_predicate(dead_letter_keys)
+    dead_categories = np.array([dead_key(str(k)) for k in keys.cat.categories], dtype=bool)
+    key_codes = keys.cat.codes.to_numpy()
+    dead = np.zeros(n, dtype=bool) if not len(dead_categories) else dead_categories[key_codes] & (key_codes >= 0)
+
+    state = np.where(has_copy, 0, np.where(dead, 1, 2)).astype(np.int8)
+    last_state = np.empty(n, dtype=np.int8)
+    last_state[root[~has_copy]] = state[~has_copy]  # one last record per message
+    final = last_state[root]
+
+    times = pd.Series(pd.to_datetime(frame["timestamp"], utc=True)).astype("datetime64[ms, UTC]")
+    ms = times.to_numpy(dtype="datetime64[ms]").astype(np.int64)
+    missing = times.isna().to_numpy()
+    linked = pred >= 0
+    delay_ms = np.zeros(n, dtype=np.int64)
+    delay_ms[linked] = ms[linked] - ms[pred[linked]]
+    no_delay = ~linked | missing | missing[np.where(linked, pred, rows)]
+    delay = delay_ms.astype("timedelta64[ms]")
+    delay[no_delay] = np.timedelta64("NaT")
+
+    order = np.lexsort((rows, message))
+    columns: dict[str, Any] = {
+        "message": message.astype(np.int64)[order],
+        "attempt": pd.array(counts[order] + 1, dtype="Int64"),
+        "stream_key": keys.iloc[order].reset_index(drop=True).cat.remove_unused_categories(),
+        "seq": pd.array(frame["seq"], dtype="UInt64")[order],
+        "timestamp": times.iloc[order].reset_index(drop=True),
+        "delay": delay[order],
+        "dead_letter": dead[order],
+        "state": pd.Categorical.from_codes(state[order], categories=list(STATES)),
+        "final_state": pd.Categorical.from_codes(final[order], categories=list(STATES)),
+        "transport": (
+            frame["transport"].iloc[order].reset_index(drop=True)
+            if "transport" in frame.columns
+            else pd.Categorical([None] * n, categories=["file", "pipe"])
+        ),
+        "offset": (
+            pd.array(frame["offset"], dtype="Int64")[order]
+            if "offset" in frame.columns
+            else pd.array([None] * n, dtype="Int64")
+        ),
+        "payload": frame["payload"].iloc[order].reset_index(drop=True),
+    }
+    out = pd.DataFrame(columns, columns=list(LINEAGE_COLUMNS))
+    out.attrs.update(frame.attrs)
+    out.attrs["unlinked_copies"] = int(np.count_nonzero(is_copy & ~linked))
+    out.attrs["ambiguous_links"] = int(ambiguous)
+    return out
+
+
+def _dead_letter_predicate(dead_letter_keys: Any) -> Callable[[str], bool]:
+    """``dead_letter_keys`` (None, a key, keys or a predicate) as a predicate over stream keys."""
+    if dead_letter_keys is None:
+        return lambda key: key.endswith(DEFAULT_DEAD_LETTER_SUFFIXES)
+    if callable(dead_letter_keys):
+        return lambda key: bool(dead_letter_keys(key))
+    if isinstance(dead_letter_keys, str):
+        return {dead_letter_keys}.__contains__
+    if isinstance(dead_letter_keys, Iterable):
+        return set(dead_letter_keys).__contains__
+    raise TypeError(f"dead_letter_keys takes a key, keys or a predicate, not {dead_letter_keys!r}")
+
+
+# -- for the plots -------------------------------------------------------------------------------------
+def timeline_steps(lin: pd.DataFrame) -> pd.DataFrame:
+    """A lineage frame as the steps ``nbkit.plot.timeline`` draws: one lane per message, from the file.
+
+    Every record that is not a dead-letter copy is a step (a delivery the file shows) at its
+    timestamp. A step whose message goes on is ``retried`` (its copy written ``delay`` seconds later,
+    the observed delay) or ``dead-letter`` (its dead-letter copy follows, under ``destination``); a
+    message's last step is ``no further copy`` unless a dead-letter copy ends it.
+
+    Parameters
+    ----------
+    lin : DataFrame
+        A frame from :func:`lineage`.
+
+    Returns
+    -------
+    DataFrame
+        Columns ``message`` (categorical lane labels "transport key #seq" of each message's first
+        record, in order), ``transport``, ``attempt``, ``time``, ``delay`` (s, NaN when no retry copy
+        follows), ``copy_at`` (when the next record was written, NaT when none), ``state``
+        (``retried``, ``dead-letter`` or ``no further copy``), ``destination`` (the next record's
+        key, or "") and ``note`` ("").
+
+    Examples
+    --------
+    >>> from nbkit import read_stream
+    >>> from nbkit.notebook.lineage import lineage, timeline_steps
+    >>> steps = timeline_steps(lineage(read_stream("tests/data/sample-1.ss")))   # doctest: +SKIP
+    """
+    if "message" not in lin.columns or "dead_letter" not in lin.columns:
+        raise ValueError("timeline_steps takes a lineage frame: nbkit.lineage(read_stream(...))")
+    rows = lin.reset_index(drop=True)
+    message = rows["message"].to_numpy()
+    nxt = np.arange(1, len(rows) + 1)
+    same = np.zeros(len(rows), dtype=bool)
+    if len(rows):
+        same[:-1] = message[1:] == message[:-1]
+    nxt = np.where(same, nxt, 0)  # index of the message's next record (valid where ``same``)
+    dead = rows["dead_letter"].to_numpy(dtype=bool)
+    times = rows["timestamp"].reset_index(drop=True)
+    keys = rows["stream_key"].astype(object).to_numpy()
+    transport = rows["transport"].astype(object).to_numpy()
+    seq = rows["seq"].astype(object).to_numpy()
+    firsts = ~np.concatenate([[False], same[:-1]]) if len(rows) else np.zeros(0, dtype=bool)
+    label_of = {int(m): f"{transport[i] or ''} {keys[i]} #{seq[i]}".strip() for i, m in zip(
+        np.flatnonzero(firsts), message[firsts], strict=True)}
+    step = ~dead
+    next_dead = same & dead[nxt]
+    state = np.where(same & ~next_dead, "retried", np.where(next_dead, "dead-letter", "no further copy"))
+    delay_s = rows["delay"].dt.total_seconds().to_numpy(dtype=float, na_value=np.nan)
+    follow_delay = np.where(same & ~next_dead, delay_s[nxt], np.nan)
+    copy_at = times.iloc[nxt].reset_index(drop=True).where(pd.Series(same))
+    destination = np.where(same, keys[nxt], "")
+    lanes = [label_of[int(m)] for m in pd.unique(message[step])]
+    lane_codes = {label: i for i, label in enumerate(lanes)}
+    return pd.DataFrame(
+        {
+            "message": pd.Categorical.from_codes(
+                [lane_codes[label_of[int(m)]] for m in message[step]], categories=lanes
+            ),
+            "transport": [str(t) if isinstance(t, str) else "" for t in transport[step]],
+            "attempt": pd.array(rows["attempt"], dtype="Int64")[step],
+            "time": times[step].reset_index(drop=True),
+            "delay": follow_delay[step],
+            "copy_at": copy_at[step].reset_index(drop=True),
+            "state": state[step],
+            "destination": [str(d) for d in destination[step]],
+            "note": [""] * int(step.sum()),
+        }
+    )
+
+
+# -- summary -------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class LineageSummary:
+    """The figures ``nbkit lineage FILE`` prints, made by :func:`summarize`.
+
+    Parameters
+    ----------
+    messages : int
+        How many messages (histories) the lineage holds.
+    records : int
+        How many records (rows) it holds.
+    attempts : Series
+        Messages per number of delivery attempts the file shows (index 1, 2, 3, ...).
+    final_states : Series
+        Messages per final state (``dead-lettered``, ``no further copy``).
+    dead_letters : int
+        Dead-letter copies.
+    delays : DataFrame
+        Per attempt 2, 3, ... (index ``attempt``): ``copies`` and the ``median`` and ``p95``
+        (95th percentile) of their observed delay in seconds; dead-letter copies left out.
+    unlinked_copies, ambiguous_links : int
+        The lineage's ``attrs`` of the same names.
+    transports : tuple of str
+        The transports the records came from.
+
+    Examples
+    --------
+    >>> from nbkit import read_pipe
+    >>> from nbkit.notebook.lineage import lineage, summarize
+    >>> summary = summarize(lineage(read_pipe(["[2024-01-01T00:00:00 | jobs | 0] hello"])))
+    >>> summary.messages, summary.attempts.to_dict(), summary.dead_letters
+    (1, {1: 1}, 0)
+    """
+
+    messages: int
+    records: int
+    attempts: pd.Series
+    final_states: pd.Series
+    dead_letters: int
+    delays: pd.DataFrame
+    unlinked_copies: int
+    ambiguous_links: int
+    transports: tuple[str, ...] = field(default=())
+
+    def to_text(self) -> str:
+        """The summary as the lines ``nbkit lineage`` prints.
+
+        Returns
+        -------
+        str
+            Messages and records, attempts needed, final states, dead letters, the observed-delay
+            table, unlinked and ambiguous copies; one line each (the table one per attempt).
+
+        Examples
+        --------
+        >>> from nbkit import read_pipe
+        >>> from nbkit.notebook.lineage import lineage, summarize
+        >>> print(summarize(lineage(read_pipe(["[2024-01-01T00:00:00 | jobs | 0] hi"]))).to_text())
+        1 messages in 1 records (pipe)
+        attempts needed:  1: 1  (attempts: messages)
+        final state:      no further copy 1
+        dead letters:     0
+        observed delays:  none (no linked retry copies)
+        unlinked copies:  0 (their predecessor is not in the data); ambiguous links: 0
+        """
+        where = f" ({', '.join(self.transports)})" if self.transports else ""
+        lines = [f"{self.messages} messages in {self.records} records{where}"]
+        needed = "  ".join(f"{int(k)}: {int(v)}" for k, v in self.attempts.items())
+        lines.append(f"attempts needed:  {needed or '-'}  (attempts: messages)")
+        states = ", ".join(f"{k} {int(v)}" for k, v in self.final_states.items() if v)
+        lines.append(f"final state:      {states or '-'}")
+        lines.append(f"dead letters:     {self.dead_letters}")
+        if len(self.delays):
+            lines.append("observed delay before each retry (since the previous attempt's record):")
+            lines.append(f"  {'attempt':>7}  {'copies':>7}  {'median':>10}  {'p95':>10}")
+            for attempt, r in self.delays.iterrows():
+                lines.append(
+                    f"  {int(attempt):>7}  {int(r['copies']):>7}  {_seconds(r['median']):>10}  {_seconds(r['p95']):>10}"
+                )
+        else:
+            lines.append("observed delays:  none (no linked retry copies)")
+        lines.append(
+            f"unlinked copies:  {self.unlinked_copies} (their predecessor is not in the data); "
+            f"ambiguous links: {self.ambiguous_links}"
+        )
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The summary as plain JSON-ready values (what ``nbkit lineage --json`` prints).
+
+        Returns
+        -------
+        dict
+            The fields above; ``attempts``, ``final_states`` and ``delays`` keyed by str, delays in
+            seconds (``median_s``, ``p95_s``; None where unknown).
+
+        Examples
+        --------
+        >>> from nbkit import read_pipe
+        >>> from nbkit.notebook.lineage import lineage, summarize
+        >>> summarize(lineage(read_pipe(["[2024-01-01T00:00:00 | jobs | 0] hi"]))).to_dict()["attempts"]
+        {'1': 1}
+        """
+        return {
+            "messages": self.messages,
+            "records": self.records,
+            "transports": list(self.transports),
+            "attempts": {str(int(k)): int(v) for k, v in self.attempts.items()},
+            "final_states": {str(k): int(v) for k, v in self.final_states.items()},
+            "dead_letters": self.dead_letters,
+            "delays": {
+                str(int(a)): {"copies": int(r["copies"]), "median_s": _finite(r["median"]), "p95_s": _finite(r["p95"])}
+                for a, r in self.delays.iterrows()
+            },
+            "unlinked_copies": self.unlinked_copies,
+            "ambiguous_links": self.ambiguous_links,
+        }
+
+
+def _seconds(value: float) -> str:
+    return "-" if pd.isna(value) else f"{value:.3f} s"
+
+
+def _finite(value: float) -> float | None:
+    return None if pd.isna(value) else float(value)
+
+
+def summarize(lin: pd.DataFrame) -> LineageSummary:
+    """Condense a lineage frame: attempts needed, final states, observed delays per attempt.
+
+    Parameters
+    ----------
+    lin : DataFrame
+        A frame from :func:`lineage`.
+
+    Returns
+    -------
+    LineageSummary
+        Messages, records, messages per number of attempts, per final state, dead letters, the
+        median and 95th-percentile observed delay (seconds) of the retry copies of each attempt
+        (dead-letter copies left out), and the ``attrs`` counts of unlinked and ambiguous copies.
+        ``to_text()`` gives the lines ``nbkit lineage`` prints, ``to_dict()`` its ``--json``.
+
+    Examples
+    --------
+    >>> from nbkit import read_stream
+    >>> from nbkit.notebook.lineage import lineage, summarize
+    >>> print(summarize(lineage(read_stream("tests/data/sample-1.ss"))).to_text())  # doctest: +SKIP
+    """
+    if "message" not in lin.columns or "dead_letter" not in lin.columns:
+        raise ValueError("summarize takes a lineage frame: nbkit.lineage(read_stream(...))")
+    deliveries = lin["attempt"].astype("Int64").to_numpy(dtype=np.int64, na_value=1) - lin["dead_letter"].to_numpy(
+        dtype=np.int64
+    )
+    per_message = pd.Series(deliveries).groupby(lin["message"].to_numpy()).max()
+    attempts = per_message.value_counts().sort_index()
+    attempts.index = attempts.index.astype(np.int64)
+    first = ~lin["message"].duplicated().to_numpy()
+    finals = lin.loc[first, "final_state"].value_counts().reindex(list(STATES[1:]), fill_value=0)
+    retries = lin[~lin["dead_letter"] & lin["delay"].notna()]
+    seconds = retries["delay"].dt.total_seconds()
+    grouped = seconds.groupby(retries["attempt"].astype(np.int64))
+    delays = pd.DataFrame(
+        {"copies": grouped.size(), "median": grouped.median(), "p95": grouped.quantile(0.95)}
+    )
+    delays.index.name = "attempt"
+    transports = tuple(str(t) for t in pd.unique(lin["transport"].dropna().astype(str)))
+    return LineageSummary(
+        messages=int(first.sum()),
+        records=len(lin),
+        attempts=attempts,
+        final_states=finals,
+        dead_letters=int(lin["dead_letter"].sum()),
+        delays=delays,
+        unlinked_copies=int(lin.attrs.get("unlinked_copies", 0)),
+        ambiguous_links=int(lin.attrs.get("ambiguous_links", 0)),
+        transports=transports,
+    )
