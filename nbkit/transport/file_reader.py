@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import struct
 import time
+import warnings
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from functools import partial
@@ -33,6 +34,7 @@ from nbkit.errors import (
     TimestampRangeError,
     TruncatedError,
 )
+from nbkit.transport.damage import DamagedRegion, DamageWarning, check_on_bad_frames
 from nbkit.transport.positions import FilePosition
 from nbkit.wire.crc import crc16
 from nbkit.wire.keys import INTERNAL_KEY
@@ -110,6 +112,13 @@ class _NeedMore(Exception):
 NEED_MORE = object()
 """Returned by :meth:`StreamReader.poll` when a follower must wait for the file to grow."""
 
+_SKIPPED = object()  # internal: a salvage read stepped over damage; carry on from the new ``pos``
+
+_SALVAGE_HINT = (
+    "; to read past damage, pass on_bad_frames='skip' (or 'warn' to be told about each damaged region), "
+    "or `nbkit repair` a clean copy"
+)
+
 
 class StreamReader:
     """Read messages from a ``.ss`` file, in replay (``follow=False``) or follow mode.
@@ -118,6 +127,12 @@ class StreamReader:
     step a runtime uses: a Message, ``NEED_MORE`` (follow mode: wait), or ``None`` (ended).
     ``keys`` limits both to the messages of those stream keys: the others (the end-of-stream mark
     too) are still read and checked, then skipped without a Message being made for them.
+    ``on_bad_frames``: ``"error"`` (default) raises at the first damaged frame (or, with
+    ``errors="stop"``, ends there); ``"skip"`` steps from a damaged frame to the first frame after the
+    next intact beacon (spec §6.5) and records the bytes it lost in ``damaged`` (a list of
+    :class:`~nbkit.transport.damage.DamagedRegion`); ``"warn"`` does the same and warns once per region.
+    Frames between the damage and that beacon are not searched for: the format's checksum covers only
+    the payload, so a guessed frame start could turn garbage into a message the writer never wrote.
 
     >>> with StreamReader("sample.ss") as r:        # doctest: +SKIP
     ...     keys = [m.stream_key for m in r]
@@ -137,7 +152,11 @@ class StreamReader:
         idle_timeout: float | None = None,
         stop_at_eos: bool = True,
         keys: Iterable[str] | str | None = None,
+        on_bad_frames: str = "error",
     ) -> None:
+        self.on_bad_frames = check_on_bad_frames(on_bad_frames)
+        #: The regions a salvage read (``on_bad_frames`` "warn" or "skip") stepped over, in file order.
+        self.damaged: list[DamagedRegion] = []
         if errors not in ("raise", "stop"):
             raise ValueError(f"errors must be 'raise' or 'stop', not {errors!r}")
         if isinstance(keys, str):
@@ -363,6 +382,8 @@ class StreamReader:
                 self.pos = stop
                 continue
             msg = self._poll_frame()
+            if msg is _SKIPPED:
+                continue
             if msg is None or msg is NEED_MORE or self.keys is None or msg.stream_key in self.keys:  # type: ignore[union-attr]
                 return msg
         return None
@@ -385,17 +406,65 @@ class StreamReader:
         try:
             msg = self._parse_fresh()
         except _NeedMore:
+            if self.on_bad_frames != "error" and not self.follow:
+                # a frame claiming to run past the end while intact beacons follow it: damage, not a torn tail
+                problem = "the frame's header claims more bytes than the file holds"
+                if self._skip_damage(problem, tail=True):
+                    return _SKIPPED
             return self._at_data_end()
         except FormatError as exc:
             err = exc if exc.path else exc.located(path=self.path)
+            if self.on_bad_frames != "error":
+                return _SKIPPED if self._skip_damage(err.detail) else NEED_MORE
             if self.errors == "stop":
                 self.end = ReadEnd("error", self.pos, self.size() - self.pos, err)
                 return None
-            raise err from None
+            hinted = err.located()
+            hinted.detail = err.detail + _SALVAGE_HINT
+            Exception.__init__(hinted, hinted._render())
+            raise hinted from None
         self.pos = msg.end
         if msg.is_eos and self.stop_at_eos:
             self.end = ReadEnd("eos", msg.end)
         return msg
+
+    def _skip_damage(self, problem: str, *, tail: bool = False) -> bool:
+        """Salvage: move ``pos`` from the damaged frame there to the first frame after the next intact
+        beacon and record the region (joined to the previous one when it ended right here). False when
+        there is nothing to move to: a follower waits for more bytes; with ``tail`` the caller reports
+        a torn tail instead (no intact beacon after it)."""
+        start = self.pos
+        interval = self.interval
+        size = self.size()
+        boundary = start - start % interval + interval
+        resume = None
+        while boundary < size:
+            pos = boundary
+            try:
+                while pos % interval == 0:
+                    beacon = self._beacon_at(pos)
+                    self._note_beacon(beacon)
+                    pos += beacon.size + min(beacon.remaining, interval - beacon.size)
+            except (_NeedMore, FormatError):
+                boundary += interval
+                continue
+            resume = pos
+            break
+        if resume is None or (tail and resume >= size):
+            if self.follow or tail:
+                return False
+            resume = size
+        last = self.damaged[-1] if self.damaged else None
+        if last is not None and last.end == start:
+            self.damaged[-1] = DamagedRegion(last.start, resume, last.problem)
+        else:
+            region = DamagedRegion(start, resume, problem)
+            self.damaged.append(region)
+            if self.on_bad_frames == "warn":
+                warnings.warn(f"{self.path}: damaged {region.describe()}", DamageWarning, stacklevel=2)
+        self.pos = resume
+        self._ahead_pos = -1
+        return True
 
     def _at_data_end(self) -> object | None:
         if self.follow:
@@ -452,6 +521,8 @@ class StreamReader:
                 break
             before = self.pos
             msg = self._poll_frame()
+            if msg is _SKIPPED:
+                continue
             if msg is None or msg is NEED_MORE:
                 break
             if until is not None and msg.offset >= until:  # type: ignore[attr-defined]
