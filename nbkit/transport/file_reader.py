@@ -115,8 +115,8 @@ NEED_MORE = object()
 _SKIPPED = object()  # internal: a salvage read stepped over damage; carry on from the new ``pos``
 
 _SALVAGE_HINT = (
-    "; to read past damage, pass on_bad_frames='skip' (or 'warn' to be told about each damaged region), "
-    "or `nbkit repair` a clean copy"
+    "; to read past the damage pass on_bad_frames='skip' (or 'warn' to hear of each damaged region; "
+    "--on-bad-frames on the command line), or write a clean copy with `nbkit repair`"
 )
 
 

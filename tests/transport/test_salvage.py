@@ -22,6 +22,7 @@ from nbkit.errors import ChecksumError
 from nbkit.transport.damage import DamageWarning
 from nbkit.transport.file_reader import Message, StreamReader
 from nbkit.transport.file_writer import StreamWriter
+from nbkit.transport.repair import repair
 from nbkit.wire.ssformat import HEADER_SIZE
 
 INTERVAL = 1024
@@ -48,6 +49,11 @@ def _bytes(path: str) -> bytes:
 def _put(path: str, raw: bytes | bytearray) -> None:
     with open(path, "wb") as f:
         f.write(raw)
+
+
+def _fields(m: Message) -> tuple:
+    """A message's fields without its place in the file."""
+    return (m.stream_key, m.shard_id, m.seq, m.timestamp_ms, m.payload)
 
 
 def _salvage(path: str) -> tuple[list[Message], list[tuple[int, int]]]:
@@ -182,3 +188,51 @@ def test_default_is_strict_and_names_the_salvage_options(tmp_path):
 def test_on_bad_frames_is_checked():
     with pytest.raises(ValueError, match="on_bad_frames"):
         StreamReader("nowhere.ss", on_bad_frames="ignore")
+
+
+@SETTINGS
+@given(sizes=payload_sizes, data=st.data())
+def test_repair_writes_exactly_the_salvaged_messages_and_decodes_cleanly(tmp_path, sizes, data):
+    path = os.fspath(tmp_path / "r.ss")
+    out = os.fspath(tmp_path / "clean.ss")
+    for old in (path, out):
+        if os.path.exists(old):
+            os.remove(old)
+    _write(path, sizes)
+    raw = bytearray(_bytes(path))
+    for at, patch in _same_length_damage(data, len(raw)):
+        for k, b in enumerate(patch):
+            raw[at + k] = raw[at + k] ^ b if len(patch) == 1 else 0
+    _put(path, raw)
+    salvaged, _ = _salvage(path)
+    report = repair(path, out)
+    assert _bytes(path) == bytes(raw), "the input is never modified"
+    with StreamReader(out) as r:  # strict: raises on any damage
+        copy = list(r)
+        assert r.end is not None and r.end.reason in ("end", "eos")
+    rejected = {offset for offset, _ in report.rejected}  # a key the damage made invalid
+    assert all(m.stream_key not in ("a", "b") for m in salvaged if m.offset in rejected)
+    fields = [_fields(m) for m in salvaged if m.offset not in rejected]
+    assert [_fields(m) for m in copy] == fields
+    assert report.kept == len(copy)
+
+
+def test_repair_refuses_to_overwrite_and_reports_what_it_dropped(tmp_path, capsys):
+    from nbkit.cli import main
+
+    path = os.fspath(tmp_path / "d.ss")
+    written = _write(path, [20] * 300)
+    raw = bytearray(_bytes(path))
+    raw[written[60].end - 4] ^= 0xFF
+    _put(path, raw)
+    out = tmp_path / "out.ss"
+    out.write_bytes(b"keep me")
+    assert main(["repair", path, str(out)]) == 1
+    assert "already exists" in capsys.readouterr().err and out.read_bytes() == b"keep me"
+    assert main(["repair", path, path, "--force"]) == 1
+    assert "is the file being repaired" in capsys.readouterr().err
+    assert main(["repair", path, str(out), "--force"]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[0].startswith("dropped bytes ") and "checksum" in printed[0]
+    assert printed[-1].startswith(f"wrote {len(list(StreamReader(str(out))))} messages to {out}")
+    assert _bytes(path) == bytes(raw)
