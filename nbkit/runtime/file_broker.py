@@ -107,6 +107,9 @@ class FileSubscription(Subscription):
 class FileBroker(Broker):
     """A broker over one stream file: subscriptions read it, publishes and retry copies append to it.
 
+    ``fsync=True`` makes its writer fsync after every flush (durable against power loss, at a cost;
+    see :class:`~nbkit.transport.file_writer.StreamWriter`); the default leaves it to the OS.
+
     >>> broker = FileBroker("orders.ss")            # doctest: +SKIP
     >>> @broker.subscriber("orders", replay=True, max_attempts=3, dead_letter="orders.dead")
     ... def handle(d): return HandlerOutcome.retry_after(5)
@@ -121,9 +124,11 @@ class FileBroker(Broker):
         beacon_interval: int = DEFAULT_BEACON_INTERVAL,
         end_with_eos: bool = False,
         existing_only: bool = False,
+        fsync: bool = False,
     ) -> None:
         super().__init__()
         self.path = os.fspath(path)
+        self.fsync = fsync
         try:
             self.beacon_interval = check_write_interval(beacon_interval)
         except FormatError as exc:
@@ -154,6 +159,7 @@ class FileBroker(Broker):
                 beacon_interval=self.beacon_interval,
                 clock_ms=lambda: int(round(self.clock.now() * 1000)),
                 existing_only=self.existing_only,
+                fsync=self.fsync,
             )
         return self._writer
 
