@@ -83,8 +83,8 @@ def crc16(data, initial=None):
 _MISSING = object()
 
 
-def scan_frames(bytes buf, long long base, long long pos, long long until, long long interval,
-                dict keymap, object cols, list ends):
+def scan_frames(bytes buf not None, long long base, long long pos, long long until, long long interval,
+                dict keymap not None, object cols, list ends):
     """The compiled :func:`nbkit.wire.scan.scan_frames` (see there): same arguments, same result."""
     cdef long long off = pos % interval
     cdef Py_ssize_t n = PyBytes_GET_SIZE(buf)

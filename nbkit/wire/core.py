@@ -15,7 +15,7 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
-__all__ = ["CORE", "core_description", "pick"]
+__all__ = ["CORE", "FORCED_PURE", "UNAVAILABLE", "compiled_module", "core_description", "pick"]
 
 #: True when ``NBKIT_PURE_PYTHON`` asks for the pure-Python twin (any value but empty or ``0``).
 FORCED_PURE = os.environ.get("NBKIT_PURE_PYTHON", "") not in ("", "0")
@@ -60,7 +60,21 @@ def pick(name: str, pure: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def compiled_module() -> ModuleType | None:
-    """The compiled extension module when it could be imported (even if the twin is forced), else None."""
+    """The compiled extension module when it can be imported, even while the twin is forced, else None.
+
+    The twin tests and benchmarks use it to run both cores in one process.
+
+    Returns
+    -------
+    ModuleType or None
+        ``nbkit.wire._speedups``, or None where it was not built.
+
+    Examples
+    --------
+    >>> module = compiled_module()
+    >>> module is None or callable(module.scan_frames)
+    True
+    """
     if _compiled is not None:
         return _compiled
     try:
