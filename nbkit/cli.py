@@ -673,6 +673,7 @@ def _add_export(p: argparse.ArgumentParser) -> None:
         help="payload column as nbkit.read_stream's payload= (default auto: text where UTF-8, else bytes)",
     )
     p.add_argument("--include-internal", action="store_true", help="keep EOS and the priming message")
+    _add_on_bad_frames(p)
 
 
 def _cmd_export(args: argparse.Namespace) -> int:
@@ -686,7 +687,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
         warnings.simplefilter("always")
         try:
             rows = to_parquet(args.file, args.output, keys=keys, payload=args.payload,
-                              include_internal=args.include_internal)
+                              include_internal=args.include_internal, on_bad_frames=args.on_bad_frames)
         except ImportError as exc:
             raise NbkitError(str(exc)) from None
     for w in caught:  # e.g. a partial frame at the tail: one line, as the other commands say it

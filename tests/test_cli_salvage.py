@@ -58,3 +58,19 @@ def test_cat_default_stops_with_a_hint(capsys, damaged) -> None:
     path, _ = damaged
     rc, _, err = _run(capsys, "cat", str(path))
     assert rc == 1 and "checksum" in err and "on_bad_frames='skip'" in err and len(err.splitlines()) == 1
+
+
+def test_export_on_bad_frames(capsys, damaged, tmp_path: Path) -> None:
+    pytest.importorskip("pyarrow")
+    import pandas as pd
+
+    from nbkit.notebook.frames import read_stream
+
+    path, _ = damaged
+    out = tmp_path / "out.parquet"
+    rc, _, err = _run(capsys, "export", str(path), "-o", str(out))
+    assert rc == 1 and "checksum" in err
+    rc, _, err = _run(capsys, "export", str(path), "-o", str(out), "--on-bad-frames", "warn")
+    assert rc == 0 and len([line for line in err.splitlines() if "damaged bytes" in line]) == 2
+    exported = pd.read_parquet(out)
+    assert list(exported["payload"]) == list(read_stream(path, on_bad_frames="skip")["payload"])
