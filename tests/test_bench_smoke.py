@@ -29,6 +29,7 @@ TINY = {
     "pipe": ["--messages", "2000", "--repeat", "1"],
     "memory": ["--messages", "2000", "--repeat", "1", "--size-mb", "4"],
     "peers": ["--messages", "2000", "--repeat", "1"],
+    "salvage": ["--messages", "60", "--repeat", "1", "--files", "5"],
 }
 
 
