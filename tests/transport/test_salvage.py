@@ -236,3 +236,30 @@ def test_repair_refuses_to_overwrite_and_reports_what_it_dropped(tmp_path, capsy
     assert printed[0].startswith("dropped bytes ") and "checksum" in printed[0]
     assert printed[-1].startswith(f"wrote {len(list(StreamReader(str(out))))} messages to {out}")
     assert _bytes(path) == bytes(raw)
+
+
+def test_a_follower_salvages_like_a_replay(tmp_path):
+    path = os.fspath(tmp_path / "follow.ss")
+    written = _write(path, [20] * 300 + [3000] * 10)
+    raw = bytearray(_bytes(path))
+    for i in (60, 200, 305):
+        raw[written[i].end - 4] ^= 0xFF
+    _put(path, raw)
+    replay, regions = _salvage(path)
+    with StreamReader(path, follow=True, idle_timeout=0.01, on_bad_frames="skip") as r:
+        followed = list(r)
+        assert [(d.start, d.end) for d in r.damaged] == regions and len(regions) == 3
+    assert followed == replay
+
+
+def test_damage_at_the_tail_without_a_beacon_after_it_is_a_truncated_tail(tmp_path):
+    path = os.fspath(tmp_path / "tail.ss")
+    written = _write(path, [20] * 30)
+    raw = bytearray(_bytes(path))
+    last = written[-1]
+    raw[last.offset + 1 + 1 + 24 : last.offset + 1 + 1 + 28] = b"\xff\xff\xff\x00"  # its size field: huge
+    _put(path, raw)
+    with StreamReader(path, on_bad_frames="skip") as r:
+        got = list(r)
+        assert r.damaged == [] and r.end is not None and r.end.reason == "truncated"
+    assert got == written[:-1]
