@@ -112,6 +112,7 @@ class _NeedMore(Exception):
 NEED_MORE = object()
 """Returned by :meth:`StreamReader.poll` when a follower must wait for the file to grow."""
 
+_HUNT_INTERVALS = 4  # a salvage read looks this many intervals past damage for a shifted beacon grid
 _SKIPPED = object()  # internal: a salvage read stepped over damage; carry on from the new ``pos``
 
 _SALVAGE_HINT = (
@@ -186,6 +187,9 @@ class StreamReader:
         self._ahead: Iterator[Message] = iter(())  # messages scanned ahead of poll(), before the next boundary
         self._ahead_pos = -1  # ``pos`` while the next message of ``_ahead`` is the next one to hand out
         self._ahead_end = -1  # where that scan stopped (after any skipped frames)
+        # beacons sit at ``_phase + k * interval``: 0, unless a salvage read found the grid shifted by a
+        # cut-out or inserted run of bytes (see ``_hunt_grid``)
+        self._phase = 0
         try:
             self.header = self._read_header()
         except BaseException:
@@ -269,13 +273,14 @@ class StreamReader:
     def _gather(self, pos: int, n: int) -> tuple[bytes, int]:
         """Read ``n`` logical bytes from ``pos``, skipping beacons at boundaries (§6.3)."""
         interval = self.interval
+        phase = self._phase
         parts = []
         while n > 0:
-            if pos % interval == 0:
+            if (pos - phase) % interval == 0:
                 beacon = self._beacon_at(pos)
                 self._note_beacon(beacon)
                 pos += beacon.size
-            take = min(n, interval - pos % interval)
+            take = min(n, interval - (pos - phase) % interval)
             self._fill(pos, take)
             i = pos - self._base
             parts.append(self._buf[i : i + take])
@@ -304,17 +309,31 @@ class StreamReader:
         self, pos: int, keymap: dict[bytes, str | None], cols: FrameColumns, ends: list[int] | None, until: int = -1
     ) -> int:
         """:func:`~nbkit.wire.scan.scan_frames` over the current buffer from ``pos``; where it stopped."""
-        return scan_frames(self._buf, self._base, pos, until, self.interval, keymap, cols, ends)
+        if not self._phase:
+            return scan_frames(self._buf, self._base, pos, until, self.interval, keymap, cols, ends)
+        # a salvage read on a shifted beacon grid: scan in offsets moved onto the grid, then move back
+        shift = self.interval - self._phase
+        taken, ended = len(cols.offset), 0 if ends is None else len(ends)
+        stop = scan_frames(self._buf, self._base + shift, pos + shift, -1 if until < 0 else until + shift,
+                           self.interval, keymap, cols, ends)
+        offsets = cols.offset
+        for j in range(taken, len(offsets)):
+            offsets[j] -= shift
+        if ends is not None:
+            for j in range(ended, len(ends)):
+                ends[j] -= shift
+        return stop - shift
 
     def _parse_frame(self, pos: int, *, verify: bool = True) -> Message:
         """Parse the frame whose first field read starts at ``pos``; raises _NeedMore or FormatError."""
         interval = self.interval
-        if pos % interval == 0:
+        phase = self._phase
+        if (pos - phase) % interval == 0:
             beacon = self._beacon_at(pos)
             self._note_beacon(beacon)
             pos += beacon.size
         start = pos
-        boundary = pos - pos % interval + interval
+        boundary = pos - (pos - phase) % interval + interval
         self._fill(pos, 1)
         buf = self._buf
         i = pos - self._base
@@ -436,20 +455,18 @@ class StreamReader:
         start = self.pos
         interval = self.interval
         size = self.size()
-        boundary = start - start % interval + interval
+        phase = self._phase
+        boundary = start - (start - phase) % interval + interval
         resume = None
         while boundary < size:
-            pos = boundary
-            try:
-                while pos % interval == 0:
-                    beacon = self._beacon_at(pos)
-                    self._note_beacon(beacon)
-                    pos += beacon.size + min(beacon.remaining, interval - beacon.size)
-            except (_NeedMore, FormatError):
-                boundary += interval
-                continue
-            resume = pos
-            break
+            resume = self._grid_resume(boundary, phase, size)
+            if resume is not None:
+                break
+            boundary += interval
+        if not self.follow and not tail:
+            shifted = self._hunt_grid(start, min(boundary, size, start + _HUNT_INTERVALS * interval), size)
+            if shifted is not None:
+                self._phase, resume = shifted
         if resume is None or (tail and resume >= size):
             if self.follow or tail:
                 return False
@@ -466,6 +483,62 @@ class StreamReader:
         self._ahead_pos = -1
         return True
 
+    def _grid_resume(self, boundary: int, phase: int, size: int, *, strict: bool = False) -> int | None:
+        """Where reading resumes after the beacon at ``boundary`` on the grid ``phase + k * interval``:
+        the first frame after it (or the end of the data), or None when that beacon is not intact (it
+        does not parse, or lacks its CRs) or the frame after it does not parse. A frame running past the
+        end of the file is a torn tail, for the reader to report, unless ``strict``."""
+        interval = self.interval
+        saved = self._phase
+        self._phase = phase
+        pos = boundary
+        try:
+            while (pos - phase) % interval == 0:
+                beacon = self._beacon_at(pos)
+                if os.pread(self._fd, 1, pos + beacon.size - 1) != b"\r" or os.pread(self._fd, 1, pos) != b"\r":
+                    return None
+                pos += beacon.size + min(beacon.remaining, interval - beacon.size)
+            if pos < size:
+                msg = self._parse_frame(pos)
+                if os.pread(self._fd, 1, msg.end - 1) != b"\r":
+                    return None
+        except _NeedMore:
+            return pos if pos >= size or not strict else None
+        except FormatError:
+            return None
+        finally:
+            self._phase = saved
+        return pos
+
+    def _hunt_grid(self, start: int, stop: int, size: int) -> tuple[int, int] | None:
+        """After damage at ``start``: look for beacons off the current grid before ``stop`` (a cut-out or
+        inserted run of bytes moves every later beacon). A candidate is a CR where a beacon parses and
+        ends in CR, the one an interval later does too (when the file reaches it), and the frame after
+        it parses, checksum verified, ending in CR. Returns (the new phase, where to resume) or None."""
+        interval = self.interval
+        pos = start + 1
+        while pos < stop:
+            try:
+                self._fill(pos, min(stop - pos, CHUNK))
+            except _NeedMore:
+                return None
+            end = min(stop, self._base + len(self._buf))
+            at = self._buf.find(b"\r", pos - self._base, end - self._base)
+            if at < 0:
+                pos = end
+                continue
+            c = self._base + at
+            pos = c + 1
+            phase = c % interval
+            if phase == self._phase:
+                continue  # the current grid: already tried
+            if c + interval < size and self._grid_resume(c + interval, phase, size) is None:
+                continue
+            resume = self._grid_resume(c, phase, size, strict=True)
+            if resume is not None:
+                return phase, resume
+        return None
+
     def _at_data_end(self) -> object | None:
         if self.follow:
             if _was_removed(self.path, self._ino):
@@ -480,7 +553,7 @@ class StreamReader:
 
     def _only_beacon_left(self, trailing: int) -> bool:
         """True when the bytes after ``pos`` are exactly one complete beacon (a clean end)."""
-        if self.pos % self.interval:
+        if (self.pos - self._phase) % self.interval:
             return False
         try:
             beacon = self._beacon_at(self.pos)
@@ -624,6 +697,7 @@ class StreamReader:
         messages of the target stream (upstream stops at any stream's message, spec §11.2).
         """
         self.end = None
+        self._phase = 0
         kind = position.kind
         if kind == "beginning":
             self.pos = HEADER_SIZE
