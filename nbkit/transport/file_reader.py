@@ -112,7 +112,10 @@ class _NeedMore(Exception):
 NEED_MORE = object()
 """Returned by :meth:`StreamReader.poll` when a follower must wait for the file to grow."""
 
-_HUNT_INTERVALS = 4  # a salvage read looks this many intervals past damage for a shifted beacon grid
+# how far past the start of the damaged frame a salvage read looks for a shifted beacon grid: 4 intervals,
+# and at least 64 KiB (a damaged frame may be several intervals long)
+_HUNT_INTERVALS = 4
+_HUNT_MIN_BYTES = 1 << 16
 _SKIPPED = object()  # internal: a salvage read stepped over damage; carry on from the new ``pos``
 
 _SALVAGE_HINT = (
@@ -464,7 +467,8 @@ class StreamReader:
                 break
             boundary += interval
         if not self.follow and not tail:
-            shifted = self._hunt_grid(start, min(boundary, size, start + _HUNT_INTERVALS * interval), size)
+            window = start + max(_HUNT_INTERVALS * interval, _HUNT_MIN_BYTES)
+            shifted = self._hunt_grid(start, min(boundary, size, window), size)
             if shifted is not None:
                 self._phase, resume = shifted
         if resume is None or (tail and resume >= size):
@@ -486,8 +490,8 @@ class StreamReader:
     def _grid_resume(self, boundary: int, phase: int, size: int, *, strict: bool = False) -> int | None:
         """Where reading resumes after the beacon at ``boundary`` on the grid ``phase + k * interval``:
         the first frame after it (or the end of the data), or None when that beacon is not intact (it
-        does not parse, or lacks its CRs) or the frame after it does not parse. A frame running past the
-        end of the file is a torn tail, for the reader to report, unless ``strict``."""
+        does not parse, or lacks its CRs) or the frame after it does not parse. A frame after the file's
+        last beacon running past its end is a torn tail, for the reader to report, unless ``strict``."""
         interval = self.interval
         saved = self._phase
         self._phase = phase
@@ -502,8 +506,8 @@ class StreamReader:
                 msg = self._parse_frame(pos)
                 if os.pread(self._fd, 1, msg.end - 1) != b"\r":
                     return None
-        except _NeedMore:
-            return pos if pos >= size or not strict else None
+        except _NeedMore:  # a torn tail only after the file's last beacon: elsewhere it is garbage
+            return pos if pos >= size or (not strict and boundary + interval >= size) else None
         except FormatError:
             return None
         finally:
