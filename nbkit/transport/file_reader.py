@@ -137,6 +137,8 @@ class StreamReader:
     :class:`~nbkit.transport.damage.DamagedRegion`); ``"warn"`` does the same and warns once per region.
     Frames between the damage and that beacon are not searched for: the format's checksum covers only
     the payload, so a guessed frame start could turn garbage into a message the writer never wrote.
+    After a cut-out or inserted run of bytes the beacons are found again on their shifted grid (a beacon
+    there, another an interval later, and a checksum-verified frame after it: docs/reliability.md).
 
     >>> with StreamReader("sample.ss") as r:        # doctest: +SKIP
     ...     keys = [m.stream_key for m in r]
