@@ -12,6 +12,9 @@ one process writing all N messages, shared against exclusive; then 4 processes w
 the same time (shared: interleaved; exclusive: each waits for the previous one to close), timed from
 the moment all four are ready until the last one ends.
 
+The cost of durability: ``fsync=True`` (an os.fsync after every flush) on the first
+``--fsync-messages`` messages, per message and per batch, against the same writes without it.
+
     python bench/write.py                       # 1,000,000 messages, 3 timed runs per side
     python bench/write.py --messages 2000 --repeat 1 --batch 64
 """
@@ -37,6 +40,8 @@ TARGET = 1.5  # StreamWriter (flush per message) within this factor of the os.wr
 def main(argv: list[str] | None = None) -> int:
     p = c.parser(__doc__.splitlines()[0])
     p.add_argument("--batch", type=int, default=256, metavar="N", help="flush_every of the batched run (default 256)")
+    p.add_argument("--fsync-messages", type=int, default=2000, metavar="N",
+                   help="messages written with fsync=True (an fsync each costs a disk flush; default 2000)")
     args = p.parse_args(argv)
     n = args.messages
     c.banner("write: StreamWriter.write vs os.write", args)
@@ -50,10 +55,12 @@ def main(argv: list[str] | None = None) -> int:
             with StreamWriter(path, flush_every=flush_every, exclusive=True) as w:
                 return [w.write(key, payload) for key, payload in items]
 
-        def write_all_discard(flush_every: int = 1, exclusive: bool = True) -> None:
-            with StreamWriter(path, flush_every=flush_every, exclusive=exclusive) as w:
+        def write_all_discard(
+            flush_every: int = 1, exclusive: bool = True, fsync: bool = False, count: int = n
+        ) -> None:
+            with StreamWriter(path, flush_every=flush_every, exclusive=exclusive, fsync=fsync) as w:
                 write = w.write
-                for key, payload in items:
+                for key, payload in items[:count]:
                     write(key, payload)
 
         # what nbkit hands the OS for each message: its frame, and a beacon where one falls inside it
@@ -96,6 +103,20 @@ def main(argv: list[str] | None = None) -> int:
         c.row(f"StreamWriter.write, flush_every={args.batch}", t_nbb, n)
         c.row(f"os.write per {args.batch}-message block", t_osb, n)
         print(f"   batched: {c.ratio(t_nbb, t_osb)} its block-write bound; flush_every=1 takes {c.ratio(t_nb, t_nbb)}")
+        m = min(n, args.fsync_messages)
+        timings = {}
+        for _ in range(args.repeat):  # interleaved: the four runs see the same load
+            for label, every, sync in (("1", 1, False), ("1 fsync", 1, True), ("b", args.batch, False),
+                                       ("b fsync", args.batch, True)):
+                t = c.time_it(lambda every=every, sync=sync: write_all_discard(every, fsync=sync, count=m), 1, setup=fresh)
+                timings.setdefault(label, []).append(t)
+        best = {label: sorted(ts, key=lambda t: t.wall)[len(ts) // 2] for label, ts in timings.items()}  # medians
+        c.row(f"fsync=False, flush_every=1 ({m:,} messages)", best["1"], m)
+        c.row("fsync=True,  flush_every=1 (an fsync per message)", best["1 fsync"], m)
+        c.row(f"fsync=False, flush_every={args.batch}", best["b"], m)
+        c.row(f"fsync=True,  flush_every={args.batch} (an fsync per batch)", best["b fsync"], m)
+        print(f"   fsync per message costs {c.ratio(best['1 fsync'], best['1'])} the buffered write; "
+              f"per {args.batch}-message batch {c.ratio(best['b fsync'], best['b'])}")
         results.append(
             c.verdict(f"flush_every=1 within {TARGET:g}x of the os.write loop", t_nb.wall / t_os.wall <= TARGET,
                       c.ratio(t_nb, t_os))

@@ -25,6 +25,7 @@ from nbkit.runtime.position_store import PositionStore
 from nbkit.runtime.redrive import RedriveResult, redrive, redrive_lines
 from nbkit.runtime.settle import Action
 from nbkit.runtime.stdio_broker import StdioBroker
+from nbkit.transport.damage import DamagedRegion, DamageWarning
 from nbkit.transport.file_reader import Message, ReadEnd, StreamReader
 from nbkit.transport.file_writer import StreamWriter
 from nbkit.transport.positions import FilePosition
@@ -76,6 +77,8 @@ __all__ = [
     "App",
     "ChecksumError",
     "ConfigurationError",
+    "DamagedRegion",
+    "DamageWarning",
     "Delivery",
     "FileBroker",
     "FilePosition",

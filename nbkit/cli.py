@@ -38,9 +38,11 @@ from typing import Any, TextIO
 
 import nbkit
 from nbkit.errors import FormatError, NbkitError
+from nbkit.transport.damage import BAD_FRAME_CHOICES, DamagedRegion
 from nbkit.transport.file_info import summarize
 from nbkit.transport.file_reader import NEED_MORE, Message, ReadEnd, StreamReader
 from nbkit.transport.file_writer import StreamWriter
+from nbkit.transport.repair import repair
 from nbkit.wire import core, envelope
 from nbkit.wire.keys import INTERNAL_KEY, INTERNAL_KEYS, validate_key
 from nbkit.wire.ssformat import DEFAULT_BEACON_INTERVAL, EOS_PAYLOAD, FileHeader, Marker
@@ -190,6 +192,23 @@ def _add_cat(p: argparse.ArgumentParser) -> None:
         "--key", action="append", metavar="KEY", dest="keys",
         help="only messages of this stream key (repeatable)",
     )
+    _add_on_bad_frames(p)
+
+
+def _add_on_bad_frames(p: argparse.ArgumentParser) -> None:
+    """``--on-bad-frames error|warn|skip``: what a read does at a damaged frame (see ``read_stream``)."""
+    p.add_argument(
+        "--on-bad-frames", choices=BAD_FRAME_CHOICES, default="error", dest="on_bad_frames",
+        help="at a damaged frame: error (stop with an error, the default), warn (say which bytes were "
+        "skipped, carry on after the next intact beacon) or skip (carry on silently)",
+    )
+
+
+def _note_new_damage(path: str, damaged: list[DamagedRegion], told: int) -> int:
+    """Print one ``warning: ... damaged`` line per region of ``damaged`` after the first ``told``; the new count."""
+    for region in damaged[told:]:
+        _note(f"warning: {path}: damaged {region.describe()}")
+    return len(damaged)
 
 
 #: ``log`` text: control characters (C0, DEL, C1) as escapes, so a payload cannot move the cursor,
@@ -269,12 +288,18 @@ def _cmd_cat(args: argparse.Namespace) -> int:
     printer = _CatPrinter(args.format, args.header_only, out)
     shown = 0
     # the key filter runs in the frame scanner: frames of other keys are checked, never made into Messages
-    with StreamReader(args.file, follow=args.follow, poll_max=0.25, keys=keys) as reader:
+    salvage = "error" if args.on_bad_frames == "error" else "skip"  # the CLI prints its own warnings
+    warn = args.on_bad_frames == "warn"
+    told = 0
+    with StreamReader(args.file, follow=args.follow, poll_max=0.25, keys=keys, on_bad_frames=salvage) as reader:
         printer.header(reader.header)
         beacon_offset = None
         delay = reader.poll_min
         while True:
             item = reader.poll()
+            if warn and len(reader.damaged) > told:
+                out.flush()
+                told = _note_new_damage(args.file, reader.damaged, told)
             if item is None:
                 break
             if item is NEED_MORE:  # follow mode: show what we have, then wait for the file to grow
@@ -359,6 +384,8 @@ def _cmd_info(args: argparse.Namespace) -> int:
                                       "complete frame (a writer may be mid-write, or stopped mid-frame)"))
     elif end.reason == "error":
         rows.append(("damaged", f"reading stopped at offset {end.offset}: {end.error}"))
+    for region, n in zip(s.damaged, s.recovered_after, strict=True):
+        rows.append(("damaged", f"{region.describe()}; {n} message{'s' if n != 1 else ''} recovered after it"))
     width = max(len(k) for k, _ in rows)
     for k, v in rows:
         out.write(f"{k:<{width}}  {v}\n")
@@ -847,6 +874,22 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+# -- repair ----------------------------------------------------------------------------------------
+
+
+def _add_repair(p: argparse.ArgumentParser) -> None:
+    p.add_argument("damaged", metavar="DAMAGED", help="the damaged .ss file (only read, never changed)")
+    p.add_argument("output", metavar="OUT", help="where the clean copy goes")
+    p.add_argument("--force", action="store_true", help="replace OUT if it exists")
+
+
+def _cmd_repair(args: argparse.Namespace) -> int:
+    """Write a clean copy of a damaged stream file with every recoverable message; print what was dropped."""
+    report = repair(args.damaged, args.output, force=args.force)
+    sys.stdout.write("".join(line + "\n" for line in report.lines()))
+    return 0
+
+
 # -- export ----------------------------------------------------------------------------------------
 
 
@@ -862,6 +905,7 @@ def _add_export(p: argparse.ArgumentParser) -> None:
         help="payload column as nbkit.read_stream's payload= (default auto: text where UTF-8, else bytes)",
     )
     p.add_argument("--include-internal", action="store_true", help="keep EOS and the priming message")
+    _add_on_bad_frames(p)
 
 
 def _cmd_export(args: argparse.Namespace) -> int:
@@ -875,7 +919,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
         warnings.simplefilter("always")
         try:
             rows = to_parquet(args.file, args.output, keys=keys, payload=args.payload,
-                              include_internal=args.include_internal)
+                              include_internal=args.include_internal, on_bad_frames=args.on_bad_frames)
         except ImportError as exc:
             raise NbkitError(str(exc)) from None
     for w in caught:  # e.g. a partial frame at the tail: one line, as the other commands say it
@@ -1093,6 +1137,7 @@ _COMMANDS: list[tuple[str, AddArguments, Handler]] = [
     ("export", _add_export, _cmd_export),
     ("redrive", _add_redrive, _cmd_redrive),
     ("lineage", _add_lineage, _cmd_lineage),
+    ("repair", _add_repair, _cmd_repair),
 ]
 
 

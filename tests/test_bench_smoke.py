@@ -24,13 +24,14 @@ ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "bench"
 TINY = {
     "read": ["--messages", "2000", "--repeat", "1"],
-    "write": ["--messages", "2000", "--repeat", "1", "--batch", "64"],
+    "write": ["--messages", "2000", "--repeat", "1", "--batch", "64", "--fsync-messages", "200"],
     "dispatch": ["--messages", "2000", "--repeat", "1"],
     "pipe": ["--messages", "2000", "--repeat", "1"],
     "memory": ["--messages", "2000", "--repeat", "1", "--size-mb", "4"],
     "policy_explorer": ["--messages", "100", "--repeat", "1"],
     "lineage": ["--messages", "2000", "--repeat", "1"],
     "peers": ["--messages", "2000", "--repeat", "1"],
+    "salvage": ["--messages", "60", "--repeat", "1", "--files", "5"],
 }
 
 

@@ -8,7 +8,8 @@ import sys
 import nbkit
 
 PUBLIC = {
-    "AckError", "Action", "App", "ChecksumError", "ConfigurationError", "Delivery", "FileBroker",
+    "AckError", "Action", "App", "ChecksumError", "ConfigurationError", "DamagedRegion", "DamageWarning",
+    "Delivery", "FileBroker",
     "FilePosition", "FormatError", "HandlerOutcome", "LineParseError", "Message", "NbkitError",
     "PositionStore", "ReadEnd", "RealClock", "RetryDestinationError", "SeekError", "Session",
     "SettlementEvent", "StdioBroker", "StreamKeyError", "StreamReader", "StreamWriter", "TruncatedError",

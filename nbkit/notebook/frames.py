@@ -512,6 +512,7 @@ def read_stream(
     end: dt.datetime | int | str | None = None,
     progress: bool | None = None,
     include_internal: bool = False,
+    on_bad_frames: str = "error",
 ) -> pd.DataFrame:
     """Load a ``.ss`` stream file into a DataFrame, one row per message (schema in the module doc).
 
@@ -523,6 +524,10 @@ def read_stream(
     before it). EOS and the internal priming key are left out unless ``include_internal``.
     ``progress=None`` shows a bar for files over 64 MiB. How the read ended is in
     ``frame.attrs["read_end"]``; a partial frame at the tail warns.
+    ``on_bad_frames`` (as pandas' ``read_csv(on_bad_lines=...)``): ``"error"`` raises at a damaged frame;
+    ``"skip"`` resumes at the next intact beacon and ``"warn"`` also warns once per damaged region.
+    Either way ``frame.attrs["damaged"]`` lists the regions skipped (dicts: ``start``, ``end``,
+    ``problem``, ``skipped`` bytes; empty for an intact file).
 
     >>> df = read_stream("../shared/testdata/ss/sample-1.ss")      # doctest: +SKIP
     >>> df.groupby("stream_key", observed=True).size()              # doctest: +SKIP
@@ -538,17 +543,19 @@ def read_stream(
         def accept(key: str) -> bool:
             return (wanted is None or key in wanted) and (include_internal or key not in INTERNAL_KEYS)
 
-    with StreamReader(path, start=position, key=seek_key) as reader:
+    with StreamReader(path, start=position, key=seek_key, on_bad_frames=on_bad_frames) as reader:
         bar = _progress_bar(reader, progress)
         got = reader.read_columns(accept=accept, progress=None if bar is None else bar.update)
         if bar is not None:
             bar.close()
         ended = reader.end
+        damaged = [region.to_dict() for region in reader.damaged]
     if after_ms is not None or end_ms is not None:
         got = _in_window(got, after_ms, end_ms)
     cols.extend(got)
     del got
     frame = cols.frame("file", release=True)
+    frame.attrs["damaged"] = damaged
     if ended is not None:
         frame.attrs["read_end"] = ended.describe()
         if ended.reason == "truncated":

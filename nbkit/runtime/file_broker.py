@@ -112,6 +112,8 @@ class FileBroker(Broker):
     and continues the file's sequence numbers (see :class:`~nbkit.transport.file_writer.StreamWriter`).
     ``exclusive=True`` keeps the file locked from the first append until shutdown; ``lock_timeout`` is
     how long an append waits for another writer's lock before it fails.
+    ``fsync=True`` makes its writer fsync after every flush (durable against power loss, at a cost;
+    see :class:`~nbkit.transport.file_writer.StreamWriter`); the default leaves it to the OS.
 
     >>> broker = FileBroker("orders.ss")            # doctest: +SKIP
     >>> @broker.subscriber("orders", replay=True, max_attempts=3, dead_letter="orders.dead")
@@ -129,9 +131,11 @@ class FileBroker(Broker):
         existing_only: bool = False,
         exclusive: bool = False,
         lock_timeout: float = 10.0,
+        fsync: bool = False,
     ) -> None:
         super().__init__()
         self.path = os.fspath(path)
+        self.fsync = fsync
         try:
             self.beacon_interval = check_write_interval(beacon_interval)
         except FormatError as exc:
@@ -167,6 +171,7 @@ class FileBroker(Broker):
                 existing_only=self.existing_only,
                 exclusive=self.exclusive,
                 lock_timeout=self.lock_timeout,
+                fsync=self.fsync,
             )
         return self._writer
 

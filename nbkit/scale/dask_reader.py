@@ -68,6 +68,7 @@ from nbkit.scale.partitions import (  # noqa: E402
     read_range,
     selection,
 )
+from nbkit.transport.damage import check_on_bad_frames  # noqa: E402
 from nbkit.transport.positions import FilePosition  # noqa: E402
 
 __all__ = ["read_stream", "plan"]
@@ -105,6 +106,7 @@ def read_stream(
     include_internal: bool = False,
     json_fields: Mapping[str, Any] | Sequence[str] | None = None,
     sample: int | str = DEFAULT_SAMPLE,
+    on_bad_frames: str = "error",
 ) -> dd.DataFrame:
     """Load a ``.ss`` stream file lazily as a Dask DataFrame, one row per message.
 
@@ -114,6 +116,8 @@ def read_stream(
     ``payload="json"``: ``json_fields`` (``{field: dtype}``, or field names for dtype object) fixes the
     ``payload.<field>`` columns; otherwise the rows of the first ``sample`` bytes do. See the module
     documentation for how partitions are cut and why ``stream_key``'s categories are unknown.
+    ``on_bad_frames`` as for :func:`nbkit.read_stream` ("warn" warns in the worker that meets the damage;
+    the damaged regions are not collected: ``nbkit info`` lists them).
 
     >>> ddf = nbkit.dask.read_stream("big.ss")                         # doctest: +SKIP
     >>> ddf.groupby("stream_key", observed=True).size().compute()      # doctest: +SKIP
@@ -121,13 +125,14 @@ def read_stream(
     sel, position, seek_key = selection(
         keys=keys, payload=payload, start=start, end=end, include_internal=include_internal
     )
+    check_on_bad_frames(on_bad_frames)
     the_plan = plan_ranges(path, partition_size=_nbytes(partition_size, "partition_size"), start=position, key=seek_key)
     if the_plan.tail is not None and the_plan.tail.reason == "truncated":
         warnings.warn(f"{the_plan.path}: {the_plan.tail.describe()}", stacklevel=2)
     fields: dict[str, Any] | None = None
     if sel.payload in FIELD_MODES:
         if json_fields is None:
-            fields = _sample_fields(the_plan, sel, _nbytes(sample, "sample"))
+            fields = _sample_fields(the_plan, sel, _nbytes(sample, "sample"), on_bad_frames)
         elif isinstance(json_fields, Mapping):
             fields = dict(json_fields)
         else:
@@ -139,7 +144,7 @@ def read_stream(
         return dd.from_map(
             _read_partition,
             the_plan.ranges,
-            args=(the_plan.path, sel, fields, stamp),
+            args=(the_plan.path, sel, fields, stamp, on_bad_frames),
             meta=meta,
             divisions=the_plan.divisions,
             label="nbkit-read-stream",
@@ -148,13 +153,13 @@ def read_stream(
 
 
 def _read_partition(
-    rng: ByteRange, path: str, sel: Selection, fields: dict[str, Any] | None, stamp: tuple
+    rng: ByteRange, path: str, sel: Selection, fields: dict[str, Any] | None, stamp: tuple, on_bad_frames: str
 ) -> Any:
     """One partition (runs on a worker)."""
-    return read_range(path, rng, sel, json_fields=fields)
+    return read_range(path, rng, sel, json_fields=fields, on_bad_frames=on_bad_frames)
 
 
-def _sample_fields(the_plan: Plan, sel: Selection, sample: int) -> dict[str, Any]:
+def _sample_fields(the_plan: Plan, sel: Selection, sample: int, on_bad_frames: str) -> dict[str, Any]:
     stop = the_plan.ranges[-1].end
     rng = ByteRange(the_plan.first, min(stop, the_plan.first + sample), 0)
-    return json_fields_of(read_range(the_plan.path, rng, sel))
+    return json_fields_of(read_range(the_plan.path, rng, sel, on_bad_frames=on_bad_frames))

@@ -57,6 +57,7 @@ from nbkit.scale.partitions import (
     read_range,
     selection,
 )
+from nbkit.transport.damage import check_on_bad_frames
 from nbkit.transport.positions import FilePosition
 
 __all__ = ["LAYOUT_VERSION", "frame_to_table", "read_parquet", "to_parquet"]
@@ -247,6 +248,7 @@ def to_parquet(
     json_fields: Mapping[str, Any] | Sequence[str] | None = None,
     sample: int = 4 << 20,
     compression: str | None = "zstd",
+    on_bad_frames: str = "error",
 ) -> int:
     """Write a stream file, a ``read_stream``/``read_pipe`` frame or a ``nbkit.dask`` frame to the
     Parquet file ``out`` (layout in the module doc); returns the number of rows written.
@@ -255,6 +257,8 @@ def to_parquet(
     ``start``, ``end`` and ``include_internal`` mean what they mean for ``nbkit.read_stream``, and
     ``json_fields``/``sample`` what they mean for ``nbkit.dask.read_stream``. For a frame the payload
     mode is inferred from its values and those options must be left at their defaults.
+    ``on_bad_frames`` (a stream file only) as for ``nbkit.read_stream``: "skip"/"warn" leave damaged
+    regions out (``nbkit info`` lists them; ``nbkit repair`` writes a clean copy).
 
     >>> nbkit.to_parquet("orders.ss", "orders.parquet")          # doctest: +SKIP
     """
@@ -264,8 +268,10 @@ def to_parquet(
         return _file_to_parquet(
             os.fspath(source), out, pq, keys=keys, payload=payload, start=start, end=end,
             include_internal=include_internal, partition_size=partition_size, json_fields=json_fields,
-            sample=sample, compression=compression,
+            sample=sample, compression=compression, on_bad_frames=check_on_bad_frames(on_bad_frames),
         )
+    if on_bad_frames != "error":
+        raise ValueError("on_bad_frames applies to a stream file, not to a frame")
     if keys is not None or start is not None or end is not None or payload != "auto" or json_fields is not None:
         raise ValueError("keys, payload, start, end and json_fields apply to a stream file, not to a frame")
     if isinstance(source, pd.DataFrame):
@@ -278,7 +284,7 @@ def to_parquet(
 
 
 def _file_to_parquet(path: str, out: str, pq, *, keys, payload, start, end, include_internal, partition_size,
-                     json_fields, sample, compression) -> int:
+                     json_fields, sample, compression, on_bad_frames) -> int:
     sel, position, seek_key = selection(
         keys=keys, payload=payload, start=start, end=end, include_internal=include_internal
     )
@@ -291,14 +297,14 @@ def _file_to_parquet(path: str, out: str, pq, *, keys, payload, start, end, incl
     if sel.payload == "json":
         if json_fields is None:
             rng = ByteRange(plan.first, min(plan.ranges[-1].end, plan.first + sample), 0)
-            fields = json_fields_of(read_range(path, rng, sel))
+            fields = json_fields_of(read_range(path, rng, sel, on_bad_frames=on_bad_frames))
         elif isinstance(json_fields, Mapping):
             fields = dict(json_fields)
         else:
             fields = {name: object for name in json_fields}
     def tables():
         for i, rng in enumerate(plan.ranges):
-            frame = read_range(path, rng, sel, json_fields=fields)
+            frame = read_range(path, rng, sel, json_fields=fields, on_bad_frames=on_bad_frames)
             if len(frame) or i == 0:
                 yield frame_to_table(frame, mode=sel.payload, fields=fields)
 

@@ -264,11 +264,14 @@ def read_range(
     sel: Selection = _EVERYTHING,
     *,
     json_fields: Mapping[str, Any] | None = None,
+    on_bad_frames: str = "error",
 ) -> pd.DataFrame:
     """The frames starting in ``rng`` as ``nbkit.read_stream`` would type them, indexed by offset.
 
     Stops after an EOS, as a sequential read does. With ``payload="json"`` and ``json_fields``
     (``{field: dtype}``), the ``payload.<field>`` columns are made to match (:func:`conform_json`).
+    ``on_bad_frames`` as for ``read_stream``: with "warn"/"skip" a damaged beacon at the range's start
+    is skipped like any damage, so the ranges together hold what one sequential salvage read returns.
     """
     cols = _Columns(sel.payload)
     if rng.start < rng.end:
@@ -280,13 +283,17 @@ def read_range(
             def accept(key: str) -> bool:
                 return (wanted is None or key in wanted) and (include_internal or key not in INTERNAL_KEYS)
 
-        with StreamReader(path) as reader:
+        with StreamReader(path, on_bad_frames=on_bad_frames) as reader:
             started = True
             if rng.beacon:
                 try:
                     reader.resync(rng.beacon)
                 except SeekError:  # the file ends inside this beacon: nothing starts in the range
                     started = False
+                except FormatError:
+                    if on_bad_frames == "error":
+                        raise
+                    reader.pos = rng.start  # a damaged beacon: the salvage read steps to the next intact one
             else:
                 reader.pos = rng.start
             if started:

@@ -1,7 +1,9 @@
 """A one-pass summary of a ``.ss`` stream file: header, streams, beacons, EOS and how the data ends.
 
-Built on :class:`~nbkit.transport.file_reader.StreamReader` only (replay, ``errors="stop"``), so a
-damaged or truncated file still gets a summary of its good part instead of an exception.
+Built on :class:`~nbkit.transport.file_reader.StreamReader` only (replay). By default it reads with
+``on_bad_frames="skip"``: a damaged file gets a summary of every intact part, with each damaged region
+and the number of messages recovered after it; ``on_bad_frames="error"`` stops at the first damage
+(``end.reason == "error"``) instead of raising.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
+from nbkit.transport.damage import DamagedRegion, check_on_bad_frames
 from nbkit.transport.file_reader import ReadEnd, StreamReader
 from nbkit.wire.ssformat import FileHeader
 
@@ -56,6 +59,8 @@ class FileSummary:
 
     ``beacon_count`` counts the boundaries ``k*I`` (k >= 1) that lie inside the file (``k*I < size``),
     i.e. the beacons a complete writer put there; ``end`` is the reader's verdict on how the data ends.
+    ``damaged`` lists the regions a salvage read skipped and ``recovered_after[i]`` how many messages
+    were read after ``damaged[i]`` (up to the next region or the end).
     """
 
     path: str
@@ -67,6 +72,8 @@ class FileSummary:
     has_eos: bool
     eos_offset: int | None
     end: ReadEnd
+    damaged: tuple[DamagedRegion, ...] = ()
+    recovered_after: tuple[int, ...] = ()
 
     def stream(self, stream_key: str, shard_id: int = 0) -> StreamSummary | None:
         """The summary of one stream, or None when the file holds none of its messages."""
@@ -106,19 +113,30 @@ class FileSummary:
                 "error": None if end.error is None else str(end.error),
                 "description": self._end_description(),
             },
+            "damaged": [
+                {**region.to_dict(), "recovered_after": n}
+                for region, n in zip(self.damaged, self.recovered_after, strict=True)
+            ],
         }
 
 
-def summarize(path: str | os.PathLike) -> FileSummary:
-    """Read the whole file once and summarize it; header problems raise (an NbkitError), damage later
-    in the file ends the summary early with ``end.reason == "error"``."""
-    with StreamReader(path, errors="stop") as reader:
+def summarize(path: str | os.PathLike, *, on_bad_frames: str = "skip") -> FileSummary:
+    """Read the whole file once and summarize it; header problems raise (an NbkitError).
+
+    Damage later in the file is skipped (``on_bad_frames="skip"``, each region listed in ``damaged``) or,
+    with ``on_bad_frames="error"``, ends the summary early with ``end.reason == "error"``.
+    """
+    with StreamReader(path, errors="stop", on_bad_frames=check_on_bad_frames(on_bad_frames)) as reader:
         # stats per stream: [count, first_seq, last_seq, first_ts, last_ts]
         stats: dict[tuple[str, int], list[int]] = {}
         count = 0
         eos_offset = None
+        recovered: list[int] = []
         for msg in reader:
             count += 1
+            if reader.damaged:
+                recovered.extend([0] * (len(reader.damaged) - len(recovered)))
+                recovered[-1] += 1
             key = (msg.stream_key, msg.shard_id)
             st = stats.get(key)
             if st is None:
@@ -132,6 +150,8 @@ def summarize(path: str | os.PathLike) -> FileSummary:
         end = reader.end
         size = reader.size()
         header = reader.header
+        damaged = tuple(reader.damaged)
+        recovered.extend([0] * (len(damaged) - len(recovered)))
     assert end is not None  # a replay read always records why it ended
     interval = header.beacon_interval
     streams = tuple(StreamSummary(k, s, *st) for (k, s), st in stats.items())
@@ -145,4 +165,6 @@ def summarize(path: str | os.PathLike) -> FileSummary:
         has_eos=eos_offset is not None,
         eos_offset=eos_offset,
         end=end,
+        damaged=damaged,
+        recovered_after=tuple(recovered),
     )

@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import struct
 import time
+import warnings
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from functools import partial
@@ -33,6 +34,7 @@ from nbkit.errors import (
     TimestampRangeError,
     TruncatedError,
 )
+from nbkit.transport.damage import DamagedRegion, DamageWarning, check_on_bad_frames
 from nbkit.transport.positions import FilePosition
 from nbkit.wire.crc import crc16
 from nbkit.wire.keys import INTERNAL_KEY
@@ -110,6 +112,17 @@ class _NeedMore(Exception):
 NEED_MORE = object()
 """Returned by :meth:`StreamReader.poll` when a follower must wait for the file to grow."""
 
+# how far past the start of the damaged frame a salvage read looks for a shifted beacon grid: 4 intervals,
+# and at least 64 KiB (a damaged frame may be several intervals long)
+_HUNT_INTERVALS = 4
+_HUNT_MIN_BYTES = 1 << 16
+_SKIPPED = object()  # internal: a salvage read stepped over damage; carry on from the new ``pos``
+
+_SALVAGE_HINT = (
+    "; to read past the damage pass on_bad_frames='skip' (or 'warn' to hear of each damaged region; "
+    "--on-bad-frames on the command line), or write a clean copy with `nbkit repair`"
+)
+
 
 class StreamReader:
     """Read messages from a ``.ss`` file, in replay (``follow=False``) or follow mode.
@@ -118,6 +131,14 @@ class StreamReader:
     step a runtime uses: a Message, ``NEED_MORE`` (follow mode: wait), or ``None`` (ended).
     ``keys`` limits both to the messages of those stream keys: the others (the end-of-stream mark
     too) are still read and checked, then skipped without a Message being made for them.
+    ``on_bad_frames``: ``"error"`` (default) raises at the first damaged frame (or, with
+    ``errors="stop"``, ends there); ``"skip"`` steps from a damaged frame to the first frame after the
+    next intact beacon (spec §6.5) and records the bytes it lost in ``damaged`` (a list of
+    :class:`~nbkit.transport.damage.DamagedRegion`); ``"warn"`` does the same and warns once per region.
+    Frames between the damage and that beacon are not searched for: the format's checksum covers only
+    the payload, so a guessed frame start could turn garbage into a message the writer never wrote.
+    After a cut-out or inserted run of bytes the beacons are found again on their shifted grid (a beacon
+    there, another an interval later, and a checksum-verified frame after it: docs/reliability.md).
 
     >>> with StreamReader("sample.ss") as r:        # doctest: +SKIP
     ...     keys = [m.stream_key for m in r]
@@ -137,7 +158,11 @@ class StreamReader:
         idle_timeout: float | None = None,
         stop_at_eos: bool = True,
         keys: Iterable[str] | str | None = None,
+        on_bad_frames: str = "error",
     ) -> None:
+        self.on_bad_frames = check_on_bad_frames(on_bad_frames)
+        #: The regions a salvage read (``on_bad_frames`` "warn" or "skip") stepped over, in file order.
+        self.damaged: list[DamagedRegion] = []
         if errors not in ("raise", "stop"):
             raise ValueError(f"errors must be 'raise' or 'stop', not {errors!r}")
         if isinstance(keys, str):
@@ -167,6 +192,9 @@ class StreamReader:
         self._ahead: Iterator[Message] = iter(())  # messages scanned ahead of poll(), before the next boundary
         self._ahead_pos = -1  # ``pos`` while the next message of ``_ahead`` is the next one to hand out
         self._ahead_end = -1  # where that scan stopped (after any skipped frames)
+        # beacons sit at ``_phase + k * interval``: 0, unless a salvage read found the grid shifted by a
+        # cut-out or inserted run of bytes (see ``_hunt_grid``)
+        self._phase = 0
         try:
             self.header = self._read_header()
         except BaseException:
@@ -250,13 +278,14 @@ class StreamReader:
     def _gather(self, pos: int, n: int) -> tuple[bytes, int]:
         """Read ``n`` logical bytes from ``pos``, skipping beacons at boundaries (§6.3)."""
         interval = self.interval
+        phase = self._phase
         parts = []
         while n > 0:
-            if pos % interval == 0:
+            if (pos - phase) % interval == 0:
                 beacon = self._beacon_at(pos)
                 self._note_beacon(beacon)
                 pos += beacon.size
-            take = min(n, interval - pos % interval)
+            take = min(n, interval - (pos - phase) % interval)
             self._fill(pos, take)
             i = pos - self._base
             parts.append(self._buf[i : i + take])
@@ -285,17 +314,31 @@ class StreamReader:
         self, pos: int, keymap: dict[bytes, str | None], cols: FrameColumns, ends: list[int] | None, until: int = -1
     ) -> int:
         """:func:`~nbkit.wire.scan.scan_frames` over the current buffer from ``pos``; where it stopped."""
-        return scan_frames(self._buf, self._base, pos, until, self.interval, keymap, cols, ends)
+        if not self._phase:
+            return scan_frames(self._buf, self._base, pos, until, self.interval, keymap, cols, ends)
+        # a salvage read on a shifted beacon grid: scan in offsets moved onto the grid, then move back
+        shift = self.interval - self._phase
+        taken, ended = len(cols.offset), 0 if ends is None else len(ends)
+        stop = scan_frames(self._buf, self._base + shift, pos + shift, -1 if until < 0 else until + shift,
+                           self.interval, keymap, cols, ends)
+        offsets = cols.offset
+        for j in range(taken, len(offsets)):
+            offsets[j] -= shift
+        if ends is not None:
+            for j in range(ended, len(ends)):
+                ends[j] -= shift
+        return stop - shift
 
     def _parse_frame(self, pos: int, *, verify: bool = True) -> Message:
         """Parse the frame whose first field read starts at ``pos``; raises _NeedMore or FormatError."""
         interval = self.interval
-        if pos % interval == 0:
+        phase = self._phase
+        if (pos - phase) % interval == 0:
             beacon = self._beacon_at(pos)
             self._note_beacon(beacon)
             pos += beacon.size
         start = pos
-        boundary = pos - pos % interval + interval
+        boundary = pos - (pos - phase) % interval + interval
         self._fill(pos, 1)
         buf = self._buf
         i = pos - self._base
@@ -363,6 +406,8 @@ class StreamReader:
                 self.pos = stop
                 continue
             msg = self._poll_frame()
+            if msg is _SKIPPED:
+                continue
             if msg is None or msg is NEED_MORE or self.keys is None or msg.stream_key in self.keys:  # type: ignore[union-attr]
                 return msg
         return None
@@ -385,17 +430,120 @@ class StreamReader:
         try:
             msg = self._parse_fresh()
         except _NeedMore:
+            if self.on_bad_frames != "error" and not self.follow:
+                # a frame claiming to run past the end while intact beacons follow it: damage, not a torn tail
+                problem = "the frame's header claims more bytes than the file holds"
+                if self._skip_damage(problem, tail=True):
+                    return _SKIPPED
             return self._at_data_end()
         except FormatError as exc:
             err = exc if exc.path else exc.located(path=self.path)
+            if self.on_bad_frames != "error":
+                return _SKIPPED if self._skip_damage(err.detail) else NEED_MORE
             if self.errors == "stop":
                 self.end = ReadEnd("error", self.pos, self.size() - self.pos, err)
                 return None
-            raise err from None
+            hinted = err.located()
+            hinted.detail = err.detail + _SALVAGE_HINT
+            Exception.__init__(hinted, hinted._render())
+            raise hinted from None
         self.pos = msg.end
         if msg.is_eos and self.stop_at_eos:
             self.end = ReadEnd("eos", msg.end)
         return msg
+
+    def _skip_damage(self, problem: str, *, tail: bool = False) -> bool:
+        """Salvage: move ``pos`` from the damaged frame there to the first frame after the next intact
+        beacon and record the region (joined to the previous one when it ended right here). False when
+        there is nothing to move to: a follower waits for more bytes; with ``tail`` the caller reports
+        a torn tail instead (no intact beacon after it)."""
+        start = self.pos
+        interval = self.interval
+        size = self.size()
+        phase = self._phase
+        boundary = start - (start - phase) % interval + interval
+        resume = None
+        while boundary < size:
+            resume = self._grid_resume(boundary, phase, size)
+            if resume is not None:
+                break
+            boundary += interval
+        if not self.follow and not tail:
+            window = start + max(_HUNT_INTERVALS * interval, _HUNT_MIN_BYTES)
+            shifted = self._hunt_grid(start, min(boundary, size, window), size)
+            if shifted is not None:
+                self._phase, resume = shifted
+        if resume is None or (tail and resume >= size):
+            if self.follow or tail:
+                return False
+            resume = size
+        last = self.damaged[-1] if self.damaged else None
+        if last is not None and last.end == start:
+            self.damaged[-1] = DamagedRegion(last.start, resume, last.problem)
+        else:
+            region = DamagedRegion(start, resume, problem)
+            self.damaged.append(region)
+            if self.on_bad_frames == "warn":
+                warnings.warn(f"{self.path}: damaged {region.describe()}", DamageWarning, stacklevel=2)
+        self.pos = resume
+        self._ahead_pos = -1
+        return True
+
+    def _grid_resume(self, boundary: int, phase: int, size: int, *, strict: bool = False) -> int | None:
+        """Where reading resumes after the beacon at ``boundary`` on the grid ``phase + k * interval``:
+        the first frame after it (or the end of the data), or None when that beacon is not intact (it
+        does not parse, or lacks its CRs) or the frame after it does not parse. A frame after the file's
+        last beacon running past its end is a torn tail, for the reader to report, unless ``strict``."""
+        interval = self.interval
+        saved = self._phase
+        self._phase = phase
+        pos = boundary
+        try:
+            while (pos - phase) % interval == 0:
+                beacon = self._beacon_at(pos)
+                if os.pread(self._fd, 1, pos + beacon.size - 1) != b"\r" or os.pread(self._fd, 1, pos) != b"\r":
+                    return None
+                pos += beacon.size + min(beacon.remaining, interval - beacon.size)
+            if pos < size:
+                msg = self._parse_frame(pos)
+                if os.pread(self._fd, 1, msg.end - 1) != b"\r":
+                    return None
+        except _NeedMore:  # a torn tail only after the file's last beacon: elsewhere it is garbage
+            return pos if pos >= size or (not strict and boundary + interval >= size) else None
+        except FormatError:
+            return None
+        finally:
+            self._phase = saved
+        return pos
+
+    def _hunt_grid(self, start: int, stop: int, size: int) -> tuple[int, int] | None:
+        """After damage at ``start``: look for beacons off the current grid before ``stop`` (a cut-out or
+        inserted run of bytes moves every later beacon). A candidate is a CR where a beacon parses and
+        ends in CR, the one an interval later does too (when the file reaches it), and the frame after
+        it parses, checksum verified, ending in CR. Returns (the new phase, where to resume) or None."""
+        interval = self.interval
+        pos = start + 1
+        while pos < stop:
+            try:
+                self._fill(pos, min(stop - pos, CHUNK))
+            except _NeedMore:
+                return None
+            end = min(stop, self._base + len(self._buf))
+            at = self._buf.find(b"\r", pos - self._base, end - self._base)
+            if at < 0:
+                pos = end
+                continue
+            c = self._base + at
+            pos = c + 1
+            phase = c % interval
+            if phase == self._phase:
+                continue  # the current grid: already tried
+            if c + interval < size and self._grid_resume(c + interval, phase, size) is None:
+                continue
+            resume = self._grid_resume(c, phase, size, strict=True)
+            if resume is not None:
+                return phase, resume
+        return None
 
     def _at_data_end(self) -> object | None:
         if self.follow:
@@ -411,7 +559,7 @@ class StreamReader:
 
     def _only_beacon_left(self, trailing: int) -> bool:
         """True when the bytes after ``pos`` are exactly one complete beacon (a clean end)."""
-        if self.pos % self.interval:
+        if (self.pos - self._phase) % self.interval:
             return False
         try:
             beacon = self._beacon_at(self.pos)
@@ -452,6 +600,8 @@ class StreamReader:
                 break
             before = self.pos
             msg = self._poll_frame()
+            if msg is _SKIPPED:
+                continue
             if msg is None or msg is NEED_MORE:
                 break
             if until is not None and msg.offset >= until:  # type: ignore[attr-defined]
@@ -553,6 +703,7 @@ class StreamReader:
         messages of the target stream (upstream stops at any stream's message, spec §11.2).
         """
         self.end = None
+        self._phase = 0
         kind = position.kind
         if kind == "beginning":
             self.pos = HEADER_SIZE

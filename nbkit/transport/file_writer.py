@@ -147,6 +147,9 @@ class StreamWriter:
     When the file exists, the writer keeps its beacon interval, resumes after the last complete
     non-EOS frame (a trailing EOS is overwritten, an incomplete tail is cut off) and continues each
     stream's sequence. ``flush_every=N`` batches N messages per write (1 = flush every message).
+    ``fsync=False`` (default) leaves the bytes to the operating system's buffering: safe against a
+    killed process, not against power loss; ``fsync=True`` calls ``os.fsync`` after every flush, so a
+    message is on the disk before ``write`` (or ``flush``) returns (docs/reliability.md has the cost).
 
     By default the writer is **shared**: other nbkit writers (other processes, ``nbkit publish``, a
     service's broker) may append to the same file at the same time. Each append (each flush, with
@@ -181,8 +184,10 @@ class StreamWriter:
         exclusive: bool = False,
         lock_timeout: float = 10.0,
         strict_seq: bool = False,
+        fsync: bool = False,
     ) -> None:
         self.path = os.fspath(path)
+        self.fsync = bool(fsync)
         check_write_interval(beacon_interval)
         if lock_timeout < 0:
             raise ValueError(f"lock_timeout must be 0 or more seconds, not {lock_timeout}")
@@ -199,7 +204,7 @@ class StreamWriter:
         self._beacon_count = 0
         self._pending: list[bytes] = []
         self._pending_count = 0
-        self._direct = flush_every == 1  # each frame straight to the OS (nothing pending)
+        self._direct = flush_every == 1 and not self.fsync  # each frame straight to the OS (nothing pending)
         self._stop = 0  # a frame ending before this offset needs no beacon, fold or size-limit check
         self._fold_at = 0
         self._fd = -1
@@ -253,7 +258,7 @@ class StreamWriter:
     @flush_every.setter
     def flush_every(self, value: int) -> None:
         self._flush_every = value
-        self._direct = value == 1 and not self._pending
+        self._direct = value == 1 and not self._pending and not self.fsync
 
     @property
     def size_limit(self) -> int:
@@ -718,8 +723,10 @@ class StreamWriter:
         count = self._pending_count
         self._pending.clear()
         self._pending_count = 0
-        self._direct = self._flush_every == 1
+        self._direct = self._flush_every == 1 and not self.fsync
         self._send(data, count)
+        if self.fsync:
+            os.fsync(self._fd)
         if not self.exclusive:
             self._release()  # a shared writer held the lock while the batch waited
 

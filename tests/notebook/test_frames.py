@@ -287,3 +287,34 @@ def test_columns_mode_keeps_text_arrow_backed(sample_path):
     df = read_stream(sample_path, payload="columns", keys="breakpoint")
     assert df["payload"].dtype == pd.Series([], dtype="str").dtype
     assert df.loc[0, "payload.id"] == read_stream(sample_path, payload="json", keys="breakpoint").loc[0, "payload.id"]
+
+
+def _flip_payload_byte(path, message_index: int) -> None:
+    """Flip the last payload byte of the ``message_index``-th message (so its checksum fails)."""
+    from nbkit import StreamReader
+
+    with StreamReader(path) as r:
+        victim = list(r)[message_index]
+    raw = bytearray(path.read_bytes())
+    raw[victim.end - 4] ^= 0xFF
+    path.write_bytes(raw)
+
+
+def test_on_bad_frames_skip_and_warn_record_the_damage(tmp_path):
+    from nbkit import ChecksumError, DamageWarning
+
+    path = tmp_path / "damaged.ss"
+    with StreamWriter(path, beacon_interval=1024, created_at_ms=0, clock_ms=lambda: 0) as w:
+        for i in range(300):
+            w.write("k", f"message {i}".encode())
+    _flip_payload_byte(path, 60)
+    with pytest.raises(ChecksumError, match="on_bad_frames"):
+        read_stream(path)
+    frame = read_stream(path, on_bad_frames="skip")
+    (region,) = frame.attrs["damaged"]
+    assert set(region) == {"start", "end", "problem", "skipped"} and "checksum" in region["problem"]
+    assert frame["payload"].iloc[59] == "message 59" and "message 60" not in set(frame["payload"])
+    assert frame["payload"].iloc[-1] == "message 299" and 280 < len(frame) < 300
+    with pytest.warns(DamageWarning, match="checksum"):
+        warned = read_stream(path, on_bad_frames="warn")
+    pd.testing.assert_frame_equal(warned, frame)

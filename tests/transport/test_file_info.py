@@ -91,11 +91,29 @@ def test_damaged_file_reports_the_error(tmp_path: Path, multi_file: Path) -> Non
     data[victim.end - 4] ^= 0x55  # last payload byte
     path = tmp_path / "d.ss"
     path.write_bytes(bytes(data))
-    s = summarize(path)
+    s = summarize(path, on_bad_frames="error")
     assert s.message_count == msgs.index(victim)
     assert s.end.reason == "error" and s.end.offset == victim.offset
     assert isinstance(s.end.error, ChecksumError)
     assert s.to_dict()["end"]["error"].startswith(str(path))
+
+
+def test_damaged_file_lists_each_region_and_what_came_after(tmp_path: Path, multi_file: Path) -> None:
+    data = bytearray(multi_file.read_bytes())
+    msgs = list(iter_messages(multi_file))
+    victims = [next(m for m in msgs[k:] if m.payload and m.end - m.offset < 200) for k in (50, 200)]
+    for victim in victims:
+        data[victim.end - 4] ^= 0x55  # last payload byte
+    path = tmp_path / "d.ss"
+    path.write_bytes(bytes(data))
+    s = summarize(path)
+    assert [r.start for r in s.damaged] == [v.offset for v in victims]
+    assert s.end.reason == summarize(multi_file).end.reason
+    lost = [m for m in msgs if any(r.start <= m.offset < r.end for r in s.damaged)]
+    assert s.message_count == len(msgs) - len(lost)
+    after_first = [m for m in msgs if s.damaged[0].end <= m.offset < s.damaged[1].start]
+    assert s.recovered_after == (len(after_first), s.message_count - msgs.index(victims[0]) - len(after_first))
+    assert s.to_dict()["damaged"][0]["recovered_after"] == len(after_first)
 
 
 def test_header_problems_raise(tmp_path: Path) -> None:
