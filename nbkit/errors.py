@@ -176,7 +176,7 @@ class TruncatedError(FormatError):
     Examples
     --------
     >>> from nbkit import StreamReader, TruncatedError
-    >>> _ = open("short.ss", "wb").write(b"Ss\x01\x00\x00")     # 5 bytes: the magic and the version
+    >>> _ = open("short.ss", "wb").write(b"Ss" + bytes([1, 0, 0]))     # 5 bytes: the magic, the version
     >>> try:
     ...     list(StreamReader("short.ss"))
     ... except TruncatedError as err:
