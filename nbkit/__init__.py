@@ -53,6 +53,11 @@ def __getattr__(name: str):
     return value
 
 
+def __dir__() -> list[str]:
+    """The module's names plus the lazy ones, so tab completion offers ``read_stream`` and ``Session``."""
+    return sorted(set(globals()) | set(_LAZY))
+
+
 def load_ipython_extension(ipython) -> None:
     """``%load_ext nbkit``: register the cell magics (see :mod:`nbkit.notebook.magics`)."""
     from nbkit.notebook.magics import load_ipython_extension as load

@@ -43,3 +43,9 @@ def test_unknown_attribute_is_an_attribute_error():
 
     with pytest.raises(AttributeError, match="no attribute 'nope'"):
         nbkit.nope  # noqa: B018
+
+
+def test_dir_lists_the_lazy_names_for_tab_completion():
+    names = dir(nbkit)
+    for name in ("read_stream", "read_pipe", "Session", "to_parquet"):
+        assert name in names

@@ -3,11 +3,20 @@
 from __future__ import annotations
 
 import datetime as dt
+import math
 from dataclasses import dataclass
+
+#: The longest delay a copy may be given: 10**11 s (about 3,170 years). A copy's due time becomes its frame
+#: timestamp and a datetime; beyond this a due time could pass year 9999, the last one either can hold.
+MAX_DELAY_SECONDS = 1e11
 
 
 def to_seconds(delay: float | int | dt.timedelta) -> float:
-    """A non-negative delay in seconds from a number of seconds or a timedelta."""
+    """A delay in seconds from a number of seconds or a timedelta: finite, from 0 to ``MAX_DELAY_SECONDS``.
+
+    Like upstream's ``Duration::from_secs_f64``, an impossible delay is refused when the outcome is built,
+    not later when its copy would be scheduled.
+    """
     if isinstance(delay, dt.timedelta):
         seconds = delay.total_seconds()
     elif isinstance(delay, bool) or not isinstance(delay, (int, float)):
@@ -16,6 +25,11 @@ def to_seconds(delay: float | int | dt.timedelta) -> float:
         seconds = float(delay)
     if not seconds >= 0:
         raise ValueError(f"a delay must be zero or positive, not {delay!r}")
+    if not math.isfinite(seconds) or seconds > MAX_DELAY_SECONDS:
+        raise ValueError(
+            f"a delay of {delay!r} is too long: retry_after accepts at most {MAX_DELAY_SECONDS:.0e} s "
+            "(about 3,170 years), so that the copy's due time stays a timestamp before year 10000"
+        )
     return seconds
 
 

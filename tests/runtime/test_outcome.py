@@ -251,3 +251,15 @@ def test_ack_error_kinds():
     assert str(AckError("timeout")) == "acknowledgement timed out"
     with pytest.raises(ValueError):
         AckError("nope")
+
+
+@pytest.mark.parametrize("delay", [float("inf"), 1e12, dt.timedelta(days=10**7)])
+def test_retry_after_refuses_delays_no_timestamp_can_hold(delay):
+    with pytest.raises(ValueError, match="at most 1e\\+11 s"):
+        HandlerOutcome.retry_after(delay)
+
+
+def test_retry_after_accepts_the_longest_delay():
+    from nbkit.runtime.outcome import MAX_DELAY_SECONDS
+
+    assert HandlerOutcome.retry_after(MAX_DELAY_SECONDS).delay == MAX_DELAY_SECONDS
