@@ -433,14 +433,37 @@ def dashboard(
     and ``freq`` are passed on as in :func:`dead_letters`. The figure is made with pyplot, so in a
     notebook it shows once when the cell ends with ``;``.
 
+    Parameters
+    ----------
+    data : DataFrame
+        An events frame (``session.events``) or a messages frame (``read_stream``/``read_pipe``).
+    figsize : tuple of float
+        The figure's width and height in inches.
+    dead_letter_keys : str, iterable of str or callable, optional
+        Which stream keys of a messages frame are dead-letter keys, as in :func:`dead_letters`.
+    freq : str, optional
+        The time bins of the dead-letter panel (a pandas frequency such as ``"5s"``; default: chosen
+        from the data's time span).
+
     Returns
     -------
     matplotlib Figure
 
     Examples
     --------
-    >>> fig = dashboard(session.events)                             # doctest: +SKIP
-    >>> fig.savefig("retries.png")                                  # doctest: +SKIP
+    >>> from nbkit import App, FileBroker, FilePosition, HandlerOutcome, Session
+    >>> from nbkit.plot import dashboard
+    >>> broker = FileBroker("orders.ss")
+    >>> @broker.subscriber("orders", start_at=FilePosition.beginning(), max_attempts=3, dead_letter="orders.dead")
+    ... def handle(delivery):
+    ...     return HandlerOutcome.retry_after(2 ** delivery.attempt)
+    >>> session = Session(App(broker))
+    >>> _ = broker.publish("orders", '{"id": 1}')
+    >>> _ = session.run()
+    >>> fig = dashboard(session.events)
+    >>> [ax.get_title() for ax in fig.axes]
+    ['Deliveries per attempt', 'Scheduled retry delays', 'Dead letters over time']
+    >>> fig.savefig("retries.png")
     """
     _frame_kind(data)
     import matplotlib.pyplot as plt
