@@ -114,7 +114,7 @@ def plan(
     ...     for n in range(100):
     ...         _ = writer.write("orders", b'{"id": %d}' % n)
     >>> len(nbkit.dask.plan("big.ss", partition_size=1024).ranges)
-    4
+    5
     """
     _, position, seek_key = selection(keys=keys, start=start)
     return plan_ranges(path, partition_size=_nbytes(partition_size, "partition_size"), start=position, key=seek_key)
