@@ -75,8 +75,8 @@ class App:
 
     ``shutdown_timeout`` bounds how long a graceful shutdown waits for delayed copies (None: wait
     them all out, as upstream). ``clock`` defaults to the real clock; sessions pass a virtual one.
-    ``keep_events`` is how many settlement events :attr:`events` keeps, the most recent ones (None:
-    all of them, as a :class:`~nbkit.Session` does); :attr:`settled` counts every
+    ``keep_events`` is how many settlement events ``events`` keeps, the most recent ones (None:
+    all of them, as a :class:`~nbkit.Session` does); ``settled`` counts every
     settlement. A service settles for ever, so an unbounded history would grow without end.
 
     ``run()`` is what ``nbkit run MODULE:APP`` calls; ``step()``, ``fire_due()`` and the methods under them
@@ -131,7 +131,7 @@ class App:
         self.clock: Clock = clock or RealClock()
         #: The most recent settlement events, oldest first (at most ``keep_events`` of them).
         self.events: deque[SettlementEvent] = deque(maxlen=keep_events)
-        #: How many settlements this app has recorded, including those no longer in :attr:`events`.
+        #: How many settlements this app has recorded, including those no longer in ``events``.
         self.settled = 0
         self.subscriptions: list[Subscription] = []
         self._pending: list[PendingCopy] = []
@@ -176,7 +176,7 @@ class App:
 
     @property
     def keep_events(self) -> int | None:
-        """How many settlement events :attr:`events` keeps (None: all)."""
+        """How many settlement events ``events`` keeps (None: all)."""
         return self.events.maxlen
 
     @keep_events.setter
@@ -201,7 +201,7 @@ class App:
         Returns
         -------
         pandas.DataFrame
-            The events kept in :attr:`events`, with UTC times.
+            The events kept in ``events``, with UTC times.
         """
         return events_frame(self.events)
 
@@ -487,7 +487,7 @@ class App:
         return event
 
     def _update_event(self, number: int, event: SettlementEvent) -> None:
-        """Put the new state of settlement ``number`` into :attr:`events`, if it is still kept there."""
+        """Put the new state of settlement ``number`` into ``events``, if it is still kept there."""
         i = number - (self.settled - len(self.events))
         if i >= 0:
             self.events[i] = event
