@@ -36,6 +36,7 @@ exclude_patterns = ["_build", "Thumbs.db", ".DS_Store", "**.ipynb_checkpoints"]
 templates_path = ["_templates"]
 root_doc = "index"
 suppress_warnings = ["myst.header"]
+smartquotes = False  # code-heavy text: keep quotes, dashes and "..." as written
 
 # -- notebooks: rendered from the outputs strict nbval checked; never executed here --------------------
 nb_execution_mode = "off"

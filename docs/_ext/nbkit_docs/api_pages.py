@@ -75,8 +75,24 @@ def write_pages(app: Sphinx, config: Config) -> None:
             target.write_text(text, encoding="utf-8")
 
 
+def skip_foreign_members(app: Sphinx, what: str, name: str, obj: object, skip: bool, options: Any) -> bool | None:
+    """Leave out class members that Python's own types define (``str.maketrans``, ``tuple.count``...).
+
+    Class pages list inherited members, so a broker's page shows ``subscriber`` from its nbkit base;
+    members of builtin bases (an Enum's ``str`` methods, a named tuple's ``count``) are noise.
+    """
+    if what not in ("class", "exception"):
+        return None
+    owner = obj.fget if isinstance(obj, property) else obj
+    module = getattr(owner, "__module__", None)
+    if module is None or not module.startswith("nbkit"):
+        return True
+    return None
+
+
 def setup(app: Sphinx) -> dict[str, Any]:
     """Generate the pages when the configuration is read, before Sphinx and autosummary look for sources."""
     app.add_config_value("nbkit_api_namespaces", ["nbkit"], "env")
     app.connect("config-inited", write_pages, priority=400)
+    app.connect("autodoc-skip-member", skip_foreign_members)
     return {"parallel_read_safe": True}

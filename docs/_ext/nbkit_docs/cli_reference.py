@@ -48,9 +48,9 @@ def _help(parser: argparse.ArgumentParser, action: argparse.Action) -> str:
     extras = []
     if action.choices and not isinstance(action, argparse._SubParsersAction):
         extras.append("one of " + ", ".join(str(c) for c in action.choices))
-    if action.option_strings and action.nargs != 0 and action.default not in (None, argparse.SUPPRESS):
-        if "default" not in text:
-            extras.append(f"default {action.default}")
+    has_default = action.option_strings and action.nargs != 0 and action.default not in (None, argparse.SUPPRESS)
+    if has_default and "default" not in text:
+        extras.append(f"default {action.default}")
     return text + (f" ({'; '.join(extras)})" if extras else "")
 
 

@@ -69,7 +69,7 @@ def resolve(app: Sphinx, env: BuildEnvironment, node: nodes.Element, contnode: n
     if node.get("refdomain") != "py":
         return None
     target = node["reftarget"]
-    namespaces = tuple(app.config.nbkit_api_namespaces)
+    namespaces = tuple(getattr(app.config, "nbkit_api_namespaces", None) or ["nbkit"])
     public = public_name(target, namespaces)
     if public is not None and public != target:
         domain = env.get_domain("py")
