@@ -26,6 +26,9 @@ LAYERS = (
     ("nbkit.scale", "Scale-out"),
 )
 
+#: The order of those sections on the page: what a reader uses first, errors last.
+SECTION_ORDER = ("Stream files", "The runtime", "The notebook layer", "Scale-out", "Errors")
+
 
 def public_names(namespace: str) -> list[str]:
     """The documented names of a namespace: its ``__all__`` without dunders, in a stable order."""
@@ -47,6 +50,11 @@ def _group(namespace: str, obj: object) -> str:
     return layer if layer == "Errors" else f"{layer}: {_kind(obj).lower()}"
 
 
+def _section_rank(group: str) -> tuple[int, str]:
+    rank = next((i for i, title in enumerate(SECTION_ORDER) if group.startswith(title)), len(SECTION_ORDER))
+    return rank, group
+
+
 def page_text(namespace: str) -> str:
     """The reStructuredText of one namespace's page."""
     module = importlib.import_module(namespace)
@@ -56,8 +64,7 @@ def page_text(namespace: str) -> str:
     title = f"``{namespace}``"
     lines = [title, "=" * len(title), "", f".. automodule:: {namespace}", "   :no-members:", "",
              f".. currentmodule:: {namespace}", ""]
-    order = [title for _, title in LAYERS]
-    for group in sorted(groups, key=lambda g: (next((i for i, t in enumerate(order) if g.startswith(t)), 99), g)):
+    for group in sorted(groups, key=_section_rank):
         lines += [group, "-" * len(group), "", ".. autosummary::", "   :toctree: generated", "   :nosignatures:", ""]
         lines += [f"   {name}" for name in groups[group]]
         lines.append("")
