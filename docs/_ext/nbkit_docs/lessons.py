@@ -55,7 +55,8 @@ def _first_markdown(path: Path) -> str:
 
 
 def _strip_emphasis(text: str) -> str:
-    return re.sub(r"^[*_#>\s]+|[*_\s]+$", "", text).strip()
+    """``**Time needed:** about 15 minutes.`` -> ``Time needed: about 15 minutes.``"""
+    return re.sub(r"[*_]+", "", text).lstrip("#> ").strip()
 
 
 def _objectives(lines: list[str]) -> list[str]:
