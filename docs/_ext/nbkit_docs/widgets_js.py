@@ -31,7 +31,7 @@ EMBED_URI = "jupyter-widgets/embed.js"
 _FONT_SUFFIXES = (".woff2", ".woff", ".ttf", ".eot", ".svg")
 
 
-def cache_dir(confdir: str) -> Path:
+def cache_dir(confdir: str | os.PathLike[str]) -> Path:
     """The folder holding the fetched bundle: ``$NBKIT_DOCS_CACHE`` or ``docs/_build/.cache``."""
     return Path(os.environ.get("NBKIT_DOCS_CACHE") or Path(confdir) / "_build" / ".cache") / f"html-manager-{VERSION}"
 
