@@ -34,24 +34,15 @@ def subcommands(parser: argparse.ArgumentParser) -> Iterator[tuple[str, argparse
             yield from action.choices.items()
 
 
-def _invocation(action: argparse.Action) -> str:
-    if not action.option_strings:
-        return action.metavar if isinstance(action.metavar, str) else action.dest
-    if action.nargs == 0:
-        return ", ".join(action.option_strings)
-    metavar = action.metavar if isinstance(action.metavar, str) else action.dest.upper()
-    return ", ".join(f"{option} {metavar}" for option in action.option_strings)
+def _invocation(parser: argparse.ArgumentParser, action: argparse.Action) -> str:
+    """How ``--help`` writes the argument: ``-o OUT, --out OUT``, ``--log-level {DEBUG,INFO}``, ``FILE``."""
+    return parser._get_formatter()._format_action_invocation(action)
 
 
 def _help(parser: argparse.ArgumentParser, action: argparse.Action) -> str:
     text = parser._get_formatter()._expand_help(action) if action.help else ""
-    extras = []
-    if action.choices and not isinstance(action, argparse._SubParsersAction):
-        extras.append("one of " + ", ".join(str(c) for c in action.choices))
     has_default = action.option_strings and action.nargs != 0 and action.default not in (None, argparse.SUPPRESS)
-    if has_default and "default" not in text:
-        extras.append(f"default {action.default}")
-    return text + (f" ({'; '.join(extras)})" if extras else "")
+    return f"{text} (default {action.default})" if has_default and "default" not in text else text
 
 
 def _arguments(parser: argparse.ArgumentParser) -> nodes.definition_list:
@@ -60,7 +51,7 @@ def _arguments(parser: argparse.ArgumentParser) -> nodes.definition_list:
         if isinstance(action, (argparse._HelpAction, argparse._SubParsersAction)) or action.help == argparse.SUPPRESS:
             continue
         item = nodes.definition_list_item()
-        item += nodes.term("", "", nodes.literal(text=_invocation(action)))
+        item += nodes.term("", "", nodes.literal(text=_invocation(parser, action)))
         item += nodes.definition("", nodes.paragraph(text=_help(parser, action)))
         listing += item
     return listing
