@@ -131,6 +131,11 @@ Check
 .. py:class:: nbkit.App
 
 :class:`nbkit.runtime.app.App` is the public App; :mod:`nbkit.wire.envelope` has no page.
+
+.. py:class:: nbkit.Session
+
+   :class:`PendingView`, named as the code of ``Session`` names it, lives in its defining module.
+
 {extra}
 """
 

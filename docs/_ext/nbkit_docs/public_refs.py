@@ -64,23 +64,52 @@ def _exists(target: str) -> bool:
     return False
 
 
+def _home_targets(node: nodes.Element, target: str) -> list[str]:
+    """``target`` as the code that documents it would read it: in the defining module of the object
+    whose docstring holds the reference (``:class:`Advanced``` in ``nbkit.Session``'s docstring means
+    ``nbkit.notebook.session.Advanced``), and as a member of that object's class."""
+    module, cls = node.get("py:module"), node.get("py:class")
+    if not module or not module.startswith("nbkit"):
+        return []
+    try:
+        owner: Any = importlib.import_module(module)
+        for attr in (cls or "").split(".") if cls else []:
+            owner = getattr(owner, attr)
+    except (ImportError, AttributeError):
+        return []
+    home = getattr(owner, "__module__", None) if cls else module
+    if not home:
+        return []
+    candidates = [f"{home}.{target}"]
+    if cls:
+        candidates.append(f"{home}.{owner.__qualname__}.{target}")
+    return candidates
+
+
+def _resolve_public(app: Sphinx, env: BuildEnvironment, node: nodes.Element, contnode: nodes.Element, target: str):
+    namespaces = tuple(getattr(app.config, "nbkit_api_namespaces", None) or ["nbkit"])
+    public = public_name(target, namespaces)
+    if public is None or public == node["reftarget"]:
+        return None
+    domain = env.get_domain("py")
+    found = domain.resolve_xref(env, node["refdoc"], app.builder, node["reftype"], public, node, contnode)
+    if found is not None:
+        return found
+    anything = domain.resolve_any_xref(env, node["refdoc"], app.builder, public, node, contnode)
+    return anything[0][1] if anything else None
+
+
 def resolve(app: Sphinx, env: BuildEnvironment, node: nodes.Element, contnode: nodes.Element) -> nodes.Node | None:
     """The ``missing-reference`` handler for the Python domain."""
     if node.get("refdomain") != "py":
         return None
     target = node["reftarget"]
-    namespaces = tuple(getattr(app.config, "nbkit_api_namespaces", None) or ["nbkit"])
-    public = public_name(target, namespaces)
-    if public is not None and public != target:
-        domain = env.get_domain("py")
-        found = domain.resolve_xref(env, node["refdoc"], app.builder, node["reftype"], public, node, contnode)
+    for candidate in [target, *_home_targets(node, target)]:
+        found = _resolve_public(app, env, node, contnode, candidate)
         if found is not None:
             return found
-        found = domain.resolve_any_xref(env, node["refdoc"], app.builder, public, node, contnode)
-        if found:
-            return found[0][1]
-    if _exists(target):
-        return contnode
+        if _exists(candidate):
+            return contnode
     return None
 
 
