@@ -45,45 +45,43 @@ def public_name(target: str, namespaces: tuple[str, ...]) -> str | None:
     return None
 
 
-def _exists(target: str) -> bool:
-    """Whether ``target`` names an importable nbkit module or an attribute path inside one."""
-    if not (target == "nbkit" or target.startswith("nbkit.")):
-        return False
-    parts = target.split(".")
+_MISSING = object()
+
+
+def _lookup(dotted: str) -> Any:
+    """The object an ``nbkit...`` dotted name names (module, then attributes), or ``_MISSING``."""
+    if not (dotted == "nbkit" or dotted.startswith("nbkit.")):
+        return _MISSING
+    parts = dotted.split(".")
     for cut in range(len(parts), 0, -1):
         try:
             obj: Any = importlib.import_module(".".join(parts[:cut]))
         except ImportError:
             continue
-        try:
-            for attr in parts[cut:]:
-                obj = getattr(obj, attr)
-        except AttributeError:
-            return False
-        return True
-    return False
+        for attr in parts[cut:]:
+            obj = getattr(obj, attr, _MISSING)
+            if obj is _MISSING:
+                return _MISSING
+        return obj
+    return _MISSING
+
+
+def _exists(target: str) -> bool:
+    """Whether ``target`` names an importable nbkit module or an attribute path inside one."""
+    return _lookup(target) is not _MISSING
 
 
 def _home_targets(node: nodes.Element, target: str) -> list[str]:
     """``target`` as the code that documents it would read it: in the defining module of the object
     whose docstring holds the reference (``:class:`Advanced``` in ``nbkit.Session``'s docstring means
     ``nbkit.notebook.session.Advanced``), and as a member of that object's class."""
-    module, cls = node.get("py:module"), node.get("py:class")
-    if not module or not module.startswith("nbkit"):
+    context = ".".join(part for part in (node.get("py:module"), node.get("py:class")) if part)
+    owner = _lookup(context) if context else _MISSING
+    if owner is _MISSING:
         return []
-    try:
-        owner: Any = importlib.import_module(module)
-        for attr in (cls or "").split(".") if cls else []:
-            owner = getattr(owner, attr)
-    except (ImportError, AttributeError):
-        return []
-    home = getattr(owner, "__module__", None) if cls else module
-    if not home:
-        return []
-    candidates = [f"{home}.{target}"]
-    if cls:
-        candidates.append(f"{home}.{owner.__qualname__}.{target}")
-    return candidates
+    if isinstance(owner, type):
+        return [f"{owner.__module__}.{target}", f"{owner.__module__}.{owner.__qualname__}.{target}"]
+    return [f"{getattr(owner, '__name__', context)}.{target}"]
 
 
 def _resolve_public(app: Sphinx, env: BuildEnvironment, node: nodes.Element, contnode: nodes.Element, target: str):
