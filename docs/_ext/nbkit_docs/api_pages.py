@@ -75,6 +75,10 @@ def write_pages(app: Sphinx, config: Config) -> None:
     """Write ``api/<namespace>.rst`` for every configured namespace (files that did not change are kept)."""
     folder = Path(app.srcdir) / "api"
     folder.mkdir(exist_ok=True)
+    documented = {f"{ns}.{name}" for ns in config.nbkit_api_namespaces for name in public_names(ns)}
+    for stub in (folder / "generated").glob("*.rst"):
+        if stub.stem not in documented:  # a name no longer public: its old page would be an orphan
+            stub.unlink()
     for namespace in config.nbkit_api_namespaces:
         target = folder / f"{namespace}.rst"
         text = page_text(namespace)

@@ -74,14 +74,24 @@ def _exists(target: str) -> bool:
 def _home_targets(node: nodes.Element, target: str) -> list[str]:
     """``target`` as the code that documents it would read it: in the defining module of the object
     whose docstring holds the reference (``:class:`Advanced``` in ``nbkit.Session``'s docstring means
-    ``nbkit.notebook.session.Advanced``), and as a member of that object's class."""
-    context = ".".join(part for part in (node.get("py:module"), node.get("py:class")) if part)
-    owner = _lookup(context) if context else _MISSING
-    if owner is _MISSING:
-        return []
-    if isinstance(owner, type):
-        return [f"{owner.__module__}.{target}", f"{owner.__module__}.{owner.__qualname__}.{target}"]
-    return [f"{getattr(owner, '__name__', context)}.{target}"]
+    ``nbkit.notebook.session.Advanced``), and as a member of that object's class. The object is the
+    current class, or the one the API page (``api/generated/<name>``) documents."""
+    page = node.get("refdoc", "")
+    contexts = [".".join(part for part in (node.get("py:module"), node.get("py:class")) if part)]
+    if page.startswith("api/generated/"):
+        contexts.append(page.rsplit("/", 1)[1])
+    candidates: list[str] = []
+    for context in filter(None, contexts):
+        owner = _lookup(context)
+        if owner is _MISSING:
+            continue
+        if isinstance(owner, type):
+            candidates += [f"{owner.__module__}.{target}", f"{owner.__module__}.{owner.__qualname__}.{target}"]
+        elif getattr(owner, "__module__", None):
+            candidates.append(f"{owner.__module__}.{target}")
+        else:
+            candidates.append(f"{getattr(owner, '__name__', context)}.{target}")
+    return candidates
 
 
 def _resolve_public(app: Sphinx, env: BuildEnvironment, node: nodes.Element, contnode: nodes.Element, target: str):
