@@ -165,3 +165,17 @@ def test_references_to_implementation_modules_resolve_to_public_pages(tmp_path):
 def test_a_broken_internal_reference_fails_the_build(tmp_path, extra, named):
     done = _tiny_build(tmp_path, extra)
     assert done.returncode != 0 and named in done.stderr, done.stderr
+
+
+def test_read_the_docs_builds_the_same_site():
+    import tomllib
+
+    import yaml
+
+    config = yaml.safe_load((ROOT / ".readthedocs.yaml").read_text(encoding="utf-8"))
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["optional-dependencies"]
+    assert config["version"] == 2 and config["sphinx"]["configuration"] == "docs/conf.py"
+    assert config["sphinx"]["fail_on_warning"] is True
+    assert "nodejs" in config["build"]["tools"], "the build fetches the widget JavaScript with npm"
+    (install,) = config["python"]["install"]
+    assert install["path"] == "." and {"docs", "scale"} <= set(install["extra_requirements"]) <= set(extras)
