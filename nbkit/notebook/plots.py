@@ -1,5 +1,10 @@
 """Plots of retries and dead letters, file and pipe side by side (matplotlib, seaborn-style).
 
+:func:`attempts`, :func:`retry_delays` and :func:`dead_letters` count; :func:`timeline` shows every
+message through time (its deliveries, the delays between them, how it ended); :func:`dashboard`
+puts the three counts in one Figure. Where file and pipe give the same numbers their bars stand
+side by side, so both stay visible; a panel with nothing to draw says why, in the panel.
+
 Every function takes the data first and keyword-only options, draws on ``ax`` (default: the current
 Axes, ``plt.gca()``) and returns it; :func:`dashboard` returns a Figure. Nothing calls
 ``plt.show()``: in a notebook end the cell with ``;`` (or ``plt.show()``) so the figure shows once
@@ -16,6 +21,8 @@ Two kinds of frame are accepted, told apart by their columns:
   are dead letters (at their ``timestamp``) and are not counted as deliveries; every other row is a
   delivery of attempt ``attempt``. Scheduled delays are not written anywhere, so they are unknown.
 
+:func:`timeline` needs an events frame: only settlements say how each message ended.
+
 A stream key is a dead-letter key when it is in ``dead_letter_keys``; by default (None) when it ends
 in ``.dead`` or ``.dlq`` (``orders.dead``, ``jobs.dlq``).
 """
@@ -27,17 +34,17 @@ from collections.abc import Callable, Iterable
 import numpy as np
 import pandas as pd
 
-__all__ = ["attempts", "dashboard", "dead_letters", "retry_delays"]
+__all__ = ["attempts", "dashboard", "dead_letters", "retry_delays", "timeline"]
 
 DEFAULT_DEAD_LETTER_SUFFIXES = (".dead", ".dlq")
 #: Up to this many distinct delays are drawn as one bar per delay; more become a histogram.
 MAX_DISTINCT_DELAYS = 12
 _TRANSPORT_COLORS = {"file": "C0", "pipe": "C1"}
 _FREQ_LADDER = (
-    "1ms", "10ms", "100ms", "1s", "5s", "10s", "30s", "1min", "5min", "15min", "30min",
+    "100ms", "1s", "5s", "10s", "30s", "1min", "5min", "15min", "30min",
     "1h", "3h", "6h", "12h", "1D", "7D", "28D",
 )  # fmt: skip
-_MAX_BINS = 30
+_MAX_BINS = 20
 
 _DOCS = {
     "data": """data : DataFrame
@@ -182,7 +189,34 @@ def _as_deliveries(
     ).reset_index(drop=True)
     out.attrs["kind"] = kind
     out.attrs["group_order"] = _group_order(data, by)
+    out.attrs["span"] = _run_span(data, kind)
+    out.attrs["transports"] = _transports(transport)
     return out
+
+
+def _run_span(data: pd.DataFrame, kind: str) -> tuple[pd.Timestamp, pd.Timestamp] | None:
+    """First and last moment the frame records (settlements and copies written, or message
+    timestamps); None when it records none. Plots over time span this whole run, not only the
+    moments they count."""
+    names = ("time", "written_at") if kind == "events" else ("timestamp",)
+    moments = [_utc(data[name]).dropna() for name in names if name in data.columns]
+    moments = [m for m in moments if len(m)]
+    if not moments:
+        return None
+    every = pd.concat(moments)
+    return every.min(), every.max()
+
+
+def _transports(transport: pd.Series) -> list[str]:
+    """The transports present, file before pipe (then any other, sorted)."""
+    present = {str(t) for t in transport if t is not None}
+    rank = {"file": 0, "pipe": 1}
+    return sorted(present, key=lambda t: (rank.get(t, 2), t))
+
+
+def _transport_text(transports: list[str]) -> str:
+    """ "file", "pipe", "file and pipe" -- for titles that name only what is drawn."""
+    return " and ".join(transports)
 
 
 def _label(value) -> str:
@@ -208,6 +242,13 @@ def _colors(groups: list[str], by: str | None) -> dict[str, str]:
     return {g: f"C{i % 10}" for i, g in enumerate(groups)}
 
 
+def _pipe_output_only(d: pd.DataFrame) -> bool:
+    """True when a messages frame's pipe rows hold no first delivery: a pipe's captured stdout,
+    which has only the retry copies (and dead letters) the stage wrote, never its input lines."""
+    pipe = d[d["transport"] == "pipe"]
+    return bool(len(pipe)) and not (pipe["attempt"] == 1).any()
+
+
 def _axes(ax):
     if ax is None:
         import matplotlib.pyplot as plt
@@ -216,28 +257,65 @@ def _axes(ax):
     return ax
 
 
-def _no_data(ax, reason: str | None = None):
-    text = "no data" if not reason else f"no data\n({reason})"
-    ax.text(0.5, 0.5, text, transform=ax.transAxes, ha="center", va="center", color="0.45")
+def _no_data(ax, reason: str):
+    """Leave ``ax`` empty with a sentence, in the panel, saying why there is nothing to draw."""
+    ax.text(
+        0.5,
+        0.5,
+        f"no data\n{reason}",
+        transform=ax.transAxes,
+        ha="center",
+        va="center",
+        color="0.3",
+        wrap=True,
+    )
     ax.set_xticks([])
     ax.set_yticks([])
     return ax
 
 
-def _grouped_bars(ax, positions: np.ndarray, table: pd.DataFrame, groups: list[str], by: str | None) -> None:
-    """One bar per (position, group), groups side by side; ``table`` is indexed by position with one
-    column per group."""
+def _grouped_bars(
+    ax,
+    positions: np.ndarray,
+    table: pd.DataFrame,
+    groups: list[str],
+    by: str | None,
+    *,
+    spacing: float = 1.0,
+    labels: dict[str, str] | None = None,
+) -> None:
+    """One bar per (position, group), groups side by side, so equal series stay visible; ``table``
+    is indexed by position with one column per group, ``spacing`` the distance between positions.
+    The legend is one row at the top, above the tallest bar (the y axis leaves room for it)."""
     colors = _colors(groups, by)
     n = len(groups)
-    width = 0.8 / n
+    width = 0.8 * spacing / n
     for i, g in enumerate(groups):
         heights = table[g].to_numpy() if g in table.columns else np.zeros(len(positions))
         offset = (i - (n - 1) / 2) * width
-        ax.bar(positions + offset, heights, width, label=g, color=colors[g])
+        ax.bar(positions + offset, heights, width, label=(labels or {}).get(g, g), color=colors[g])
     top = max((float(table[g].max()) for g in groups if g in table.columns), default=0.0)
-    ax.set_ylim(0, max(top, 1.0) * 1.3)  # headroom for the legend
+    title = None if by in (None, "transport") else by
+    ax.set_ylim(0, max(top, 1.0) * (1.3 if title is None else 1.45))  # headroom for the legend
     if by is not None:
-        ax.legend(title=by)
+        _top_legend(ax, title=title)
+
+
+def _top_legend(ax, *, title: str | None = None) -> None:
+    """A one-row legend in the headroom above the data (the caller leaves ~25% free at the top)."""
+    handles, labels = ax.get_legend_handles_labels()
+    if handles:
+        ax.legend(
+            handles,
+            labels,
+            title=title,
+            loc="upper right",
+            ncol=len(handles),
+            fontsize="small",
+            borderaxespad=0.3,
+            handlelength=1.2,
+            columnspacing=1.0,
+        )
 
 
 # -- the plots -----------------------------------------------------------------------------------------
@@ -246,7 +324,9 @@ def attempts(data: pd.DataFrame, *, ax=None, by: str | None = "transport", dead_
     """Bar chart of deliveries per attempt number (1, 2, 3, ...), one bar group per ``by`` value.
 
     Attempt 1 is the first delivery; attempt n the (n-1)-th retry copy. Attempt numbers with no
-    delivery get a zero-height bar, so file and pipe line up.
+    delivery get a zero-height bar, so file and pipe line up. A pipe's captured stdout holds only
+    the copies the stage wrote (attempt 2 and up), never its input lines: when the pipe rows of a
+    messages frame have no attempt 1, the legend and a note in the empty attempt-1 slot say so.
 
     Parameters
     ----------
@@ -267,14 +347,32 @@ def attempts(data: pd.DataFrame, *, ax=None, by: str | None = "transport", dead_
     ax.set_title("Deliveries per attempt")
     ax.set_xlabel("attempt number (1 = first delivery)")
     ax.set_ylabel("deliveries (count)")
+    kind = d.attrs["kind"]
     d = d[d["delivered"] & d["attempt"].notna()]
     if d.empty:
-        return _no_data(ax)
+        reason = "no delivery in this frame yet" if kind == "events" else "no message outside dead-letter keys"
+        return _no_data(ax, reason)
     top = int(d["attempt"].max())
     positions = np.arange(1, top + 1)
     table = d.groupby(["attempt", "group"]).size().unstack("group", fill_value=0).reindex(positions, fill_value=0)
     groups = [g for g in d.attrs["group_order"] if g in set(d["group"])]
-    _grouped_bars(ax, positions.astype(float), table, groups, by)
+    copies_only = kind == "messages" and by == "transport" and "pipe" in groups and _pipe_output_only(d)
+    labels = {"pipe": "pipe (stdout: copies only)"} if copies_only else None
+    _grouped_bars(ax, positions.astype(float), table, groups, by, labels=labels)
+    if copies_only:  # say it where the missing bar would be
+        n = len(groups)
+        x = 1 + (groups.index("pipe") - (n - 1) / 2) * 0.8 / n
+        ax.text(
+            x,
+            0,
+            " attempt 1 came in\n on stdin, not here",
+            rotation=90,
+            ha="center",
+            va="bottom",
+            fontsize="small",
+            color="0.3",
+            gid="pipe-output-note",
+        )
     ax.set_xticks(positions, [str(p) for p in positions])
     ax.yaxis.get_major_locator().set_params(integer=True)
     return ax
@@ -313,7 +411,10 @@ def retry_delays(data: pd.DataFrame, *, ax=None, by: str | None = "transport", b
     ax.set_ylabel("retry copies (count)")
     d = d[d["delay"].notna()]
     if d.empty:
-        reason = "delays are only known in events frames" if d.attrs.get("kind") == "messages" else None
+        if d.attrs.get("kind") == "messages":
+            reason = "a file or a pipe does not record delays:\nplot session.events to see them"
+        else:
+            reason = "no retry copy was scheduled"
         return _no_data(ax, reason)
     groups = [g for g in d.attrs["group_order"] if g in set(d["group"])]
     distinct = np.sort(d["delay"].unique())
@@ -332,18 +433,36 @@ def retry_delays(data: pd.DataFrame, *, ax=None, by: str | None = "transport", b
             label=groups,
             color=[colors[g] for g in groups],
         )
+        ax.set_ylim(0, ax.get_ylim()[1] * 1.3)  # headroom for the legend
         if by is not None:
-            ax.legend(title=by)
+            _top_legend(ax, title=None if by == "transport" else by)
     ax.yaxis.get_major_locator().set_params(integer=True)
     return ax
 
 
 def _auto_freq(span: pd.Timedelta) -> str:
-    """The finest frequency from a ladder of round ones that cuts ``span`` into at most 30 bins."""
+    """The finest round bin width from a ladder that cuts ``span`` into fewer than 20 bins (1 s for
+    a run without duration)."""
+    if span <= pd.Timedelta(0):
+        return "1s"
     for freq in _FREQ_LADDER:
-        if span / pd.Timedelta(pd.tseries.frequencies.to_offset(freq)) < _MAX_BINS:
+        if span / _width(freq) < _MAX_BINS:
             return freq
     return _FREQ_LADDER[-1]
+
+
+def _width(freq: str) -> pd.Timedelta:
+    return pd.Timedelta(pd.tseries.frequencies.to_offset(freq))
+
+
+def _duration_text(width: pd.Timedelta) -> str:
+    """A bin width as people write it: "100 ms", "5 s", "1 min", "3 h", "7 days"."""
+    seconds = width.total_seconds()
+    for per, unit in ((86400, "days"), (3600, "h"), (60, "min"), (1, "s")):
+        if seconds >= per and seconds % per == 0:
+            n = int(seconds // per)
+            return f"{n} {'day' if unit == 'days' and n == 1 else unit}"
+    return f"{seconds * 1000:g} ms"
 
 
 @_share_docs
@@ -355,11 +474,14 @@ def dead_letters(
     by: str | None = "transport",
     dead_letter_keys=None,
 ):
-    """Dead-letter copies over time: a count per time bin, one line per ``by`` value.
+    """Dead-letter copies over time: a count per time bin, bars side by side per ``by`` value.
 
-    Every line covers the same bins (a bin without dead letters counts 0); points are at the start
-    of each bin. Events frames: the ``dead-letter`` rows at ``written_at`` (``time`` when the copy
-    was not written). Messages frames: the rows on dead-letter keys at their ``timestamp``.
+    The time axis spans the whole run the frame records (from its first to its last moment, not
+    only the dead letters) and counts from its start, in seconds, minutes or hours as fits; the
+    start is in the x label and the bin width in the y label. Every group gets a bar in every bin
+    (a bin without dead letters counts 0), side by side, so equal series stay visible. Events
+    frames: the ``dead-letter`` rows at ``written_at`` (``time`` when the copy was not written).
+    Messages frames: the rows on dead-letter keys at their ``timestamp``.
 
     Parameters
     ----------
@@ -367,8 +489,8 @@ def dead_letters(
     {ax}
     freq : str, optional
         Bin width as a pandas frequency ("1s", "30s", "1min", "1h"); default the finest of
-        1ms, 10ms, 100ms, 1s, 5s, 10s, 30s, 1min, 5min, ... 28D giving fewer than 30 bins over
-        the data's span.
+        100ms, 1s, 5s, 10s, 30s, 1min, 5min, ... 28D giving fewer than 20 bins over the run
+        (1 s for a run without duration).
     {by}
     {dead_letter_keys}
 
@@ -381,45 +503,435 @@ def dead_letters(
     """
     if freq is not None:
         try:
-            pd.tseries.frequencies.to_offset(freq)
+            offset = pd.tseries.frequencies.to_offset(freq)
         except ValueError as exc:
             raise ValueError(f"freq takes a pandas frequency such as '1s' or '1min', not {freq!r}: {exc}") from None
+        try:
+            fixed = pd.Timedelta(offset) > pd.Timedelta(0)
+        except ValueError:
+            fixed = False
+        if not fixed:
+            raise ValueError(f"freq={freq!r} is not a fixed bin width (use ms, s, min, h or D)")
     d = _as_deliveries(data, dead_letter_keys=dead_letter_keys, by=by)
     ax = _axes(ax)
     ax.set_title("Dead letters over time")
-    ax.set_xlabel("time (UTC)")
+    span = d.attrs["span"]
+    kind = d.attrs["kind"]
     d = d[d["is_dead_letter"] & d["time"].notna()]
-    if d.empty:
-        ax.set_ylabel(f"dead-letter copies per {freq}" if freq else "dead-letter copies (count)")
-        return _no_data(ax)
-    times = d["time"].dt.tz_convert("UTC").dt.tz_localize(None).astype("datetime64[ns]")
-    if freq is None:
-        freq = _auto_freq(times.max() - times.min())
-    ax.set_ylabel(f"dead-letter copies per {freq}")
-    try:
-        binned = times.dt.floor(freq)
-    except ValueError as exc:
-        raise ValueError(f"freq={freq!r} is not a fixed bin width (use s, min, h or D): {exc}") from None
-    edges = pd.date_range(binned.min(), binned.max(), freq=freq)
+    if d.empty or span is None:
+        ax.set_xlabel("time")
+        ax.set_ylabel("dead letters (count)")
+        if span is None:
+            return _no_data(ax, "nothing recorded yet")
+        if kind == "events":
+            return _no_data(ax, "no dead letter: no message reached\nthe cap with a dead-letter key")
+        return _no_data(ax, "no message on a dead-letter key\n(.dead or .dlq; see dead_letter_keys)")
+    start, end = span
+    width = _width(freq) if freq is not None else _width(_auto_freq(end - start))
+    per, unit = _time_unit(max((end - start).total_seconds(), width.total_seconds()))
+    n_bins = max(1, int(np.floor((end - start) / width)) + 1)
+    which = ((d["time"] - start) // width).astype(int).clip(0, n_bins - 1)
     groups = [g for g in d.attrs["group_order"] if g in set(d["group"])]
-    colors = _colors(groups, by)
-    table = pd.DataFrame({"bin": binned.to_numpy(), "group": d["group"].to_numpy()})
-    counts = table.groupby(["bin", "group"]).size().unstack("group", fill_value=0).reindex(edges, fill_value=0)
-    x = edges.to_numpy()
-    for g in groups:
-        ax.plot(x, counts[g].to_numpy(), marker="o", label=g, color=colors[g])
-    if by is not None:
-        ax.legend(title=by)
-    import matplotlib.dates as mdates
-
-    locator = mdates.AutoDateLocator()
-    ax.xaxis.set_major_locator(locator)
-    ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator))
+    counts = (
+        pd.DataFrame({"bin": which.to_numpy(), "group": d["group"].to_numpy()})
+        .groupby(["bin", "group"])
+        .size()
+        .unstack("group", fill_value=0)
+        .reindex(range(n_bins), fill_value=0)
+    )
+    step = width.total_seconds() / per
+    centers = (np.arange(n_bins) + 0.5) * step
+    counts.index = centers
+    _grouped_bars(ax, centers, counts, groups, by, spacing=step)
+    ax.set_xlim(0, n_bins * step)
+    ax.set_xlabel(f"time ({unit}) from {start.tz_convert('UTC'):%Y-%m-%d %H:%M:%S} UTC")
+    ax.set_ylabel(f"dead letters per {_duration_text(width)}")
     ax.yaxis.get_major_locator().set_params(integer=True)
-    ax.set_ylim(bottom=0)
     return ax
 
 
+# -- the timeline --------------------------------------------------------------------------------------
+#: How a lane can end, in legend order: the state name of a timeline step -> (legend text, marker, colour).
+#: "retried" is no end: the copy came back as the lane's next delivery.
+TIMELINE_ENDS = {
+    "handled": ("handled (ack)", "P", "C2"),
+    "dropped": ("dropped (drop or exception)", "v", "0.35"),
+    "dead-letter": ("dead letter", "X", "C3"),
+    "rejected": ("rejected (no dead-letter key)", "s", "k"),
+    "lost": ("copy lost (crash or shutdown)", "x", "C4"),
+    "waiting": ("copy written, not yet delivered", ">", "0.5"),
+    "copy-out": ("copy written to stdout (next stage)", ">", "C1"),
+    "pending": ("copy due, not yet written", "o", "0.5"),
+}
+TIMELINE_STATES = ("retried", *TIMELINE_ENDS)
+_DELIVERY_MARKERS = {"file": "o", "pipe": "D"}
+#: Columns of the steps frame every timeline input is normalised to (see :func:`_timeline_steps`).
+TIMELINE_STEP_COLUMNS = (
+    "message", "transport", "attempt", "time", "delay", "copy_at", "state", "destination", "note",
+)  # fmt: skip
+
+
+def _timeline_steps_from_events(data: pd.DataFrame) -> pd.DataFrame:
+    """Steps of an events frame: each settlement is one delivery. A copy's next delivery -- a later
+    row whose stream key, seq and attempt are the copy's destination, ``copy_seq`` and attempt + 1
+    -- continues its lane: on a file, by the same subscription; on a pipe, by any subscription (a
+    ``loopback`` stage reads its own copies back, perhaps under a retry key with its own
+    subscription). Otherwise a pipe lane ends with its copy written to stdout."""
+    _require(data, "time", "transport", "stream_key", "seq", "action", "outcome", kind="events")
+    rows = data.reset_index(drop=True)
+    col = {
+        name: rows[name].astype(object).tolist() if name in rows.columns else [None] * len(rows)
+        for name in (
+            "transport",
+            "subscription",
+            "stream_key",
+            "seq",
+            "attempt",
+            "outcome",
+            "action",
+            "destination",
+            "copy_seq",
+            "abandoned",
+            "error",
+        )
+    }
+    time = _utc(rows["time"])
+    written = _utc(rows["written_at"]) if "written_at" in rows.columns else pd.Series(pd.NaT, index=rows.index)
+    due = _utc(rows["due"]) if "due" in rows.columns else pd.Series(pd.NaT, index=rows.index)
+    delay = (
+        pd.to_numeric(rows["delay"], errors="coerce").to_numpy(dtype=float, na_value=np.nan)
+        if "delay" in rows.columns
+        else np.full(len(rows), np.nan)
+    )
+
+    def present(value) -> bool:
+        return value is not None and not (not isinstance(value, str) and pd.isna(value))
+
+    lane_of: dict[tuple, int] = {}  # (transport, subscription, key, seq, attempt) of an awaited copy -> lane
+    lanes: list[str] = []
+    lane_ids: list[int] = []
+    continues = [False] * len(rows)
+    last_row_of_lane: dict[int, int] = {}
+    for i in range(len(rows)):
+        transport = col["transport"][i]
+        reader = col["subscription"][i] if transport == "file" else None
+        lane = lane_of.pop((transport, reader, col["stream_key"][i], col["seq"][i], col["attempt"][i]), None)
+        if lane is None:
+            lane = len(lanes)
+            lanes.append(f"{col['transport'][i]} {col['stream_key'][i]} #{col['seq'][i]}")
+        else:
+            continues[last_row_of_lane[lane]] = True
+        lane_ids.append(lane)
+        last_row_of_lane[lane] = i
+        copied = col["action"][i] in ("copy", "delayed-copy") and present(col["copy_seq"][i])
+        if copied and present(col["attempt"][i]):
+            awaited = (transport, reader, col["destination"][i], col["copy_seq"][i], int(col["attempt"][i]) + 1)
+            lane_of[awaited] = lane
+
+    states: list[str] = []
+    notes: list[str] = []
+    copy_at: list = []
+    delays: list[float] = []
+    for i in range(len(rows)):
+        action, outcome = col["action"][i], col["outcome"][i]
+        error = str(col["error"][i]) if present(col["error"][i]) else ""
+        at = pd.NaT
+        d = np.nan
+        if action in ("copy", "delayed-copy"):
+            d = 0.0 if np.isnan(delay[i]) else float(delay[i])
+            if col["abandoned"][i] is True or error.startswith("copy lost"):
+                state, at = "lost", due[i] if present(due[i]) else time[i] + pd.Timedelta(seconds=d)
+            elif present(written[i]):
+                ended = "copy-out" if col["transport"][i] == "pipe" else "waiting"
+                state, at = ("retried" if continues[i] else ended), written[i]
+            else:
+                state, at = "pending", due[i] if present(due[i]) else time[i] + pd.Timedelta(seconds=d)
+        elif action == "dead-letter":
+            state, at = "dead-letter", written[i] if present(written[i]) else time[i]
+            if error.startswith("copy lost"):
+                state = "lost"
+        elif action == "rejected":
+            state = "rejected"
+        else:  # "unsupported": acknowledging is not supported upstream; the message is settled
+            state = "handled" if outcome == "ack" and not error else "dropped"
+        states.append(state)
+        notes.append("exception" if state == "dropped" and error else "")
+        copy_at.append(at)
+        delays.append(d)
+    return pd.DataFrame(
+        {
+            "message": pd.Categorical.from_codes(lane_ids, categories=lanes) if lanes else pd.Categorical([]),
+            "transport": [str(t) if present(t) else "" for t in col["transport"]],
+            "attempt": pd.array(col["attempt"], dtype="Int64"),
+            "time": time.to_numpy(),
+            "delay": np.array(delays, dtype=float),
+            "copy_at": pd.to_datetime(pd.Series(copy_at, dtype=object), utc=True).to_numpy(),
+            "state": states,
+            "destination": [str(x) if present(x) else "" for x in col["destination"]],
+            "note": notes,
+        },
+        columns=list(TIMELINE_STEP_COLUMNS),
+    )
+
+
+#: One normaliser per kind of input frame (see :func:`_frame_kind`), each returning a steps frame.
+_TIMELINE_READERS: dict[str, Callable[[pd.DataFrame], pd.DataFrame]] = {"events": _timeline_steps_from_events}
+
+
+def _timeline_steps(data: pd.DataFrame) -> pd.DataFrame:
+    """Normalise any accepted input to the steps frame the timeline draws.
+
+    One row per delivery, lanes in order of first appearance:
+
+    - ``message`` (categorical; categories = lanes in drawing order): the lane's label,
+    - ``transport`` ("file", "pipe"), ``attempt`` (Int64), ``time`` (UTC: the delivery),
+    - ``delay`` (float s; NaN unless the delivery scheduled a retry copy),
+    - ``copy_at`` (UTC: when its copy or dead letter was written, or is/was due; NaT if none),
+    - ``state``: one of :data:`TIMELINE_STATES` -- "retried" (its copy is the lane's next delivery)
+      or how the lane ends (only a lane's last row has an end),
+    - ``destination`` (the copy's stream key, or ""),
+    - ``note`` (a word added to the end's label, e.g. "exception"; or "").
+
+    A new kind of input frame needs only a reader in :data:`_TIMELINE_READERS`.
+    """
+    kind = _frame_kind(data)
+    reader = _TIMELINE_READERS.get(kind)
+    if reader is None:
+        raise ValueError(
+            f"timeline needs an events frame (session.events or app.events_frame()); a {kind} frame "
+            "(read_stream/read_pipe) holds no settlements: it cannot tell how each message ended"
+        )
+    return reader(data)
+
+
+def _file_lanes_first(steps: pd.DataFrame) -> pd.DataFrame:
+    """The steps with their lanes reordered: file messages first, then pipe, each in order of appearance."""
+    if steps.empty:
+        return steps
+    first = steps.groupby("message", observed=True, sort=False)["transport"].first()
+    rank = {"file": 0, "pipe": 1}
+    order = sorted(range(len(first)), key=lambda i: (rank.get(first.iat[i], 2), i))
+    out = steps.copy()
+    out["message"] = out["message"].cat.reorder_categories([first.index[i] for i in order])
+    return out
+
+
+def _time_unit(span_seconds: float) -> tuple[float, str]:
+    """Seconds per unit and its name for an axis spanning ``span_seconds``."""
+    if span_seconds >= 3 * 86400:
+        return 86400.0, "days"
+    if span_seconds >= 3 * 3600:
+        return 3600.0, "h"
+    if span_seconds >= 10 * 60:
+        return 60.0, "min"
+    return 1.0, "s"
+
+
+def timeline(events: pd.DataFrame, *, ax=None, max_lanes: int = 30):
+    """Every message as a lane through time: its deliveries, the retry delays between them, its end.
+
+    One lane (row) per message, file messages first, each in order of appearance. Each delivery is
+    a marker at the time it happened (round for file, diamond for pipe, in the transport's colour),
+    labelled with its attempt number. A retry delay is a line from the delivery to the moment its
+    copy was written, labelled with the delay; a dotted line follows until the copy was delivered
+    again (at once in a run). The end is marked after the last delivery: handled, dropped, dead
+    letter, rejected, copy lost (crash or shutdown), copy written but not yet delivered (a file's
+    copy waiting in the file), copy written to stdout (a pipe's copies go to the next stage), or
+    copy due and not yet written. The right-hand labels say how each lane ended. Time runs from
+    the first delivery (the virtual clock's time in a Session).
+
+    Parameters
+    ----------
+    events : DataFrame
+        An events frame (``session.events``, ``app.events_frame()``); schema in
+        :mod:`nbkit.runtime.events`. A file's retry copy continues its message's lane when it is
+        delivered again; each pipe input line is a lane of its own.
+    ax : matplotlib Axes, optional
+        Where to draw; default the current Axes (``plt.gca()``).
+    max_lanes : int, default 30
+        Draw at most this many lanes (the first messages); the title says how many were left out.
+
+    Returns
+    -------
+    matplotlib Axes
+
+    Examples
+    --------
+    >>> import nbkit.plot as nkp
+    >>> ax = nkp.timeline(session.events)                           # doctest: +SKIP
+    """
+    if isinstance(max_lanes, bool) or not isinstance(max_lanes, int) or max_lanes < 1:
+        raise ValueError(f"max_lanes must be a whole number >= 1, not {max_lanes!r}")
+    steps = _file_lanes_first(_timeline_steps(events))
+    ax = _axes(ax)
+    ax.set_title("Each message through time")
+    if steps.empty:
+        ax.set_xlabel("time since the first delivery")
+        return _no_data(ax, "no message delivered yet")
+    lanes = list(steps["message"].cat.categories)
+    shown = lanes[:max_lanes]
+    if len(lanes) > max_lanes:
+        ax.set_title(f"Each message through time (first {max_lanes} of {len(lanes)} messages)")
+        steps = steps[steps["message"].isin(shown)]
+    start = steps["time"].min()
+
+    def rel(values) -> np.ndarray:
+        return ((pd.to_datetime(pd.Series(values), utc=True) - start).dt.total_seconds()).to_numpy(dtype=float)
+
+    t = rel(steps["time"])
+    c = rel(steps["copy_at"])
+    span = float(np.nanmax(np.concatenate([t, c]))) if len(t) else 0.0
+    per, unit = _time_unit(span)
+    t, c = t / per, c / per
+    y = steps["message"].cat.codes.to_numpy()
+    transports = steps["transport"].to_numpy()
+    states = steps["state"].to_numpy()
+    delays = steps["delay"].to_numpy()
+    attempts_ = steps["attempt"].to_numpy(dtype=object)
+
+    import matplotlib.transforms as mtransforms
+
+    end_shift = mtransforms.offset_copy(ax.transData, fig=ax.figure, x=11, y=0, units="points")
+    # delays: delivery -> copy written (or due); waits: copy written -> delivered again
+    for transport in ("file", "pipe"):
+        mine = (transports == transport) & ~np.isnan(c) & ~np.isnan(delays)
+        solid = mine & np.isin(states, ("retried", "waiting", "copy-out"))
+        dashed = mine & np.isin(states, ("lost", "pending"))
+        color = _TRANSPORT_COLORS[transport]
+        if solid.any():
+            ax.hlines(y[solid], t[solid], c[solid], colors=color, linewidth=2, label=None, gid=f"delay-{transport}")
+        if dashed.any():
+            ax.hlines(
+                y[dashed],
+                t[dashed],
+                c[dashed],
+                colors=color,
+                linewidth=2,
+                linestyles="dashed",
+                gid=f"unwritten-{transport}",
+            )
+    order = np.arange(len(steps))
+    next_time = np.full(len(steps), np.nan)
+    for lane in np.unique(y):
+        idx = order[y == lane]
+        next_time[idx[:-1]] = t[idx[1:]]
+    waiting = (states == "retried") & ~np.isnan(next_time) & (next_time > c)
+    if waiting.any():
+        ax.hlines(
+            y[waiting], c[waiting], next_time[waiting], colors="0.6", linewidth=1, linestyles="dotted", gid="waiting"
+        )
+    for i in np.flatnonzero(~np.isnan(delays) & ~np.isnan(c) & (states != "dead-letter")):
+        ax.annotate(
+            f"{delays[i]:g} s",
+            ((t[i] + c[i]) / 2, y[i]),
+            xytext=(0, 4),
+            textcoords="offset points",
+            ha="center",
+            va="bottom",
+            fontsize="small",
+            color="0.25",
+        )
+    # deliveries, one artist per transport
+    for transport in ("file", "pipe"):
+        mine = transports == transport
+        if mine.any():
+            ax.plot(
+                t[mine],
+                y[mine],
+                linestyle="none",
+                marker=_DELIVERY_MARKERS[transport],
+                markersize=11,
+                color=_TRANSPORT_COLORS[transport],
+                label=f"{transport} delivery (number: attempt)",
+                gid=f"deliveries-{transport}",
+                zorder=3,
+            )
+    numbers: dict[tuple[int, float], list[str]] = {}  # deliveries at the same moment share one label
+    for row in range(len(steps)):
+        numbers.setdefault((int(y[row]), float(t[row])), []).append(str(attempts_[row]))
+    for (row_y, row_t), label in numbers.items():
+        alone = len(label) == 1 and len(label[0]) == 1  # one digit: inside its marker, else just below
+        ax.annotate(
+            ", ".join(label),
+            (row_t, row_y),
+            xytext=(0, 0 if alone else -7),
+            textcoords="offset points",
+            ha="center",
+            va="center" if alone else "top",
+            fontsize=6.5 if alone else "small",
+            fontweight="bold" if alone else "normal",
+            color="white" if alone else "0.2",
+            zorder=5,
+        )
+    # ends, one artist per kind, a little right of where they happened
+    end_label: dict[int, str] = {}
+    end_color: dict[int, str] = {}
+    for state, (text, marker, color) in TIMELINE_ENDS.items():
+        mine = states == state
+        if not mine.any():
+            continue
+        x = np.where(np.isnan(c[mine]), t[mine], c[mine])
+        hollow = state in ("pending", "waiting", "copy-out")
+        ax.plot(
+            x,
+            y[mine],
+            linestyle="none",
+            marker=marker,
+            markersize=9,
+            color=color,
+            markerfacecolor="none" if hollow else color,
+            label=text,
+            gid=f"end-{state}",
+            transform=end_shift,
+            zorder=4,
+        )
+        for i in np.flatnonzero(mine):
+            end_label[int(y[i])] = _end_text(state, steps["destination"].iat[i], steps["note"].iat[i])
+            end_color[int(y[i])] = color
+    ax.set_yticks(range(len(shown)), shown)
+    ax.set_ylim(len(shown) - 0.5, -0.7)  # first message at the top
+    right = ax.secondary_yaxis("right")
+    right.set_yticks(range(len(shown)), [end_label.get(i, "") for i in range(len(shown))])
+    right.tick_params(length=0, labelsize="small")
+    for lane, label in enumerate(right.get_yticklabels()):
+        label.set_color(end_color.get(lane, "0.2"))
+    ax.set_xlabel(f"time since the first delivery ({unit})")
+    ax.set_xlim(-0.04 * max(span / per, 1), max(span / per, 1) * 1.08)
+    ax.grid(axis="x", color="0.9")
+    ax.set_axisbelow(True)
+    below_xlabel = mtransforms.offset_copy(ax.transAxes, fig=ax.figure, y=-34, units="points")
+    ax.legend(
+        loc="upper center",
+        bbox_to_anchor=(0.5, 0),
+        bbox_transform=below_xlabel,
+        ncol=3,
+        fontsize="small",
+        frameon=False,
+    )
+    return ax
+
+
+def _end_text(state: str, destination: str, note: str) -> str:
+    """The right-hand label of a lane that ended in ``state`` (``note``, if any, in brackets)."""
+    text = _end_state_text(state, destination)
+    return f"{text} ({note})" if note else text
+
+
+def _end_state_text(state: str, destination: str) -> str:
+    if state == "dead-letter":
+        return f"dead letter → {destination}" if destination else "dead letter"
+    if state == "waiting":
+        return f"copy waiting in {destination}" if destination else "copy waiting"
+    if state == "copy-out":
+        return f"copy out → {destination}" if destination else "copy written"
+    if state == "pending":
+        return "copy due"
+    if state == "lost":
+        return "copy lost"
+    return state
+
+
+@_share_docs
 def dashboard(
     data: pd.DataFrame,
     *,
@@ -430,20 +942,18 @@ def dashboard(
     """One Figure with three panels comparing file and pipe: attempts, retry delays, dead letters.
 
     ``data`` is an events frame or a messages frame (see :func:`attempts`); ``dead_letter_keys``
-    and ``freq`` are passed on as in :func:`dead_letters`. The figure is made with pyplot, so in a
+    and ``freq`` are passed on as in :func:`dead_letters`. The title names the transports the
+    data holds; a panel with nothing to draw says why. The figure is made with pyplot, so in a
     notebook it shows once when the cell ends with ``;``.
 
     Parameters
     ----------
-    data : DataFrame
-        An events frame (``session.events``) or a messages frame (``read_stream``/``read_pipe``).
-    figsize : tuple of float
-        The figure's width and height in inches.
-    dead_letter_keys : str, iterable of str or callable, optional
-        Which stream keys of a messages frame are dead-letter keys, as in :func:`dead_letters`.
+    {data}
+    figsize : (float, float), default (13, 4)
+        Figure size in inches.
+    {dead_letter_keys}
     freq : str, optional
-        The time bins of the dead-letter panel (a pandas frequency such as ``"5s"``; default: chosen
-        from the data's time span).
+        The dead-letter panel's bin width, as in :func:`dead_letters`.
 
     Returns
     -------
@@ -473,5 +983,6 @@ def dashboard(
     attempts(data, ax=ax_attempts, dead_letter_keys=dead_letter_keys)
     retry_delays(data, ax=ax_delays)
     dead_letters(data, ax=ax_dead, freq=freq, dead_letter_keys=dead_letter_keys)
-    fig.suptitle("Retries and dead letters, file vs pipe")
+    present = _as_deliveries(data, dead_letter_keys=dead_letter_keys).attrs["transports"]
+    fig.suptitle(f"Retries and dead letters: {_transport_text(present)}" if present else "Retries and dead letters")
     return fig

@@ -54,8 +54,43 @@ def _capturing(lines: list[str]):
         logger.setLevel(level)
 
 
+def _iso(seconds: float | dt.datetime) -> str:
+    """A clock time as ISO 8601 with a ``Z``."""
+    when = seconds if isinstance(seconds, dt.datetime) else utc(seconds)
+    return when.isoformat().replace("+00:00", "Z")
+
+
+def _table(cls: str, head: tuple[str, ...], rows: list[tuple], caption: str = "") -> str:
+    """An HTML table of plain values (escaped), left-aligned like a DataFrame's."""
+    cells = "".join(
+        "<tr>" + "".join(f"<td style='text-align:left'>{html.escape(str(v))}</td>" for v in row) + "</tr>"
+        for row in rows
+    )
+    top = f"<caption style='text-align:left'>{html.escape(caption)}</caption>" if caption else ""
+    heads = "".join(f"<th style='text-align:left'>{h}</th>" for h in head)
+    return f"<table class='{cls}'>{top}<tr>{heads}</tr>{cells}</table>"
+
+
+def _then(e: SettlementEvent) -> str:
+    """What the settlement wrote or will write, and which attempt comes of it."""
+    if e.error and e.error.startswith("copy lost"):
+        return f"copy lost: {e.error.removeprefix('copy lost: ')}"
+    if e.abandoned:
+        return "delayed copy lost (not written)"
+    if e.action in ("copy", "delayed-copy"):
+        when = f"written as #{e.copy_seq}" if e.written_at is not None else f"due {_iso(e.due or e.time)}"
+        return f"{when}; delivered next as attempt {e.attempt + 1}"
+    if e.action == "dead-letter":
+        return f"retry count {e.attempt} = the attempts made"
+    return ""
+
+
 class Steps(list):
-    """The events one call produced; shows as a table in a notebook and as sentences in text."""
+    """The events one call produced; shows as a table in a notebook and as sentences in text.
+
+    The last column, "then", says what the settlement wrote: a retry copy and the attempt it will
+    be delivered as (the copy of attempt n carries retry count n, so it arrives as attempt n + 1), or
+    the retry count a dead-letter copy carries (the attempts made)."""
 
     def __repr__(self) -> str:
         if not self:
@@ -65,44 +100,96 @@ class Steps(list):
     def _repr_html_(self) -> str:
         if not self:
             return "<p>(nothing delivered)</p>"
-        rows = "".join(
-            "<tr>"
-            + "".join(
-                f"<td style='text-align:left'>{html.escape(str(v))}</td>"
-                for v in (
-                    e.transport,
-                    e.stream_key,
-                    e.seq,
-                    e.attempt,
-                    e.outcome,
-                    e.action,
-                    e.destination or "",
-                )
-            )
-            + "</tr>"
+        head = ("transport", "key", "seq", "attempt", "outcome", "action", "destination", "then")
+        rows = [
+            (e.transport, e.stream_key, e.seq, e.attempt, e.outcome, e.action, e.destination or "", _then(e))
             for e in self
-        )
-        head = "".join(
-            f"<th>{h}</th>"
-            for h in ("transport", "key", "seq", "attempt", "outcome", "action", "destination")
-        )
-        return f"<table class='nbkit-steps'><tr>{head}</tr>{rows}</table>"
+        ]
+        return _table("nbkit-steps", head, rows)
+
+
+class Advanced(Steps):
+    """What :meth:`Session.advance` did: the clock moved, and the delayed copies that fell due were
+    written. Each item is the settlement whose copy was written (updated with ``written_at`` and
+    ``copy_seq``); the display lists the copies -- when, where, and the attempt each will be
+    delivered as -- not the deliveries, which happened before."""
+
+    def __init__(self, fired: list[SettlementEvent], *, start: float, end: float, next_due: float | None) -> None:
+        super().__init__(fired)
+        self.start = start
+        self.end = end
+        self.next_due = next_due
+
+    def _headline(self) -> str:
+        n = len(self)
+        moved = f"clock {_iso(self.start)} -> {_iso(self.end)} (+{self.end - self.start:g} s)"
+        if n:
+            return f"{moved}: {n} delayed cop{'y' if n == 1 else 'ies'} written"
+        later = f"next due {_iso(self.next_due)}" if self.next_due is not None else "none pending"
+        return f"{moved}: no delayed copy fell due ({later})"
+
+    def _copy_line(self, e: SettlementEvent) -> tuple:
+        written = _iso(e.written_at) if e.written_at is not None else "not written"
+        to = f"{e.destination} #{e.copy_seq}" if e.copy_seq is not None else f"{e.destination} (lost)"
+        return (written, e.transport, f"{e.stream_key} #{e.seq}, attempt {e.attempt}", to, e.attempt, e.attempt + 1)
+
+    def __repr__(self) -> str:
+        lines = [self._headline()]
+        for e in self:
+            written, transport, source, to, count, next_attempt = self._copy_line(e)
+            if e.copy_seq is None:
+                lines.append(f"  {transport}: copy of {source} to {e.destination!r}: {_then(e)}")
+            else:
+                lines.append(
+                    f"  {written} {transport}: copy of {source} written to {to} "
+                    f"(retry count {count}), to be delivered as attempt {next_attempt}"
+                )
+        return "\n".join(lines)
+
+    def _repr_html_(self) -> str:
+        if not self:
+            return f"<p>{html.escape(self._headline())}</p>"
+        head = ("written at", "transport", "copy of", "written to", "retry count", "delivered next as attempt")
+        return _table("nbkit-advanced", head, [self._copy_line(e) for e in self], caption=self._headline())
 
 
 @dataclass(frozen=True, slots=True)
 class PendingView:
-    """A delayed copy waiting in the process: when it is due, where it goes, which attempt it ends."""
+    """A delayed copy waiting in the process: when it is due, where it goes, and the attempt it will
+    be delivered as (``attempt``: the copy of attempt 1 carries retry count 1 and arrives as attempt
+    2); ``copy_of`` names the delivery it copies ("orders #1, attempt 1")."""
 
     due: dt.datetime
     destination: str
     subscription: str
     attempt: int
+    copy_of: str = ""
 
     def __repr__(self) -> str:
+        return f"PendingView(due={_iso(self.due)}, destination={self.destination!r}, attempt={self.attempt})"
+
+    def describe(self) -> str:
+        """One line: "due ...: copy of orders #1, attempt 1 -> 'orders', to be delivered as attempt 2"."""
         return (
-            f"PendingView(due={self.due.isoformat().replace('+00:00', 'Z')}, destination={self.destination!r}, "
-            f"attempt={self.attempt})"
+            f"due {_iso(self.due)}: copy of {self.copy_of} -> {self.destination!r}, "
+            f"to be delivered as attempt {self.attempt}"
         )
+
+
+class Pending(list):
+    """The delayed copies waiting in the process, earliest first; each shows the attempt it will be
+    delivered as."""
+
+    def __repr__(self) -> str:
+        if not self:
+            return "(no delayed copy pending)"
+        return "\n".join(p.describe() for p in self)
+
+    def _repr_html_(self) -> str:
+        if not self:
+            return "<p>(no delayed copy pending)</p>"
+        head = ("due", "destination", "copy of", "delivered next as attempt")
+        return _table("nbkit-pending", head, [(_iso(p.due), p.destination, p.copy_of, p.attempt) for p in self])
 
 
 def _logged(method):
@@ -142,11 +229,12 @@ class Session:
     >>> session = Session(App(broker))
     >>> _ = broker.publish("orders", '{"id": 1}')
     >>> session.step()
-    file orders #1 attempt 1: retry_after -> copy to 'orders' due in 5 s
+    file orders #1 attempt 1: retry_after -> copy to 'orders' due in 5 s, to be delivered as attempt 2
     >>> session.advance(5)
-    file orders #1 attempt 1: retry_after -> copy to 'orders' written after 5 s
+    clock 2024-01-01T00:00:00Z -> 2024-01-01T00:00:05Z (+5 s): 1 delayed copy written
+      2024-01-01T00:00:05Z file: copy of orders #1, attempt 1 written to orders #2 (retry count 1), ...
     >>> session.run()
-    file orders #2 attempt 2: retry_after -> copy written to dead-letter key 'orders.dead'
+    file orders #2 attempt 2: retry_after -> copy written to dead-letter key 'orders.dead' with retry count 2 (...)
     >>> session.counts()["dead-letter"], str(session.now)
     (1, '2024-01-01 00:00:05+00:00')
     """
@@ -231,8 +319,12 @@ class Session:
         return out
 
     @_logged
-    def advance(self, seconds: float | dt.timedelta) -> Steps:
+    def advance(self, seconds: float | dt.timedelta) -> Advanced:
         """Move the clock forward and publish the delayed copies that fall due, in due order.
+
+        Returns what happened meanwhile (an :class:`Advanced`, a list of the settlements whose copies
+        were written): it shows each copy written -- when, to which key and sequence number, and the
+        attempt it will be delivered as -- or, when none fell due, when the next one is.
 
         Parameters
         ----------
@@ -241,18 +333,19 @@ class Session:
 
         Returns
         -------
-        Steps
-            The (updated) events of the copies written.
+        Advanced
+            The (updated) settlement events of the copies written.
         """
         self._begin()
         if isinstance(seconds, dt.timedelta):
             seconds = seconds.total_seconds()
         if seconds < 0:
             raise ValueError(f"time only moves forward; got {seconds} s")
-        target = self.clock.now() + seconds
+        start = self.clock.now()
+        target = start + seconds
         fired = self.app.fire_due(until=target)
         self.clock.set(target)
-        return Steps(fired)
+        return Advanced(fired, start=start, end=target, next_due=self.app.next_due())
 
     @_logged
     def crash(self) -> int:
@@ -312,9 +405,19 @@ class Session:
         return self.app.events_frame()
 
     @property
-    def pending(self) -> list[PendingView]:
-        """The delayed copies not yet written, soonest first (due time, destination, attempt)."""
-        return [PendingView(utc(c.due), c.destination, c.subscription, c.attempt) for c in self.app.pending]
+    def pending(self) -> Pending:
+        """The delayed copies waiting in the process, earliest first, each with the attempt it will
+        be delivered as (one more than the attempt it copies)."""
+        return Pending(
+            PendingView(
+                utc(c.due),
+                c.destination,
+                c.subscription,
+                c.attempt + 1,
+                f"{c.event.stream_key} #{c.event.seq}, attempt {c.attempt}",
+            )
+            for c in self.app.pending
+        )
 
     @property
     def last_event(self) -> SettlementEvent | None:
@@ -373,11 +476,7 @@ class Session:
     def _repr_html_(self) -> str:
         c = self.counts()
         rows = "".join(f"<tr><th style='text-align:left'>{k}</th><td>{v}</td></tr>" for k, v in c.items())
-        pend = "".join(
-            f"<li>{html.escape(p.destination)} due {p.due.isoformat().replace('+00:00', 'Z')} "
-            f"(attempt {p.attempt})</li>"
-            for p in self.pending
-        )
+        pend = "".join(f"<li>{html.escape(p.describe())}</li>" for p in self.pending)
         return (
             f"<div class='nbkit-session'><p><b>Session</b> at {self.now.isoformat().replace('+00:00', 'Z')}, "
             f"{self.app.settled} settled</p><table>{rows}</table>"

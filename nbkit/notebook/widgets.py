@@ -4,9 +4,10 @@ file browser.
 A widget is a thin view: the panel's buttons call the Session methods a user would call in a cell
 (``step``, ``run``, ``advance``, ``reset``), then :meth:`SessionPanel.refresh` redraws everything
 from the Session. Every view is an ``HTML`` widget whose ``value`` can be read in tests, and every
-button works with ``.click()`` -- no browser needed. The small attempts plot is a PNG in an
-``ipywidgets.Image`` (rendered off-screen with Agg, never through pyplot or an Output widget), so
-the panel shows the same in a browser, in nbval and in tests. Payloads are user data: every text
+button works with ``.click()`` -- no browser needed. The panel's charts (attempts, and the
+timeline of every message) are PNGs in ``ipywidgets.Image`` widgets (rendered off-screen with Agg,
+never through pyplot or an Output widget), so the panel shows the same in a browser, in nbval and
+in tests. Payloads are user data: every text
 is HTML-escaped, and control characters are shown as ``\\xNN``.
 """
 
@@ -60,6 +61,18 @@ def _e(value: Any) -> str:
     return html.escape(str(value))
 
 
+def _heading(text: str) -> str:
+    """A view's heading on a line of its own, with room below it."""
+    return f"<div class='nbkit-panel-heading' style='font-weight:bold;margin:0 0 0.3em 0'>{_e(text)}</div>"
+
+
+def _png(fig) -> bytes:
+    """An off-screen Figure as PNG bytes (no timestamp in the metadata, so equal charts give equal bytes)."""
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", metadata={"Software": None})
+    return buf.getvalue()
+
+
 def _rows(pairs: list[tuple[str, Any]]) -> str:
     return "".join(
         f"<tr><th style='text-align:left;padding-right:1em'>{_e(k)}</th><td style='text-align:left'>{_e(v)}</td></tr>"
@@ -74,20 +87,29 @@ class SessionPanel(widgets.VBox):
     Views (``HTML`` widgets, readable in tests through ``.value``): ``status`` (clock, what the last
     button did or ``error: ...`` if the Session raised, the last delivery -- stream key, sequence,
     attempt, payload preview -- its outcome and the action the runtime took), ``pending_view``
-    (delayed copies and their due times), ``counts_view`` (settlements per action), ``log_view``
-    (the last ``log_lines`` lines of ``session.log``); ``plot`` is an ``Image`` with the attempts
-    chart. ``buttons`` maps ``"step"``, ``"step10"``, ``"run"``, ``"advance"``, ``"reset"`` to the
-    Buttons; ``seconds`` is the Advance field (default 5 s). Call :meth:`refresh` after using the
-    Session from a cell.
+    (delayed copies, their due times and the attempt each will be delivered as), ``counts_view``
+    (settlements per action), ``log_view`` (the last ``log_lines`` lines of ``session.log``,
+    wrapped). With ``plot=True`` two ``Image`` views follow: ``plot`` (the attempts chart) and
+    ``timeline`` (:func:`~nbkit.notebook.plots.timeline`: every message through time); both redraw
+    when the session's events change. ``buttons`` maps ``"step"``, ``"step10"``, ``"run"``,
+    ``"advance"``, ``"reset"`` to the Buttons; ``seconds`` is the Advance field (default 5 s). Call
+    :meth:`refresh` after using the Session from a cell.
 
     Parameters
     ----------
     session : Session
-        The session the buttons drive.
-    plot : bool
-        Show the attempts chart (matplotlib, redrawn after each button).
-    log_lines : int
-        How many of the latest log lines ``log_view`` shows.
+        The session the buttons drive and the views show.
+    plot : bool, default True
+        Show the attempts chart and the timeline.
+    log_lines : int, default 8
+        How many of the latest log lines the log view shows.
+    timeline_lanes : int, default 12
+        The timeline shows at most this many messages (its title says how many were left out).
+
+    Returns
+    -------
+    SessionPanel
+        A VBox: display it as a cell's last expression.
 
     Examples
     --------
@@ -105,10 +127,11 @@ class SessionPanel(widgets.VBox):
     (True, 1)
     """
 
-    def __init__(self, session, *, plot: bool = True, log_lines: int = 8) -> None:
+    def __init__(self, session, *, plot: bool = True, log_lines: int = 8, timeline_lanes: int = 12) -> None:
         super().__init__()
         self.session = session
         self.log_lines = log_lines
+        self.timeline_lanes = timeline_lanes
         self._note = "ready"
         self._error: str | None = None
         self._plot_key: tuple | None = None
@@ -127,10 +150,14 @@ class SessionPanel(widgets.VBox):
             value=5.0, description="seconds", layout=widgets.Layout(width="160px"), style={"description_width": "60px"}
         )
         self.status = widgets.HTML()
-        self.pending_view = widgets.HTML(layout=widgets.Layout(min_width="280px"))
-        self.counts_view = widgets.HTML(layout=widgets.Layout(min_width="160px"))
-        self.log_view = widgets.HTML()
+        gap = "0 2em 0 0"  # views side by side keep their headings apart
+        self.pending_view = widgets.HTML(layout=widgets.Layout(min_width="280px", max_width="420px", margin=gap))
+        self.counts_view = widgets.HTML(layout=widgets.Layout(min_width="160px", margin=gap))
+        self.log_view = widgets.HTML(layout=widgets.Layout(width="100%"))
         self.plot = widgets.Image(format="png", layout=widgets.Layout(width="320px"))
+        self.plot.add_class("nbkit-panel-attempts")
+        self.timeline = widgets.Image(format="png", layout=widgets.Layout(width="720px", max_width="100%"))
+        self.timeline.add_class("nbkit-panel-timeline")
         self.show_plot = plot
         actions: dict[str, Callable[[], str]] = {
             "step": self._step,
@@ -143,7 +170,7 @@ class SessionPanel(widgets.VBox):
             button.on_click(self._handler(button.description, actions[name]))
         controls = widgets.HBox([*self.buttons.values(), self.seconds])
         views = widgets.HBox([self.counts_view, self.pending_view, *([self.plot] if plot else [])])
-        self.children = [controls, self.status, views, self.log_view]
+        self.children = [controls, self.status, views, *([self.timeline] if plot else []), self.log_view]
         self.refresh()
 
     # -- buttons ---------------------------------------------------------------------------------------
@@ -178,7 +205,11 @@ class SessionPanel(widgets.VBox):
     def _advance(self) -> str:
         seconds = self.seconds.value
         fired = self.session.advance(seconds)
-        return f"Advance {seconds:g} s: {len(fired)} delayed cop{'y' if len(fired) == 1 else 'ies'} published"
+        note = f"Advance {seconds:g} s: {len(fired)} delayed cop{'y' if len(fired) == 1 else 'ies'} written"
+        arrivals = [
+            f"{e.destination} #{e.copy_seq} as attempt {e.attempt + 1}" for e in fired if e.copy_seq is not None
+        ]
+        return f"{note} (to be delivered: {', '.join(arrivals)})" if arrivals else note
 
     def _reset(self) -> str:
         self.session.reset()
@@ -218,42 +249,60 @@ class SessionPanel(widgets.VBox):
         pending = s.pending
         if pending:
             items = "".join(
-                f"<li>{_e(p.destination)} due {_e(_iso(p.due))} (attempt {p.attempt} of {_e(p.subscription)})</li>"
+                f"<li>{_e(p.destination)} due {_e(_iso(p.due))}: delivered next as attempt {p.attempt} "
+                f"(copy of {_e(p.copy_of)})</li>"
                 for p in pending[:10]
             )
             more = f"<li>… and {len(pending) - 10} more</li>" if len(pending) > 10 else ""
-            self.pending_view.value = f"<b>pending copies ({len(pending)})</b><ul>{items}{more}</ul>"
+            self.pending_view.value = (
+                f"{_heading(f'pending copies ({len(pending)})')}<ul style='margin:0'>{items}{more}</ul>"
+            )
         else:
-            self.pending_view.value = "<b>pending copies (0)</b><p>(none)</p>"
+            self.pending_view.value = f"{_heading('pending copies (0)')}<p style='margin:0'>(none)</p>"
 
         counts = s.counts()
         rows = _rows([(action, n) for action, n in counts.items()] + [("settled", sum(counts.values()))])
-        self.counts_view.value = f"<b>settlements per action</b><table class='nbkit-panel-counts'>{rows}</table>"
+        self.counts_view.value = f"{_heading('settlements per action')}<table class='nbkit-panel-counts'>{rows}</table>"
 
         lines = s.log[-self.log_lines :] if self.log_lines > 0 else []
         text = _e("\n".join(lines)) if lines else "(no log lines)"
-        self.log_view.value = f"<b>log</b><pre style='white-space:pre-wrap;margin:0'>{text}</pre>"
+        self.log_view.value = (
+            f"{_heading('log')}<pre style='white-space:pre-wrap;overflow-wrap:anywhere;margin:0'>{text}</pre>"
+        )
 
         if self.show_plot:
-            self._draw_plot()
+            self._draw_plots()
 
-    def _draw_plot(self) -> None:
+    def _draw_plots(self) -> None:
+        """Redraw the attempts chart and the timeline when the session's events changed (a delayed
+        copy being written or lost changes an event, not their number)."""
         events = getattr(self.session.app, "events", [])
-        key = (id(self.session.app), len(events))
+        key = (id(self.session.app), tuple(events))
         if key == self._plot_key:
             return
         from matplotlib.figure import Figure
 
-        from nbkit.notebook.plots import attempts
+        from nbkit.notebook.plots import attempts, timeline
 
+        frame = self.session.events
         fig = Figure(figsize=(4, 2.5), dpi=80, layout="constrained")  # off-screen: not in pyplot
         ax = fig.add_subplot()
-        attempts(self.session.events, ax=ax)
+        attempts(frame, ax=ax)
         ax.title.set_fontsize("medium")
-        buf = io.BytesIO()
-        fig.savefig(buf, format="png", metadata={"Software": None})
-        self.plot.value = buf.getvalue()
+        self.plot.value = _png(fig)
+
+        lanes = min(self.timeline_lanes, _lanes(events))
+        fig = Figure(figsize=(7.2, 1.9 + 0.3 * lanes), dpi=100, layout="constrained")  # 720 px wide, as shown
+        ax = fig.add_subplot()
+        timeline(frame, ax=ax, max_lanes=self.timeline_lanes)
+        ax.title.set_fontsize("medium")
+        self.timeline.value = _png(fig)
         self._plot_key = key
+
+
+def _lanes(events) -> int:
+    """About how many timeline lanes the events need (first deliveries and pipe lines), for sizing."""
+    return sum(1 for e in events if e.attempt == 1 or e.transport == "pipe")
 
 
 # -- the stream browser --------------------------------------------------------------------------------

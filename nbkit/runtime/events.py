@@ -118,22 +118,31 @@ class SettlementEvent(NamedTuple):
     def describe(self) -> str:
         """One sentence: what the runtime did.
 
+        A retry copy says the attempt its next delivery will be (the copy carries retry count ``attempt``, so
+        it is delivered as ``attempt + 1``); a dead-letter copy says the retry count it carries (the attempts
+        made).
+
         Returns
         -------
         str
-            For example ``"file orders #1 attempt 1: retry_after -> copy to 'orders' due in 5 s"``.
+            For example ``"file orders #1 attempt 1: retry_after -> copy to 'orders' due in 5 s, to be
+            delivered as attempt 2"``.
         """
         action = self.action
+        then = f", to be delivered as attempt {self.attempt + 1}"
         if action == "unsupported":
             what = "acknowledgement unsupported (logged); nothing written"
         elif action == "copy":
-            what = f"copy written to {self.destination!r} at once"
+            what = f"copy written to {self.destination!r} at once{then}"
         elif action == "delayed-copy" and self.written_at is not None:
-            what = f"copy to {self.destination!r} written after {self.delay:g} s"
+            what = f"copy to {self.destination!r} written after {self.delay:g} s{then}"
         elif action == "delayed-copy":
-            what = f"copy to {self.destination!r} due in {self.delay:g} s"
+            what = f"copy to {self.destination!r} due in {self.delay:g} s{then}"
         elif action == "dead-letter":
-            what = f"copy written to dead-letter key {self.destination!r}"
+            what = (
+                f"copy written to dead-letter key {self.destination!r} with retry count {self.attempt} "
+                f"(the {self.attempt} attempt{'' if self.attempt == 1 else 's'} made)"
+            )
         else:
             what = "attempts exhausted, no dead-letter key: rejected, nothing written"
         if self.error and self.error.startswith("copy lost"):

@@ -130,8 +130,8 @@ class FileBroker(Broker):
     1
     >>> for event in session.run():
     ...     print(event.describe())
-    file orders #1 attempt 1: retry_after -> copy to 'orders' due in 5 s
-    file orders #2 attempt 2: retry_after -> copy written to dead-letter key 'orders.dead'
+    file orders #1 attempt 1: retry_after -> copy to 'orders' due in 5 s, to be delivered as attempt 2
+    file orders #2 attempt 2: retry_after -> copy written to dead-letter key 'orders.dead' with retry count 2 (...)
     """
 
     transport = "file"

@@ -228,6 +228,28 @@ class StdioSubscription(Subscription):
             logs.emit(logs.SUBSCRIBER, logging.DEBUG, logs.STREAM_ENDED, subscriber=self.name, reason="eof")
 
 
+#: Upstream's refusal, word for word (spec §5.3, "Error text"); ``{subscription}`` and ``{source_type}``
+#: are filled in.
+_UPSTREAM_REFUSAL = (
+    "subscription `{subscription}`: descriptor `{source_type}` declares `Copies = NamedCopies`, so it "
+    "addresses no retry copies, and this registration names no destination for them. Name one at the "
+    'mount site with `.out_retry(policy).to("name")`, or compose a publish transform declaring '
+    "`Destination = Names` that names one per delivery"
+)
+
+
+def _refusal_message(subscription: str, key: str) -> str:
+    """Why a pipe registration without ``out_retry`` cannot start, human first: what is missing and
+    the one-line fix with the registration's own key, then upstream's sentence unchanged. One line,
+    as the CLI prints it (``nbkit: ...``)."""
+    return (
+        f"subscription `{subscription}` reads a pipe but names no stream key for its retry copies "
+        "(on a pipe they go to stdout, for the next stage). "
+        f'Fix: add out_retry="{key}.retry" to @broker.subscriber("{key}", ...). '
+        "Upstream says: " + _UPSTREAM_REFUSAL.format(subscription=subscription, source_type="StdioStream")
+    )
+
+
 class StdioBroker(Broker):
     """A broker over stdin/stdout (``producer | service | consumer``); streams are injectable.
 
@@ -305,13 +327,7 @@ class StdioBroker(Broker):
             return list(self.subscriptions)
         for reg in self.registrations:
             if reg.out_retry is None:
-                raise RetryDestinationError(
-                    f"subscription `{reg.name}`: descriptor `StdioStream` declares `Copies = NamedCopies`, "
-                    "so it addresses no retry copies, and this registration names no destination for them. "
-                    f'Name one at the mount site: @broker.subscriber("{reg.key}", '
-                    f'out_retry="{reg.key}.retry") '
-                    '(upstream: `.out_retry(policy).to("name")`)'
-                )
+                raise RetryDestinationError(_refusal_message(reg.name, reg.key))
         self.source = LineSource(self._stdin_arg)
         self.subscriptions = [StdioSubscription(self, r) for r in self.registrations]
         self.connected = True

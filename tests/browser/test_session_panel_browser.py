@@ -151,9 +151,13 @@ def test_step_button_in_jupyterlab(budget, lab_server, browser_page, artifacts_d
         pending = views.filter(has_text="pending copies")
         log = views.filter(has_text=re.compile(r"^\s*log"))
 
-        plot = panel_box.locator("img")
+        plot = panel_box.locator("img.nbkit-panel-attempts")
+        timeline = panel_box.locator("img.nbkit-panel-timeline")
         expect(status).to_contain_text("no delivery yet", timeout=budget.ms(10))
+        expect(timeline).to_be_visible(timeout=budget.ms(10))  # the timeline is in the panel, drawn
         plot_before = plot.get_attribute("src")
+        timeline_before = timeline.get_attribute("src")
+        assert timeline_before, "the timeline image has no picture"
         before = {"status": status.inner_text(), "counts": counts.inner_text()}
         assert norm(before["status"]) == expected["before"]["status"]
         assert norm(before["counts"]) == expected["before"]["counts"]
@@ -164,6 +168,9 @@ def test_step_button_in_jupyterlab(budget, lab_server, browser_page, artifacts_d
         step_button.click(timeout=budget.ms(10))
         expect(status).to_contain_text("Step: 1 delivered", timeout=budget.ms(20))
         expect(plot).not_to_have_attribute("src", plot_before, timeout=budget.ms(10))  # the chart redrew too
+        expect(timeline).not_to_have_attribute("src", timeline_before, timeout=budget.ms(10))  # and the timeline
+        box = timeline.bounding_box()
+        assert box is not None and box["width"] > 300 and box["height"] > 100, box
         page.wait_for_function(KERNEL_IDLE_JS, arg=NOTEBOOK, timeout=budget.ms(20), polling=250)
 
         after_status = norm(status.inner_text())
@@ -182,7 +189,7 @@ def test_step_button_in_jupyterlab(budget, lab_server, browser_page, artifacts_d
             assert fact in after_status, f"{fact!r} not in the panel's status {after_status!r}"
         assert "delayed-copy 1" in after_counts and "settled 1" in after_counts, after_counts
         due = expected["pending"][0].due.isoformat().replace("+00:00", "Z")
-        assert f"pending copies (1) orders due {due}" in after_pending, after_pending
+        assert f"pending copies (1) orders due {due}: delivered next as attempt 2" in after_pending, after_pending
         # And the whole text of every view equals an in-process SessionPanel's after the same click.
         assert after_status == expected["after"]["status"]
         assert after_counts == expected["after"]["counts"]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import matplotlib.dates as mdates
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
@@ -13,7 +12,7 @@ from matplotlib.figure import Figure
 import nbkit.plot
 from nbkit.notebook import plots
 from nbkit.notebook.frames import concat_frames, read_pipe, read_stream
-from nbkit.notebook.plots import _as_deliveries, attempts, dashboard, dead_letters, retry_delays
+from nbkit.notebook.plots import _as_deliveries, attempts, dashboard, dead_letters, retry_delays, timeline
 
 T0 = pd.Timestamp("2024-01-01T00:00:00Z")
 
@@ -158,8 +157,12 @@ def test_attempts_of_a_loopback_pipe_that_redelivers_its_own_copies():
     assert heights(ax) == [[2, 2, 2]] and legend(ax) == ["pipe"]
     ax = attempts(read_pipe(out), ax=plt.figure().gca())  # stdout: the copies (2, 3) and 2 dead letters
     assert heights(ax) == [[0, 2, 2]]
+    # stdout holds only copies: the plot says so, in the legend and where attempt 1's bar would be
+    assert legend(ax) == ["pipe (stdout: copies only)"]
+    (note,) = [t for t in ax.texts if t.get_gid() == "pipe-output-note"]
+    assert "stdin" in note.get_text() and note.get_position() == (1, 0)
     ax = dead_letters(read_pipe(out), ax=plt.figure().gca())
-    assert [list(line.get_xydata()[:, 1]) for line in ax.lines] == [[2]]
+    assert heights(ax) == [[0, 0, 2]]  # 1 s bins over what stdout covers (+2 s to +4 s); both at +4 s
 
 
 def test_attempts_draws_on_the_current_axes_by_default(ran):
@@ -210,38 +213,89 @@ def test_retry_delays_histogram_when_delays_are_many(ran):
 def test_retry_delays_of_a_messages_frame_say_no_data(ran):
     ax = retry_delays(messages(ran))
     assert texts(ax)[0].startswith("no data")
-    assert "events frames" in texts(ax)[0]
+    assert "does not record delays" in texts(ax)[0] and "session.events" in texts(ax)[0]
     assert ax.get_xlabel() == "retry delay (s)"
 
 
 # -- dead letters --------------------------------------------------------------------------------------
-def test_dead_letters_per_bin_one_line_per_transport(ran):
+def bar_centers(ax) -> list[list[float]]:
+    return [[round(p.get_x() + p.get_width() / 2, 6) for p in c] for c in ax.containers]
+
+
+def test_dead_letters_per_bin_side_by_side_per_transport(ran):
     ax = dead_letters(ran.session.events, freq="5s")
-    file, pipe = (line.get_xydata() for line in ax.lines)
-    bins = mdates.date2num(pd.date_range("2024-01-01", periods=4, freq="5s").to_pydatetime())
-    np.testing.assert_allclose(file[:, 0], bins)
-    np.testing.assert_allclose(pipe[:, 0], bins)
-    assert list(file[:, 1]) == [0, 0, 0, 3]
-    assert list(pipe[:, 1]) == [1, 0, 0, 0]
+    # the run lasts 15 s (first delivery to the last dead letter): 4 bins of 5 s from its start
+    assert heights(ax) == [[0, 0, 0, 3], [1, 0, 0, 0]]
+    file, pipe = bar_centers(ax)
+    assert file == [2.5 - 1, 7.5 - 1, 12.5 - 1, 17.5 - 1] and pipe == [3.5, 8.5, 13.5, 18.5]  # dodged by 1 s
+    assert ax.get_xlim() == (0, 20)
     assert legend(ax) == ["file", "pipe"]
-    assert ax.get_ylabel() == "dead-letter copies per 5s"
-    assert ax.get_xlabel() == "time (UTC)"
+    assert ax.get_ylabel() == "dead letters per 5 s"
+    assert ax.get_xlabel() == "time (s) from 2024-01-01 00:00:00 UTC"
     assert ax.get_title() == "Dead letters over time"
+
+
+def test_dead_letters_of_a_one_minute_run_span_about_a_minute(tmp_path):
+    from nbkit import App, FileBroker, FilePosition, HandlerOutcome
+    from nbkit.notebook.session import Session
+
+    broker = FileBroker(tmp_path / "o.ss")
+
+    @broker.subscriber("orders", start_at=FilePosition.beginning(), max_attempts=2, dead_letter="orders.dead")
+    def fail(d):
+        return HandlerOutcome.retry_after(30)
+
+    session = Session(App(broker))
+    broker.publish("orders", "a")
+    session.step()
+    session.advance(30)
+    session.step()  # attempt 2 at +30 s: dead letter
+    session.advance(30)
+    broker.publish("orders", "b")
+    session.step()  # a first delivery at +60 s ends the minute
+    ax = dead_letters(session.events)
+    low, high = ax.get_xlim()
+    assert ax.get_xlabel().startswith("time (s) from ")
+    assert 60 <= high - low < 3600  # seconds: about a minute, not years
+    assert ax.get_ylabel() == "dead letters per 5 s"  # the label names the real bin: 13 bins of 5 s
+    assert heights(ax) == [[0] * 6 + [1] + [0] * 6]
+
+
+def test_identical_file_and_pipe_series_both_stay_visible():
+    times = pd.to_datetime(["2024-01-01T00:00:00Z", "2024-01-01T00:00:03Z"]).astype("datetime64[ms, UTC]")
+    rows = [
+        {"time": t, "transport": tr, "attempt": a, "action": act}
+        for tr in ("file", "pipe")
+        for t, a, act in ((times[0], 1, "delayed-copy"), (times[1], 2, "dead-letter"))
+    ]
+    events = pd.DataFrame(rows)
+    events["transport"] = pd.Categorical(events["transport"], categories=["file", "pipe"])
+    for plot in (attempts, dead_letters):
+        ax = plot(events, ax=plt.figure().gca())
+        file, pipe = ax.containers
+        assert heights(ax)[0] == heights(ax)[1] and sum(heights(ax)[0]) > 0  # the same series...
+        for f, p in zip(file, pipe, strict=True):  # ...drawn side by side, never on top of each other
+            assert f.get_x() + f.get_width() <= p.get_x() + 1e-9
+        assert file[0].get_facecolor() != pipe[0].get_facecolor()
 
 
 def test_dead_letters_chooses_the_bin_from_the_span(ran):
     ax = dead_letters(ran.session.events)
-    assert ax.get_ylabel() == "dead-letter copies per 1s"  # 15 s span -> 16 one-second bins
-    assert [len(line.get_xydata()) for line in ax.lines] == [16, 16]
+    assert ax.get_ylabel() == "dead letters per 1 s"  # 15 s span -> 16 one-second bins
+    assert [len(c) for c in ax.containers] == [16, 16]
     assert plots._auto_freq(pd.Timedelta(hours=3)) == "15min"
-    assert plots._auto_freq(pd.Timedelta(0)) == "1ms"
+    assert plots._auto_freq(pd.Timedelta(0)) == "1s"
+    assert plots._auto_freq(pd.Timedelta(milliseconds=300)) == "100ms"
     assert plots._auto_freq(pd.Timedelta(days=10_000)) == "28D"
+    assert [plots._duration_text(pd.Timedelta(x)) for x in ("100ms", "5s", "1min", "3h", "1D", "7D")] == [
+        "100 ms", "5 s", "1 min", "3 h", "1 day", "7 days",
+    ]  # fmt: skip
 
 
 def test_dead_letters_from_what_the_runtime_wrote(ran):
     ax = dead_letters(read_stream(ran.path))
-    (line,) = ax.lines
-    np.testing.assert_allclose(line.get_xydata(), [[mdates.date2num(T0 + pd.Timedelta(seconds=15)), 3]])
+    # the file's first message is at +0 s, its dead letters at +15 s: 16 one-second bins
+    assert heights(ax) == [[0] * 15 + [3]]
     assert legend(ax) == ["file"]
 
 
@@ -249,9 +303,8 @@ def test_dead_letters_fall_back_to_the_settlement_time(ran):
     ev = ran.session.events.copy()
     ev["written_at"] = pd.Series(pd.NaT, index=ev.index, dtype="datetime64[ms, UTC]")  # e.g. copy lost
     ax = dead_letters(ev, freq="5s", by=None)
-    (line,) = ax.lines
-    # pipe at +0 s, file dead-lettered at +15 s (settled then), all in one line
-    assert list(line.get_xydata()[:, 1]) == [1, 0, 0, 3]
+    # pipe at +0 s, file dead-lettered at +15 s (settled then), all in one group
+    assert heights(ax) == [[1, 0, 0, 3]]
 
 
 def test_dead_letters_rejects_a_bad_freq(ran):
@@ -279,7 +332,7 @@ def test_dashboard_has_three_labelled_panels(ran):
     fig = dashboard(ran.session.events, figsize=(12, 3))
     assert isinstance(fig, Figure)
     assert tuple(fig.get_size_inches()) == (12, 3)
-    assert fig.get_suptitle() == "Retries and dead letters, file vs pipe"
+    assert fig.get_suptitle() == "Retries and dead letters: file and pipe"
     a, r, d = fig.axes
     assert [ax.get_title() for ax in fig.axes] == [
         "Deliveries per attempt",
@@ -288,24 +341,208 @@ def test_dashboard_has_three_labelled_panels(ran):
     ]
     assert heights(a) == [[3, 3, 3], [2, 1, 1]]
     assert heights(r) == [[0, 3, 3], [3, 0, 0]]
-    assert len(d.lines) == 2
+    assert heights(d) == [[0] * 15 + [3], [1] + [0] * 15]
     for ax in fig.axes:
         assert legend(ax) == ["file", "pipe"]
+
+
+def test_dashboard_titles_name_only_the_transports_present(make_scenario):
+    for options, title in (({"pipe": False}, "file"), ({"file": False}, "pipe")):
+        sc = make_scenario(**options)
+        sc.session.run()
+        fig = dashboard(sc.session.events)
+        assert fig.get_suptitle() == f"Retries and dead letters: {title}"
+        assert all(legend(ax) == [title] for ax in fig.axes)
+        plt.close(fig)
 
 
 def test_dashboard_of_a_messages_frame_and_of_nothing(ran, scenario):
     fig = dashboard(messages(ran), freq="5s")
     assert len(fig.axes) == 3
-    assert texts(fig.axes[1])[0].startswith("no data")
-    assert fig.axes[2].get_ylabel() == "dead-letter copies per 5s"
+    assert texts(fig.axes[1])[0].startswith("no data\na file or a pipe does not record delays")
+    assert fig.axes[2].get_ylabel() == "dead letters per 5 s"
+    assert legend(fig.axes[0]) == ["file", "pipe (stdout: copies only)"]
     fig = dashboard(ran.session.events.iloc[:0])
-    assert [texts(ax)[0] for ax in fig.axes] == ["no data"] * 3
+    assert fig.get_suptitle() == "Retries and dead letters"
+    assert [texts(ax)[0] for ax in fig.axes] == [
+        "no data\nno delivery in this frame yet",
+        "no data\nno retry copy was scheduled",
+        "no data\nnothing recorded yet",
+    ]
 
 
 def test_public_alias_module():
-    assert nbkit.plot.__all__ == ["attempts", "dashboard", "dead_letters", "retry_delays"]
+    assert nbkit.plot.__all__ == ["attempts", "dashboard", "dead_letters", "retry_delays", "timeline"]
     assert nbkit.plot.attempts is attempts and nbkit.plot.dashboard is dashboard
     for name in nbkit.plot.__all__:
         doc = getattr(nbkit.plot, name).__doc__
         assert ">>> " in doc
         assert not any("{" + key + "}" in doc for key in plots._DOCS)  # shared docs filled in
+
+
+# -- timeline ------------------------------------------------------------------------------------------
+def artist(ax, gid: str):
+    """The one Line2D drawn with ``gid`` (deliveries-file, end-dead-letter, ...), or None."""
+    found = [line for line in ax.get_lines() if line.get_gid() == gid]
+    assert len(found) <= 1
+    return found[0] if found else None
+
+
+def points(ax, gid: str) -> list[tuple[float, int]]:
+    line = artist(ax, gid)
+    return [] if line is None else sorted(zip(map(float, line.get_xdata()), map(int, line.get_ydata()), strict=True))
+
+
+def lanes(ax) -> list[str]:
+    return [t.get_text() for t in ax.get_yticklabels()]
+
+
+def ends(ax) -> list[str]:
+    return [t.get_text() for t in ax.child_axes[0].get_yticklabels()]
+
+
+def test_timeline_one_lane_per_message_with_a_marker_per_delivery(ran):
+    ax = nbkit.plot.timeline(ran.session.events)
+    # file: 3 messages delivered 3 times each (their copies continue the lane); pipe: 4 input lines
+    assert lanes(ax) == [f"file orders #{i}" for i in (1, 2, 3)] + [f"pipe orders #{i}" for i in range(4)]
+    assert points(ax, "deliveries-file") == sorted((t, lane) for lane in range(3) for t in (0.0, 5.0, 15.0))
+    assert points(ax, "deliveries-pipe") == [(0.0, lane) for lane in range(3, 7)]
+    assert points(ax, "end-dead-letter") == [(0.0, 6), (15.0, 0), (15.0, 1), (15.0, 2)]
+    assert points(ax, "end-copy-out") == [(2.0, 3), (2.0, 4), (2.0, 5)]  # pipe copies leave on stdout
+    assert ends(ax) == ["dead letter → orders.dead"] * 3 + ["copy out → orders.retry"] * 3 + [
+        "dead letter → orders.dlq"
+    ]
+    # the retry delays are lines from each delivery to its copy: 5 s, then 10 s, on the file lanes
+    (file_delays,) = [c for c in ax.collections if c.get_gid() == "delay-file"]
+    spans = sorted((float(s[0][0]), float(s[1][0])) for s in file_delays.get_segments())
+    assert spans == [(0.0, 5.0)] * 3 + [(5.0, 15.0)] * 3
+    assert {t.get_text() for t in ax.texts} >= {"5 s", "10 s", "2 s", "1", "2", "3"}
+    assert ax.get_xlabel() == "time since the first delivery (s)"
+    assert [t.get_text() for t in ax.get_legend().get_texts()][:2] == [
+        "file delivery (number: attempt)",
+        "pipe delivery (number: attempt)",
+    ]
+
+
+def test_timeline_marks_every_kind_of_end(tmp_path):
+    from nbkit import App, FileBroker, FilePosition, HandlerOutcome
+    from nbkit.notebook.session import Session
+
+    broker = FileBroker(tmp_path / "o.ss")
+
+    @broker.subscriber("orders", start_at=FilePosition.beginning(), max_attempts=2)
+    def handler(d):
+        word = d.payload.decode()
+        if word == "boom":
+            raise RuntimeError(word)
+        if word == "once":
+            return HandlerOutcome.ack() if d.attempt > 1 else HandlerOutcome.retry_after(3)
+        return {"ok": HandlerOutcome.ack(), "drop": HandlerOutcome.drop(), "slow": HandlerOutcome.retry_after(30)}.get(
+            word, HandlerOutcome.retry()
+        )
+
+    session = Session(App(broker))
+    for word in ("ok", "drop", "boom", "never", "once", "slow"):
+        broker.publish("orders", word)
+    session.step(6)  # "never" is copied at once (attempt 2), "once" in 3 s, "slow" in 30 s
+    session.advance(4)  # "once"'s copy is written at 3 s
+    session.step(6)  # "never" attempt 2: the cap, rejected; "once" attempt 2: handled
+    ax = timeline(session.events)
+    assert ends(ax) == ["handled", "dropped", "dropped (exception)", "rejected", "handled", "copy due"]
+    assert points(ax, "end-handled") == [(0.0, 0), (4.0, 4)]
+    assert points(ax, "end-rejected") == [(4.0, 3)]
+    assert points(ax, "end-pending") == [(30.0, 5)]
+    assert points(ax, "deliveries-file") == [(0.0, lane) for lane in range(6)] + [(4.0, 3), (4.0, 4)]
+
+
+def test_timeline_pending_then_lost_in_a_crash(tmp_path):
+    from nbkit import App, FileBroker, FilePosition, HandlerOutcome
+    from nbkit.notebook.session import Session
+
+    broker = FileBroker(tmp_path / "o.ss")
+
+    @broker.subscriber("orders", start_at=FilePosition.beginning())
+    def later(d):
+        return HandlerOutcome.retry_after(30)
+
+    session = Session(App(broker))
+    broker.publish("orders", "x")
+    session.step()
+    ax = timeline(session.events)
+    assert points(ax, "end-pending") == [(30.0, 0)] and ends(ax) == ["copy due"]
+    (dashed,) = [c for c in ax.collections if c.get_gid() == "unwritten-file"]
+    assert [(float(s[0][0]), float(s[1][0])) for s in dashed.get_segments()] == [(0.0, 30.0)]
+    session.crash()
+    fig = Figure()
+    ax = timeline(session.events, ax=fig.add_subplot())
+    assert points(ax, "end-lost") == [(30.0, 0)] and ends(ax) == ["copy lost"]
+    assert artist(ax, "end-pending") is None
+
+
+def test_timeline_limits_lanes_and_says_so(ran):
+    ax = timeline(ran.session.events, max_lanes=2)
+    assert lanes(ax) == ["file orders #1", "file orders #2"]
+    assert ax.get_title() == "Each message through time (first 2 of 7 messages)"
+    assert len(points(ax, "deliveries-file")) == 6 and artist(ax, "deliveries-pipe") is None
+    with pytest.raises(ValueError, match="max_lanes"):
+        timeline(ran.session.events, max_lanes=0)
+
+
+def test_timeline_of_nothing_and_of_a_messages_frame(scenario):
+    ax = timeline(scenario.session.events)
+    assert texts(ax) == ["no data\nno message delivered yet"]
+    scenario.session.run()
+    with pytest.raises(ValueError, match="timeline needs an events frame"):
+        timeline(messages(scenario))
+
+
+def legend_covers_a_bar(ax) -> bool:
+    """True when the legend's box, as drawn, overlaps any bar of ``ax`` (its figure is drawn first)."""
+    ax.figure.canvas.draw()
+    box = ax.get_legend().get_window_extent()
+    return any(box.overlaps(bar.get_window_extent()) for c in ax.containers for bar in c if bar.get_height() > 0)
+
+
+@pytest.mark.parametrize("size", [(13, 4), (4, 2.5)])  # the dashboard, and the SessionPanel's small chart
+def test_legends_sit_above_the_bars(ran, size):
+    fig = Figure(figsize=size, layout="constrained")
+    for plot in (attempts, retry_delays, dead_letters):
+        ax = plot(ran.session.events, ax=fig.add_subplot())
+        assert not legend_covers_a_bar(ax), plot.__name__
+        fig.clear()
+
+
+def test_an_empty_dead_letter_panel_says_why(tmp_path):
+    from nbkit import App, FileBroker, FilePosition, HandlerOutcome
+    from nbkit.notebook.session import Session
+
+    broker = FileBroker(tmp_path / "o.ss")
+    broker.subscriber("orders", start_at=FilePosition.beginning())(lambda d: HandlerOutcome.ack())
+    session = Session(App(broker))
+    broker.publish("orders", "x")
+    session.step()
+    ax = dead_letters(session.events)
+    assert texts(ax) == ["no data\nno dead letter: no message reached\nthe cap with a dead-letter key"]
+    ax = dead_letters(read_stream(tmp_path / "o.ss"), ax=plt.figure().gca())
+    assert texts(ax) == ["no data\nno message on a dead-letter key\n(.dead or .dlq; see dead_letter_keys)"]
+
+
+def test_timeline_follows_a_loopback_pipe_through_its_own_copies():
+    from nbkit import App, HandlerOutcome, StdioBroker
+    from nbkit.notebook.session import Session
+
+    broker = StdioBroker(stdin=["[jobs] a", "[jobs] b"], stdout=[], loopback=True)
+    broker.subscriber("jobs", max_attempts=3, dead_letter="jobs.dlq", out_retry="jobs.retry")(
+        lambda d: HandlerOutcome.retry_after(2)
+    )
+    broker.subscriber("jobs.retry", name="retries", max_attempts=3, dead_letter="jobs.dlq", out_retry="jobs.retry")(
+        lambda d: HandlerOutcome.retry_after(2)
+    )
+    session = Session(App(broker))
+    session.run()
+    ax = timeline(session.events)
+    # each input line is one lane: read back as jobs.retry (another subscription) at +2 s and +4 s
+    assert lanes(ax) == ["pipe jobs #0", "pipe jobs #1"]
+    assert points(ax, "deliveries-pipe") == [(t, lane) for t in (0.0, 2.0, 4.0) for lane in (0, 1)]
+    assert points(ax, "end-dead-letter") == [(4.0, 0), (4.0, 1)]
+    assert artist(ax, "end-copy-out") is None

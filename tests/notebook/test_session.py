@@ -8,6 +8,7 @@ import pytest
 
 from nbkit import App, ConfigurationError, FileBroker, FilePosition, HandlerOutcome, StdioBroker, StreamReader
 from nbkit.notebook.session import PendingView, Session
+from nbkit.wire import envelope
 
 
 def make_file_session(tmp_path, handler, **options):
@@ -55,6 +56,69 @@ def test_advance_fires_due_copies_in_order(tmp_path):
     assert [m.timestamp_ms - copies[0].timestamp_ms for m in copies] == [0, 0, 3000, 10000]
     with pytest.raises(ValueError):
         session.advance(-1)
+
+
+def test_advance_shows_the_copies_written_and_their_next_attempt(tmp_path):
+    path, broker, session = make_file_session(
+        tmp_path, lambda d: HandlerOutcome.retry_after(5), max_attempts=3, dead_letter="orders.dead"
+    )
+    broker.publish("orders", "x")
+    session.step()
+    fired = session.advance(5)
+    assert [(e.seq, e.attempt, e.copy_seq) for e in fired] == [(1, 1, 2)]
+    # not the delivery again: the copy written during the advance, and the attempt it will arrive as
+    assert repr(fired) == (
+        "clock 2024-01-01T00:00:00Z -> 2024-01-01T00:00:05Z (+5 s): 1 delayed copy written\n"
+        "  2024-01-01T00:00:05Z file: copy of orders #1, attempt 1 written to orders #2 (retry count 1), "
+        "to be delivered as attempt 2"
+    )
+    html = fired._repr_html_()
+    assert "<th style='text-align:left'>delivered next as attempt</th>" in html
+    assert "<td style='text-align:left'>orders #2</td>" in html
+    assert "retry_after" not in html  # no settlement row re-printed
+    assert session.step()[0].attempt == 2  # as announced
+    nothing = session.advance(1)
+    assert nothing == [] and repr(nothing) == (
+        "clock 2024-01-01T00:00:05Z -> 2024-01-01T00:00:06Z (+1 s): no delayed copy fell due "
+        "(next due 2024-01-01T00:00:10Z)"
+    )
+    session.advance(4)
+    session.step()  # attempt 3 reaches the cap: the dead-letter copy carries retry count 3
+    assert repr(session.advance(60)).endswith("no delayed copy fell due (none pending)")
+
+
+def test_pending_shows_the_attempt_each_copy_will_be_delivered_as(tmp_path):
+    path, broker, session = make_file_session(tmp_path, lambda d: HandlerOutcome.retry_after(5))
+    broker.publish("orders", "x")
+    assert repr(session.pending) == "(no delayed copy pending)"
+    session.step()
+    (pending,) = session.pending
+    assert (pending.attempt, pending.copy_of, pending.destination) == (2, "orders #1, attempt 1", "orders")
+    assert repr(session.pending) == (
+        "due 2024-01-01T00:00:05Z: copy of orders #1, attempt 1 -> 'orders', to be delivered as attempt 2"
+    )
+    assert "<td style='text-align:left'>2</td>" in session.pending._repr_html_()
+    assert "to be delivered as attempt 2" in session._repr_html_()
+    session.advance(5)
+    assert session.step()[0].attempt == pending.attempt
+
+
+def test_the_dead_letter_count_is_explained_where_it_appears(tmp_path):
+    path, broker, session = make_file_session(
+        tmp_path, lambda d: HandlerOutcome.retry(), max_attempts=3, dead_letter="orders.dead"
+    )
+    broker.publish("orders", "x")
+    steps = session.run()
+    assert [e.attempt for e in steps] == [1, 2, 3]
+    assert repr(steps).splitlines()[-1] == (
+        "file orders #3 attempt 3: retry -> copy written to dead-letter key 'orders.dead' "
+        "with retry count 3 (the 3 attempts made)"
+    )
+    assert "retry count 3 = the attempts made" in steps._repr_html_()
+    assert "written as #" in steps._repr_html_() and "delivered next as attempt 2" in steps._repr_html_()
+    (dead,) = [m for m in StreamReader(path) if m.stream_key == "orders.dead"]
+    headers, _payload = envelope.decode(dead.payload)
+    assert headers[envelope.RETRY_COUNT_HEADER] == "3"
 
 
 def test_run_jumps_the_clock_and_stops_at_max(tmp_path):
@@ -127,7 +191,7 @@ def test_reprs(tmp_path):
     path, broker, session = make_file_session(tmp_path, lambda d: HandlerOutcome.retry_after(5))
     broker.publish("orders", "<b>x</b>")
     steps = session.step()
-    assert "copy to 'orders' due in 5 s" in repr(steps)
+    assert "copy to 'orders' due in 5 s, to be delivered as attempt 2" in repr(steps)
     assert "<table" in steps._repr_html_()
     html = session._repr_html_()
     assert "delayed-copy" in html and "pending copies: 1" in html

@@ -46,6 +46,22 @@ def test_panel_layout_and_initial_state(panel):
     assert "(no log lines)" in text(panel.log_view)
     assert bytes(panel.plot.value).startswith(b"\x89PNG")
     assert panel.plot in panel.children[2].children
+    assert panel.children[3] is panel.timeline and bytes(panel.timeline.value).startswith(b"\x89PNG")
+    assert "nbkit-panel-timeline" in panel.timeline._dom_classes
+
+
+def test_headings_stand_on_their_own_lines_and_log_lines_wrap(panel):
+    panel.buttons["run"].click()
+    for view, heading in (
+        (panel.counts_view, "settlements per action"),
+        (panel.pending_view, "pending copies (0)"),
+        (panel.log_view, "log"),
+    ):
+        assert view.value.startswith(
+            f"<div class='nbkit-panel-heading' style='font-weight:bold;margin:0 0 0.3em 0'>{heading}</div>"
+        )
+    assert panel.counts_view.layout.margin == panel.pending_view.layout.margin == "0 2em 0 0"  # apart, side by side
+    assert "white-space:pre-wrap;overflow-wrap:anywhere" in panel.log_view.value  # base64 lines wrap too
 
 
 def test_step_shows_the_delivery_its_outcome_and_action(panel, scenario):
@@ -59,7 +75,11 @@ def test_step_shows_the_delivery_its_outcome_and_action(panel, scenario):
     assert session.last_event.describe() in status  # "file orders #1 attempt 1: ... due in 5 s"
     assert "due in 5 s" in status
     assert "pending copies (1)" in text(panel.pending_view)
-    assert "orders due 2024-01-01T00:00:05Z" in text(panel.pending_view)
+    # the upcoming attempt: the copy of attempt 1 is delivered as attempt 2
+    assert "orders due 2024-01-01T00:00:05Z: delivered next as attempt 2 (copy of orders #1, attempt 1)" in text(
+        panel.pending_view
+    )
+    assert "to be delivered as attempt 2" in status
     assert counts_shown(panel)["delayed-copy"] == 1 and counts_shown(panel)["settled"] == 1
 
 
@@ -69,7 +89,7 @@ def test_advance_publishes_the_due_copy(panel, scenario):
     session = scenario.session
     assert session.pending == []
     assert "clock 2024-01-01T00:00:05Z" in text(panel.status)
-    assert "Advance 5 s: 1 delayed copy published" in text(panel.status)
+    assert "Advance 5 s: 1 delayed copy written (to be delivered: orders #4 as attempt 2)" in text(panel.status)
     assert "written after 5 s" in text(panel.status)  # the action, updated now that the copy exists
     assert "pending copies (0)" in text(panel.pending_view)
     copies = read_stream(scenario.path)
@@ -80,7 +100,7 @@ def test_advance_uses_the_seconds_field(panel, scenario):
     panel.buttons["step"].click()
     panel.seconds.value = 2.5
     panel.buttons["advance"].click()
-    assert "Advance 2.5 s: 0 delayed copies published" in text(panel.status)
+    assert "Advance 2.5 s: 0 delayed copies written" in text(panel.status)
     assert len(scenario.session.pending) == 1
     assert "clock 2024-01-01T00:00:02.500Z" in text(panel.status)
 
@@ -101,11 +121,40 @@ def test_run_counts_log_and_plot(panel, scenario):
     assert counts_shown(panel)["dead-letter"] == 4
     assert f"Run: {len(session.events)} delivered" in text(panel.status)
     assert "clock 2024-01-01T00:00:15Z" in text(panel.status)
-    assert "dead-letter key 'orders.dead'" in text(panel.status)
+    assert "dead-letter key 'orders.dead' with retry count 3 (the 3 attempts made)" in text(panel.status)
     log = text(panel.log_view)
     assert "retry attempts exhausted" in log
     assert len(panel.log_view.value.split("\n")) <= panel.log_lines
     assert bytes(panel.plot.value).startswith(b"\x89PNG") and bytes(panel.plot.value) != before
+
+
+def test_the_timeline_follows_every_button(panel, scenario):
+    """Step, Advance, Step ×10, Run and Reset each redraw the timeline."""
+    seen = [bytes(panel.timeline.value)]
+    for name in ("step", "advance", "step10", "run", "reset"):
+        if name == "advance":
+            panel.seconds.value = 5
+        panel.buttons[name].click()
+        now = bytes(panel.timeline.value)
+        assert now.startswith(b"\x89PNG") and now != seen[-1], name
+        seen.append(now)
+    assert len(seen[-1]) < len(seen[-2])  # after Reset: the empty timeline, a simpler picture
+    panel.buttons["run"].click()
+    drawn = bytes(panel.timeline.value)
+    panel.refresh()
+    assert bytes(panel.timeline.value) == drawn  # nothing changed: not redrawn
+
+
+def test_advance_alone_redraws_the_timeline(tmp_path):
+    broker = FileBroker(tmp_path / "o.ss")
+    broker.subscriber("o", start_at=FilePosition.beginning())(lambda d: HandlerOutcome.retry_after(5))
+    session = Session(App(broker))
+    broker.publish("o", "x")
+    panel = SessionPanel(session)
+    panel.buttons["step"].click()
+    before = bytes(panel.timeline.value)
+    panel.buttons["advance"].click()  # the same number of events; one of them now has its copy written
+    assert bytes(panel.timeline.value) != before
 
 
 def test_reset_starts_over(panel, scenario):
@@ -142,6 +191,7 @@ def test_errors_when_the_app_cannot_start(tmp_path):
     panel.buttons["step"].click()
     assert "error: RetryDestinationError" in text(panel.status)
     assert len(panel.children[2].children) == 2  # counts and pending, no plot
+    assert panel.timeline not in panel.children
 
 
 def test_payloads_and_log_lines_are_escaped(tmp_path):

@@ -136,9 +136,20 @@ def test_a_registration_without_out_retry_refuses_to_start(clock, options):
     with pytest.raises(RetryDestinationError) as info:
         app.start()
     message = str(info.value)
-    assert "`worker`" in message
-    assert "NamedCopies" in message
-    assert "out_retry" in message
+    # human first: what is missing, then the one-line fix with the registration's own key...
+    assert message.startswith(
+        "subscription `worker` reads a pipe but names no stream key for its retry copies (on a pipe they go "
+        'to stdout, for the next stage). Fix: add out_retry="jobs.retry" to @broker.subscriber("jobs", ...). '
+        "Upstream says: "
+    )
+    # ...then upstream's sentence word for word (runtime-semantics.md, section 5.3, "Error text")
+    assert message.endswith(
+        "subscription `worker`: descriptor `StdioStream` declares `Copies = NamedCopies`, so it addresses no "
+        "retry copies, and this registration names no destination for them. Name one at the mount site with "
+        '`.out_retry(policy).to("name")`, or compose a publish transform declaring `Destination = Names` that '
+        "names one per delivery"
+    )
+    assert "\n" not in message
     assert isinstance(info.value, ConfigurationError)
     assert seen == [] and not app.started
 

@@ -157,6 +157,15 @@ def test_settlement_event_describe():
         delay=5.0,
         destination="jobs",
     )
-    assert ev.describe() == "file jobs #3 attempt 2: retry_after -> copy to 'jobs' due in 5 s"
+    assert ev.describe() == (
+        "file jobs #3 attempt 2: retry_after -> copy to 'jobs' due in 5 s, to be delivered as attempt 3"
+    )
+    written = ev._replace(written_at=5.0, copy_seq=4)
+    assert written.describe().endswith("copy to 'jobs' written after 5 s, to be delivered as attempt 3")
+    dead = ev._replace(action="dead-letter", delay=0.0, destination="jobs.dead", attempt=3)
+    assert dead.describe() == (
+        "file jobs #3 attempt 3: retry_after -> copy written to dead-letter key 'jobs.dead' "
+        "with retry count 3 (the 3 attempts made)"
+    )
     with pytest.raises(AttributeError):
         ev.seq = 4  # type: ignore[misc]
