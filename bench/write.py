@@ -5,6 +5,12 @@ sees each message at once) appending N messages over 4 keys, JSON payloads of ab
 the default sequence numbers and clock. Baseline (the syscall bound): a loop of os.write calls
 handing the OS exactly the bytes nbkit wrote for each message (frame, plus a beacon where one falls),
 prepared in advance. Also batched mode (flush_every=N) against os.write of the same N-message blocks.
+These runs use ``exclusive=True`` (the lock taken once, for the writer's life).
+
+Shared appends (the default mode: the lock taken for each append, the others' frames read first):
+one process writing all N messages, shared against exclusive; then 4 processes writing N/4 each at
+the same time (shared: interleaved; exclusive: each waits for the previous one to close), timed from
+the moment all four are ready until the last one ends.
 
     python bench/write.py                       # 1,000,000 messages, 3 timed runs per side
     python bench/write.py --messages 2000 --repeat 1 --batch 64
@@ -12,8 +18,11 @@ prepared in advance. Also batched mode (flush_every=N) against os.write of the s
 
 from __future__ import annotations
 
+import multiprocessing
 import os
+import statistics
 import sys
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # this checkout's nbkit
 
@@ -38,11 +47,11 @@ def main(argv: list[str] | None = None) -> int:
         raw = os.path.join(tmp, "raw.ss")
 
         def write_all(flush_every: int = 1) -> list:
-            with StreamWriter(path, flush_every=flush_every) as w:
+            with StreamWriter(path, flush_every=flush_every, exclusive=True) as w:
                 return [w.write(key, payload) for key, payload in items]
 
-        def write_all_discard(flush_every: int = 1) -> None:
-            with StreamWriter(path, flush_every=flush_every) as w:
+        def write_all_discard(flush_every: int = 1, exclusive: bool = True) -> None:
+            with StreamWriter(path, flush_every=flush_every, exclusive=exclusive) as w:
                 write = w.write
                 for key, payload in items:
                     write(key, payload)
@@ -88,7 +97,65 @@ def main(argv: list[str] | None = None) -> int:
             c.verdict(f"flush_every=1 within {TARGET:g}x of the os.write loop", t_nb.wall / t_os.wall <= TARGET,
                       c.ratio(t_nb, t_os))
         )
+        print("   shared appends (lock per append) against exclusive (lock held):")
+        t_sh1 = c.time_it(lambda: write_all_discard(1, exclusive=False), args.repeat, setup=fresh)
+        t_ex1 = c.time_it(lambda: write_all_discard(1, exclusive=True), args.repeat, setup=fresh)
+        runs4: dict[bool, list[float]] = {False: [], True: []}
+        for _ in range(max(1, args.repeat)):  # interleaved, as the load on the machine varies
+            for exclusive in (False, True):
+                fresh()
+                runs4[exclusive].append(in_processes(path, items, 4, exclusive=exclusive))
+                check_file(path, n)
+        t_sh4, t_ex4 = statistics.median(runs4[False]), statistics.median(runs4[True])
+        c.row("shared, 1 process", t_sh1, n)
+        c.row("exclusive, 1 process", t_ex1, n)
+        c.row("shared, 4 processes at once", t_sh4, n)
+        c.row("exclusive, 4 processes taking turns", t_ex4, n)
+        print(f"   1 process: shared takes {t_sh1.wall / t_ex1.wall:.2f}x exclusive's time; 4 processes: "
+              f"{t_sh4 / t_ex4:.2f}x (wall clock, {os.cpu_count()} cores)")
     return c.finish(results)
+
+
+def _child(path: str, items: list[tuple[str, bytes]], exclusive: bool, ready, go) -> None:
+    """One writer process: open (shared: at once; exclusive: when its turn comes), write, close."""
+    ready.set()
+    go.wait()
+    with StreamWriter(path, exclusive=exclusive, lock_timeout=600) as w:
+        write = w.write
+        for key, payload in items:
+            write(key, payload)
+
+
+def in_processes(path: str, items: list[tuple[str, bytes]], count: int, *, exclusive: bool) -> float:
+    """Wall-clock seconds for ``count`` processes writing ``items`` between them (a slice each),
+    timed from the moment every process is ready until the last one ends."""
+    ctx = multiprocessing.get_context("fork")
+    go = ctx.Event()
+    readies = [ctx.Event() for _ in range(count)]
+    procs = [ctx.Process(target=_child, args=(path, items[i::count], exclusive, readies[i], go))
+             for i in range(count)]
+    for proc in procs:
+        proc.start()
+    for ready in readies:
+        ready.wait()
+    started = time.perf_counter()
+    go.set()
+    for proc in procs:
+        proc.join()
+        if proc.exitcode != 0:
+            raise RuntimeError(f"a writer process failed (exit code {proc.exitcode})")
+    return time.perf_counter() - started
+
+
+def check_file(path: str, n: int) -> None:
+    """The file the 4 processes wrote holds every message, each stream numbered 1, 2, 3, ..."""
+    last: dict[str, int] = {}
+    with StreamReader(path) as r:
+        for m in r:
+            assert m.seq == last.get(m.stream_key, 0) + 1, (m.stream_key, m.seq)
+            last[m.stream_key] = m.seq
+        assert r.end is not None and r.end.reason == "end", r.end
+    assert sum(last.values()) == n, (sum(last.values()), n)
 
 
 if __name__ == "__main__":

@@ -26,6 +26,7 @@ import json
 import math
 import os
 import re
+import select
 import stat
 import sys
 import time
@@ -157,8 +158,17 @@ def _check_keys(keys: Sequence[str] | None) -> frozenset[str] | None:
 # -- cat ---------------------------------------------------------------------------------------------
 
 
+def _add_source(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--from", dest="source", choices=("ss", "stdio"), default="ss",
+        help="ss: FILE is a stream file (default); stdio: FILE is a pipe capture, one stdio line per "
+        "message (`-` reads stdin); envelopes are decoded and a malformed line is reported by number",
+    )
+
+
 def _add_cat(p: argparse.ArgumentParser) -> None:
-    p.add_argument("file", metavar="FILE", help="the .ss stream file")
+    p.add_argument("file", metavar="FILE", help="the .ss stream file (or, with --from stdio, a capture or -)")
+    _add_source(p)
     p.add_argument(
         "--format",
         choices=("log", "ndjson", "stdio"),
@@ -177,6 +187,20 @@ def _add_cat(p: argparse.ArgumentParser) -> None:
         "--key", action="append", metavar="KEY", dest="keys",
         help="only messages of this stream key (repeatable)",
     )
+
+
+#: ``log`` text: control characters (C0, DEL, C1) as escapes, so a payload cannot move the cursor,
+#: clear the screen or split the line on a terminal (``\n`` -> ``\\n``, ESC -> ``\\x1b``)
+_CONTROL_ESCAPES = {
+    c: {9: "\\t", 10: "\\n", 13: "\\r"}.get(c, f"\\x{c:02x}") for c in (*range(0x20), *range(0x7F, 0xA0))
+}
+
+
+def _escaped(value: str | bytes) -> str:
+    """A header value or payload as one line of log text (bytes that are not UTF-8 as escapes)."""
+    if isinstance(value, bytes):
+        value = value.decode("utf-8", errors="backslashreplace")
+    return value.translate(_CONTROL_ESCAPES)
 
 
 class _CatPrinter:
@@ -221,7 +245,7 @@ class _CatPrinter:
             return
         if fmt == "log":
             try:
-                text = m.payload.decode("utf-8")
+                text = m.payload.decode("utf-8").translate(_CONTROL_ESCAPES)
             except UnicodeDecodeError:
                 text = "<BINARY BLOB>"
         else:  # stdio: binary, multi-line and padded payloads travel enveloped, as the publisher does
@@ -236,8 +260,12 @@ class _CatPrinter:
 def _cmd_cat(args: argparse.Namespace) -> int:
     """Print the messages of a stream file as text (log, ndjson or stdio lines)."""
     keys = _check_keys(args.keys)
+    if args.source == "stdio":
+        return _cat_capture(args, keys)
     out = sys.stdout
     printer = _CatPrinter(args.format, args.header_only, out)
+    shown = 0
+    seen: set[str] = set()  # with --key: the keys of the messages left out
     with StreamReader(args.file, follow=args.follow, poll_max=0.25) as reader:
         printer.header(reader.header)
         beacon_offset = None
@@ -255,13 +283,26 @@ def _cmd_cat(args: argparse.Namespace) -> int:
             msg: Message = item  # type: ignore[assignment]
             if keys is None or msg.stream_key in keys:
                 printer.message(msg)
+                shown += 1
+            elif keys is not None:
+                seen.add(msg.stream_key)
             last = reader.last_beacon
             if last is not None and last.offset != beacon_offset:
                 beacon_offset = last.offset
                 printer.beacon(last.markers)
         out.flush()
         _report_end(args.file, reader.end)
-    return 0
+    return _no_such_key(args.file, keys, shown, seen)
+
+
+def _no_such_key(path: str, keys: frozenset[str] | None, shown: int, seen: set[str]) -> int:
+    """After ``cat --key``: when no message had any of the keys, say which keys there are; exit 1."""
+    if keys is None or shown:
+        return 0
+    there = ", ".join(sorted(k for k in seen if k not in INTERNAL_KEYS)) or "none"
+    wanted = ", ".join(sorted(keys))
+    _note(f"{path}: no message has the key {wanted}; the keys there: {there}")
+    return 1
 
 
 def _report_end(path: str, end: ReadEnd | None) -> None:
@@ -280,12 +321,19 @@ def _report_end(path: str, end: ReadEnd | None) -> None:
 
 
 def _add_info(p: argparse.ArgumentParser) -> None:
-    p.add_argument("file", metavar="FILE", help="the .ss stream file")
+    p.add_argument("file", metavar="FILE", help="the .ss stream file (or, with --from stdio, a capture or -)")
     p.add_argument("--json", action="store_true", help="print the summary as one JSON document")
+    _add_source(p)
+    p.add_argument(
+        "--dead-letter", action="append", metavar="KEY", dest="dead_letter_keys",
+        help="with --from stdio: a dead-letter key (repeatable; default: keys ending in .dead, .dlq, -dead, _dead)",
+    )
 
 
 def _cmd_info(args: argparse.Namespace) -> int:
     """Summarize a stream file: header, size, streams, beacons, end of stream, damage."""
+    if args.source == "stdio":
+        return _info_capture(args)
     s = summarize(args.file)
     out = sys.stdout
     if args.json:
@@ -325,6 +373,117 @@ def _cmd_info(args: argparse.Namespace) -> int:
     return 0
 
 
+# -- pipe captures (cat / info --from stdio) -------------------------------------------------------
+
+
+def _capture_lines(path: str) -> tuple[str, Iterator[bytes]]:
+    """(name for errors, binary lines) of a capture file, or of stdin for ``-``."""
+    if path == "-":
+        stream = getattr(sys.stdin, "buffer", None)
+        if stream is None:
+            return "stdin", (line.encode("utf-8") for line in sys.stdin)
+        return "stdin", iter(stream)
+    try:
+        f = open(path, "rb")  # noqa: SIM115 (closed when the generator ends)
+    except FileNotFoundError:
+        raise NbkitError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise NbkitError(f"{path}: is a directory, not a capture of stdio lines") from None
+
+    def lines() -> Iterator[bytes]:
+        with f:
+            yield from f
+
+    return path, lines()
+
+
+def _cat_capture(args: argparse.Namespace, keys: frozenset[str] | None) -> int:
+    """``cat --from stdio``: the capture's messages with their envelopes opened; a malformed line is
+    one ``nbkit:`` line on stderr (with its number) and the rest is still printed; exit 1 if any was."""
+    from nbkit.transport.stdio_capture import LineProblem, read_capture
+
+    if args.follow:
+        raise NbkitError("--follow reads growing stream files; for a pipe, read the stage's output as it comes "
+                         "(... | nbkit cat --from stdio -)")
+    name, lines = _capture_lines(args.file)
+    out = sys.stdout
+    problems = shown = 0
+    seen: set[str] = set()
+    for item in read_capture(lines, source=name):
+        if isinstance(item, LineProblem):
+            out.flush()
+            _note(" ".join(str(item.error).split()))
+            problems += 1
+            continue
+        if keys is not None and item.stream_key not in keys:
+            seen.add(item.stream_key)
+            continue
+        shown += 1
+        ts = "-" if item.timestamp_ms is None else format_log_timestamp(item.timestamp_ms)
+        if args.format == "ndjson":
+            head = {"stream_key": item.stream_key, "shard_id": item.shard_id, "sequence": item.seq,
+                    "timestamp": None if item.timestamp_ms is None else ts, "line": item.line}
+            headers = {k: _escaped(v) if isinstance(v, bytes) else v for k, v in item.headers.items()}
+            body = None if args.header_only else _json_payload(item.payload)
+            out.write(_dumps({"header": head, "headers": headers, "payload": body}) + "\n")
+            continue
+        prefix = f"[{ts} | {item.stream_key} | {item.seq} | {item.shard_id}]"
+        if args.format == "stdio":
+            text = envelope.encode(item.headers, item.payload, force_text=True).decode("utf-8")
+            out.write(f"{prefix} {text}\n" if text and not args.header_only else prefix + "\n")
+            continue
+        shown_headers = " ".join(f"{k}={_escaped(v)}" for k, v in item.headers.items())
+        parts = [prefix] + ([f"{{{shown_headers}}}"] if shown_headers else [])
+        if not args.header_only:
+            try:
+                parts.append(item.payload.decode("utf-8").translate(_CONTROL_ESCAPES))
+            except UnicodeDecodeError:
+                parts.append("<BINARY BLOB>")
+        out.write(" ".join(parts) + "\n")
+    out.flush()
+    status = _no_such_key(name, keys, shown, seen)
+    return 1 if problems else status
+
+
+def _info_capture(args: argparse.Namespace) -> int:
+    """``info --from stdio``: lines, messages, copies and dead letters per key, malformed lines."""
+    from nbkit.transport.stdio_capture import read_capture, summarize_capture
+
+    name, lines = _capture_lines(args.file)
+    s = summarize_capture(read_capture(lines, source=name), source=name, dead_letter_keys=args.dead_letter_keys)
+    out = sys.stdout
+    if args.json:
+        out.write(json.dumps(s.to_dict(), indent=2, ensure_ascii=False) + "\n")
+        return 0
+    rows = [
+        ("capture", name),
+        ("lines", str(s.lines)),
+        ("messages", f"{s.messages} under {len(s.keys)} key{'s' if len(s.keys) != 1 else ''}"),
+        ("retry copies", f"{s.copies} (messages with an {envelope.RETRY_COUNT_HEADER} header)"),
+        ("dead letters", str(s.dead_letters)),
+        ("malformed lines", str(len(s.problems)) + (
+            f" (first: line {s.problems[0].line})" if s.problems else "")),
+    ]
+    width = max(len(k) for k, _ in rows)
+    for k, v in rows:
+        out.write(f"{k:<{width}}  {v}\n")
+    if s.keys:
+        table = [("key", "messages", "copies", "max retry count", "dead letter", "first timestamp", "last timestamp")]
+        for ks in s.keys.values():
+            table.append((ks.stream_key, str(ks.count), str(ks.copies), str(ks.max_retry_count),
+                          "yes" if ks.dead_letter else "",
+                          "-" if ks.first_timestamp_ms is None else format_log_timestamp(ks.first_timestamp_ms),
+                          "-" if ks.last_timestamp_ms is None else format_log_timestamp(ks.last_timestamp_ms)))
+        widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
+        out.write("\n")
+        for row in table:
+            out.write("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() + "\n")
+    for problem in s.problems[:20]:
+        out.write(f"\n{problem.error}" if problem is s.problems[0] else f"{problem.error}")
+        out.write("\n")
+    return 0
+
+
 # -- write -------------------------------------------------------------------------------------------
 
 
@@ -336,6 +495,15 @@ def _add_write(p: argparse.ArgumentParser) -> None:
         f"(default {DEFAULT_BEACON_INTERVAL})",
     )
     p.add_argument("--eos", action="store_true", help="end with an end-of-stream mark if the input had none")
+    _add_lock_timeout(p)
+
+
+def _add_lock_timeout(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--lock-timeout", type=float, metavar="SECONDS", default=10.0,
+        help="how long to wait for a writer that holds the file exclusively (default 10); other nbkit "
+        "writers (a running service, nbkit publish) only hold the lock while they append",
+    )
 
 
 def _stdin_lines() -> Iterator[tuple[int, str]]:
@@ -401,7 +569,9 @@ def _payload_bytes(value: Any) -> bytes:
     return _dumps(value).encode("utf-8")
 
 
-def _parse_message_line(text: str, lineno: int) -> tuple[str, int, int, int, bytes]:
+def _parse_message_line(text: str, lineno: int) -> tuple[str, int, int | None, int | None, bytes]:
+    """Key, shard, sequence, timestamp and payload of one ndjson message line; only ``stream_key`` is
+    required in the header (shard 0, the stream's next sequence and the current time otherwise)."""
     try:
         obj = _loads_strict(text)
         if not isinstance(obj, dict) or not isinstance(obj.get("header"), dict) or "payload" not in obj:
@@ -411,12 +581,12 @@ def _parse_message_line(text: str, lineno: int) -> tuple[str, int, int, int, byt
         key = h.get("stream_key")
         if not isinstance(key, str):
             raise ValueError("header.stream_key must be a string")
-        shard = _u64(h.get("shard_id"), "header.shard_id")
-        seq = _u64(h.get("sequence"), "header.sequence")
+        shard = 0 if h.get("shard_id") is None else _u64(h.get("shard_id"), "header.shard_id")
+        seq = None if h.get("sequence") is None else _u64(h.get("sequence"), "header.sequence")
         ts = h.get("timestamp")
         if isinstance(ts, str):
             ts = parse_log_timestamp(ts)
-        elif isinstance(ts, bool) or not isinstance(ts, int):
+        elif ts is not None and (isinstance(ts, bool) or not isinstance(ts, int)):
             raise ValueError("header.timestamp must be YYYY-MM-DDTHH:MM:SS[.fff] or epoch milliseconds")
         payload = _payload_bytes(obj["payload"])
     except ValueError as exc:
@@ -452,7 +622,7 @@ def _cmd_write(args: argparse.Namespace) -> int:
         if body is not None and body.startswith("{"):
             header = _parse_header_line(body, first[0])
             first = None
-    options: dict[str, Any] = {"flush_every": 64}
+    options: dict[str, Any] = {"flush_every": 64, "lock_timeout": args.lock_timeout, "strict_seq": True}
     interval = args.beacon_interval
     if _is_new_file(args.file):
         if header is not None:
@@ -463,10 +633,60 @@ def _cmd_write(args: argparse.Namespace) -> int:
             options.update(file_name=header.file_name, created_at_ms=header.created_at_ms)
     elif header is not None:
         _note(f"note: {args.file} exists: appending to it; the input's header line is ignored")
+    new_file = not os.path.exists(args.file)
+    try:
+        _write_lines(args, first, lines, interval, options)
+    except BaseException:
+        if new_file:
+            _remove_if_empty(args.file)
+        raise
+    return 0
+
+
+def _remove_if_empty(path: str) -> None:
+    """After a failed ``write`` that created ``path``: remove it if it holds no message (only a header)."""
+    try:
+        with StreamReader(path) as reader:
+            if next(iter(reader), None) is not None:
+                return
+    except (NbkitError, OSError):
+        if os.path.exists(path) and os.path.getsize(path) > 0:
+            return  # not a stream file of ours to judge: leave it
+    try:
+        os.remove(path)
+    except OSError:
+        pass
+
+
+def _flushing_when_idle(lines: Iterator[tuple[int, str]], flush: Callable[[], None]) -> Iterator[tuple[int, str]]:
+    """``lines``, calling ``flush`` before each wait for stdin (nothing readable on its descriptor right
+    now): a shared writer holds the lock while messages wait in its batch, and a slow producer (a person
+    typing, ``tail -f``) must not keep a running service from appending meanwhile."""
+    try:
+        fd = sys.stdin.fileno()
+    except (AttributeError, OSError, ValueError):  # in-memory stdin (tests, embedding): never waits
+        yield from lines
+        return
+    while True:
+        ready, _, _ = select.select([fd], [], [], 0)
+        if not ready:
+            flush()
+        try:
+            item = next(lines)
+        except StopIteration:
+            return
+        yield item
+
+
+def _write_lines(args: argparse.Namespace, first: tuple[int, str] | None, lines: Iterator[tuple[int, str]],
+                 interval: int | None, options: dict[str, Any]) -> None:
+    """The appending part of ``write``: every message line of stdin through one writer."""
     with StreamWriter(args.file, beacon_interval=interval or DEFAULT_BEACON_INTERVAL, **options) as writer:
         if writer.appended and interval is not None and interval != writer.header.beacon_interval:
             _note(f"note: {args.file} keeps its beacon interval {writer.header.beacon_interval}")
         eos_line = None
+        # a batch waiting for more input would hold the file's lock: flush whenever stdin has nothing ready
+        lines = _flushing_when_idle(lines, writer.flush)
         for lineno, raw in itertools.chain([first] if first is not None else [], lines):
             text = raw.strip()
             if not text:
@@ -491,7 +711,6 @@ def _cmd_write(args: argparse.Namespace) -> int:
                 eos_line = lineno
         if args.eos and eos_line is None:
             writer.write_eos()
-    return 0
 
 
 # -- run -------------------------------------------------------------------------------------------
@@ -566,15 +785,28 @@ def _where(exc: BaseException) -> str:
     return f"{frames[-1].filename}:{frames[-1].lineno}" if frames else "unknown place"
 
 
+def _drop_stream_error(record: Any) -> bool:
+    """Log filter of ``nbkit run``: the "subscriber stream error" record is left out, as the error it
+    reports ends the run and is printed as the one ``nbkit: ...`` line (not twice)."""
+    return getattr(record, "nbkit_text", None) != "subscriber stream error"
+
+
 def _cmd_run(args: argparse.Namespace) -> int:
     """Run a service (an nbkit.App) until its subscriptions end; SIGINT/SIGTERM shut it down gracefully."""
     import logging
 
+    from nbkit.runtime.logs import DeliveryFormatter
     from nbkit.runtime.stdio_broker import StdoutClosedError
 
+    before = list(logging.getLogger().handlers)
     logging.basicConfig(
         level=getattr(logging, args.log_level), stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s"
     )
+    for handler in logging.getLogger().handlers:
+        if handler not in before:  # the stderr handler basicConfig made (not one the embedding set up)
+            handler.addFilter(_drop_stream_error)
+            # a settlement line ends with its delivery: stream_key=orders seq=17 attempt=2
+            handler.setFormatter(DeliveryFormatter("%(levelname)s %(name)s: %(message)s"))
     app = load_app(args.target)
     try:
         app.run()
@@ -650,6 +882,90 @@ def _cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
+# -- publish ---------------------------------------------------------------------------------------
+
+
+def _add_publish(p: argparse.ArgumentParser) -> None:
+    p.add_argument("file", metavar="FILE", help="the .ss stream file to append to (created if missing)")
+    p.add_argument("key", metavar="KEY", help="the stream key, e.g. orders")
+    p.add_argument("payload", metavar="PAYLOAD", nargs="?", default=None,
+                   help="the message (UTF-8 text); without it, each line of stdin is one message "
+                   "(its line ending removed, empty lines skipped)")
+    p.add_argument("-H", "--header", dest="headers", action="append", default=[], metavar="NAME:VALUE",
+                   help="a header for every message, in the rs1/rs2 envelope (repeatable)")
+    p.add_argument("--shard", type=int, default=0, metavar="N", help="the shard id (default 0)")
+    p.add_argument("-q", "--quiet", action="store_true",
+                   help="print nothing (by default one line `published KEY seq N` per message, once it is "
+                   "in the file)")
+    _add_lock_timeout(p)
+
+
+def _parse_headers(specs: list[str]) -> dict[str, str]:
+    """``-H NAME:VALUE`` options as a dict (the value's surrounding spaces removed)."""
+    headers: dict[str, str] = {}
+    for spec in specs:
+        name, sep, value = spec.partition(":")
+        if not sep or not name.strip():
+            raise NbkitError(f"-H {spec!r}: expected NAME:VALUE, e.g. -H x-tenant:acme")
+        headers[name.strip()] = value.strip()
+    return headers
+
+
+def _cmd_publish(args: argparse.Namespace) -> int:
+    """Append messages to a stream file that a running service may be reading and writing."""
+    validate_key(args.key)
+    if args.shard < 0 or args.shard >= 1 << 64:
+        raise NbkitError(f"--shard {args.shard}: a shard id is an unsigned 64-bit integer")
+    headers = _parse_headers(args.headers)
+    if args.payload is not None:
+        payloads: Iterator[bytes] = iter([args.payload.encode("utf-8")])
+    else:
+        payloads = (line.rstrip("\r\n").encode("utf-8") for _, line in _stdin_lines() if line.rstrip("\r\n"))
+    with StreamWriter(args.file, lock_timeout=args.lock_timeout) as writer:
+        for payload in payloads:
+            written = writer.write(args.key, envelope.encode(headers, payload, force_text=False), shard_id=args.shard)
+            if not args.quiet:
+                print(f"published {written.stream_key} seq {written.seq}", flush=True)
+    return 0
+
+
+# -- watch -----------------------------------------------------------------------------------------
+
+
+def _add_watch(p: argparse.ArgumentParser) -> None:
+    p.add_argument("file", metavar="FILE", help="the .ss stream file a service writes")
+    p.add_argument("--every", type=float, default=1.0, metavar="S", help="seconds between refreshes (default 1)")
+    p.add_argument("--latest", type=int, default=5, metavar="N", help="how many of the newest messages to show")
+    p.add_argument("--once", action="store_true", help="print the summary of what is there now and exit")
+
+
+def _cmd_watch(args: argparse.Namespace) -> int:
+    """Show a summary of a stream file that a service writes, refreshing until Ctrl-C (or rotation/removal)."""
+    from nbkit.transport.file_watch import FileWatch, render_text
+
+    if args.every <= 0:
+        raise NbkitError(f"--every {args.every:g}: the refresh interval must be more than 0 seconds")
+    if not os.path.exists(args.file):
+        raise NbkitError(f"{args.file}: no such file; start the service first (or give the stream file's path)")
+    out = sys.stdout
+    tty = out.isatty()
+    with FileWatch(args.file, latest=max(args.latest, 0) or 1) as watch:
+        while True:
+            state = watch.update()
+            if args.once:
+                while state.following and watch.reader.size() > state.offset:  # all that is there now
+                    before = state.offset
+                    state = watch.update()
+                    if state.offset == before:
+                        break
+            text = render_text(state, latest=args.latest)
+            out.write(("\x1b[H\x1b[2J" + text) if tty else text + "\n")
+            out.flush()
+            if args.once or not state.following:
+                return 0
+            time.sleep(args.every)
+
+
 # -- registry and entry point ------------------------------------------------------------------------
 
 #: (name, add_arguments, handler); the handler's docstring's first line is the command's help.
@@ -657,6 +973,8 @@ _COMMANDS: list[tuple[str, AddArguments, Handler]] = [
     ("cat", _add_cat, _cmd_cat),
     ("info", _add_info, _cmd_info),
     ("write", _add_write, _cmd_write),
+    ("publish", _add_publish, _cmd_publish),
+    ("watch", _add_watch, _cmd_watch),
     ("run", _add_run, _cmd_run),
     ("demo", _add_demo, _cmd_demo),
     ("export", _add_export, _cmd_export),

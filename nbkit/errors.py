@@ -212,14 +212,15 @@ class FileLimitError(FormatError):
 
 
 class WriterLockedError(NbkitError):
-    """Another process holds the write lock of a stream file; two writers would corrupt it.
+    """A stream file's write lock was not free in time: an exclusive writer holds it, or an append waited
+    longer than ``lock_timeout`` for another writer's.
 
     Examples
     --------
     >>> from nbkit import StreamWriter, WriterLockedError
-    >>> first = StreamWriter("orders.ss")
+    >>> first = StreamWriter("orders.ss", exclusive=True)
     >>> try:
-    ...     StreamWriter("orders.ss")
+    ...     StreamWriter("orders.ss", lock_timeout=0.1).write("orders", b"{}")
     ... except WriterLockedError:
     ...     print("locked: publish through the first writer")
     locked: publish through the first writer

@@ -3,6 +3,7 @@
 The implementation lives in :mod:`nbkit.notebook.widgets`.
 """
 
+from nbkit.notebook.live_monitor import LiveMonitor
 from nbkit.notebook.widgets import SessionPanel, StreamBrowser
 
-__all__ = ["SessionPanel", "StreamBrowser"]
+__all__ = ["SessionPanel", "StreamBrowser", "LiveMonitor"]

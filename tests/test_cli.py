@@ -129,7 +129,7 @@ def test_cat_log_header_only_and_binary(capsys, mixed_file: Path) -> None:
     assert all(line.endswith("]") for line in body)
     rc, out, _ = run(capsys, "cat", str(mixed_file))
     assert "[2023-11-14T22:13:20.2 | bin | 1 | 1] <BINARY BLOB>\n" in out
-    assert "| text | 2 | 0] two\nlines\n" in out  # raw, as ss-decode prints it
+    assert "| text | 2 | 0] two\\nlines\n" in out  # escaped: a payload cannot split the line (ss-decode prints it raw)
     assert "| uni | 1 | 0] héllo ✓ — ok\n" in out
 
 
@@ -225,8 +225,9 @@ def test_cat_key_filter(capsys, sample_path: Path) -> None:
     rc, out, _ = run(capsys, "cat", "--key", "breakpoint", "--key", "file", str(sample_path))
     lines = out.splitlines()[1:]
     assert len(lines) == 5 and all("| breakpoint |" in x or "| file |" in x for x in lines)
-    rc, out, _ = run(capsys, "cat", "--format", "ndjson", "--key", "nothing", str(sample_path))
-    assert rc == 0 and len(out.splitlines()) == 1
+    rc, out, err = run(capsys, "cat", "--format", "ndjson", "--key", "nothing", str(sample_path))
+    assert rc == 1 and len(out.splitlines()) == 1  # no such key: tests/test_cli_feed.py
+    assert "the keys there: breakpoint, event, file" in assert_one_error_line(err)
 
 
 @pytest.mark.parametrize("key", ["a b", "", "x" * 250, "ü"])

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from nbkit.errors import ConfigurationError
+from nbkit.runtime import logs
 from nbkit.runtime.app import App
 from nbkit.runtime.clock import VirtualClock, utc
 from nbkit.runtime.delivery import Delivery
@@ -36,7 +37,8 @@ class _LogCapture(logging.Handler):
         self.lines = lines
 
     def emit(self, record: logging.LogRecord) -> None:
-        self.lines.append(f"{record.levelname} {record.name}: {record.getMessage()}")
+        # a settlement record ends with its delivery (stream_key=.. seq=.. attempt=..)
+        self.lines.append(f"{record.levelname} {record.name}: {record.getMessage()}{logs.delivery_suffix(record)}")
 
 
 @contextlib.contextmanager

@@ -294,7 +294,8 @@ class App:
                 logs.HANDLER_FAILED,
                 sub.name,
                 exc_info=(type(result), result, result.__traceback__),
-                extra={"nbkit_text": logs.HANDLER_FAILED, "nbkit_fields": {"subscription": sub.name}},
+                extra={"nbkit_text": logs.HANDLER_FAILED, "nbkit_fields": {"subscription": sub.name},
+                       **logs.delivery_extra((sub.name, delivery.stream_key, delivery.seq, delivery.attempt))},
             )
             outcome = HandlerOutcome.drop()
             error = f"{type(result).__name__}: {result}"
@@ -310,6 +311,7 @@ class App:
                     extra={
                         "nbkit_text": logs.HANDLER_FAILED,
                         "nbkit_fields": {"subscription": sub.name, "error": exc},
+                        **logs.delivery_extra((sub.name, delivery.stream_key, delivery.seq, delivery.attempt)),
                     },
                 )
                 outcome, error = HandlerOutcome.drop(), f"TypeError: {exc}"
@@ -320,12 +322,13 @@ class App:
         decision, action_name = self._decide(outcome.kind, outcome.delay, attempt, reg.declaration, transport)
         now = self.clock.now()
         action = decision.action
+        settled = (reg.name, delivery.stream_key, delivery.seq, attempt)  # what the log records name
         if action is _UNSUPPORTED:
             event = _event(
                 (now, transport, reg.name, delivery.stream_key, delivery.shard_id, delivery.seq, attempt,
                  outcome.kind, action_name, None, None, None, None, None, False, error)
             )
-            self._unsupported(reg.name)
+            self._unsupported(reg.name, settled)
         else:
             destination = None
             if decision.destination == "retry":
@@ -340,15 +343,17 @@ class App:
             )
             if action is _REJECTED:
                 logs.emit(
-                    logs.DISPATCH, logging.WARNING, logs.EXHAUSTED_REJECT, subscription=reg.name, attempt=attempt
+                    logs.DISPATCH, logging.WARNING, logs.EXHAUSTED_REJECT, delivery=settled, subscription=reg.name,
+                    attempt=attempt,
                 )
-                self._unsupported(reg.name)
+                self._unsupported(reg.name, settled)
             else:
                 if action is _DEAD_LETTER and decision.at_cap:
                     logs.emit(
                         logs.DISPATCH,
                         logging.WARNING,
                         logs.EXHAUSTED_DLQ,
+                        delivery=settled,
                         subscription=reg.name,
                         attempt=attempt,
                         dead_letter=destination,
@@ -392,8 +397,8 @@ class App:
             self._decisions[key] = (decl, found)
         return found
 
-    def _unsupported(self, name: str) -> None:
-        logs.ack_failed(logs.DISPATCH, name)
+    def _unsupported(self, name: str, settled: logs.Delivery) -> None:
+        logs.ack_failed(logs.DISPATCH, name, settled)
 
     def _publish_copy(
         self,
@@ -411,6 +416,7 @@ class App:
                 logs.DISPATCH,
                 logging.WARNING,
                 logs.COPY_FAILED,
+                delivery=(name, event.stream_key, event.seq, event.attempt),
                 subscription=name,
                 destination=destination,
                 error=exc,
@@ -523,6 +529,7 @@ class App:
                     logs.DISPATCH,
                     logging.WARNING,
                     logs.COPY_ABANDONED,
+                    delivery=(copy.subscription, copy.event.stream_key, copy.event.seq, copy.attempt),
                     subscription=copy.subscription,
                     destination=copy.destination,
                     attempt=copy.attempt,

@@ -107,6 +107,12 @@ class FileSubscription(Subscription):
 class FileBroker(Broker):
     """A broker over one stream file: subscriptions read it, publishes and retry copies append to it.
 
+    Appends are shared by default: other processes (``nbkit publish``, another service, a notebook)
+    may append to the same file while this broker runs; each append locks the file for itself only
+    and continues the file's sequence numbers (see :class:`~nbkit.StreamWriter`).
+    ``exclusive=True`` keeps the file locked from the first append until shutdown; ``lock_timeout`` is
+    how long an append waits for another writer's lock before it fails.
+
     Parameters
     ----------
     path : str or os.PathLike
@@ -117,6 +123,10 @@ class FileBroker(Broker):
         Write SeaStreamer's end-of-stream mark at shutdown (readers then stop there).
     existing_only : bool
         Refuse to create the file.
+    exclusive : bool
+        Keep the file locked from the first append until shutdown.
+    lock_timeout : float
+        Seconds an append waits for another writer's lock.
 
     Examples
     --------
@@ -143,6 +153,8 @@ class FileBroker(Broker):
         beacon_interval: int = DEFAULT_BEACON_INTERVAL,
         end_with_eos: bool = False,
         existing_only: bool = False,
+        exclusive: bool = False,
+        lock_timeout: float = 10.0,
     ) -> None:
         super().__init__()
         self.path = os.fspath(path)
@@ -152,6 +164,8 @@ class FileBroker(Broker):
             raise ConfigurationError(f"invalid descriptor: {exc.detail}") from None
         self.end_with_eos = end_with_eos
         self.existing_only = existing_only
+        self.exclusive = exclusive
+        self.lock_timeout = lock_timeout
         self._writer: StreamWriter | None = None
         self.subscriptions: list[FileSubscription] = []
 
@@ -168,7 +182,8 @@ class FileBroker(Broker):
 
     @property
     def writer(self) -> StreamWriter:
-        """The file's writer, opened (and locked) on first use, and again after a failed write closed it."""
+        """The file's writer, opened on first use (locked for good if ``exclusive``), and again after a
+        failed write closed it."""
         self._check_open()
         if self._writer is None or self._writer.closed:
             self._writer = StreamWriter(
@@ -176,6 +191,8 @@ class FileBroker(Broker):
                 beacon_interval=self.beacon_interval,
                 clock_ms=lambda: int(round(self.clock.now() * 1000)),
                 existing_only=self.existing_only,
+                exclusive=self.exclusive,
+                lock_timeout=self.lock_timeout,
             )
         return self._writer
 

@@ -75,6 +75,13 @@ class FileSummary:
                 return s
         return None
 
+    def _end_description(self) -> str:
+        """How the data ends, in words; the end-of-stream mark is named by its own offset (where its frame
+        starts, as ``eos_offset`` and the text of ``nbkit info`` give it), not by where reading stopped."""
+        if self.end.reason == "eos" and self.eos_offset is not None:
+            return f"ended at the end-of-stream mark (offset {self.eos_offset})"
+        return self.end.describe()
+
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready form, used by ``nbkit info --json``."""
         end = self.end
@@ -97,7 +104,7 @@ class FileSummary:
                 "offset": end.offset,
                 "trailing_bytes": end.trailing_bytes,
                 "error": None if end.error is None else str(end.error),
-                "description": end.describe(),
+                "description": self._end_description(),
             },
         }
 

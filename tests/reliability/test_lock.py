@@ -1,9 +1,11 @@
-"""One writer per file: a second writer (another process, ``nbkit write``, a service) is refused with an
-error that names the file and the holder's pid; readers never need the lock; a killed writer's lock
-goes with it.
+"""The write lock: an exclusive writer keeps every other writer (another process, ``nbkit write``, a
+service) out, and they give up after their ``lock_timeout`` with an error that names the file and the
+holder's pid; shared writers (the default) append side by side; readers never need the lock; a killed
+writer's lock goes with it.
 
-``tests/transport/test_file_writer.py`` covers a second writer in the same process and in a test
-process against an idle holder. Here the holder is a process that keeps writing.
+``tests/transport/test_file_writer.py`` and ``tests/transport/test_shared_appends.py`` cover writers in
+the same process; tests/reliability/test_shared_service.py a service fed by four publishers. Here the
+holder is a process that keeps writing.
 """
 
 from __future__ import annotations
@@ -28,15 +30,16 @@ from nbkit.transport.file_writer import StreamWriter
 
 pytestmark = pytest.mark.timeout(60)
 
-LOCKED = "is writing this stream file; two writers would interleave frames and corrupt it"
+LOCKED = "is writing this stream file exclusively"
 
 
 class Holder:
     """A writer process appending a message every 2 ms until stopped; its stdout is drained."""
 
-    def __init__(self, path: Path, script, env) -> None:
+    def __init__(self, path: Path, script, env, exclusive: bool) -> None:
         self.path = path
-        self.proc = subprocess.Popen([*script("crash_writer.py"), str(path), "7", "1", "0.002"],
+        mode = ["exclusive"] if exclusive else []
+        self.proc = subprocess.Popen([*script("crash_writer.py"), str(path), "7", "1", "0.002", *mode],
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
         ready = self.proc.stdout.readline()
         assert ready.startswith(b"ready"), ready + self.proc.stderr.read()
@@ -59,8 +62,8 @@ class Holder:
 def holder(tmp_path, script, child_env):
     made: list[Holder] = []
 
-    def start(path: Path | None = None) -> Holder:
-        h = Holder(path or tmp_path / "held.ss", script, child_env)
+    def start(path: Path | None = None, *, exclusive: bool = True) -> Holder:
+        h = Holder(path or tmp_path / "held.ss", script, child_env, exclusive)
         made.append(h)
         return h
 
@@ -74,7 +77,7 @@ import sys
 from nbkit.errors import WriterLockedError
 from nbkit.transport.file_writer import StreamWriter
 try:
-    StreamWriter(sys.argv[1])
+    StreamWriter(sys.argv[1], lock_timeout=0.2)
 except WriterLockedError as exc:
     print(type(exc).__name__, exc)
 else:
@@ -97,7 +100,7 @@ def test_the_lock_follows_the_file_not_the_path(holder, tmp_path) -> None:
     os.link(h.path, tmp_path / "hard.ss")
     for other in (tmp_path / "sym.ss", tmp_path / "hard.ss"):
         with pytest.raises(WriterLockedError, match=f"process {h.pid} "):
-            StreamWriter(other)
+            StreamWriter(other, lock_timeout=0.05)
 
 
 @pytest.mark.parametrize("eos", [False, True])
@@ -106,15 +109,33 @@ def test_nbkit_write_while_another_process_writes(holder, child_env, tmp_path, e
     before = h.path.stat().st_size
     line = (b'{"header":{"stream_key":"x","shard_id":0,"sequence":1,"timestamp":"2024-01-01T00:00:00.0"},'
             b'"payload":"p"}\n')
-    argv = [sys.executable, "-m", "nbkit", "write", str(h.path)] + (["--eos"] if eos else [])
+    argv = [sys.executable, "-m", "nbkit", "write", str(h.path), "--lock-timeout", "0.2"] + (["--eos"] if eos else [])
     done = subprocess.run(argv, input=line, capture_output=True, env=child_env, timeout=30, cwd=tmp_path)
     assert done.returncode == 1 and done.stdout == b""
     err = done.stderr.decode()
-    assert err == f"nbkit: {h.path}: process {h.pid} {LOCKED}. Stop that writer, or publish through it.\n"
+    assert err.startswith(f"nbkit: {h.path}: process {h.pid} {LOCKED} (") and err.count("\n") == 1, err
+    assert err.endswith("Stop that writer, or publish through it.\n"), err
     assert h.path.stat().st_size >= before  # the holder kept writing; nothing of ours went in
     h.stop()
     with StreamReader(h.path) as r:
         assert all(m.stream_key != "x" for m in r)
+
+
+def test_nbkit_write_appends_beside_a_shared_writer(holder, child_env, tmp_path) -> None:
+    h = holder(exclusive=False)
+    line = b'{"header":{"stream_key":"x"},"payload":"p"}\n'
+    done = subprocess.run([sys.executable, "-m", "nbkit", "write", str(h.path)], input=line * 3,
+                          capture_output=True, env=child_env, timeout=30, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    time.sleep(0.02)
+    h.stop()
+    with StreamReader(h.path) as r:
+        got = list(r)
+        assert r.end.reason == "end"
+    assert [m.seq for m in got if m.stream_key == "x"] == [1, 2, 3]
+    for key in {m.stream_key for m in got}:  # the holder's sequences went on by one through our appends
+        seqs = [m.seq for m in got if m.stream_key == key]
+        assert seqs == list(range(1, len(seqs) + 1))
 
 
 def test_readers_work_while_a_writer_holds_the_lock(holder, child_env, tmp_path) -> None:
@@ -142,7 +163,7 @@ def test_readers_work_while_a_writer_holds_the_lock(holder, child_env, tmp_path)
 def test_a_service_cannot_publish_copies_into_a_file_another_process_writes(holder, caplog) -> None:
     """The copy needs the write lock: it is lost, and said so (event error + WARN), not raised."""
     h = holder()
-    broker = FileBroker(h.path)
+    broker = FileBroker(h.path, lock_timeout=0.1)
 
     @broker.subscriber("orders", start_at=FilePosition.beginning(), max_attempts=3)
     def work(d):
@@ -156,7 +177,7 @@ def test_a_service_cannot_publish_copies_into_a_file_another_process_writes(hold
     assert event.action == "copy" and event.error.startswith(f"copy lost: {h.path}: process {h.pid} ")
     assert "publishing the retry copy failed; message lost" in caplog.text
     with pytest.raises(WriterLockedError):
-        FileBroker(h.path).publish("orders", b"direct")
+        FileBroker(h.path, lock_timeout=0).publish("orders", b"direct")
 
 
 def test_a_killed_writer_leaves_no_stale_lock(holder) -> None:

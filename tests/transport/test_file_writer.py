@@ -222,14 +222,16 @@ def test_append_refuses_a_foreign_or_short_file(tmp_path: Path) -> None:
     assert short.read_bytes() == b"Ss\x01"
 
 
-def test_append_at_exact_boundary_writes_an_empty_beacon(tmp_path: Path) -> None:
+def test_exclusive_append_at_exact_boundary_writes_an_empty_beacon(tmp_path: Path) -> None:
+    """Upstream's resume (spec §9): an exclusive writer resuming on a boundary writes an empty beacon
+    there. A shared writer keeps the beacon that is there (tests/transport/test_shared_appends.py)."""
     path = tmp_path / "b.ss"
     with StreamWriter(path, beacon_interval=1024) as w:
         x = w.write("k", b"z" * (1024 - 128 - 33), timestamp_ms=1)  # ends exactly at 1024
     assert x.offset == 128
     data = path.read_bytes()
     assert len(data) == 1024 + 7 + 27 + 1  # the writer put a one-marker beacon there at once
-    with StreamWriter(path) as w:
+    with StreamWriter(path, exclusive=True) as w:
         assert w.truncated_bytes == 35
         assert w.offset == 1024 + 7
         w.write("k", b"again", timestamp_ms=2)
@@ -257,14 +259,16 @@ def test_missing_directory_is_named(tmp_path: Path) -> None:
 # -- locking ----------------------------------------------------------------------------------------
 
 
-def test_second_writer_in_the_same_process_is_refused(tmp_path: Path) -> None:
+def test_an_exclusive_writer_refuses_a_second_writer_in_the_same_process(tmp_path: Path) -> None:
     path = tmp_path / "lock.ss"
-    with StreamWriter(path) as w:
+    with StreamWriter(path, exclusive=True) as w:
         w.write("a", b"1")
-        with pytest.raises(WriterLockedError) as info:
-            StreamWriter(path)
-        assert str(path) in str(info.value)
-        assert f"process {os.getpid()}" in str(info.value)
+        for exclusive in (True, False):
+            with pytest.raises(WriterLockedError) as info:
+                StreamWriter(path, exclusive=exclusive, lock_timeout=0)
+            assert str(path) in str(info.value)
+            assert f"process {os.getpid()}" in str(info.value)
+        assert "exclusively" in str(info.value)  # the shared writer says why it waited in vain
         w.write("a", b"2")
     with StreamWriter(path) as w:  # released on close
         w.write("a", b"3")
@@ -275,7 +279,7 @@ HOLDER = r"""
 import sys
 sys.path.insert(0, sys.argv[2])
 from nbkit.transport.file_writer import StreamWriter
-w = StreamWriter(sys.argv[1])
+w = StreamWriter(sys.argv[1], exclusive=True)
 w.write("held", b"x")
 print("ready", flush=True)
 sys.stdin.readline()
@@ -284,14 +288,14 @@ w.close()
 
 
 @pytest.mark.timeout(30)
-def test_second_writer_in_another_process_is_refused(tmp_path: Path, repo_root: Path) -> None:
+def test_an_exclusive_writer_refuses_a_writer_in_another_process(tmp_path: Path, repo_root: Path) -> None:
     path = tmp_path / "lock2.ss"
     child = subprocess.Popen([sys.executable, "-c", HOLDER, str(path), str(repo_root)],
                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         assert child.stdout.readline().strip() == "ready"
         with pytest.raises(WriterLockedError) as info:
-            StreamWriter(path)
+            StreamWriter(path, lock_timeout=0.05)
         message = str(info.value)
         assert str(path) in message and f"process {child.pid}" in message
     finally:

@@ -1,0 +1,132 @@
+"""End to end: a LiveMonitor in a real JupyterLab (headless Chromium) refreshes while a writer process
+appends to the file, with the kernel idle between refreshes, and stops with its Stop button.
+
+The notebook (written at test time) creates ``orders.ss``, starts a writer process that appends one
+message every 20 ms for at most 20 s, and shows ``LiveMonitor("orders.ss", every=0.3)``. The test waits
+until the monitor's message count has grown twice while the kernel reports idle (the refresh is a task
+on the kernel's event loop, not a busy cell), runs one more cell to show the kernel still answers,
+clicks Stop, and checks that the count then stays where it is. Fixtures: conftest.py.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+
+import nbformat
+import pytest
+
+pytestmark = pytest.mark.timeout(150)
+
+SETUP = """\
+import subprocess, sys
+from nbkit.transport.file_writer import StreamWriter
+import nbkit.widgets
+
+with StreamWriter("orders.ss") as w:
+    w.write("orders", b'{"n": 0}')
+WRITER = '''
+import time
+from nbkit.transport.file_writer import StreamWriter
+with StreamWriter("orders.ss") as w:
+    for n in range(1, 1000):
+        w.write("orders", b'{"n": %d}' % n)
+        time.sleep(0.02)
+'''
+writer = subprocess.Popen([sys.executable, "-c", WRITER])"""
+
+MONITOR = """\
+monitor = nbkit.widgets.LiveMonitor("orders.ss", every=0.3)
+monitor"""
+
+NOTEBOOK = "live_monitor.ipynb"
+
+# True when the notebook in the main area is ours and its kernel is connected and idle (as in
+# test_session_panel_browser.py).
+KERNEL_IDLE_JS = """(path) => {
+    const app = window.jupyterapp;
+    const w = app && app.shell.currentWidget;
+    if (!w || !w.sessionContext || !w.context || w.context.path !== path) return false;
+    const sc = w.sessionContext;
+    const k = sc.session && sc.session.kernel;
+    return !!(sc.isReady && k && k.connectionStatus === 'connected' && k.status === 'idle');
+}"""
+
+
+def write_notebook(path) -> None:
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.metadata["language_info"] = {"name": "python"}
+    nb.cells = [nbformat.v4.new_code_cell(src) for src in (SETUP, MONITOR, "1 + 1", "writer.kill()")]
+    nbformat.validate(nb)
+    nbformat.write(nb, str(path))
+
+
+def count(text: str) -> int:
+    match = re.search(r"(\d+) messages", text)
+    assert match, text
+    return int(match.group(1))
+
+
+def test_live_monitor_refreshes_in_jupyterlab(budget, lab_server, browser_page, artifacts_dir, request):
+    from playwright.sync_api import expect
+
+    write_notebook(lab_server.root_dir / NOTEBOOK)
+    page = browser_page.page
+    shot = artifacts_dir / f"{request.node.name}"
+    try:
+        page.goto(f"{lab_server.url}/lab/tree/{NOTEBOOK}?reset&token={lab_server.token}", timeout=budget.ms(30))
+        page.wait_for_function("() => !!(window.jupyterapp && window.jupyterapp.shell)", timeout=budget.ms(30))
+        page.wait_for_function(KERNEL_IDLE_JS, arg=NOTEBOOK, timeout=budget.ms(40), polling=250)
+        # run the setup and the monitor cells only (the last two run later, by hand)
+        page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-cell-and-select-next'); }")
+        page.wait_for_function(KERNEL_IDLE_JS, arg=NOTEBOOK, timeout=budget.ms(20), polling=250)
+        page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-cell-and-select-next'); }")
+        output = page.locator(".jp-Notebook .jp-OutputArea-output")
+        status = output.locator(".nbkit-monitor-status")
+        expect(status).to_contain_text("refreshing every 0.3 s", timeout=budget.ms(40))
+        page.wait_for_function(KERNEL_IDLE_JS, arg=NOTEBOOK, timeout=budget.ms(20), polling=250)
+
+        seen = [count(status.inner_text())]
+        deadline = time.monotonic() + budget.left(30)
+        while len(set(seen)) < 3:  # the count grew twice, with no cell running
+            assert time.monotonic() < deadline, f"the monitor did not refresh: {seen}"
+            time.sleep(0.3)
+            assert page.evaluate(KERNEL_IDLE_JS, NOTEBOOK), "the kernel should be idle between refreshes"
+            seen.append(count(status.inner_text()))
+        assert seen == sorted(seen)
+        expect(output.locator(".nbkit-monitor-keys")).to_contain_text("orders", timeout=budget.ms(5))
+        expect(output.locator(".nbkit-monitor-latest")).to_contain_text('{"n":', timeout=budget.ms(5))
+        page.screenshot(path=str(shot) + "-refreshing.png")
+
+        # the kernel still answers other cells while the monitor refreshes
+        page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-cell-and-select-next'); }")
+        expect(output.filter(has_text=re.compile(r"^\s*2\s*$"))).to_have_count(1, timeout=budget.ms(20))
+
+        output.get_by_role("button", name="Stop", exact=True).click(timeout=budget.ms(10))
+        expect(status).to_contain_text("stopped", timeout=budget.ms(10))
+        stopped = count(status.inner_text())
+        time.sleep(1.0)  # three refresh periods: nothing more is read
+        assert count(status.inner_text()) == stopped
+        # the click selected the monitor's cell: run the last cell (stop the writer) by its index
+        page.evaluate("""() => {
+            const nb = window.jupyterapp.shell.currentWidget.content;
+            nb.activeCellIndex = 3;
+            window.jupyterapp.commands.execute('notebook:run-cell');
+        }""")
+        page.wait_for_function(KERNEL_IDLE_JS, arg=NOTEBOOK, timeout=budget.ms(20), polling=250)
+        expect(page.locator(".jp-Notebook .jp-InputArea-prompt").nth(3)).to_contain_text("[4]",
+                                                                                          timeout=budget.ms(10))
+        assert status.count() == 1 and count(status.inner_text()) == stopped  # the monitor ran once, and stays
+        status.scroll_into_view_if_needed(timeout=budget.ms(5))
+        page.screenshot(path=str(shot) + "-stopped.png")
+    except BaseException:
+        try:
+            page.screenshot(path=str(shot) + "-FAILED.png", timeout=10_000)
+            (artifacts_dir / f"{request.node.name}-FAILED-console.txt").write_text("\n".join(browser_page.console))
+        except Exception as exc:  # keep the original failure
+            print(f"could not save failure artifacts: {exc!r}")
+        print(f"JupyterLab log tail:\n{lab_server.log_tail()}")
+        raise
+    finally:
+        print(f"browser test: {budget.elapsed():.1f} s from server start to the end of the checks")
