@@ -62,7 +62,10 @@ def main(argv: list[str] | None = None) -> int:
         with open(path, "rb") as f:
             data = f.read()
         header = data[: landed[0].offset]
-        chunks = [data[w.offset : w.end] for w in landed]
+        # each frame up to the next one's start: a beacon right after a frame that ends on a boundary is
+        # written with it (Written.end stops before that beacon, as Message.end does)
+        starts = [w.offset for w in landed[1:]] + [len(data)]
+        chunks = [data[w.offset : nxt] for w, nxt in zip(landed, starts, strict=True)]
         assert b"".join(chunks) == data[len(header) :], "the writes do not cover the file"
         with StreamReader(path) as r:
             assert sum(1 for _ in r) == n

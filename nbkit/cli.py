@@ -25,6 +25,7 @@ import itertools
 import json
 import math
 import os
+import platform
 import re
 import select
 import stat
@@ -34,11 +35,12 @@ import traceback
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TextIO
 
+import nbkit
 from nbkit.errors import FormatError, NbkitError
 from nbkit.transport.file_info import summarize
 from nbkit.transport.file_reader import NEED_MORE, Message, ReadEnd, StreamReader
 from nbkit.transport.file_writer import StreamWriter
-from nbkit.wire import envelope
+from nbkit.wire import core, envelope
 from nbkit.wire.keys import INTERNAL_KEY, INTERNAL_KEYS, validate_key
 from nbkit.wire.ssformat import DEFAULT_BEACON_INTERVAL, EOS_PAYLOAD, FileHeader, Marker
 from nbkit.wire.stdio_line import format_log_timestamp
@@ -265,8 +267,8 @@ def _cmd_cat(args: argparse.Namespace) -> int:
     out = sys.stdout
     printer = _CatPrinter(args.format, args.header_only, out)
     shown = 0
-    seen: set[str] = set()  # with --key: the keys of the messages left out
-    with StreamReader(args.file, follow=args.follow, poll_max=0.25) as reader:
+    # the key filter runs in the frame scanner: frames of other keys are checked, never made into Messages
+    with StreamReader(args.file, follow=args.follow, poll_max=0.25, keys=keys) as reader:
         printer.header(reader.header)
         beacon_offset = None
         delay = reader.poll_min
@@ -281,18 +283,17 @@ def _cmd_cat(args: argparse.Namespace) -> int:
                 continue
             delay = reader.poll_min
             msg: Message = item  # type: ignore[assignment]
-            if keys is None or msg.stream_key in keys:
-                printer.message(msg)
-                shown += 1
-            elif keys is not None:
-                seen.add(msg.stream_key)
+            printer.message(msg)
+            shown += 1
             last = reader.last_beacon
             if last is not None and last.offset != beacon_offset:
                 beacon_offset = last.offset
                 printer.beacon(last.markers)
         out.flush()
         _report_end(args.file, reader.end)
-    return _no_such_key(args.file, keys, shown, seen)
+    if keys is not None and not shown:  # only now pay for a second pass, to name the keys the file has
+        return _no_such_key(args.file, keys, shown, {s.stream_key for s in summarize(args.file).streams})
+    return 0
 
 
 def _no_such_key(path: str, keys: frozenset[str] | None, shown: int, seen: set[str]) -> int:
@@ -992,6 +993,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog=PROG, description="Run ruststream-style services on SeaStreamer stream files and pipes; read, write and "
         "inspect .ss files."
     )
+    parser.add_argument("--version", action=_VersionAction,
+                        help="print nbkit's version and which core (compiled or pure-Python) is active")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name, add_arguments, handler in _COMMANDS:
         summary = _summary(handler)
@@ -999,6 +1002,29 @@ def build_parser() -> argparse.ArgumentParser:
         add_arguments(p)
         p.set_defaults(handler=handler)
     return parser
+
+
+class _VersionAction(argparse.Action):
+    """``--version``: print :func:`_version_line` as one unwrapped line and exit 0."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: Any) -> None:
+        sys.stdout.write(_version_line() + "\n")
+        parser.exit(0)
+
+
+def _version_line() -> str:
+    """``nbkit 0.1.0 (compiled core ...; Python 3.11.7)``: what ``nbkit --version`` prints."""
+    return f"{PROG} {nbkit.__version__} ({core.core_description()}; Python {platform.python_version()})"
+
+
+def _core_notice() -> None:
+    """The one-line notice when nbkit runs on its pure-Python twin without being asked to."""
+    if core.CORE != "compiled" and not core.FORCED_PURE:
+        _note(f"note: running on the pure-Python core ({core.UNAVAILABLE}: no C compiler at install?); "
+              "reinstall with one for speed, or set NBKIT_PURE_PYTHON=1 to silence this note")
 
 
 def _silence_stdout() -> None:
@@ -1029,6 +1055,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exc:  # --help (0) or a usage error (2)
         return exc.code if isinstance(exc.code, int) else 2
     try:
+        _core_notice()
         _utf8_stdout()
         status = args.handler(args)
         sys.stdout.flush()

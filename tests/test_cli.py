@@ -604,3 +604,24 @@ def test_subprocess_follow_ctrl_c(tmp_path: Path, repo_root: Path) -> None:
     finally:
         if child.poll() is None:
             child.kill()
+
+
+def test_version_names_the_active_core(capsys):
+    from nbkit.wire import core
+
+    code, out, err = run(capsys, "--version")
+    assert code == 0 and err == ""
+    assert out.startswith("nbkit 0.1.0 (")
+    assert ("compiled core" in out) == (core.CORE == "compiled")
+
+
+def test_the_pure_core_is_chosen_by_the_environment(tmp_path):
+    """``NBKIT_PURE_PYTHON=1`` picks the twin (and no notice: it was asked for); ``cat`` still works."""
+    path = tmp_path / "v.ss"
+    with StreamWriter(path, created_at_ms=1) as w:
+        w.write("orders", b"hello", timestamp_ms=5)
+    env = {**os.environ, "NBKIT_PURE_PYTHON": "1", "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    version = subprocess.run([sys.executable, "-m", "nbkit", "--version"], env=env, capture_output=True, text=True)
+    assert "pure-Python core (NBKIT_PURE_PYTHON is set)" in version.stdout
+    cat = subprocess.run([sys.executable, "-m", "nbkit", "cat", str(path)], env=env, capture_output=True, text=True)
+    assert cat.returncode == 0 and cat.stderr == "" and "hello" in cat.stdout

@@ -10,13 +10,20 @@ shard_id     UInt64                   its shard (0 on pipes unless the line name
 seq          UInt64                   its sequence number
 timestamp    datetime64[ms, UTC]      its timestamp (NaT for a pipe line without one)
 size         Int64                    payload size in bytes, after the envelope is removed
-payload      object                   bytes, str or parsed JSON (see ``payload=``)
+payload      object or str            bytes, str or parsed JSON; ``"columns"``: the JSON text (str)
 retry_count  Int64                    ``x-ruststream-retry-count`` from the envelope, 0 when absent
 attempt      Int64                    retry_count + 1 (first delivery = attempt 1)
 headers      object                   dict of the envelope's headers ({} when none)
 offset       Int64                    byte offset of the frame (file) or line number (pipe)
 transport    category                 ``file`` or ``pipe``
 ===========  =======================  ===========================================================
+
+``payload="json"`` and ``payload="columns"`` add a ``payload.<field>`` column per top-level field of
+JSON-object payloads (int64, float64, bool, str, or object when mixed). ``"json"`` also parses every
+payload into a Python object (dict, list, ...) in ``payload``, exactly as ``json.loads`` would;
+``"columns"`` keeps ``payload`` as the JSON text (Arrow-backed str when every payload is UTF-8) and
+builds the field columns without a Python object per row (pyarrow.json over one buffer of the
+payloads; the row-by-row path where that could differ: nulls, nesting, integers beyond int64).
 """
 
 from __future__ import annotations
@@ -58,7 +65,7 @@ FRAME_COLUMNS = (
     "offset",
     "transport",
 )
-PAYLOAD_MODES = ("auto", "bytes", "text", "json")
+PAYLOAD_MODES = ("auto", "bytes", "text", "json", "columns")
 _PROGRESS_MIN_BYTES = 64 << 20
 
 
@@ -140,9 +147,18 @@ class _Columns:
         bodies, headers, count_list = self._unwrap()
         if release:
             self.raw = []  # ``bodies`` holds the only references now
-        sizes = _int_array(list(map(len, bodies)), "Int64")
-        payloads = pd.Series(self._payloads(bodies, in_place=release), dtype=object)
-        del bodies
+        size_list = list(map(len, bodies))
+        sizes = _int_array(size_list, "Int64")
+        fields: dict[str, pd.Series] | None = None
+        if self.mode == "columns":  # columnar: JSON text + field columns, no Python object per row
+            payloads = _json_text_column(bodies, size_list)
+            fields = _json_field_columns(bodies)
+        elif self.mode == "json":
+            fields = _arrow_json_fields(bodies)  # None: the exact, row-by-row path in _expand_json
+            payloads = pd.Series(self._payloads(bodies, in_place=release), dtype=object)
+        else:
+            payloads = pd.Series(self._payloads(bodies, in_place=release), dtype=object)
+        del bodies, size_list
         counts = _int_array(count_list, "Int64")
         columns: dict[str, Any] = {}
         for name, attr, build in (
@@ -171,7 +187,9 @@ class _Columns:
         del payloads, headers
         frame = pd.DataFrame(columns, columns=list(FRAME_COLUMNS))
         del columns
-        if self.mode == "json":
+        if fields is not None:
+            frame = _with_fields(frame, fields)
+        elif self.mode == "json":
             frame = _expand_json(frame)
         return frame
 
@@ -277,7 +295,96 @@ def _category(keys: list[str]) -> pd.Series:
 
 def _expand_json(frame: pd.DataFrame) -> pd.DataFrame:
     """Add a ``payload.<field>`` column for each top-level field of JSON-object payloads."""
-    payloads = frame["payload"].tolist()
+    columns = _field_values(frame["payload"].tolist())
+    extra = {f"payload.{name}": _inferred(values) for name, values in columns.items()}
+    if not extra:
+        return frame
+    return pd.concat([frame, pd.DataFrame(extra, index=frame.index)], axis=1)
+
+
+def _with_fields(frame: pd.DataFrame, fields: dict[str, pd.Series]) -> pd.DataFrame:
+    """``frame`` with a ``payload.<field>`` column for each entry of ``fields`` (none: ``frame``)."""
+    if not fields:
+        return frame
+    extra = {f"payload.{name}": series for name, series in fields.items()}
+    return pd.concat([frame, pd.DataFrame(extra, index=frame.index)], axis=1)
+
+
+def _json_text_column(bodies: list[bytes], sizes: list[int]) -> pd.Series:
+    """``payload="columns"``: the payloads as text, one Arrow string array over one buffer when every
+    payload is UTF-8 (pandas' str dtype); else what ``"auto"`` gives (str, or bytes where not UTF-8)."""
+    if getattr(_STR_DTYPE, "storage", None) == "pyarrow":
+        import pyarrow as pa
+
+        offsets = np.zeros(len(bodies) + 1, dtype=np.int64)
+        np.cumsum(np.asarray(sizes, dtype=np.int64), out=offsets[1:])
+        text = pa.LargeStringArray.from_buffers(len(bodies), pa.py_buffer(offsets), pa.py_buffer(b"".join(bodies)))
+        try:
+            text.validate(full=True)  # UTF-8 throughout
+        except pa.ArrowInvalid:
+            pass
+        else:
+            return pd.Series(text, dtype=_STR_DTYPE)
+    return pd.Series(_auto_values(bodies), dtype=object)
+
+
+def _json_field_columns(bodies: list[bytes]) -> dict[str, pd.Series]:
+    """The ``payload.<field>`` columns of ``payload="columns"``: through pyarrow.json when that gives
+    exactly what the row-by-row path gives, else that path (the same values ``"json"`` has)."""
+    fields = _arrow_json_fields(bodies)
+    if fields is not None:
+        return fields
+    return {name: _inferred(values) for name, values in _field_values(_json_values(bodies)).items()}
+
+
+#: pyarrow types whose columns equal the row-by-row path's (int64, float64, bool, Arrow-backed str).
+_ARROW_KINDS = ("int64", "double", "bool", "string", "large_string")
+
+
+def _arrow_json_fields(bodies: list[bytes]) -> dict[str, pd.Series] | None:
+    """The ``payload.<field>`` columns parsed by ``pyarrow.json`` from the payloads joined by newlines
+    (one buffer, no Python object per value), or None when that could differ from the row-by-row
+    path: pyarrow missing, a payload that is not one JSON object on one line, an empty one, a null,
+    a nested value, a duplicate field, an integer beyond int64 (pyarrow makes it a double)."""
+    if not bodies or getattr(_STR_DTYPE, "storage", None) != "pyarrow":
+        return None
+    try:
+        import pyarrow as pa
+        import pyarrow.json as pa_json
+    except ImportError:
+        return None
+    joined = b"\n".join(bodies)
+    if joined.count(b"\n") != len(bodies) - 1:  # a payload with a newline inside: rows would not line up
+        return None
+    try:
+        table = pa_json.read_json(pa.BufferReader(joined))
+        stamps = [f.name for f in table.schema if pa.types.is_timestamp(f.type) or pa.types.is_date(f.type)]
+        if stamps:  # pyarrow reads ISO-looking text as timestamps: read those fields as text
+            schema = pa.schema([pa.field(name, pa.string()) for name in stamps])
+            options = pa_json.ParseOptions(explicit_schema=schema)
+            order = table.column_names
+            table = pa_json.read_json(pa.BufferReader(joined), parse_options=options).select(order)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return None
+    if table.num_rows != len(bodies):  # empty payloads (blank lines) are skipped by pyarrow
+        return None
+    columns: dict[str, pd.Series] = {}
+    for name, column in zip(table.column_names, table.columns, strict=True):
+        kind = str(column.type)
+        if column.null_count or kind not in _ARROW_KINDS:
+            return None
+        if kind in ("string", "large_string"):
+            columns[name] = pd.Series(column, dtype=_STR_DTYPE)
+            continue
+        values = column.to_numpy()
+        if kind == "double" and np.any((np.abs(values) >= 2.0**63) & (values == np.floor(values))):
+            return None  # perhaps an integer beyond int64, which the row-by-row path keeps exact
+        columns[name] = pd.Series(values)
+    return columns
+
+
+def _field_values(payloads: list[Any]) -> dict[str, list[Any]]:
+    """The values of each top-level field of the JSON-object payloads (None where a payload lacks it)."""
     columns = _same_fields(payloads)
     if columns is None:
         objects = [p if isinstance(p, dict) else None for p in payloads]
@@ -287,10 +394,7 @@ def _expand_json(frame: pd.DataFrame) -> pd.DataFrame:
                 for name in obj:
                     fields.setdefault(name, None)
         columns = {name: [o.get(name) if o else None for o in objects] for name in fields}
-    extra = {f"payload.{name}": _inferred(values) for name, values in columns.items()}
-    if not extra:
-        return frame
-    return pd.concat([frame, pd.DataFrame(extra, index=frame.index)], axis=1)
+    return columns
 
 
 def _inferred(values: list[Any]) -> pd.Series:
@@ -421,9 +525,10 @@ def read_stream(
         The stream file.
     keys : str or iterable of str, optional
         Keep only these stream keys (the others are skipped cheaply).
-    payload : {"auto", "bytes", "text", "json"}
+    payload : {"auto", "bytes", "text", "json", "columns"}
         ``"auto"``: text where UTF-8, else bytes; ``"json"``: parsed, and a JSON object's fields also as
-        columns ``payload.<field>``.
+        columns ``payload.<field>``; ``"columns"``: the ``payload.<field>`` columns, ``payload`` left as
+        JSON text (the fast way to load JSON records, no Python object per row).
     start : FilePosition, datetime, int or str, optional
         Where to start: a position, or a time (epoch ms, aware datetime or ISO text).
     end : datetime, int or str, optional

@@ -58,6 +58,7 @@ from dask.utils import parse_bytes  # noqa: E402
 
 from nbkit.scale.partitions import (  # noqa: E402
     DEFAULT_PARTITION_SIZE,
+    FIELD_MODES,
     ByteRange,
     Plan,
     Selection,
@@ -176,7 +177,7 @@ def read_stream(
     if the_plan.tail is not None and the_plan.tail.reason == "truncated":
         warnings.warn(f"{the_plan.path}: {the_plan.tail.describe()}", stacklevel=2)
     fields: dict[str, Any] | None = None
-    if sel.payload == "json":
+    if sel.payload in FIELD_MODES:
         if json_fields is None:
             fields = _sample_fields(the_plan, sel, _nbytes(sample, "sample"))
         elif isinstance(json_fields, Mapping):

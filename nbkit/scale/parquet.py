@@ -307,6 +307,8 @@ def _file_to_parquet(path: str, out: str, pq, *, keys, payload, start, end, incl
     sel, position, seek_key = selection(
         keys=keys, payload=payload, start=start, end=end, include_internal=include_internal
     )
+    if sel.payload == "columns":
+        raise ValueError("payload='columns' is a DataFrame layout; export with payload='json' (the same fields)")
     plan = plan_ranges(path, partition_size=partition_size, start=position, key=seek_key)
     if plan.tail is not None and plan.tail.reason == "truncated":
         warnings.warn(f"{path}: {plan.tail.describe()}", stacklevel=3)

@@ -11,9 +11,10 @@ How a file is cut (format spec §2, §6.5):
 - A range **owns every frame that starts inside it** (``start <= Message.offset < end``). To find its
   first frame it resynchronises at its first beacon (§6.5: read the beacon, skip the cut frame's
   ``remaining`` bytes, again while that lands on the next boundary, so frames cut by several beacons are
-  skipped whole) and then reads frames with :class:`~nbkit.transport.file_reader.StreamReader` (its
-  batch column scan, as ``read_stream`` does; frames cut by a beacon are joined around it, §6.3) until
-  the next frame would start at or after ``end``. The frame cut by ``end`` is read whole by the range
+  skipped whole) and then reads frames with :meth:`StreamReader.read_columns(until=end)
+  <nbkit.transport.file_reader.StreamReader.read_columns>` (the frame scanner of
+  :mod:`nbkit.wire.scan`, as ``read_stream`` uses; frames cut by a beacon are joined around it, §6.3)
+  until the next frame would start at or after ``end``. The frame cut by ``end`` is read whole by the range
   that owns its start. So the ranges together hold exactly the frames of a sequential read, in order,
   each once.
 - **EOS**: a sequential read stops after the first end-of-stream mark. :func:`find_eos` locates it
@@ -27,7 +28,6 @@ same; the frame's index holds the frames' byte offsets (the same values as its `
 
 from __future__ import annotations
 
-import bisect
 import os
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -37,12 +37,13 @@ import numpy as np
 import pandas as pd
 
 from nbkit.errors import FormatError, NbkitError, SeekError
-from nbkit.notebook.frames import Selection, _Columns, _in_window, selection
-from nbkit.transport.file_reader import CHUNK, NEED_MORE, FrameColumns, ReadEnd, StreamReader
+from nbkit.notebook.frames import Selection, _Columns, _in_window, _json_values, selection
+from nbkit.transport.file_reader import CHUNK, ReadEnd, StreamReader
 from nbkit.transport.positions import FilePosition
 from nbkit.wire.keys import INTERNAL_KEY, INTERNAL_KEYS
 
 __all__ = [
+    "FIELD_MODES",
     "ByteRange",
     "Plan",
     "Selection",
@@ -55,10 +56,10 @@ __all__ = [
     "selection",
 ]
 
+#: Payload modes with ``payload.<field>`` columns, which every partition must have alike.
+FIELD_MODES = ("json", "columns")
 #: Default partition size: 64 MiB of file per range.
 DEFAULT_PARTITION_SIZE = 64 << 20
-#: Use the reader's batch scan (private StreamReader helpers) when it has them; else poll() per message.
-_FAST_SCAN = True
 #: The first 22 bytes of an end-of-stream frame: K (21) and the key SEA_STREAMER_INTERNAL.
 _EOS_HEAD = bytes((len(INTERNAL_KEY),)) + INTERNAL_KEY.encode("ascii")
 
@@ -183,7 +184,7 @@ def find_eos(path: str | os.PathLike, start: int, size: int, interval: int) -> i
                 s = beacon_sizes.get(b)
                 if s is None:
                     try:
-                        s = reader._beacon_at(b).size
+                        s = reader.beacon_at(b).size
                     except Exception:  # incomplete or damaged beacon: no data after it to search
                         s = interval
                     beacon_sizes[b] = s
@@ -289,68 +290,24 @@ def read_range(
             else:
                 reader.pos = rng.start
             if started:
-                got = _read_columns(reader, rng.end, accept)
+                got = reader.read_columns(accept=accept, until=rng.end)
                 if sel.after_ms is not None or sel.end_ms is not None:
                     got = _in_window(got, sel.after_ms, sel.end_ms)
                 cols.extend(got)
                 del got
     frame = cols.frame("file")
     frame.index = pd.Index(frame["offset"].to_numpy(dtype="int64"), dtype="int64")
-    if json_fields is not None and sel.payload == "json":
-        frame = conform_json(frame, json_fields, path=os.fspath(path))
+    if json_fields is not None and sel.payload in FIELD_MODES:
+        frame = conform_json(frame, json_fields, path=os.fspath(path), payload=sel.payload)
     return frame
-
-
-def _read_columns(reader: StreamReader, end: int, accept) -> FrameColumns:
-    """``reader.read_columns(accept=accept)`` for the frames that start before ``end``.
-
-    Mirrors :meth:`StreamReader.read_columns` (its fast scan of whole frames between boundaries, its
-    one-frame path for everything else) with one more stop rule. ``end`` is a beacon boundary or
-    the end of the read: the scan never passes a boundary, so it never starts a frame past ``end``
-    there; rows past a non-boundary ``end`` (a sample) are cut afterwards.
-    """
-    scan = getattr(reader, "_scan", None)
-    poll_frame = getattr(reader, "_poll_frame", None)
-    fast_keys = getattr(reader, "_fast_keys", None)
-    cols = FrameColumns([], [], [], [], [], [])
-    if not _FAST_SCAN or scan is None or poll_frame is None or fast_keys is None:  # the plain path
-        while reader.pos < end:
-            msg = reader.poll()
-            if msg is None:
-                break
-            if accept is None or accept(msg.stream_key):
-                cols.append(msg)
-    else:
-        keymap: dict[bytes, str | None] = {}
-        for raw, key in fast_keys.items():
-            keymap[raw] = key if accept is None or accept(key) else None
-        while reader.end is None and reader.pos < end:
-            reader.pos = scan(reader.pos, keymap, cols, [])
-            if reader.pos >= end:
-                break
-            msg = poll_frame()
-            if msg is None or msg is NEED_MORE:
-                break
-            key = msg.stream_key
-            take = accept is None or accept(key)
-            if key != INTERNAL_KEY:
-                keymap[key.encode("utf-8")] = key if take else None
-            if take:
-                cols.append(msg)
-    offsets = cols.offset
-    if offsets and offsets[-1] >= end:
-        cut = bisect.bisect_left(offsets, end)
-        for column in cols:
-            del column[cut:]
-    return cols
 
 
 def empty_frame(payload: str = "auto", json_fields: Mapping[str, Any] | None = None) -> pd.DataFrame:
     """A zero-row frame with read_range's columns, dtypes and int64 index."""
     frame = _Columns(payload).frame("file")
     frame.index = pd.Index([], dtype="int64")
-    if json_fields is not None and payload == "json":
-        frame = conform_json(frame, json_fields)
+    if json_fields is not None and payload in FIELD_MODES:
+        frame = conform_json(frame, json_fields, payload=payload)
     return frame
 
 
@@ -367,14 +324,15 @@ def _missing(values: Sequence[Any]) -> np.ndarray:
 
 
 def conform_json(
-    frame: pd.DataFrame, fields: Mapping[str, Any] | Sequence[str], *, path: str | None = None
+    frame: pd.DataFrame, fields: Mapping[str, Any] | Sequence[str], *, path: str | None = None, payload: str = "json"
 ) -> pd.DataFrame:
     """Give a json-mode frame exactly the ``payload.<field>`` columns ``fields`` names, with their dtypes.
 
     ``fields`` is ``{field: dtype}`` (a plain sequence means dtype ``object``). A field the frame lacks
     becomes an all-missing column; a column of another dtype is converted when that loses nothing.
     A field not in ``fields``, or a conversion that would lose values, raises :class:`NbkitError`
-    naming the field and the fix (pass ``json_fields=``).
+    naming the field and the fix (pass ``json_fields=``). ``payload``: the frame's payload mode
+    (``"json"``: parsed values; ``"columns"``: JSON text, parsed here only if a field must be rebuilt).
     """
     if not isinstance(fields, Mapping):
         fields = {name: object for name in fields}
@@ -399,7 +357,10 @@ def conform_json(
             out[col] = series
             continue
         if objects is None:
-            objects = [p if isinstance(p, dict) else None for p in frame["payload"]]
+            values = frame["payload"].tolist()
+            if payload == "columns":  # the column holds the JSON text: parse it (only on this path)
+                values = _json_values([v.encode("utf-8") if isinstance(v, str) else v for v in values])
+            objects = [p if isinstance(p, dict) else None for p in values]
         raw = pd.Series([o.get(name) if o else None for o in objects], index=frame.index, dtype=object)
         out[col] = raw if pd.api.types.is_object_dtype(dtype) else _convert(raw.infer_objects(), dtype, name, where)
     if not out:

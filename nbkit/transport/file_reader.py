@@ -3,13 +3,14 @@
 The reader demultiplexes beacons at every multiple of the interval (format spec §6.3), checks each
 payload's CRC, and works on whole buffers read with ``os.pread``: memory stays flat for any file size.
 
-Two paths share that work. :meth:`StreamReader._scan` is the fast one: it walks the complete frames
-that lie inside the current buffer and before the next beacon boundary, appending their fields to
-column lists (no per-message objects). Everything else — a beacon, a frame cut by a boundary or by
-the buffer's end, a key seen for the first time, the end-of-stream mark, a damaged frame — goes one
-frame at a time through :meth:`StreamReader._parse_frame`, the one place that handles (and reports)
-those cases. ``poll()`` hands out messages from a scanned batch; :meth:`StreamReader.read_columns`
-returns the columns themselves (what ``read_stream`` builds its DataFrame from).
+Two paths share that work. :func:`nbkit.wire.scan.scan_frames` is the fast one (compiled when the
+compiled core is active): it walks the complete frames that lie inside the current buffer and before
+the next beacon boundary, appending their fields to column lists (no per-message objects).
+Everything else — a beacon, a frame cut by a boundary or by the buffer's end, a key seen for the
+first time, the end-of-stream mark, a damaged frame — goes one frame at a time through
+:meth:`StreamReader._parse_frame`, the one place that handles (and reports) those cases. ``poll()``
+hands out messages from a scanned batch; :meth:`StreamReader.read_columns` returns the columns
+themselves (what ``read_stream``, the Dask partitions and ``nbkit cat`` build on).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from nbkit.errors import (
 from nbkit.transport.positions import FilePosition
 from nbkit.wire.crc import crc16
 from nbkit.wire.keys import INTERNAL_KEY
+from nbkit.wire.scan import FrameColumns, new_columns, scan_frames
 from nbkit.wire.ssformat import (
     EOS_PAYLOAD,
     HEADER_SIZE,
@@ -101,29 +103,6 @@ class Message(NamedTuple):
 _message = partial(tuple.__new__, Message)
 
 
-class FrameColumns(NamedTuple):
-    """Messages as parallel column lists, one entry per message, in file order."""
-
-    stream_key: list[str]
-    shard_id: list[int]
-    seq: list[int]
-    timestamp_ms: list[int]
-    payload: list[bytes]
-    offset: list[int]
-
-    def append(self, msg: Message) -> None:
-        self.stream_key.append(msg.stream_key)
-        self.shard_id.append(msg.shard_id)
-        self.seq.append(msg.seq)
-        self.timestamp_ms.append(msg.timestamp_ms)
-        self.payload.append(msg.payload)
-        self.offset.append(msg.offset)
-
-
-def _new_columns() -> FrameColumns:
-    return FrameColumns([], [], [], [], [], [])
-
-
 @dataclass(frozen=True, slots=True)
 class ReadEnd:
     """Why a read ended, and where.
@@ -183,9 +162,6 @@ class ReadEnd:
             partial = f"; {self.trailing_bytes} trailing bytes are not a complete frame" if self.trailing_bytes else ""
             return f"stopped following at offset {self.offset}: no new data within the idle timeout{partial}"
         return f"stopped at offset {self.offset}: {self.error}"
-
-
-_MISSING = object()
 
 
 class _NeedMore(Exception):
@@ -410,63 +386,11 @@ class StreamReader:
                     self._poll_keys[bytes(raw)] = key if key in self.keys else None
         return key
 
-    def _scan(self, pos: int, keymap: dict[bytes, str | None], cols: FrameColumns, ends: list[int]) -> int:
-        """Append the complete, intact frames from ``pos`` up to the end of the buffer or the next beacon
-        boundary, whichever is first (and each taken frame's end to ``ends``); return where the scan stopped.
-
-        Only frames of keys in ``keymap`` are taken (a ``None`` value: checked, then skipped). The scan
-        stops at a boundary, a frame not wholly in the buffer, a key not in ``keymap``, a timestamp out
-        of range or a checksum mismatch: :meth:`_parse_frame` takes that frame (and reports any problem).
-        """
-        interval = self.interval
-        off = pos % interval
-        buf = self._buf
-        base = self._base
-        i = pos - base
-        n = len(buf)
-        if not off or i < 0 or i >= n:
-            return pos
-        stop = min(n, i + interval - off)  # the buffer index of the next boundary (or the buffer's end)
-        unpack = _HEAD.unpack_from
-        crc = crc16
-        get = keymap.get
-        max_ts = MAX_TIMESTAMP_MS
-        add_key, add_shard, add_seq, add_ts, add_payload, add_offset, add_end = (
-            cols.stream_key.append,
-            cols.shard_id.append,
-            cols.seq.append,
-            cols.timestamp_ms.append,
-            cols.payload.append,
-            cols.offset.append,
-            ends.append,
-        )
-        while True:
-            h = i + 1 + buf[i]  # start of shard/seq/ts/size, after the key
-            p = h + 28  # start of the payload
-            if p > stop:
-                break
-            shard, seq, ts, size = unpack(buf, h)
-            e = p + size + 3  # end of the frame
-            if e > stop or ts > max_ts:
-                break
-            key = get(buf[i + 1 : h], _MISSING)
-            if key is _MISSING:
-                break
-            payload = buf[p : e - 3]
-            if crc(payload) != (buf[e - 3] << 8 | buf[e - 2]):
-                break
-            if key is not None:
-                add_key(key)
-                add_shard(shard)
-                add_seq(seq)
-                add_ts(ts)
-                add_payload(payload)
-                add_offset(base + i)
-                add_end(base + e)
-            i = e
-            if i >= stop:
-                break
-        return base + i
+    def _scan(
+        self, pos: int, keymap: dict[bytes, str | None], cols: FrameColumns, ends: list[int] | None, until: int = -1
+    ) -> int:
+        """:func:`~nbkit.wire.scan.scan_frames` over the current buffer from ``pos``; where it stopped."""
+        return scan_frames(self._buf, self._base, pos, until, self.interval, keymap, cols, ends)
 
     def _parse_frame(self, pos: int, *, verify: bool = True) -> Message:
         """Parse the frame whose first field read starts at ``pos``; raises _NeedMore or FormatError."""
@@ -539,7 +463,7 @@ class StreamReader:
                     return msg
                 self.pos = self._ahead_end  # past the skipped frames after the batch's last message
                 self._ahead_pos = -1
-            cols = _new_columns()
+            cols = new_columns()
             ends: list[int] = []
             stop = self._scan(self.pos, self._poll_keys, cols, ends)
             if cols.offset:
@@ -612,6 +536,7 @@ class StreamReader:
         *,
         accept: Callable[[str], bool] | None = None,
         progress: Callable[[int], object] | None = None,
+        until: int | None = None,
     ) -> FrameColumns:
         """Read every message from ``pos`` on into column lists: what iterating would yield, without
         a Message object per message.
@@ -626,6 +551,10 @@ class StreamReader:
             other messages are still checked), within the reader's ``keys`` if it has any.
         progress : callable, optional
             ``progress(n)`` is told how many more bytes were read, now and then.
+        until : int, optional
+            Stop before the first frame that starts at or after this offset (``pos`` is then that
+            frame's start, or past it when a beacon is there; ``end`` stays None unless the read ended
+            first). The Dask partitions read their byte range so.
 
         Returns
         -------
@@ -636,18 +565,26 @@ class StreamReader:
         if self.keys is not None:
             only, asked = self.keys, accept
             accept = lambda key: key in only and (asked is None or asked(key))  # noqa: E731
-        cols = _new_columns()
+        cols = new_columns()
         keymap: dict[bytes, str | None] = {}
         for raw, key in self._fast_keys.items():
             keymap[raw] = key if accept is None or accept(key) else None
         self._ahead_pos = -1
         last = self.pos
-        while self.end is None:
-            self.pos = self._scan(self.pos, keymap, cols, [])
+        limit = -1 if until is None else until
+        while self.end is None and (until is None or self.pos < until):
+            self.pos = self._scan(self.pos, keymap, cols, None, limit)
+            if until is not None and self.pos >= until:
+                break
+            before = self.pos
             msg = self._poll_frame()
             if msg is None or msg is NEED_MORE:
                 break
-            key = msg.stream_key  # type: ignore[union-attr]
+            if until is not None and msg.offset >= until:  # type: ignore[attr-defined]
+                self.pos = before  # a beacon lay before it: the frame belongs to the next range
+                self.end = None
+                break
+            key = msg.stream_key  # type: ignore[attr-defined]
             take = accept is None or accept(key)
             if key != INTERNAL_KEY:
                 keymap[key.encode("utf-8")] = key if take else None
@@ -659,6 +596,37 @@ class StreamReader:
         if progress is not None and self.pos != last:
             progress(self.pos - last)
         return cols
+
+    def beacon_at(self, offset: int) -> Beacon:
+        """The beacon at boundary ``offset`` (a positive multiple of the interval).
+
+        Parameters
+        ----------
+        offset
+            A beacon boundary of this file.
+
+        Returns
+        -------
+        Beacon
+            Its cut-frame ``remaining`` bytes and markers; ``size`` is its length.
+
+        Raises
+        ------
+        FormatError
+            The beacon is incomplete (the file ends inside it) or damaged.
+
+        Examples
+        --------
+        >>> with StreamReader("big.ss") as r:          # doctest: +SKIP
+        ...     r.beacon_at(r.interval).size
+        46
+        """
+        if offset <= 0 or offset % self.interval:
+            raise ValueError(f"offset {offset} is not a beacon boundary (a positive multiple of {self.interval})")
+        try:
+            return self._beacon_at(offset)
+        except _NeedMore:
+            raise TruncatedError("the file ends inside this beacon", path=self.path, offset=offset) from None
 
     def __iter__(self) -> Iterator[Message]:
         delay = self.poll_min

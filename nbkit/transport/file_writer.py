@@ -701,18 +701,10 @@ class StreamWriter:
             if self.strict_seq and stream_key != INTERNAL_KEY:
                 self._check_increasing(stream_key, shard_id, seq)
         ts = self.clock_ms() if timestamp_ms is None else timestamp_ms
-        try:  # the layout of encode_frame, packed directly when every field fits
-            head = _HEAD.pack(shard_id, seq, ts, len(payload))
-        except (struct.error, TypeError, ValueError, OverflowError):
-            head = None
-        if head is not None and ts <= MAX_TIMESTAMP_MS:
-            crc = crc16(payload)
-            frame = b"".join((prefix, head, payload, _CRC_END.pack(crc, CR)))
-        else:  # a field out of range: encode_frame says which, as it always has
-            try:
-                frame, crc = encode_frame(prefix[1:], shard_id, seq, ts, payload)
-            except FormatError as exc:
-                raise exc.located(path=self.path) from None
+        try:  # the wire encoder (compiled when the compiled core is active); it says which field is wrong
+            frame, crc = encode_frame(prefix[1:], shard_id, seq, ts, payload)
+        except FormatError as exc:
+            raise exc.located(path=self.path) from None
         start = self.offset
         total = len(frame)
         if start + total + 7 > self._size_limit:
@@ -736,7 +728,7 @@ class StreamWriter:
                 return _tuple_new(Written, (stream_key, shard_id, seq, ts, start, offset))
             self._pending.append(frame)
         else:
-            offset = self.offset = self._cut(frame, start)
+            offset, self.offset = self._cut(frame, start)
             self._settle(stream_key, shard_id, prefix, state)
         self._pending_count += 1
         if self._pending_count >= self._flush_every:
@@ -766,23 +758,27 @@ class StreamWriter:
         if shard_id is _ZERO and type(stream_key) is str and stream_key not in self._hot:
             self._hot[stream_key] = (prefix, len(prefix) << 32, state, state.crcs.append)
 
-    def _cut(self, frame: bytes, offset: int) -> int:
+    def _cut(self, frame: bytes, offset: int) -> tuple[int, int]:
         """Queue a frame that reaches a beacon boundary: its pieces with a beacon at each boundary
-        (§6); returns the offset after it."""
+        (§6); returns the offset just after the frame's last byte (its ``Written.end``, as the reader's
+        ``Message.end``: a beacon at the boundary where the frame ends belongs to the next read, §6.3)
+        and the offset after everything queued."""
         interval = self.header.beacon_interval
         chunks = self._pending
         pos = 0
         total = len(frame)
+        frame_end = offset
         while pos < total:
             take = min(total - pos, interval - offset % interval)
             chunks.append(frame[pos : pos + take] if take != total else frame)
             pos += take
             offset += take
+            frame_end = offset
             if offset % interval == 0:
                 beacon = encode_beacon(total - pos, self._markers())
                 chunks.append(beacon)
                 offset += len(beacon)
-        return offset
+        return frame_end, offset
 
     def _markers(self) -> list[Marker]:
         wanted = num_markers(self.header.beacon_interval)

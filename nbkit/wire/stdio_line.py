@@ -11,6 +11,7 @@ from functools import partial
 from typing import NamedTuple
 
 from nbkit.errors import LineParseError, StreamKeyError, TimestampRangeError
+from nbkit.wire.core import pick
 from nbkit.wire.rust_text import RUST_WHITESPACE
 
 __all__ = [
@@ -297,6 +298,11 @@ def _parse_general(
     return ts, key, seq, shard, payload
 
 
+#: The pure-Python twin, kept under its own name for the twin tests and benchmarks.
+_parse_fields_pure = _parse_fields
+_parse_fields = pick("parse_fields", _parse_fields_pure)  # noqa: F811 (the twin this process runs)
+
+
 class ResolvedLine(NamedTuple):
     """A stdio line with every field filled in the way the upstream consumer fills missing ones."""
 
@@ -381,6 +387,11 @@ def format_line(timestamp_ms: int, stream_key: str, seq: int, payload: str) -> s
     No checks on the hot path: ``payload`` must not contain ``\\n`` (envelope it first).
     """
     return f"[{_second_text(timestamp_ms // 1000)} | {stream_key} | {seq}] {payload}\n"
+
+
+#: The pure-Python twin, kept under its own name for the twin tests and benchmarks.
+format_line_pure = format_line
+format_line = pick("format_line", format_line_pure)  # noqa: F811 (the twin this process runs)
 
 
 def format_log_timestamp(ms: int) -> str:

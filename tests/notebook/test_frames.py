@@ -214,3 +214,76 @@ def test_concat_file_and_pipe(sample_path):
     assert len(both) == 28
     assert str(both["stream_key"].dtype) == "category"
     assert both["transport"].value_counts().to_dict() == {"file": 27, "pipe": 1}
+
+
+# -- payload="columns": the json fields, columnar ----------------------------------------------------
+
+from hypothesis import HealthCheck, example, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_json_scalars = st.one_of(
+    st.integers(-(2**63), 2**63 - 1), st.integers(2**63, 2**70), st.floats(allow_nan=False, allow_infinity=False),
+    st.booleans(), st.none(), st.text(max_size=8), st.sampled_from(["2024-01-02T03:04:05", "2024-01-02"]),
+)
+
+
+@st.composite
+def _json_payloads(draw) -> list[bytes]:
+    """Records with the same fields (the usual case), with now and then a twist the fast path must refuse."""
+    import json
+
+    names = draw(st.lists(st.sampled_from(["a", "b", "c", "ts"]), min_size=0, max_size=4, unique=True))
+    kinds = {name: draw(_json_scalars) for name in names}
+    out = []
+    for _ in range(draw(st.integers(1, 12))):
+        record = {name: draw(st.one_of(st.just(kinds[name]), _json_scalars)) for name in names}
+        text = json.dumps(record, separators=draw(st.sampled_from([(",", ":"), (", ", ": ")])))
+        twist = draw(st.sampled_from([None] * 8 + ["list", "empty", "newline", "dup", "nested", "notjson"]))
+        if twist == "list":
+            text = "[1, 2]"
+        elif twist == "empty":
+            text = ""
+        elif twist == "newline":
+            text = text.replace("{", "{\n", 1)
+        elif twist == "dup" and names:
+            text = text[:-1] + (", " if record else "") + f'"{names[0]}": 1}}'
+        elif twist == "nested":
+            text = '{"a": {"x": 1}}'
+        elif twist == "notjson":
+            text = "not json"
+        out.append(text.encode())
+    return out
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(payloads=_json_payloads())
+@example(payloads=[b'{"a": 9223372036854775808}', b'{"a": 1}'])  # pyarrow would make it a double
+@example(payloads=[b'{"t": "2024-01-02T03:04:05", "n": 1.5}', b'{"t": "x", "n": 2}'])  # text, not timestamps
+@example(payloads=[b'{"a": 1}', b'{"a": null}'])
+def test_columns_mode_has_the_json_modes_fields(tmp_path_factory, payloads):
+    """payload="columns" and "json" (pyarrow where it is exact, the row-by-row path elsewhere) give
+    the payload.<field> columns of the row-by-row path alone; "columns" keeps the text "auto" gives."""
+    path = tmp_path_factory.mktemp("cols") / "c.ss"
+    with StreamWriter(path, created_at_ms=1) as w:
+        for p in payloads:
+            w.write("k", p, timestamp_ms=5)
+    from nbkit.notebook import frames
+
+    fast = frames._arrow_json_fields
+    frames._arrow_json_fields = lambda bodies: None  # the reference: the row-by-row path only
+    try:
+        as_json = read_stream(path, payload="json")
+    finally:
+        frames._arrow_json_fields = fast
+    as_columns = read_stream(path, payload="columns")
+    pd.testing.assert_frame_equal(read_stream(path, payload="json"), as_json)
+    fields = [c for c in as_json.columns if c.startswith("payload.")]
+    assert [c for c in as_columns.columns if c.startswith("payload.")] == fields
+    pd.testing.assert_frame_equal(as_columns[fields], as_json[fields])
+    assert as_columns["payload"].tolist() == read_stream(path)["payload"].tolist()
+
+
+def test_columns_mode_keeps_text_arrow_backed(sample_path):
+    df = read_stream(sample_path, payload="columns", keys="breakpoint")
+    assert df["payload"].dtype == pd.Series([], dtype="str").dtype
+    assert df.loc[0, "payload.id"] == read_stream(sample_path, payload="json", keys="breakpoint").loc[0, "payload.id"]

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from nbkit.notebook.frames import read_stream
 from nbkit.scale.partitions import ByteRange, Selection, find_eos, plan_ranges, read_range, selection
+from nbkit.transport.file_reader import StreamReader
 from nbkit.transport.file_writer import StreamWriter
 from nbkit.transport.positions import FilePosition
 from nbkit.wire.keys import INTERNAL_KEY
@@ -233,8 +234,12 @@ def test_range_read_is_its_own_frame_position(scale_file):
     pd.testing.assert_frame_equal(whole.reset_index(drop=True), want)
 
 
-def test_plain_message_path_gives_the_same_rows(scale_file, monkeypatch, stack, same_rows):
-    """Without the reader's batch scan (a private helper), ranges fall back to poll(): same rows."""
-    monkeypatch.setattr("nbkit.scale.partitions._FAST_SCAN", False)
-    parts, _ = read_parts(scale_file, 3000, keys=["alpha", "beta"])
-    same_rows(stack(parts), read_stream(scale_file, keys=["alpha", "beta"]))
+def test_ranges_read_with_until_match_a_poll_loop(scale_file):
+    """``read_columns(until=b)`` (what a range reads) takes exactly the frames a poll() loop meets before b."""
+    with StreamReader(scale_file) as r:
+        everything = [(m.stream_key, m.offset) for m in r]
+        interval = r.interval
+    for b in (interval, 3 * interval, 1 << 40):
+        with StreamReader(scale_file) as r:
+            cols = r.read_columns(until=b)
+        assert list(zip(cols.stream_key, cols.offset, strict=True)) == [x for x in everything if x[1] < b]

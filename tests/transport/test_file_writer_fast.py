@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from nbkit.errors import FileLimitError, NbkitError, StreamKeyError
@@ -68,6 +68,8 @@ def _write_and_expect(w: StreamWriter, writes, clock_value) -> tuple[list, list]
 
 @HYPO
 @given(writes=writes_st, interval=st.sampled_from([1024, 2048]), flush_every=st.sampled_from([1, 1, 3]))
+# a frame that ends exactly on the boundary (128 + 33 + 863 = 1024): its end is 1024, before the beacon
+@example(writes=[("a", b"x" * 863, "default"), ("a", b"y", "default")], interval=1024, flush_every=1)
 def test_custom_clock_matches_the_reference_layout(tmp_path_factory, layout, writes, interval, flush_every):
     path = tmp_path_factory.getbasetemp() / f"fast{next(_counter)}.ss"
     ticks = itertools.count(1_700_000_000_000)

@@ -1,0 +1,159 @@
+"""Peers: nbkit.read_stream against every reader a user would pick instead, in one run, interleaved.
+
+The same records (bench/_common.py: 4 stream keys, JSON objects of about 200 bytes) as a stream file and
+as NDJSON. Each round runs every reader once, in a rotating order (the machine's load hits them alike);
+the first round is a warm-up; medians of wall-clock time are reported. Values are checked equal: every
+reader's field columns against read_stream's. The pure-Python twin runs in a child process
+(``NBKIT_PURE_PYTHON=1``, chosen at import); only its read is timed.
+
+Targets (issue 14): read_stream(payload="json") at least as fast as pandas.read_json(engine="pyarrow")
+and within 1.3x of polars.read_ndjson; read_stream(payload="bytes") within 3x of reading the file.
+
+    python bench/peers.py                     # 1,000,000 messages, 3 timed rounds
+    python bench/peers.py --messages 2000 --repeat 1
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # this checkout's nbkit
+
+import _common as c  # noqa: E402
+import pandas as pd  # noqa: E402
+from read import compare, write_ndjson  # noqa: E402
+
+from nbkit.notebook.frames import read_stream  # noqa: E402
+from nbkit.wire import core  # noqa: E402
+
+_CHILD = """
+import sys, time
+from nbkit.notebook.frames import read_stream
+from nbkit.wire import core
+assert core.CORE == "pure-python", core.CORE
+t = time.perf_counter()
+read_stream(sys.argv[1], payload=sys.argv[2], progress=False)
+print(time.perf_counter() - t)
+"""
+
+
+def pure_twin(path: str, mode: str) -> Callable[[], float]:
+    """A reader that runs read_stream on the pure-Python twin in a child process; returns its read time."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, NBKIT_PURE_PYTHON="1", PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""))
+
+    def run() -> float:
+        done = subprocess.run([sys.executable, "-c", _CHILD, path, mode], env=env, capture_output=True, text=True,
+                              check=True)
+        return float(done.stdout.strip().splitlines()[-1])
+
+    return run
+
+
+def interleaved(readers: dict[str, Callable[[], object]], repeat: int) -> tuple[dict[str, float], dict[str, object]]:
+    """Median seconds of each reader over ``repeat`` rounds after a warm-up round, rotating the order.
+    A reader that returns a float reports its own time (the child process); the last results are kept."""
+    times: dict[str, list[float]] = {name: [] for name in readers}
+    results: dict[str, object] = {}
+    names = list(readers)
+    for r in range(repeat + 1):
+        order = names[r % len(names):] + names[: r % len(names)]
+        for name in order:
+            results[name] = None
+            t = time.perf_counter()
+            got = readers[name]()
+            wall = time.perf_counter() - t
+            if isinstance(got, float):
+                wall = got
+            else:
+                results[name] = got
+            if r:
+                times[name].append(wall)
+    return {name: statistics.median(ts) for name, ts in times.items()}, results
+
+
+def check(nb: pd.DataFrame, theirs: pd.DataFrame, who: str) -> list[str]:
+    """``compare`` (bench/read.py) after giving epoch-ms timestamps (pyarrow, polars) a datetime dtype."""
+    if pd.api.types.is_integer_dtype(theirs["timestamp"]):
+        theirs = theirs.assign(timestamp=pd.to_datetime(theirs["timestamp"], unit="ms"))
+    return [f"{who}: {p}" for p in compare(nb, theirs)]
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = c.parser(__doc__.splitlines()[0]).parse_args(argv)
+    n = args.messages
+    c.banner("peers: read_stream vs pandas, pyarrow and polars readers", args)
+    print(f"   nbkit core: {core.core_description()}")
+    try:
+        import polars as pl
+    except ImportError:
+        pl = None
+        print("   polars is not installed (pip install -e '.[bench]'): its figures are left out")
+    import pyarrow.json as pa_json
+
+    results: list[bool] = []
+    with c.workdir(args, "peers") as tmp:
+        ss = os.path.join(tmp, "bench.ss")
+        nd = os.path.join(tmp, "bench.ndjson")
+        ss_size = c.write_stream(ss, n)
+        nd_size = write_ndjson(nd, n)
+        print(f"   data: {ss_size / 1e6:,.1f} MB stream file, {nd_size / 1e6:,.1f} MB NDJSON")
+
+        def file_bytes() -> int:
+            with open(ss, "rb") as f:
+                return len(f.read())
+
+        readers: dict[str, Callable[[], object]] = {
+            'read_stream(payload="json")': lambda: read_stream(ss, payload="json", progress=False),
+            'read_stream(payload="columns")': lambda: read_stream(ss, payload="columns", progress=False),
+            'read_stream(payload="json") [pure twin]': pure_twin(ss, "json"),
+            'read_stream(payload="columns") [pure twin]': pure_twin(ss, "columns"),
+            "pandas.read_json(lines=True)": lambda: pd.read_json(nd, lines=True),
+            'pandas.read_json(lines=True, engine="pyarrow")': lambda: pd.read_json(nd, lines=True, engine="pyarrow"),
+            "pyarrow.json.read_json().to_pandas()": lambda: pa_json.read_json(nd).to_pandas(),
+            'read_stream(payload="bytes")': lambda: read_stream(ss, payload="bytes", progress=False),
+            'read_stream(payload="bytes") [pure twin]': pure_twin(ss, "bytes"),
+            "open(path, 'rb').read() (the I/O bound)": file_bytes,
+        }
+        if pl is not None:
+            readers["polars.read_ndjson"] = lambda: pl.read_ndjson(nd)
+        medians, got = interleaved(readers, args.repeat)
+        for name, seconds in medians.items():
+            c.row(name, seconds, n)
+
+        ours = got['read_stream(payload="columns")']
+        problems = check(got['read_stream(payload="json")'], got['pandas.read_json(lines=True, engine="pyarrow")'],
+                         "json vs pandas(pyarrow)")
+        problems += check(ours, got["pyarrow.json.read_json().to_pandas()"], "columns vs pyarrow.json")
+        if pl is not None:
+            problems += check(ours, got["polars.read_ndjson"].to_pandas(), "columns vs polars")
+        results.append(c.verdict("identical values", not problems, "; ".join(problems) or
+                                 "read_stream (json, columns) == pandas(pyarrow) == pyarrow.json == polars"))
+
+        arrow_pd = medians['pandas.read_json(lines=True, engine="pyarrow")']
+        for mode in ("json", "columns"):
+            ours_s = medians[f'read_stream(payload="{mode}")']
+            twin_s = medians[f'read_stream(payload="{mode}") [pure twin]']
+            results.append(c.verdict(
+                f'read_stream(payload="{mode}") <= pandas.read_json(engine="pyarrow")', ours_s <= arrow_pd,
+                f"{ours_s / arrow_pd:.2f}x its time (pure twin {twin_s / arrow_pd:.2f}x; target <= 1.00x)"))
+            if pl is not None:
+                polars_s = medians["polars.read_ndjson"]
+                results.append(c.verdict(
+                    f'read_stream(payload="{mode}") within 1.3x of polars.read_ndjson', ours_s <= 1.3 * polars_s,
+                    f"{ours_s / polars_s:.2f}x (pure twin {twin_s / polars_s:.2f}x; target <= 1.30x)"))
+        io = medians["open(path, 'rb').read() (the I/O bound)"]
+        b = medians['read_stream(payload="bytes")']
+        bt = medians['read_stream(payload="bytes") [pure twin]']
+        results.append(c.verdict('read_stream(payload="bytes") within 3x of reading the file', b <= 3 * io,
+                                 f"{b / io:.2f}x (pure twin {bt / io:.2f}x; target <= 3.00x)"))
+    return c.finish(results)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,299 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
+"""The compiled twin of nbkit's byte-level hot loops (Cython; built by setup.py when a C compiler exists).
+
+Same signatures, results and errors as the pure-Python reference twin:
+
+- :func:`crc16` as :data:`nbkit.wire.crc.crc16` (CRC-16/CDMA2000),
+- :func:`scan_frames` as :func:`nbkit.wire.scan.scan_frames` (the frame scanner),
+- :func:`encode_frame` as :func:`nbkit.wire.ssformat.encode_frame` (the writer's frame encoding),
+- :func:`parse_fields` and :func:`format_line` as ``nbkit.wire.stdio_line._parse_fields`` and
+  :func:`nbkit.wire.stdio_line.format_line` (stdio lines),
+
+Identical errors by construction: every input off the hot path (a field out of range, a header that is
+not the canonical ``[ts | key | seq]``) is handed to the pure twin,
+which raises or answers. :mod:`nbkit.wire.core` chooses between the twins once, at import.
+"""
+
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
+from cpython.long cimport PyLong_FromLongLong, PyLong_FromUnsignedLongLong
+from libc.stdint cimport int64_t, uint8_t, uint16_t, uint32_t, uint64_t
+from libc.string cimport memcmp, memcpy
+
+# Slicing-by-8 tables: _T[k][b] is the CRC register after byte b then k zero bytes (from register 0).
+cdef uint16_t _T[8][256]
+cdef int _t, _b, _k
+cdef uint16_t _c
+for _t in range(256):
+    _c = <uint16_t>(_t << 8)
+    for _b in range(8):
+        if _c & 0x8000:
+            _c = <uint16_t>((_c << 1) ^ 0xC867)
+        else:
+            _c = <uint16_t>(_c << 1)
+    _T[0][_t] = _c
+for _k in range(1, 8):
+    for _t in range(256):
+        _T[_k][_t] = <uint16_t>((_T[_k - 1][_t] << 8) ^ _T[0][_T[_k - 1][_t] >> 8])
+
+cdef int64_t _MAX_TS = 253_402_300_799_999
+cdef uint64_t _MAX_PAYLOAD = 0xFFFFFFFF
+
+
+cdef inline uint16_t _crc(const uint8_t* p, Py_ssize_t n, uint16_t crc) noexcept nogil:
+    """CRC-16/CDMA2000 (poly 0xC867, not reflected) of ``p[:n]`` from register ``crc``, 8 bytes a step."""
+    cdef uint16_t c
+    while n >= 8:
+        c = crc ^ <uint16_t>((<uint16_t>p[0] << 8) | p[1])
+        crc = <uint16_t>(_T[7][c >> 8] ^ _T[6][c & 0xFF] ^ _T[5][p[2]] ^ _T[4][p[3]]
+                         ^ _T[3][p[4]] ^ _T[2][p[5]] ^ _T[1][p[6]] ^ _T[0][p[7]])
+        p += 8
+        n -= 8
+    while n > 0:
+        crc = <uint16_t>((crc << 8) ^ _T[0][((crc >> 8) ^ p[0]) & 0xFF])
+        p += 1
+        n -= 1
+    return crc
+
+
+cdef inline uint64_t _be64(const uint8_t* p) noexcept nogil:
+    return ((<uint64_t>p[0] << 56) | (<uint64_t>p[1] << 48) | (<uint64_t>p[2] << 40) | (<uint64_t>p[3] << 32)
+            | (<uint64_t>p[4] << 24) | (<uint64_t>p[5] << 16) | (<uint64_t>p[6] << 8) | <uint64_t>p[7])
+
+
+cdef inline void _put64(uint8_t* p, uint64_t v) noexcept nogil:
+    cdef int k
+    for k in range(8):
+        p[k] = <uint8_t>(v >> (56 - 8 * k))
+
+
+def crc16(data, initial=None):
+    """CRC-16/CDMA2000 of a bytes-like ``data`` (``initial``: the register to start from, 0xFFFF)."""
+    if initial is not None and not (type(initial) is int and 0 <= initial <= 0xFFFF):
+        from nbkit.wire.crc import crc16 as pure  # the twin says what is wrong with it
+        return pure(data, initial)
+    cdef uint16_t start = 0xFFFF if initial is None else <uint16_t>initial
+    if type(data) is bytes:
+        return _crc(<const uint8_t*>PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data), start)
+    cdef const uint8_t[::1] view = data
+    if view.shape[0] == 0:
+        return start
+    return _crc(&view[0], view.shape[0], start)
+
+
+_MISSING = object()
+
+
+def scan_frames(bytes buf not None, long long base, long long pos, long long until, long long interval,
+                dict keymap not None, object cols, list ends):
+    """The compiled :func:`nbkit.wire.scan.scan_frames` (see there): same arguments, same result."""
+    cdef long long off = pos % interval
+    cdef Py_ssize_t n = PyBytes_GET_SIZE(buf)
+    cdef Py_ssize_t i = <Py_ssize_t>(pos - base)
+    if off == 0 or i < 0 or i >= n:
+        return pos
+    cdef Py_ssize_t stop = n if i + interval - off > n else <Py_ssize_t>(i + interval - off)
+    cdef Py_ssize_t limit = n if until < 0 else <Py_ssize_t>(until - base)
+    cdef const uint8_t* b = <const uint8_t*>PyBytes_AS_STRING(buf)
+    cdef list ks = cols[0], shards = cols[1], seqs = cols[2], tss = cols[3], pays = cols[4], offs = cols[5]
+    cdef Py_ssize_t h, p, e, klen
+    cdef uint64_t shard, seq, ts
+    cdef uint32_t size
+    cdef const uint8_t* last_raw = NULL  # the previous frame's key bytes, and what keymap said of them
+    cdef Py_ssize_t last_len = -1
+    cdef object key = None
+    cdef object payload
+    while i < limit:
+        klen = b[i]
+        h = i + 1 + klen
+        p = h + 28
+        if p > stop:
+            break
+        shard = _be64(b + h)
+        seq = _be64(b + h + 8)
+        ts = _be64(b + h + 16)
+        size = <uint32_t>((<uint32_t>b[h + 24] << 24) | (<uint32_t>b[h + 25] << 16)
+                          | (<uint32_t>b[h + 26] << 8) | <uint32_t>b[h + 27])
+        e = p + <Py_ssize_t>size + 3
+        if e > stop or ts > <uint64_t>_MAX_TS:
+            break
+        if not (last_len == klen and memcmp(last_raw, b + i + 1, klen) == 0):
+            key = keymap.get(PyBytes_FromStringAndSize(<const char*>(b + i + 1), klen), _MISSING)
+            if key is _MISSING:
+                break
+            last_raw = b + i + 1
+            last_len = klen
+        if _crc(b + p, size, 0xFFFF) != ((<uint16_t>b[e - 3] << 8) | b[e - 2]):
+            break
+        if key is not None:
+            payload = PyBytes_FromStringAndSize(<const char*>(b + p), size)
+            ks.append(key)
+            shards.append(PyLong_FromUnsignedLongLong(shard))
+            seqs.append(PyLong_FromUnsignedLongLong(seq))
+            tss.append(PyLong_FromLongLong(<long long>ts))
+            pays.append(payload)
+            offs.append(PyLong_FromLongLong(base + i))
+            if ends is not None:
+                ends.append(PyLong_FromLongLong(base + e))
+        i = e
+        if i >= stop:
+            break
+    return base + i
+
+
+_pure_encode_frame = None
+
+
+def encode_frame(key, shard_id, seq, timestamp_ms, payload):
+    """The compiled :func:`nbkit.wire.ssformat.encode_frame`: (frame bytes, payload CRC)."""
+    global _pure_encode_frame
+    if (type(key) is bytes and type(payload) is bytes and type(shard_id) is int and type(seq) is int
+            and type(timestamp_ms) is int and 0 <= shard_id <= 0xFFFFFFFFFFFFFFFF
+            and 0 <= seq <= 0xFFFFFFFFFFFFFFFF and 0 <= timestamp_ms <= _MAX_TS
+            and len(payload) <= 0xFFFFFFFF and len(key) <= 255):
+        return _encode(<bytes>key, <uint64_t>shard_id, <uint64_t>seq, <uint64_t>timestamp_ms, <bytes>payload)
+    if _pure_encode_frame is None:
+        from nbkit.wire.ssformat import encode_frame_pure
+        _pure_encode_frame = encode_frame_pure
+    return _pure_encode_frame(key, shard_id, seq, timestamp_ms, payload)
+
+
+cdef tuple _encode(bytes key, uint64_t shard, uint64_t seq, uint64_t ts, bytes payload):
+    cdef Py_ssize_t k = PyBytes_GET_SIZE(key)
+    cdef Py_ssize_t size = PyBytes_GET_SIZE(payload)
+    cdef bytes out = PyBytes_FromStringAndSize(NULL, 32 + k + size)
+    cdef uint8_t* o = <uint8_t*>PyBytes_AS_STRING(out)
+    cdef const uint8_t* src = <const uint8_t*>PyBytes_AS_STRING(payload)
+    cdef uint16_t c = _crc(src, size, 0xFFFF)
+    o[0] = <uint8_t>k
+    memcpy(o + 1, PyBytes_AS_STRING(key), k)
+    _put64(o + 1 + k, shard)
+    _put64(o + 9 + k, seq)
+    _put64(o + 17 + k, ts)
+    o[25 + k] = <uint8_t>(size >> 24)
+    o[26 + k] = <uint8_t>(size >> 16)
+    o[27 + k] = <uint8_t>(size >> 8)
+    o[28 + k] = <uint8_t>size
+    memcpy(o + 29 + k, src, size)
+    o[29 + k + size] = <uint8_t>(c >> 8)
+    o[30 + k + size] = <uint8_t>c
+    o[31 + k + size] = 13
+    return out, c
+
+
+# ------------------------------------------------------------------------------------- stdio lines
+
+_stdio = None
+
+
+cdef object _stdio_module():
+    global _stdio
+    if _stdio is None:
+        from nbkit.wire import stdio_line
+        _stdio = stdio_line
+    return _stdio
+
+
+cdef inline bint _digit(Py_UCS4 c) noexcept:
+    return c >= u'0' and c <= u'9'
+
+
+cdef inline bint _keychar(Py_UCS4 c) noexcept:
+    return ((c >= u'a' and c <= u'z') or (c >= u'A' and c <= u'Z') or (c >= u'0' and c <= u'9')
+            or c == u'.' or c == u'_' or c == u'-')
+
+
+cdef Py_ssize_t _u64_end(str line, Py_ssize_t j, Py_ssize_t n):
+    """End of ``\\+?[0-9]+`` at ``j`` (-1 if none)."""
+    if j < n and line[j] == u'+':
+        j += 1
+    cdef Py_ssize_t s = j
+    while j < n and _digit(line[j]):
+        j += 1
+    return j if j > s else -1
+
+
+def parse_fields(str line, lineno):
+    """The compiled ``stdio_line._parse_fields``: (timestamp_ms, key, seq, shard, payload) of a line.
+
+    The canonical header ``[ts | key | seq]`` / ``[ts | key | seq | shard]`` is read here; any other
+    line goes to the pure twin (which also raises every error)."""
+    cdef Py_ssize_t n = len(line)
+    cdef Py_ssize_t j, ts_end, k0, k1, s0, s1, h0 = -1, h1 = -1
+    mod = _stdio_module()
+    if n < 30 or line[0] != u'[':
+        return mod._parse_general(line, lineno)
+    # timestamp: [+-]?YYYY-MM-DDTHH:MM:SS(.f{1,9})?
+    j = 1
+    if line[j] == u'+' or line[j] == u'-':
+        j += 1
+    if j + 19 > n:
+        return mod._parse_general(line, lineno)
+    for t in range(19):
+        c = line[j + t]
+        if t == 4 or t == 7:
+            if c != u'-':
+                return mod._parse_general(line, lineno)
+        elif t == 10:
+            if c != u'T':
+                return mod._parse_general(line, lineno)
+        elif t == 13 or t == 16:
+            if c != u':':
+                return mod._parse_general(line, lineno)
+        elif not _digit(c):
+            return mod._parse_general(line, lineno)
+    j += 19
+    if j < n and line[j] == u'.':
+        k0 = j + 1
+        j = k0
+        while j < n and j - k0 < 9 and _digit(line[j]):
+            j += 1
+        if j == k0:
+            return mod._parse_general(line, lineno)
+    ts_end = j
+    if line[j:j + 3] != u" | ":
+        return mod._parse_general(line, lineno)
+    k0 = j + 3
+    j = k0
+    while j < n and j - k0 < 249 and _keychar(line[j]):
+        j += 1
+    k1 = j
+    if k1 == k0 or line[j:j + 3] != u" | ":
+        return mod._parse_general(line, lineno)
+    s0 = j + 3
+    s1 = _u64_end(line, s0, n)
+    if s1 < 0:
+        return mod._parse_general(line, lineno)
+    j = s1
+    if line[j:j + 3] == u" | ":
+        h0 = j + 3
+        h1 = _u64_end(line, h0, n)
+        if h1 < 0:
+            return mod._parse_general(line, lineno)
+        j = h1
+    if j >= n or line[j] != u']':
+        return mod._parse_general(line, lineno)
+    ts = mod._parse_timestamp(line[1:ts_end])
+    seq = int(line[s0:s1])
+    shard = None if h0 < 0 else int(line[h0:h1])
+    if ts is None or seq > 0xFFFFFFFFFFFFFFFF or (shard is not None and shard > 0xFFFFFFFFFFFFFFFF):
+        return mod._parse_general(line, lineno)
+    rest = line[j + 1:]
+    return ts, line[k0:k1], seq, shard, rest.lstrip(mod.RUST_WHITESPACE) or rest
+
+
+cdef long long _cached_sec = 0
+cdef str _cached_text = u"1970-01-01T00:00:00"
+
+
+def format_line(timestamp_ms, str stream_key, seq, str payload):
+    """The compiled :func:`nbkit.wire.stdio_line.format_line`: ``[YYYY-MM-DDTHH:MM:SS | key | seq] payload\\n``."""
+    global _cached_sec, _cached_text
+    sec = timestamp_ms // 1000
+    if type(sec) is int and -(1 << 62) < sec < (1 << 62) and <long long>sec == _cached_sec:
+        text = _cached_text
+    else:
+        text = _stdio_module()._second_text(sec)
+        if type(sec) is int and -(1 << 62) < sec < (1 << 62):
+            _cached_sec = <long long>sec
+            _cached_text = text
+    return u"[" + text + u" | " + stream_key + u" | " + str(seq) + u"] " + payload + u"\n"

@@ -1,0 +1,61 @@
+"""Build hook for nbkit: compile the core (nbkit/wire/_speedups.pyx, Cython) when a C compiler is there.
+
+Everything else (metadata, extras, the ``nbkit`` script) lives in pyproject.toml. The compiled core is
+optional by design: when Cython is missing or the compiler fails (no compiler, ``CC=false``), the
+install still succeeds and nbkit runs on its pure-Python twin (``nbkit --version`` says which core is
+active). A one-line notice says so (``pip install -v`` shows it).
+"""
+
+from __future__ import annotations
+
+import sys
+
+from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
+
+NOTICE = "nbkit: the compiled core was not built ({why}); nbkit will run on its pure-Python twin"
+
+
+_told = False
+
+
+def _notice(why: object) -> None:
+    """Print the one-line notice (once per build) with the first line of the reason."""
+    global _told
+    if _told:
+        return
+    _told = True
+    text = str(why).strip().splitlines()[0] if str(why).strip() else type(why).__name__
+    print(NOTICE.format(why=text[:120]), file=sys.stderr)
+
+
+class OptionalBuildExt(build_ext):
+    """``build_ext`` that never fails the install: a compile error becomes the one-line notice."""
+
+    def run(self) -> None:
+        try:
+            super().run()
+        except Exception as exc:  # no compiler at all, or the toolchain failed
+            _notice(exc)
+
+    def build_extension(self, ext: Extension) -> None:
+        try:
+            super().build_extension(ext)
+        except Exception as exc:
+            _notice(exc)
+
+
+def _extensions() -> list[Extension]:
+    try:
+        from Cython.Build import cythonize
+    except ImportError as exc:
+        _notice(exc)
+        return []
+    return cythonize(
+        [Extension("nbkit.wire._speedups", ["nbkit/wire/_speedups.pyx"])],
+        compiler_directives={"language_level": "3"},
+        quiet=True,
+    )
+
+
+setup(ext_modules=_extensions(), cmdclass={"build_ext": OptionalBuildExt})

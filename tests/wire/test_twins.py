@@ -1,0 +1,201 @@
+"""The compiled core and the pure-Python twin agree: same results and same errors on the same random
+streams, damaged bytes, frames and stdio lines (hypothesis). Skipped where the core was not built."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
+from nbkit.transport import file_reader
+from nbkit.transport.file_reader import StreamReader
+from nbkit.transport.file_writer import StreamWriter
+from nbkit.wire import core, stdio_line
+from nbkit.wire.crc import crc16 as crc16_pure
+from nbkit.wire.scan import new_columns, scan_frames_pure
+from nbkit.wire.ssformat import MAX_TIMESTAMP_MS, encode_frame_pure
+
+compiled = core.compiled_module()
+pytestmark = pytest.mark.skipif(compiled is None, reason="the compiled core was not built here")
+
+HYPO = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                         HealthCheck.function_scoped_fixture])
+_counter = itertools.count()
+
+
+def outcome(fn, *args):
+    """What a call gives: ("ok", result) or ("error", type name, message)."""
+    try:
+        return ("ok", fn(*args))
+    except Exception as exc:  # noqa: BLE001 - the point is to compare any error
+        return ("error", type(exc).__name__, str(exc))
+
+
+# -- CRC ----------------------------------------------------------------------------------------------
+
+
+@HYPO
+@given(data=st.binary(max_size=600), initial=st.one_of(st.none(), st.integers(0, 0xFFFF)))
+@example(data=b"123456789", initial=None)  # the catalogue check value 0x4C06
+def test_crc16_twins_agree(data, initial):
+    assert compiled.crc16(data, initial) == crc16_pure(data, initial)
+    assert compiled.crc16(bytearray(data)) == crc16_pure(data)
+
+
+# -- frame encoding -----------------------------------------------------------------------------------
+
+u64ish = st.one_of(st.integers(0, 2**64 - 1), st.integers(-5, -1), st.integers(2**64, 2**64 + 3), st.booleans())
+
+
+@HYPO
+@given(
+    key=st.one_of(st.binary(min_size=1, max_size=40), st.text(max_size=5)),
+    shard=u64ish,
+    seq=u64ish,
+    ts=st.one_of(st.integers(0, MAX_TIMESTAMP_MS), st.integers(MAX_TIMESTAMP_MS + 1, MAX_TIMESTAMP_MS + 9),
+                 st.integers(-3, -1)),
+    payload=st.one_of(st.binary(max_size=300), st.just(bytearray(b"ba")), st.just("text")),
+)
+def test_encode_frame_twins_agree(key, shard, seq, ts, payload):
+    assert outcome(compiled.encode_frame, key, shard, seq, ts, payload) == outcome(
+        encode_frame_pure, key, shard, seq, ts, payload
+    )
+
+
+# -- the frame scanner --------------------------------------------------------------------------------
+
+KEYS = [b"a", b"orders", b"q" * 30, b"SEA_STREAMER_INTERNAL"]
+frames_st = st.lists(
+    st.tuples(st.sampled_from(KEYS), st.integers(0, 2**64 - 1), st.integers(0, 2**64 - 1),
+              st.integers(0, MAX_TIMESTAMP_MS), st.binary(max_size=200)),
+    max_size=30,
+)
+
+
+@HYPO
+@given(
+    frames=frames_st,
+    base=st.integers(0, 300),
+    interval=st.sampled_from([128, 1024, 4096, 1 << 20]),
+    known=st.lists(st.tuples(st.sampled_from(KEYS), st.booleans()), max_size=4),
+    damage=st.lists(st.tuples(st.integers(0, 10_000), st.integers(1, 255)), max_size=3),
+    cut=st.integers(0, 60),
+    until=st.one_of(st.just(-1), st.integers(0, 8000)),
+    skew=st.integers(0, 2),
+)
+def test_scan_frames_twins_agree(frames, base, interval, known, damage, cut, until, skew):
+    """Random frames (a random key filter, flipped bytes, a cut tail, any start and stop) scan alike."""
+    data = bytearray(b"".join(encode_frame_pure(*f)[0] for f in frames))
+    for at, flip in damage:
+        if data:
+            data[at % len(data)] ^= flip
+    buf = bytes(data[: max(0, len(data) - cut)])
+    keymap = {raw: (raw.decode() if take else None) for raw, take in known}
+    pos = base + skew  # skew 1-2: a start that is not a frame start (garbage in, same answer out)
+    results = []
+    for scan in (scan_frames_pure, compiled.scan_frames):
+        cols, ends = new_columns(), []
+        stop = scan(buf, base, pos, until, interval, dict(keymap), cols, ends)
+        results.append((stop, tuple(cols), ends))
+    assert results[0] == results[1]
+
+
+# -- whole files through the reader, on each twin ------------------------------------------------------
+
+writes_st = st.lists(st.tuples(st.sampled_from(["a", "orders", "ruststream-internal"]), st.binary(max_size=700)),
+                     max_size=40)
+
+
+def _end(end):
+    """A ReadEnd as comparable values (exceptions compare by identity)."""
+    return None if end is None else (end.reason, end.offset, end.trailing_bytes, repr(end.error))
+
+
+def _read_everything(path: Path, scan, monkeypatch):
+    monkeypatch.setattr(file_reader, "scan_frames", scan)
+    out = []
+    for mode in ("iterate", "columns"):
+        try:
+            with StreamReader(path, errors="raise") as r:
+                got = [tuple(m) for m in r] if mode == "iterate" else [tuple(c) for c in r.read_columns()]
+                out.append(("ok", got, _end(r.end)))
+        except Exception as exc:  # noqa: BLE001
+            out.append(("error", type(exc).__name__, str(exc)))
+    with StreamReader(path, errors="stop", keys=["orders"]) as r:
+        out.append(("stop", [tuple(m) for m in r], _end(r.end), r.beacons_seen))
+    return out
+
+
+@HYPO
+@given(writes=writes_st, interval=st.sampled_from([1024, 2048]),
+       damage=st.lists(st.tuples(st.integers(128, 40_000), st.integers(1, 255)), max_size=2),
+       cut=st.integers(0, 40), eos=st.booleans())
+def test_stream_reader_on_each_twin_agrees(tmp_path_factory, monkeypatch, writes, interval, damage, cut, eos):
+    path = tmp_path_factory.getbasetemp() / f"twin{next(_counter)}.ss"
+    with StreamWriter(path, beacon_interval=interval, created_at_ms=1, clock_ms=itertools.count(1000).__next__) as w:
+        for key, payload in writes:
+            w.write(key, payload)
+        if eos:
+            w.write_eos()
+    data = bytearray(path.read_bytes())
+    for at, flip in damage:
+        if at < len(data):
+            data[at] ^= flip
+    path.write_bytes(bytes(data[: len(data) - cut] if cut < len(data) - 128 else data))
+    with monkeypatch.context() as m:
+        pure = _read_everything(path, scan_frames_pure, m)
+    with monkeypatch.context() as m:
+        fast = _read_everything(path, compiled.scan_frames, m)
+    assert pure == fast
+
+
+# -- stdio lines --------------------------------------------------------------------------------------
+
+ts_st = st.one_of(
+    st.builds("{:04d}-{:02d}-{:02d}T{:02d}:{:02d}:{:02d}".format, st.integers(0, 9999), st.integers(0, 13),
+              st.integers(0, 32), st.integers(0, 25), st.integers(0, 61), st.integers(0, 61)),
+    st.sampled_from(["2024-02-29T23:59:59", "2023-02-29T00:00:00", "-0001-01-01T00:00:00", "+2024-01-01T00:00:00"]),
+)
+frac_st = st.one_of(st.just(""), st.from_regex(r"\.[0-9]{0,11}", fullmatch=True))
+key_st = st.one_of(st.sampled_from(["orders", "a", "k" * 249, "k" * 250, "", "x y", "é"]),
+                   st.from_regex(r"[A-Za-z0-9._-]{1,12}", fullmatch=True))
+num_st = st.one_of(st.integers(0, 2**64 + 5).map(str), st.sampled_from(["+7", "-1", "", "1e3", " 4"]))
+sep_st = st.sampled_from([" | ", " | ", " | ", "|", " |", "  |  "])
+
+
+@st.composite
+def lines(draw) -> str:
+    """Canonical headers and near misses: each field, separator and tail varied."""
+    fields = [draw(ts_st) + draw(frac_st), draw(key_st), draw(num_st)]
+    if draw(st.booleans()):
+        fields.append(draw(num_st))
+    if draw(st.integers(0, 5)) == 0:
+        fields.append(draw(key_st))
+    head = "[" + draw(sep_st).join(fields) + draw(st.sampled_from(["]", "]", "", " ]"]))
+    tail = draw(st.one_of(st.text(max_size=20), st.sampled_from([" payload", "  x ", "\t", " ", ""])))
+    return draw(st.sampled_from(["", "", "", "x", " "])) + head + tail
+
+
+@HYPO
+@given(line=st.one_of(lines(), st.text(max_size=40)), lineno=st.one_of(st.none(), st.integers(1, 99)))
+@example(line="[2024-01-02T03:04:05.123 | orders | 17] {}", lineno=None)
+@example(line="[2024-13-02T03:04:05 | orders | 17] x", lineno=3)
+@example(line="[2024-01-02T03:04:05 | orders | 18446744073709551616] x", lineno=3)
+def test_parse_line_twins_agree(line, lineno):
+    assert outcome(compiled.parse_fields, line, lineno) == outcome(stdio_line._parse_fields_pure, line, lineno)
+
+
+@HYPO
+@given(
+    ts=st.one_of(st.integers(-(10**15), 10**15), st.integers(-(2**70), 2**70)),
+    key=key_st,
+    seq=st.integers(0, 2**64 - 1),
+    payload=st.text(max_size=30),
+)
+def test_format_line_twins_agree(ts, key, seq, payload):
+    assert outcome(compiled.format_line, ts, key, seq, payload) == outcome(
+        stdio_line.format_line_pure, ts, key, seq, payload
+    )
