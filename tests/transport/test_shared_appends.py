@@ -113,9 +113,9 @@ def test_sequences_continue_the_files_and_the_beacon_at_a_boundary_is_kept(tmp_p
     a = StreamWriter(path, beacon_interval=1024, created_at_ms=CREATED)
     b = StreamWriter(path)
     first = a.write("k", b"z" * (1024 - 128 - 33), timestamp_ms=1)  # ends exactly at 1024: a beacon follows
-    assert first.end == 1024 + 7 + 27 + 1
+    assert first.end == 1024  # a frame ends where its bytes end (spec 6.3); the beacon is not part of it
     second = b.write("k", b"again", timestamp_ms=2)
-    assert (second.seq, second.offset) == (2, first.end)  # b read a's frame and its beacon, cut nothing
+    assert (second.seq, second.offset) == (2, 1024 + 7 + 27 + 1)  # b read a's frame and its beacon, cut nothing
     assert b.truncated_bytes == 0
     assert a.write("k", b"third").seq == 3
     a.close()
