@@ -108,7 +108,8 @@ def main(argv: list[str] | None = None) -> int:
         for _ in range(args.repeat):  # interleaved: the four runs see the same load
             for label, every, sync in (("1", 1, False), ("1 fsync", 1, True), ("b", args.batch, False),
                                        ("b fsync", args.batch, True)):
-                t = c.time_it(lambda every=every, sync=sync: write_all_discard(every, fsync=sync, count=m), 1, setup=fresh)
+                run = lambda every=every, sync=sync: write_all_discard(every, fsync=sync, count=m)  # noqa: E731
+                t = c.time_it(run, 1, setup=fresh)
                 timings.setdefault(label, []).append(t)
         best = {label: sorted(ts, key=lambda t: t.wall)[len(ts) // 2] for label, ts in timings.items()}  # medians
         c.row(f"fsync=False, flush_every=1 ({m:,} messages)", best["1"], m)

@@ -4,9 +4,9 @@
 module raises an ImportError that says so. How partitions are cut, the index and divisions, and the
 json columns: :mod:`nbkit.scale.dask_reader`.
 
->>> import nbkit.dask                                     # doctest: +SKIP
->>> ddf = nbkit.dask.read_stream("big.ss", partition_size="64MiB")
->>> ddf.groupby("stream_key", observed=True).size().compute()
+>>> import nbkit.dask
+>>> ddf = nbkit.dask.read_stream("big.ss", partition_size="64MiB")      # doctest: +SKIP
+>>> ddf.groupby("stream_key", observed=True).size().compute()           # doctest: +SKIP
 """
 
 from __future__ import annotations

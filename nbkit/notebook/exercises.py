@@ -21,7 +21,26 @@ from typing import Any
 
 @dataclass(frozen=True)
 class Verdict:
-    """The outcome of a check: ``ok`` and the explanation shown to the learner."""
+    """The outcome of a check: ``ok`` and the explanation shown to the learner.
+
+    It shows as ``Right: ...`` or ``Not yet: ...`` and is true when the answer is right.
+
+    Parameters
+    ----------
+    ok : bool
+        Whether the answer is right.
+    message : str
+        The explanation, or on a wrong answer a hint that does not give the answer away.
+
+    Examples
+    --------
+    >>> from nbkit.exercises import Verdict
+    >>> verdict = Verdict(False, "count the dead-letter rows of the file transport only.")
+    >>> verdict
+    Not yet: count the dead-letter rows of the file transport only.
+    >>> bool(verdict)
+    False
+    """
 
     ok: bool
     message: str
@@ -51,7 +70,38 @@ def _exercise(name: str, *, expected: Callable[..., Any] | None = None):
 
 
 def check(exercise: str, answer: Any, **context: Any) -> Verdict:
-    """Check ``answer`` for ``exercise`` (the id printed in the notebook); returns a Verdict."""
+    """Check ``answer`` for ``exercise`` (the id printed in the notebook); returns a Verdict.
+
+    Parameters
+    ----------
+    exercise : str
+        The exercise id, such as ``"03-attempts"`` (see :func:`exercises`).
+    answer : object
+        The learner's answer.
+    **context
+        What the check needs from the notebook (a path, a session...), as the exercise cell passes it.
+
+    Returns
+    -------
+    Verdict
+        Right, or not yet with a hint.
+
+    Raises
+    ------
+    KeyError
+        If there is no exercise of that id.
+
+    Examples
+    --------
+    >>> from nbkit.exercises import check
+    >>> check("00-dead-letters", 12)                # doctest: +SKIP
+    Not yet: ...
+    >>> try:
+    ...     check("99-no-such-exercise", 1)
+    ... except KeyError:
+    ...     print("unknown id")
+    unknown id
+    """
     fn = _CHECKS.get(exercise)
     if fn is None:
         raise KeyError(f"no exercise {exercise!r}; known: {', '.join(sorted(_CHECKS))}")
@@ -59,12 +109,51 @@ def check(exercise: str, answer: Any, **context: Any) -> Verdict:
 
 
 def exercises() -> list[str]:
-    """The ids of every exercise with a check."""
+    """The ids of every exercise with a check.
+
+    Returns
+    -------
+    list of str
+        Sorted; the first two characters are the lesson number.
+
+    Examples
+    --------
+    >>> from nbkit.exercises import exercises
+    >>> all(name[:2].isdigit() and name[2] == "-" for name in exercises())
+    True
+    """
     return sorted(_CHECKS)
 
 
 def expected(exercise: str, **context: Any) -> Any:
-    """The right answer to ``exercise`` in the given context (what a solution cell computes)."""
+    """The right answer to ``exercise`` in the given context (what a solution cell computes).
+
+    Parameters
+    ----------
+    exercise : str
+        The exercise id.
+    **context
+        The same context the notebook passes to :func:`check`.
+
+    Returns
+    -------
+    object
+        The answer :func:`check` accepts.
+
+    Raises
+    ------
+    KeyError
+        If the exercise states no expected answer.
+
+    Examples
+    --------
+    >>> from nbkit.exercises import expected
+    >>> try:
+    ...     expected("99-no-such-exercise")
+    ... except KeyError as err:
+    ...     print("no expected answer")
+    no expected answer
+    """
     fn = _EXPECTED.get(exercise)
     if fn is None:
         raise KeyError(f"exercise {exercise!r} states no expected answer; register it with expected=...")

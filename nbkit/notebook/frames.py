@@ -514,23 +514,56 @@ def read_stream(
     include_internal: bool = False,
     on_bad_frames: str = "error",
 ) -> pd.DataFrame:
-    """Load a ``.ss`` stream file into a DataFrame, one row per message (schema in the module doc).
+    """Load a ``.ss`` stream file into a DataFrame, one row per message.
 
-    ``keys`` keeps only those stream keys. ``payload``: ``"auto"`` (text where UTF-8, else bytes),
-    ``"bytes"``, ``"text"``, ``"json"`` (parsed, object fields also as ``payload.<field>``) or
-    ``"columns"`` (the ``payload.<field>`` columns, ``payload`` left as JSON text: the fast way to load
-    JSON records, no Python object per row).
     ``start`` is a FilePosition or a time (messages strictly after it); ``end`` a time (messages
-    before it). EOS and the internal priming key are left out unless ``include_internal``.
-    ``progress=None`` shows a bar for files over 64 MiB. How the read ended is in
-    ``frame.attrs["read_end"]``; a partial frame at the tail warns.
-    ``on_bad_frames`` (as pandas' ``read_csv(on_bad_lines=...)``): ``"error"`` raises at a damaged frame;
-    ``"skip"`` resumes at the next intact beacon and ``"warn"`` also warns once per damaged region.
-    Either way ``frame.attrs["damaged"]`` lists the regions skipped (dicts: ``start``, ``end``,
-    ``problem``, ``skipped`` bytes; empty for an intact file).
+    before it). EOS and the internal priming key are left out unless ``include_internal``. How the read
+    ended is in ``frame.attrs["read_end"]``; a partial frame at the tail warns.
 
-    >>> df = read_stream("../shared/testdata/ss/sample-1.ss")      # doctest: +SKIP
-    >>> df.groupby("stream_key", observed=True).size()              # doctest: +SKIP
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The stream file.
+    keys : str or iterable of str, optional
+        Keep only these stream keys (the others are skipped cheaply).
+    payload : {"auto", "bytes", "text", "json", "columns"}
+        ``"auto"``: text where UTF-8, else bytes; ``"json"``: parsed, and a JSON object's fields also as
+        columns ``payload.<field>``; ``"columns"``: the ``payload.<field>`` columns, ``payload`` left as
+        JSON text (the fast way to load JSON records, no Python object per row).
+    start : FilePosition, datetime, int or str, optional
+        Where to start: a position, or a time (epoch ms, aware datetime or ISO text).
+    end : datetime, int or str, optional
+        Keep the messages before this time.
+    progress : bool, optional
+        Show a progress bar (None: only for files over 64 MiB).
+    include_internal : bool
+        Keep SeaStreamer's internal messages (the EOS mark, the priming message).
+    on_bad_frames : {"error", "warn", "skip"}
+        What a damaged frame does (as pandas' ``read_csv(on_bad_lines=...)``): ``"error"`` raises;
+        ``"skip"`` resumes at the next intact beacon and ``"warn"`` also warns once per damaged region.
+        Either way ``frame.attrs["damaged"]`` lists the regions skipped (dicts: ``start``, ``end``,
+        ``problem``, ``skipped`` bytes; empty for an intact file).
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per message, with the columns ``stream_key`` (category), ``shard_id``, ``seq`` (UInt64),
+        ``timestamp`` (datetime64[ms, UTC]), ``size`` (payload bytes), ``payload``, ``retry_count``,
+        ``attempt`` (retry_count + 1), ``headers`` (dict), ``offset`` (the frame's byte offset) and
+        ``transport`` (``"file"``), then any ``payload.<field>`` columns.
+
+    Examples
+    --------
+    >>> from nbkit import StreamWriter, read_stream
+    >>> with StreamWriter("orders.ss") as writer:
+    ...     _ = writer.write("orders", b'{"id": 1, "item": "book"}')
+    ...     _ = writer.write("audit", b"checked")
+    ...     _ = writer.write("orders", b'{"id": 2, "item": "lamp"}')
+    >>> df = read_stream("orders.ss", keys="orders", payload="json")
+    >>> df[["seq", "attempt", "payload.item"]]
+       seq  attempt payload.item
+    0    1        1         book
+    1    2        1         lamp
     """
     sel, position, seek_key = selection(
         keys=keys, payload=payload, start=start, end=end, include_internal=include_internal
@@ -590,13 +623,32 @@ def read_pipe(
 ) -> pd.DataFrame:
     """Load captured stdio lines (a stage's saved stdout) into the same frame shape as read_stream.
 
-    ``source`` is a path (``pathlib.Path``, or a str naming an existing file), a string of lines,
-    or an iterable of lines. Fields a line leaves out are filled as the upstream consumer does
-    (key ``broadcast``, shard 0, counted seq); a missing timestamp stays NaT. ``offset`` holds the
-    line number.
+    Fields a line leaves out are filled as the upstream consumer does (key ``broadcast``, shard 0,
+    counted seq); a missing timestamp stays NaT. ``offset`` holds the line number.
 
-    >>> read_pipe(["[2024-01-01T00:00:00 | jobs | 0] hello"]).loc[0, "payload"]
-    'hello'
+    Parameters
+    ----------
+    source : str, os.PathLike or iterable of str
+        A path (``pathlib.Path``, or a str naming an existing file), a string of lines, or an iterable
+        of lines.
+    keys : str or iterable of str, optional
+        Keep only these stream keys.
+    payload : {"auto", "bytes", "text", "json"}
+        How to present payloads, as in :func:`read_stream`.
+
+    Returns
+    -------
+    pandas.DataFrame
+        The columns of :func:`read_stream`, with ``transport`` ``"pipe"``.
+
+    Examples
+    --------
+    >>> from nbkit import read_pipe
+    >>> lines = ["[2024-01-01T00:00:00 | jobs | 0] hello", "[2024-01-01T00:00:01 | jobs | 1] world"]
+    >>> read_pipe(lines)[["stream_key", "seq", "payload", "offset"]]
+      stream_key  seq payload  offset
+    0       jobs    0   hello       1
+    1       jobs    1   world       2
     """
     wanted = {keys} if isinstance(keys, str) else (set(keys) if keys is not None else None)
     cols = _Columns(payload)
@@ -641,7 +693,29 @@ def _lines(source: Any) -> Iterable[str]:
 
 
 def concat_frames(*frames: pd.DataFrame) -> pd.DataFrame:
-    """Stack frames from read_stream/read_pipe (e.g. a file and a pipe) keeping the categorical dtypes."""
+    """Stack frames from read_stream/read_pipe (e.g. a file and a pipe) keeping the categorical dtypes.
+
+    Parameters
+    ----------
+    *frames : pandas.DataFrame
+        Frames made by :func:`read_stream` or :func:`read_pipe`.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Their rows in order, with a fresh index and ``stream_key``/``transport`` still categorical.
+
+    Examples
+    --------
+    >>> from nbkit import StreamWriter, concat_frames, read_pipe, read_stream
+    >>> with StreamWriter("orders.ss") as writer:
+    ...     _ = writer.write("orders", b"paid")
+    >>> both = concat_frames(read_stream("orders.ss"), read_pipe(["[2024-01-01T00:00:00 | jobs | 0] hello"]))
+    >>> both[["transport", "stream_key", "payload"]]
+      transport stream_key payload
+    0      file     orders    paid
+    1      pipe       jobs   hello
+    """
     if not frames:
         raise ValueError("concat_frames needs at least one frame")
     keys = sorted({k for f in frames for k in f["stream_key"].astype(str)})

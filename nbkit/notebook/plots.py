@@ -1042,8 +1042,19 @@ def dashboard(
 
     Examples
     --------
-    >>> fig = dashboard(session.events)                             # doctest: +SKIP
-    >>> fig.savefig("retries.png")                                  # doctest: +SKIP
+    >>> from nbkit import App, FileBroker, FilePosition, HandlerOutcome, Session
+    >>> from nbkit.plot import dashboard
+    >>> broker = FileBroker("orders.ss")
+    >>> @broker.subscriber("orders", start_at=FilePosition.beginning(), max_attempts=3, dead_letter="orders.dead")
+    ... def handle(delivery):
+    ...     return HandlerOutcome.retry_after(2 ** delivery.attempt)
+    >>> session = Session(App(broker))
+    >>> _ = broker.publish("orders", '{"id": 1}')
+    >>> _ = session.run()
+    >>> fig = dashboard(session.events)
+    >>> [ax.get_title() for ax in fig.axes]
+    ['Deliveries per attempt', 'Scheduled retry delays', 'Dead letters over time']
+    >>> fig.savefig("retries.png")
     """
     _frame_kind(data)
     import matplotlib.pyplot as plt

@@ -208,10 +208,37 @@ def _logged(method):
 class Session:
     """Step an :class:`~nbkit.App` through its deliveries on a virtual clock.
 
-    >>> session = Session(App(broker))               # doctest: +SKIP
-    >>> session.step()                               # one delivery, settled
-    >>> session.advance(5)                           # time passes; due copies are published
-    >>> session.events                               # what happened, as a DataFrame
+    Nothing happens until you call :meth:`step`, :meth:`advance` or :meth:`run`, so every output is
+    reproducible. The session keeps every settlement (``events``), the runtime's log lines (``log``) and
+    can start over (:meth:`reset`). ``nbkit.widgets.SessionPanel(session)`` puts buttons on it.
+
+    Parameters
+    ----------
+    app : App
+        A fresh (not started) app; the session gives it the virtual clock.
+    clock : VirtualClock, optional
+        The clock (default: one starting at 2024-01-01T00:00:00Z).
+    max_deliveries : int
+        The most deliveries :meth:`run` makes (a handler that always retries never ends).
+
+    Examples
+    --------
+    >>> from nbkit import App, FileBroker, FilePosition, HandlerOutcome, Session
+    >>> broker = FileBroker("orders.ss")
+    >>> @broker.subscriber("orders", start_at=FilePosition.beginning(), max_attempts=2, dead_letter="orders.dead")
+    ... def handle(delivery):
+    ...     return HandlerOutcome.retry_after(5)
+    >>> session = Session(App(broker))
+    >>> _ = broker.publish("orders", '{"id": 1}')
+    >>> session.step()
+    file orders #1 attempt 1: retry_after -> copy to 'orders' due in 5 s, to be delivered as attempt 2
+    >>> session.advance(5)
+    clock 2024-01-01T00:00:00Z -> 2024-01-01T00:00:05Z (+5 s): 1 delayed copy written
+      2024-01-01T00:00:05Z file: copy of orders #1, attempt 1 written to orders #2 (retry count 1), ...
+    >>> session.run()
+    file orders #2 attempt 2: retry_after -> copy written to dead-letter key 'orders.dead' with retry count 2 (...)
+    >>> session.counts()["dead-letter"], str(session.now)
+    (1, '2024-01-01 00:00:05+00:00')
     """
 
     def __init__(self, app: App, *, clock: VirtualClock | None = None, max_deliveries: int = 10_000) -> None:
@@ -242,7 +269,18 @@ class Session:
 
     @_logged
     def step(self, n: int = 1) -> Steps:
-        """Deliver and settle up to ``n`` messages that are ready now; returns their events."""
+        """Deliver and settle up to ``n`` messages that are ready now; returns their events.
+
+        Parameters
+        ----------
+        n : int
+            The most deliveries to make.
+
+        Returns
+        -------
+        Steps
+            A list of :class:`~nbkit.SettlementEvent` that shows one line per event.
+        """
         self._begin()
         out = Steps()
         for _ in range(n):
@@ -254,8 +292,20 @@ class Session:
 
     @_logged
     def run(self, *, max_deliveries: int | None = None) -> Steps:
-        """Deliver until nothing is ready and no delayed copy is pending, jumping the clock to each
-        copy's due time; stops after ``max_deliveries`` (a handler that always retries never ends)."""
+        """Deliver until nothing is ready and no delayed copy is pending, jumping the clock to each copy's due time.
+
+        Stops after ``max_deliveries`` (a handler that always retries never ends).
+
+        Parameters
+        ----------
+        max_deliveries : int, optional
+            The most deliveries (default: the session's ``max_deliveries``).
+
+        Returns
+        -------
+        Steps
+            The settlement events of this run.
+        """
         self._begin()
         limit = self.max_deliveries if max_deliveries is None else max_deliveries
         out = Steps()
@@ -276,7 +326,18 @@ class Session:
 
         Returns what happened meanwhile (an :class:`Advanced`, a list of the settlements whose copies
         were written): it shows each copy written -- when, to which key and sequence number, and the
-        attempt it will be delivered as -- or, when none fell due, when the next one is."""
+        attempt it will be delivered as -- or, when none fell due, when the next one is.
+
+        Parameters
+        ----------
+        seconds : float or datetime.timedelta
+            How far to move the clock.
+
+        Returns
+        -------
+        Advanced
+            The (updated) settlement events of the copies written.
+        """
         self._begin()
         if isinstance(seconds, dt.timedelta):
             seconds = seconds.total_seconds()
@@ -290,19 +351,36 @@ class Session:
 
     @_logged
     def crash(self) -> int:
-        """Kill the service as a crash would: delayed copies still waiting are lost. Returns how many."""
+        """Kill the service as a crash would: delayed copies still waiting are lost.
+
+        Returns
+        -------
+        int
+            How many copies were lost.
+        """
         self._begin()
         return self.app.crash()
 
     @_logged
     def close(self) -> None:
-        """Shut down gracefully: wait out (on the virtual clock) the delayed copies, write EOS if asked."""
+        """Shut down gracefully: wait out (on the virtual clock) the delayed copies, write EOS if asked.
+
+        Returns
+        -------
+        None
+        """
         self._begin()
         self.app.shutdown()
 
     def reset(self) -> None:
-        """Start over: files are cut back to their size at the first step (copies the session wrote
-        are removed), captured pipe output is cleared, the clock goes back, events are forgotten."""
+        """Start over: files are cut back to their size at the first step, the clock goes back.
+
+        Copies the session wrote are removed, captured pipe output is cleared and events are forgotten.
+
+        Returns
+        -------
+        None
+        """
         if self._snapshot is not None:
             if not self.app.stopped:
                 self.app.crash()
@@ -320,10 +398,12 @@ class Session:
     # -- looking -----------------------------------------------------------------------------------
     @property
     def now(self) -> dt.datetime:
+        """The virtual clock's time, as an aware UTC datetime."""
         return utc(self.clock.now())
 
     @property
     def events(self) -> pd.DataFrame:
+        """Every settlement so far as a DataFrame, one row per :class:`~nbkit.SettlementEvent`."""
         return self.app.events_frame()
 
     @property
@@ -348,15 +428,28 @@ class Session:
 
     @property
     def last_delivery(self) -> Delivery | None:
+        """The latest :class:`~nbkit.Delivery` handed to a handler, or None."""
         return self.app.last_delivery
 
     def counts(self) -> dict[str, int]:
-        """How many settlements took each action so far."""
+        """How many settlements took each action so far.
+
+        Returns
+        -------
+        dict of str to int
+            Every :class:`~nbkit.Action` value, with 0 for those not taken.
+        """
         c = Counter(e.action for e in self.app.events)
         return {a: c.get(a, 0) for a in ACTIONS}
 
     def output(self) -> list[str]:
-        """Lines captured from every pipe broker's stdout (when stdout was a list)."""
+        """Lines captured from every pipe broker's stdout (when stdout was a list).
+
+        Returns
+        -------
+        list of str
+            The lines, in the order they were written.
+        """
         lines: list[str] = []
         for b in self.app.brokers:
             if isinstance(b, StdioBroker) and b.sink.lines is not None:
@@ -364,6 +457,12 @@ class Session:
         return lines
 
     def summary(self) -> str:
+        """One line: the time, how many settled and pending, the counts per action, the subscriptions.
+
+        Returns
+        -------
+        str
+        """
         c = self.counts()
         subs = ", ".join(f"{r.name} ({b.transport})" for b in self.app.brokers for r in b.registrations)
         return (

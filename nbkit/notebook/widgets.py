@@ -113,9 +113,18 @@ class SessionPanel(widgets.VBox):
 
     Examples
     --------
-    >>> panel = SessionPanel(session)                               # doctest: +SKIP
-    >>> panel                                                       # doctest: +SKIP
-    >>> panel.buttons["step"].click(); panel.status.value           # doctest: +SKIP
+    >>> from nbkit import App, FileBroker, FilePosition, HandlerOutcome, Session
+    >>> from nbkit.widgets import SessionPanel
+    >>> broker = FileBroker("orders.ss")
+    >>> @broker.subscriber("orders", start_at=FilePosition.beginning())
+    ... def handle(delivery):
+    ...     return HandlerOutcome.retry_after(5)
+    >>> session = Session(App(broker))
+    >>> _ = broker.publish("orders", '{"id": 1}')
+    >>> panel = SessionPanel(session, plot=False)
+    >>> panel.buttons["step"].click()            # what a click in the notebook does
+    >>> "Step: 1 delivered" in panel.status.value, len(session.pending)
+    (True, 1)
     """
 
     def __init__(self, session, *, plot: bool = True, log_lines: int = 8, timeline_lanes: int = 12) -> None:
@@ -208,7 +217,12 @@ class SessionPanel(widgets.VBox):
 
     # -- views -----------------------------------------------------------------------------------------
     def refresh(self) -> None:
-        """Redraw every view from the Session."""
+        """Redraw every view from the Session.
+
+        Returns
+        -------
+        None
+        """
         s = self.session
         head = f"<p><b>clock</b> {_e(_iso(s.now))} &middot; {_e(self._note)}</p>"
         if self._error is not None:
@@ -307,8 +321,26 @@ class StreamBrowser(widgets.VBox):
     (all pages; index = row in ``frame``), ``page`` the current page (0-based; assigning it moves
     there), ``pages`` how many there are.
 
-    >>> browser = StreamBrowser("../shared/testdata/ss/sample-1.ss")     # doctest: +SKIP
-    >>> browser.key.value = "event"; browser.next_page()                 # doctest: +SKIP
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The stream file.
+    page_size : int
+        Messages per page.
+
+    Examples
+    --------
+    >>> from nbkit import StreamWriter
+    >>> from nbkit.widgets import StreamBrowser
+    >>> with StreamWriter("orders.ss") as writer:
+    ...     for n in range(5):
+    ...         _ = writer.write("orders", b'{"id": %d}' % n)
+    >>> browser = StreamBrowser("orders.ss", page_size=2)
+    >>> browser.pages, len(browser.filtered)
+    (3, 5)
+    >>> browser.next_page()
+    >>> browser.page
+    1
     """
 
     ALL = "(all)"
@@ -379,13 +411,40 @@ class StreamBrowser(widgets.VBox):
         )
 
     def next_page(self) -> None:
+        """Go to the next page (the last page stays where it is).
+
+        Returns
+        -------
+        None
+        """
         self.page = self._page + 1
 
     def previous_page(self) -> None:
+        """Go to the previous page (the first page stays where it is).
+
+        Returns
+        -------
+        None
+        """
         self.page = self._page - 1
 
     def show(self, row) -> None:
-        """Show the message at ``row`` (an index label of ``frame``) in ``detail``."""
+        """Show the message at ``row`` (an index label of ``frame``) in ``detail``.
+
+        Parameters
+        ----------
+        row : int
+            The row of ``frame`` (the ``row`` column of the table).
+
+        Returns
+        -------
+        None
+
+        Raises
+        ------
+        KeyError
+            If there is no such row.
+        """
         if row not in self.frame.index:
             raise KeyError(f"no message at row {row!r}; rows are 0..{len(self.frame) - 1}")
         msg = self.frame.loc[row]

@@ -76,12 +76,38 @@ class App:
 
     ``shutdown_timeout`` bounds how long a graceful shutdown waits for delayed copies (None: wait
     them all out, as upstream). ``clock`` defaults to the real clock; sessions pass a virtual one.
-    ``keep_events`` is how many settlement events :attr:`events` keeps, the most recent ones (None:
-    all of them, as a :class:`~nbkit.notebook.session.Session` does); :attr:`settled` counts every
+    ``keep_events`` is how many settlement events ``events`` keeps, the most recent ones (None:
+    all of them, as a :class:`~nbkit.Session` does); ``settled`` counts every
     settlement. A service settles for ever, so an unbounded history would grow without end.
 
-    >>> app = App(broker)                            # doctest: +SKIP
-    >>> app.run()                                    # doctest: +SKIP
+    ``run()`` is what ``nbkit run MODULE:APP`` calls; ``step()``, ``fire_due()`` and the methods under them
+    are the engine a :class:`~nbkit.Session` drives cell by cell.
+
+    Parameters
+    ----------
+    *brokers : FileBroker or StdioBroker
+        The brokers whose registrations this app runs (at least one).
+    shutdown_timeout : float, optional
+        Seconds a graceful shutdown waits for delayed copies (None: all of them).
+    clock : RealClock or VirtualClock, optional
+        The time source (default: the real clock).
+    keep_events : int, optional
+        How many recent settlement events to keep (None: all).
+
+    Examples
+    --------
+    >>> from nbkit import App, FileBroker, FilePosition, HandlerOutcome, VirtualClock
+    >>> broker = FileBroker("orders.ss")
+    >>> @broker.subscriber("orders", start_at=FilePosition.beginning())
+    ... def handle(delivery):
+    ...     return HandlerOutcome.ack()
+    >>> app = App(broker, clock=VirtualClock(), shutdown_timeout=10)
+    >>> app.start()
+    >>> _ = broker.publish("orders", '{"id": 1}')
+    >>> app.step().describe()
+    'file orders #1 attempt 1: ack -> acknowledgement unsupported (logged); nothing written'
+    >>> app.settled
+    1
     """
 
     def __init__(
@@ -106,7 +132,7 @@ class App:
         self.clock: Clock = clock or RealClock()
         #: The most recent settlement events, oldest first (at most ``keep_events`` of them).
         self.events: deque[SettlementEvent] = deque(maxlen=keep_events)
-        #: How many settlements this app has recorded, including those no longer in :attr:`events`.
+        #: How many settlements this app has recorded, including those no longer in ``events``.
         self.settled = 0
         self.subscriptions: list[Subscription] = []
         self._pending: list[PendingCopy] = []
@@ -122,7 +148,12 @@ class App:
 
     # -- lifecycle -------------------------------------------------------------------------------
     def start(self) -> None:
-        """Bind the clock, connect every broker and open the subscriptions (idempotent)."""
+        """Bind the clock, connect every broker and open the subscriptions (idempotent).
+
+        Returns
+        -------
+        None
+        """
         if self.started:
             return
         for b in self.brokers:
@@ -146,7 +177,7 @@ class App:
 
     @property
     def keep_events(self) -> int | None:
-        """How many settlement events :attr:`events` keeps (None: all)."""
+        """How many settlement events ``events`` keeps (None: all)."""
         return self.events.maxlen
 
     @keep_events.setter
@@ -156,24 +187,51 @@ class App:
 
     @property
     def pending(self) -> list[PendingCopy]:
-        """Delayed copies not yet published, soonest first."""
+        """Delayed copies not yet published, soonest first.
+
+        Returns
+        -------
+        list of PendingCopy
+            Each with ``due``, ``destination``, ``subscription`` and ``attempt``.
+        """
         return sorted(self._pending)
 
     def events_frame(self):
-        """The settlement events as a pandas DataFrame (schema in :mod:`nbkit.runtime.events`)."""
+        """The settlement events as a pandas DataFrame (one row per :class:`~nbkit.SettlementEvent`).
+
+        Returns
+        -------
+        pandas.DataFrame
+            The events kept in ``events``, with UTC times.
+        """
         return events_frame(self.events)
 
     def all_ended(self) -> bool:
-        """Every subscription has ended (or, under loopback, can only receive this app's own copies)."""
+        """Every subscription has ended (or, under loopback, can only receive this app's own copies).
+
+        Returns
+        -------
+        bool
+        """
         return all(s.exhausted for s in self.subscriptions)
 
     def request_stop(self) -> None:
-        """Ask a running app to shut down gracefully (what SIGINT/SIGTERM do)."""
+        """Ask a running app to shut down gracefully (what SIGINT/SIGTERM do).
+
+        Returns
+        -------
+        None
+        """
         self._stop_requested = True
 
     # -- one delivery ------------------------------------------------------------------------------
     def next_delivery(self) -> tuple[Subscription, Delivery] | None:
-        """The next delivery from any subscription, round robin; None if none is ready now."""
+        """The next delivery from any subscription, round robin; None if none is ready now.
+
+        Returns
+        -------
+        tuple of (Subscription, Delivery) or None
+        """
         subs = self.subscriptions
         n = len(subs)
         for i in range(n):
@@ -192,14 +250,42 @@ class App:
         return None
 
     def invoke(self, sub: Subscription, delivery: Delivery) -> Any:
-        """Call the handler; returns its result (maybe awaitable) or the exception it raised."""
+        """Call the handler; returns its result (maybe awaitable) or the exception it raised.
+
+        Parameters
+        ----------
+        sub : Subscription
+            The subscription the delivery came from.
+        delivery : Delivery
+            What the handler receives.
+
+        Returns
+        -------
+        object
+            The handler's return value, or the exception it raised.
+        """
         try:
             return sub.registration.handler(delivery)
         except Exception as exc:  # a failing handler drops the delivery, like an Err from Rust
             return exc
 
     def settle(self, sub: Subscription, delivery: Delivery, result: Any) -> SettlementEvent:
-        """Apply the outcome (or the exception) to the delivery; record and return the event."""
+        """Apply the outcome (or the exception) to the delivery; record and return the event.
+
+        Parameters
+        ----------
+        sub : Subscription
+            The subscription the delivery came from.
+        delivery : Delivery
+            The delivery being settled.
+        result : object
+            What :meth:`invoke` returned: None, a HandlerOutcome or an exception.
+
+        Returns
+        -------
+        SettlementEvent
+            What the runtime did.
+        """
         error = None
         if type(result) is HandlerOutcome:
             outcome = result
@@ -341,7 +427,12 @@ class App:
         return _copied(event, published.time, published.seq)
 
     def step(self) -> SettlementEvent | None:
-        """Publish due copies, then deliver and settle one message; None if none was ready."""
+        """Publish due copies, then deliver and settle one message; None if none was ready.
+
+        Returns
+        -------
+        SettlementEvent or None
+        """
         self.start()
         self.fire_due()
         got = self.next_delivery()
@@ -373,8 +464,18 @@ class App:
 
     # -- delayed copies ----------------------------------------------------------------------------
     def fire_due(self, until: float | None = None) -> list[SettlementEvent]:
-        """Publish every delayed copy due by ``until`` (default: now), in due order; returns their
-        (updated) settlement events."""
+        """Publish every delayed copy due by ``until`` (default: now), in due order.
+
+        Parameters
+        ----------
+        until : float, optional
+            Epoch seconds on the app's clock.
+
+        Returns
+        -------
+        list of SettlementEvent
+            The (updated) settlement events of the copies written.
+        """
         if not self._pending:
             return []
         limit = self.clock.now() if until is None else until
@@ -394,16 +495,34 @@ class App:
         return event
 
     def _update_event(self, number: int, event: SettlementEvent) -> None:
-        """Put the new state of settlement ``number`` into :attr:`events`, if it is still kept there."""
+        """Put the new state of settlement ``number`` into ``events``, if it is still kept there."""
         i = number - (self.settled - len(self.events))
         if i >= 0:
             self.events[i] = event
 
     def next_due(self) -> float | None:
+        """When the soonest delayed copy is due, if any.
+
+        Returns
+        -------
+        float or None
+            Epoch seconds on the app's clock.
+        """
         return self._pending[0].due if self._pending else None
 
     def abandon_pending(self, *, log: bool = True) -> int:
-        """Give up every delayed copy (they are lost); returns how many."""
+        """Give up every delayed copy (they are lost); returns how many.
+
+        Parameters
+        ----------
+        log : bool
+            Log one WARN line per abandoned copy.
+
+        Returns
+        -------
+        int
+            How many copies were abandoned.
+        """
         n = 0
         while self._pending:
             copy = heapq.heappop(self._pending)
@@ -423,8 +542,15 @@ class App:
 
     # -- running -----------------------------------------------------------------------------------
     def run(self) -> None:
-        """Run until every subscription has ended and no delayed copy is pending, or until
-        SIGINT/SIGTERM; then shut down gracefully (waiting for copies within ``shutdown_timeout``)."""
+        """Run until every subscription has ended and no delayed copy is pending, or until SIGINT/SIGTERM.
+
+        Then shut down gracefully (waiting for copies within ``shutdown_timeout``). A second signal stops
+        waiting at once.
+
+        Returns
+        -------
+        None
+        """
         self.start()
         restore = self._install_signals()
         try:
@@ -449,7 +575,12 @@ class App:
                 restore()
 
     async def run_async(self) -> None:
-        """The asyncio form of :meth:`run`: async handlers are awaited on the running loop."""
+        """The asyncio form of :meth:`run`: async handlers are awaited on the running loop.
+
+        Returns
+        -------
+        None
+        """
         self.start()
         try:
             idle = _IDLE_MIN
@@ -514,7 +645,12 @@ class App:
         return restore
 
     def shutdown(self) -> None:
-        """Wait for delayed copies (up to ``shutdown_timeout``), abandon the rest, close the brokers."""
+        """Wait for delayed copies (up to ``shutdown_timeout``), abandon the rest, close the brokers.
+
+        Returns
+        -------
+        None
+        """
         if self.stopped:
             return
         try:
@@ -546,8 +682,15 @@ class App:
                 raise errors[0]
 
     def crash(self) -> int:
-        """Simulate the process dying: pending delayed copies are lost, nothing is flushed or closed
-        gracefully (no EOS). Returns how many copies were lost."""
+        """Simulate the process dying: pending delayed copies are lost, nothing is flushed or closed gracefully.
+
+        No EOS is written.
+
+        Returns
+        -------
+        int
+            How many copies were lost.
+        """
         lost = self.abandon_pending(log=False)
         self.stopped = True
         for b in self.brokers:

@@ -82,6 +82,40 @@ class Broker(ABC):
         ``max_attempts`` counts the first delivery; ``dead_letter`` names the key spent deliveries go
         to; ``out_retry`` names where a pipe's retry copies go (required on pipes); ``replay`` and
         ``start_at`` choose where a file subscription starts; ``checkpoint`` saves positions.
+
+        Parameters
+        ----------
+        key : str
+            The stream key to subscribe to.
+        name : str, optional
+            The registration's name in events and logs (default: the key).
+        replay : bool
+            File: read from the beginning and end at the end of the file.
+        start_at : FilePosition, optional
+            File: where the subscription starts (default: the tip, for a live one).
+        max_attempts : int, optional
+            The cap on attempts, counting the first delivery.
+        dead_letter : str, optional
+            The key spent deliveries are copied to.
+        out_retry : str, optional
+            Pipe: the key retry copies are written under (required on a pipe).
+        checkpoint : PositionStore, optional
+            Saves ``seq + 1`` after every settlement.
+
+        Returns
+        -------
+        callable
+            A decorator that registers the handler and returns it unchanged.
+
+        Examples
+        --------
+        >>> from nbkit import FileBroker, HandlerOutcome
+        >>> broker = FileBroker("orders.ss")
+        >>> @broker.subscriber("orders", replay=True, max_attempts=3, dead_letter="orders.dead")
+        ... def handle(delivery):
+        ...     return HandlerOutcome.retry_after(5)
+        >>> [r.name for r in broker.registrations]
+        ['orders']
         """
 
         def register(handler: Callable[..., Any]) -> Callable[..., Any]:
@@ -101,7 +135,22 @@ class Broker(ABC):
         return register
 
     def include(self, handler: Callable[..., Any], key: str, **options: Any) -> Registration:
-        """Register ``handler`` for ``key`` (the non-decorator form of :meth:`subscriber`)."""
+        """Register ``handler`` for ``key`` (the non-decorator form of :meth:`subscriber`).
+
+        Parameters
+        ----------
+        handler : callable
+            ``handler(delivery)`` returning None or a :class:`~nbkit.HandlerOutcome` (or awaitable).
+        key : str
+            The stream key.
+        **options
+            The keyword arguments of :meth:`subscriber`.
+
+        Returns
+        -------
+        Registration
+            The registration made.
+        """
         if self.connected:
             raise ConfigurationError("register subscribers before the app starts")
         registration = make_registration(key, handler, **options)
@@ -118,7 +167,17 @@ class Broker(ABC):
         """Transport-specific checks at registration time (overridden)."""
 
     def bind_clock(self, clock: Clock) -> None:
-        """Use ``clock`` for timestamps of everything this broker writes."""
+        """Use ``clock`` for timestamps of everything this broker writes (the app does this when it starts).
+
+        Parameters
+        ----------
+        clock : RealClock or VirtualClock
+            The app's clock.
+
+        Returns
+        -------
+        None
+        """
         self.clock = clock
 
     def _check_open(self) -> None:
@@ -128,31 +187,83 @@ class Broker(ABC):
     # -- implemented by transports ---------------------------------------------------------------
     @abstractmethod
     def connect(self) -> list[Subscription]:
-        """Open the transport and one subscription per registration."""
+        """Open the transport and one subscription per registration (the app does this when it starts).
+
+        Returns
+        -------
+        list of Subscription
+            One per registration.
+        """
 
     @abstractmethod
     def publish(self, key: str, payload: bytes | str, headers: dict | None = None) -> Published:
-        """Write one message under ``key``; headers travel in the rs1/rs2 envelope."""
+        """Write one message under ``key``; headers travel in the rs1/rs2 envelope.
+
+        Parameters
+        ----------
+        key : str
+            The stream key.
+        payload : bytes or str
+            The payload (str is encoded as UTF-8).
+        headers : dict, optional
+            Headers to send with it.
+
+        Returns
+        -------
+        Published
+            A named tuple: ``stream_key``, ``seq``, ``time``.
+        """
 
     @abstractmethod
     def retry_destination(self, registration: Registration) -> str:
-        """The key a registration's retry copies go to."""
+        """The key a registration's retry copies go to.
+
+        Parameters
+        ----------
+        registration : Registration
+            One of this broker's registrations.
+
+        Returns
+        -------
+        str
+            The stream key of its retry copies.
+        """
 
     def flush(self) -> None:
-        """Push buffered output out (called when the app goes idle)."""
+        """Push buffered output out (called when the app goes idle).
+
+        Returns
+        -------
+        None
+        """
 
     @abstractmethod
     def shutdown(self) -> None:
-        """Flush and close; the broker cannot publish afterwards."""
+        """Flush and close; the broker cannot publish afterwards.
+
+        Returns
+        -------
+        None
+        """
 
     def reset(self) -> None:
-        """Back to the configured, unconnected state, so a fresh App can connect it again."""
+        """Back to the configured, unconnected state, so a fresh App can connect it again.
+
+        Returns
+        -------
+        None
+        """
         self.abort()
         self.connected = False
         self.closed = False
 
     def abort(self) -> None:
-        """Stop as a killed process would: close everything, flush nothing more, write no EOS."""
+        """Stop as a killed process would: close everything, flush nothing more, write no EOS.
+
+        Returns
+        -------
+        None
+        """
         for sub in getattr(self, "subscriptions", []):
             sub.close()
         self.closed = True

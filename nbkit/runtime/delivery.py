@@ -38,6 +38,44 @@ class Delivery:
 
     ``ack()`` and ``nack()`` exist for parity with ruststream; on file and pipe they raise
     ``AckError`` (kind ``unsupported``) because neither transport can acknowledge anything.
+
+    Parameters
+    ----------
+    payload : bytes
+        The payload, with any ``rs1:``/``rs2:`` envelope decoded.
+    headers : dict
+        The message's headers, plus ``stream-sequence`` added by the transport.
+    stream_key : str
+        The stream key it was read under.
+    shard_id : int
+        Its shard.
+    seq : int
+        Its sequence number (from 1 in a file, from 0 on a pipe).
+    timestamp_ms : int
+        Its timestamp, in epoch milliseconds.
+    transport : {"file", "pipe"}
+        Where it came from.
+    subscription : str
+        The name of the registration it was delivered to.
+    offset : int, optional
+        The frame's byte offset (file).
+    line : int, optional
+        The line number (pipe).
+
+    Examples
+    --------
+    >>> from nbkit import App, FileBroker, FilePosition, Session
+    >>> broker = FileBroker("orders.ss")
+    >>> seen = []
+    >>> @broker.subscriber("orders", start_at=FilePosition.beginning())
+    ... def handle(delivery):
+    ...     seen.append(delivery)
+    >>> session = Session(App(broker))
+    >>> _ = broker.publish("orders", '{"id": 7}')
+    >>> _ = session.step()
+    >>> delivery = seen[0]
+    >>> delivery.json(), delivery.attempt, delivery.headers
+    ({'id': 7}, 1, {'stream-sequence': '1'})
     """
 
     payload: bytes
@@ -59,10 +97,12 @@ class Delivery:
 
     @property
     def retry_count(self) -> int:
+        """How many times this message was retried before (the ``x-ruststream-retry-count`` header; 0 if absent)."""
         return retry_count(self.headers)
 
     @property
     def attempt(self) -> int:
+        """The attempt number: 1 for the first delivery, ``retry_count + 1`` for a copy."""
         return retry_count(self.headers) + 1
 
     @property
@@ -76,7 +116,13 @@ class Delivery:
         return self.payload.decode("utf-8")
 
     def json(self) -> Any:
-        """The payload parsed as JSON."""
+        """The payload parsed as JSON.
+
+        Returns
+        -------
+        object
+            The parsed value (parsed once, then cached).
+        """
         if self._cache is None:
             self._cache = {}
         if "json" not in self._cache:
@@ -84,15 +130,53 @@ class Delivery:
         return self._cache["json"]
 
     def ack(self) -> None:
-        """Always raises ``AckError('unsupported')``: file and pipe transports cannot acknowledge."""
+        """Always raises ``AckError('unsupported')``: file and pipe transports cannot acknowledge.
+
+        Returns
+        -------
+        None
+            It never returns.
+
+        Raises
+        ------
+        AckError
+            Always, with kind ``unsupported``.
+        """
         raise AckError("unsupported")
 
     def nack(self, requeue: bool = False) -> None:
-        """Always raises ``AckError('unsupported')``: file and pipe transports cannot requeue."""
+        """Always raises ``AckError('unsupported')``: file and pipe transports cannot requeue.
+
+        Parameters
+        ----------
+        requeue : bool
+            Whether to ask for a requeue (ignored: it raises either way).
+
+        Returns
+        -------
+        None
+            It never returns.
+
+        Raises
+        ------
+        AckError
+            Always, with kind ``unsupported``.
+        """
         raise AckError("unsupported")
 
     def preview(self, width: int = 60) -> str:
-        """A one-line preview of the payload for tables and widgets."""
+        """A one-line preview of the payload for tables and widgets.
+
+        Parameters
+        ----------
+        width : int
+            The longest preview, in characters (a longer text is cut and ends with an ellipsis).
+
+        Returns
+        -------
+        str
+            The payload's text with newlines escaped, or ``<N binary bytes>``.
+        """
         try:
             text = self.payload.decode("utf-8")
         except UnicodeDecodeError:

@@ -56,7 +56,49 @@ class SettlementEvent(NamedTuple):
     """What happened to one delivery; times are epoch seconds on the app's clock.
 
     A named tuple: immutable, cheap to make (the runtime makes one per delivery), with the fields
-    below in this order; ``event._replace(field=value)`` gives a changed copy."""
+    below in this order; ``event._replace(field=value)`` gives a changed copy. ``App.events`` holds them
+    and ``Session.events`` shows them as a DataFrame.
+
+    Parameters
+    ----------
+    time : float
+        When the delivery was settled.
+    transport : {"file", "pipe"}
+        Where the delivery came from.
+    subscription, stream_key : str
+        The registration's name and the message's key.
+    shard_id, seq, attempt : int
+        The message's shard and sequence number, and the delivery's attempt (from 1).
+    outcome : str
+        What the handler returned (``ack``, ``drop``, ``retry``, ``retry_after``).
+    action : str
+        What the runtime did (an :class:`~nbkit.Action` value).
+    delay : float, optional
+        Seconds before a delayed copy.
+    destination : str, optional
+        Where the copy went (retry or dead-letter key).
+    due, written_at : float, optional
+        When a delayed copy was due, and when it was written.
+    copy_seq : int, optional
+        The copy's sequence number where it was written.
+    abandoned : bool
+        A delayed copy given up at shutdown (lost).
+    error : str, optional
+        The handler's exception, or why a copy was lost.
+
+    Examples
+    --------
+    >>> from nbkit import App, FileBroker, FilePosition, HandlerOutcome, Session
+    >>> broker = FileBroker("orders.ss")
+    >>> @broker.subscriber("orders", start_at=FilePosition.beginning())
+    ... def handle(delivery):
+    ...     return HandlerOutcome.retry_after(5)
+    >>> session = Session(App(broker))
+    >>> _ = broker.publish("orders", "{}")
+    >>> event = session.app.events[-1] if session.step() else None
+    >>> event.action, event.destination, event.delay
+    ('delayed-copy', 'orders', 5.0)
+    """
 
     time: float
     transport: str
@@ -77,9 +119,18 @@ class SettlementEvent(NamedTuple):
     redriven: bool = False
 
     def describe(self) -> str:
-        """One sentence: what the runtime did. A retry copy says the attempt its next delivery will be
-        (the copy carries retry count ``attempt``, so it is delivered as ``attempt + 1``); a dead-letter
-        copy says the retry count it carries (the attempts made)."""
+        """One sentence: what the runtime did.
+
+        A retry copy says the attempt its next delivery will be (the copy carries retry count ``attempt``, so
+        it is delivered as ``attempt + 1``); a dead-letter copy says the retry count it carries (the attempts
+        made).
+
+        Returns
+        -------
+        str
+            For example ``"file orders #1 attempt 1: retry_after -> copy to 'orders' due in 5 s, to be
+            delivered as attempt 2"``.
+        """
         action = self.action
         then = f", to be delivered as attempt {self.attempt + 1}"
         if action == "unsupported":

@@ -109,15 +109,41 @@ class FileBroker(Broker):
 
     Appends are shared by default: other processes (``nbkit publish``, another service, a notebook)
     may append to the same file while this broker runs; each append locks the file for itself only
-    and continues the file's sequence numbers (see :class:`~nbkit.transport.file_writer.StreamWriter`).
+    and continues the file's sequence numbers (see :class:`~nbkit.StreamWriter`).
     ``exclusive=True`` keeps the file locked from the first append until shutdown; ``lock_timeout`` is
     how long an append waits for another writer's lock before it fails.
     ``fsync=True`` makes its writer fsync after every flush (durable against power loss, at a cost;
     see :class:`~nbkit.transport.file_writer.StreamWriter`); the default leaves it to the OS.
 
-    >>> broker = FileBroker("orders.ss")            # doctest: +SKIP
-    >>> @broker.subscriber("orders", replay=True, max_attempts=3, dead_letter="orders.dead")
-    ... def handle(d): return HandlerOutcome.retry_after(5)
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The stream file (created on connect if missing, unless ``existing_only``).
+    beacon_interval : int
+        Bytes between beacons in a new file.
+    end_with_eos : bool
+        Write SeaStreamer's end-of-stream mark at shutdown (readers then stop there).
+    existing_only : bool
+        Refuse to create the file.
+    exclusive : bool
+        Keep the file locked from the first append until shutdown.
+    lock_timeout : float
+        Seconds an append waits for another writer's lock.
+
+    Examples
+    --------
+    >>> from nbkit import App, FileBroker, FilePosition, HandlerOutcome, Session
+    >>> broker = FileBroker("orders.ss")
+    >>> @broker.subscriber("orders", start_at=FilePosition.beginning(), max_attempts=2, dead_letter="orders.dead")
+    ... def handle(delivery):
+    ...     return HandlerOutcome.retry_after(5)
+    >>> session = Session(App(broker))
+    >>> broker.publish("orders", '{"id": 1}').seq
+    1
+    >>> for event in session.run():
+    ...     print(event.describe())
+    file orders #1 attempt 1: retry_after -> copy to 'orders' due in 5 s, to be delivered as attempt 2
+    file orders #2 attempt 2: retry_after -> copy written to dead-letter key 'orders.dead' with retry count 2 (...)
     """
 
     transport = "file"
@@ -176,7 +202,13 @@ class FileBroker(Broker):
         return self._writer
 
     def connect(self) -> list[Subscription]:
-        """Create or open the file, write the priming message to a fresh file, open subscriptions."""
+        """Create or open the file, write the priming message to a fresh file, open subscriptions.
+
+        Returns
+        -------
+        list of Subscription
+            One file subscription per registration.
+        """
         self._check_open()
         if self.connected:
             return list(self.subscriptions)
@@ -203,27 +235,73 @@ class FileBroker(Broker):
         *,
         timestamp_ms: int | None = None,
     ) -> Published:
-        """Append one message under ``key`` (headers go in the rs1/rs2 envelope) and flush it."""
+        """Append one message under ``key`` (headers go in the rs1/rs2 envelope) and flush it.
+
+        Parameters
+        ----------
+        key : str
+            The stream key.
+        payload : bytes or str
+            The payload (str is encoded as UTF-8).
+        headers : dict, optional
+            Headers to send with it.
+        timestamp_ms : int, optional
+            The message's timestamp (default: the broker's clock).
+
+        Returns
+        -------
+        Published
+            A named tuple: ``stream_key``, ``seq`` (its sequence in the file), ``time``.
+        """
         validate_key(key)
         data = envelope.encode(headers or {}, as_payload(payload), force_text=False)
         written = self.writer.write(key, data, timestamp_ms=timestamp_ms)
         return Published(key, written.seq, written.timestamp_ms / 1000)
 
     def retry_destination(self, registration: Registration) -> str:
+        """The key a registration's retry copies go to: on a file, the registration's own key.
+
+        Parameters
+        ----------
+        registration : Registration
+            One of this broker's registrations.
+
+        Returns
+        -------
+        str
+            The registration's stream key.
+        """
         return registration.key
 
     def abort(self) -> None:
+        """Stop as a killed process would: close the subscriptions and the file, write no EOS.
+
+        Returns
+        -------
+        None
+        """
         super().abort()
         if self._writer is not None:
             self._writer.close()
 
     def reset(self) -> None:
+        """Back to the configured, unconnected state (the file is not touched), so a fresh App can connect it.
+
+        Returns
+        -------
+        None
+        """
         super().reset()
         self._writer = None
         self.subscriptions = []
 
     def shutdown(self) -> None:
-        """Close subscriptions; write the end-of-stream mark if ``end_with_eos``; release the file."""
+        """Close subscriptions; write the end-of-stream mark if ``end_with_eos``; release the file.
+
+        Returns
+        -------
+        None
+        """
         if self.closed:
             return
         for sub in self.subscriptions:

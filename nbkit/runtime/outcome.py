@@ -35,29 +35,82 @@ def to_seconds(delay: float | int | dt.timedelta) -> float:
 
 @dataclass(frozen=True, slots=True)
 class HandlerOutcome:
-    """How a handler settles a delivery; ``kind`` is ``ack``, ``drop``, ``retry`` or ``retry_after``."""
+    """How a handler settles a delivery; ``kind`` is ``ack``, ``drop``, ``retry`` or ``retry_after``.
+
+    Build one with the class methods and return it from a handler (returning None means ``ack()``, raising
+    means ``drop()``). What each does on a file and on a pipe: the user guide's outcome table.
+
+    Parameters
+    ----------
+    kind : {"ack", "drop", "retry", "retry_after"}
+        The outcome (use the class methods rather than this constructor).
+    delay : float, optional
+        Seconds before the copy, for ``retry_after``.
+
+    Examples
+    --------
+    >>> from nbkit import HandlerOutcome
+    >>> HandlerOutcome.retry_after(2)
+    HandlerOutcome.retry_after(2)
+    >>> HandlerOutcome.retry_after(2).delay, HandlerOutcome.ack().is_ack
+    (2.0, True)
+    """
 
     kind: str
     delay: float | None = None
 
     @classmethod
     def ack(cls) -> HandlerOutcome:
-        """Done with the message (on file and pipe: acknowledgement is unsupported and logged)."""
+        """Done with the message (on file and pipe: acknowledgement is unsupported and logged).
+
+        Returns
+        -------
+        HandlerOutcome
+            ``HandlerOutcome.ack()``.
+        """
         return _ACK
 
     @classmethod
     def drop(cls) -> HandlerOutcome:
-        """Give the message up (``nack(requeue=False)``); never goes to the dead-letter key."""
+        """Give the message up (``nack(requeue=False)``); never goes to the dead-letter key.
+
+        Returns
+        -------
+        HandlerOutcome
+            ``HandlerOutcome.drop()``.
+        """
         return _DROP
 
     @classmethod
     def retry(cls) -> HandlerOutcome:
-        """Requeue now: unsupported without a declaration, else a copy published at once."""
+        """Requeue now: unsupported without a declaration, else a copy published at once.
+
+        Returns
+        -------
+        HandlerOutcome
+            ``HandlerOutcome.retry()``.
+        """
         return _RETRY
 
     @classmethod
     def retry_after(cls, delay: float | int | dt.timedelta) -> HandlerOutcome:
-        """Drop the delivery and publish a copy after ``delay`` (seconds or timedelta)."""
+        """Drop the delivery and publish a copy after ``delay`` (seconds or timedelta).
+
+        Parameters
+        ----------
+        delay : float, int or datetime.timedelta
+            How long until the copy is published; zero or more.
+
+        Returns
+        -------
+        HandlerOutcome
+            ``HandlerOutcome.retry_after(delay)``.
+
+        Raises
+        ------
+        ValueError
+            If the delay is negative or not finite.
+        """
         if type(delay) is int or type(delay) is float:  # a handler returns the same few delays again and again
             outcome = _RETRY_AFTER.get(delay)
             if outcome is None:
@@ -69,14 +122,17 @@ class HandlerOutcome:
 
     @property
     def is_ack(self) -> bool:
+        """Whether this outcome is ``ack()``."""
         return self.kind == "ack"
 
     @property
     def is_drop(self) -> bool:
+        """Whether this outcome is ``drop()``."""
         return self.kind == "drop"
 
     @property
     def is_retry(self) -> bool:
+        """Whether this outcome is ``retry()`` or ``retry_after(d)``."""
         return self.kind in ("retry", "retry_after")
 
     def __repr__(self) -> str:

@@ -15,9 +15,25 @@ class PositionStore:
     """A JSON file mapping stream key -> next sequence to read.
 
     ``save`` writes a temporary file, fsyncs it and renames it over the old one, so the store
-    always holds either the old or the new positions. Resume with ``start_at=store.position(key)``.
+    always holds either the old or the new positions. Resume with ``start_at=store.position(key)``;
+    ``checkpoint=store`` on a subscription saves after every settlement.
     A process killed mid-save leaves its temporary file (``.NAME.PID.*.tmp``) behind; opening the
     store removes those of processes that no longer run.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The JSON file (created on the first save).
+
+    Examples
+    --------
+    >>> from nbkit import PositionStore
+    >>> store = PositionStore("positions.json")
+    >>> store.position("orders")                  # nothing saved yet
+    FilePosition.beginning()
+    >>> store.save("orders", 42)
+    >>> PositionStore("positions.json").position("orders")
+    FilePosition.sequence(42)
     """
 
     def __init__(self, path: str | os.PathLike) -> None:
@@ -64,16 +80,50 @@ class PositionStore:
         return dict(data)
 
     def get(self, key: str) -> int | None:
-        """The saved next sequence for ``key``, or None."""
+        """The saved next sequence for ``key``, or None.
+
+        Parameters
+        ----------
+        key : str
+            The stream key.
+
+        Returns
+        -------
+        int or None
+            The sequence to resume at.
+        """
         return self._positions.get(key)
 
     def position(self, key: str) -> FilePosition:
-        """Where to resume ``key``: the saved next sequence, or the beginning when nothing is saved."""
+        """Where to resume ``key``: the saved next sequence, or the beginning when nothing is saved.
+
+        Parameters
+        ----------
+        key : str
+            The stream key.
+
+        Returns
+        -------
+        FilePosition
+            ``FilePosition.sequence(n)`` or ``FilePosition.beginning()``.
+        """
         n = self._positions.get(key)
         return FilePosition.beginning() if n is None else FilePosition.sequence(n)
 
     def save(self, key: str, next_seq: int) -> None:
-        """Record that ``key`` should resume at ``next_seq`` and write the store atomically."""
+        """Record that ``key`` should resume at ``next_seq`` and write the store atomically.
+
+        Parameters
+        ----------
+        key : str
+            The stream key.
+        next_seq : int
+            The sequence to resume at (the last one handled, plus one).
+
+        Returns
+        -------
+        None
+        """
         validate_key(key)
         self._positions[key] = int(next_seq)
         directory = os.path.dirname(os.path.abspath(self.path))
@@ -100,6 +150,13 @@ class PositionStore:
             pass
 
     def as_dict(self) -> dict[str, int]:
+        """Every saved position.
+
+        Returns
+        -------
+        dict of str to int
+            A copy: stream key to the sequence to resume at.
+        """
         return dict(self._positions)
 
     def __repr__(self) -> str:

@@ -10,7 +10,20 @@ from enum import StrEnum
 
 
 class Action(StrEnum):
-    """What the runtime does with a settled delivery."""
+    """What the runtime does with a settled delivery (the ``action`` of a :class:`~nbkit.SettlementEvent`).
+
+    ``unsupported`` (ack/nack failed as unsupported: logged, nothing else), ``copy`` (a retry copy now),
+    ``delayed-copy`` (a retry copy after the delay), ``dead-letter`` (a copy to the dead-letter key now),
+    ``rejected`` (the cap is reached and there is no dead-letter key: nothing written).
+
+    Examples
+    --------
+    >>> from nbkit import Action
+    >>> [str(action) for action in Action]
+    ['unsupported', 'copy', 'delayed-copy', 'dead-letter', 'rejected']
+    >>> Action("dead-letter") is Action.DEAD_LETTER
+    True
+    """
 
     UNSUPPORTED = "unsupported"  # ack/nack returned AckError unsupported; logged, nothing else
     COPY = "copy"  # a retry copy published now to the retry destination

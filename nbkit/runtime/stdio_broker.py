@@ -255,10 +255,29 @@ class StdioBroker(Broker):
 
     ``stdin`` takes None (the process's stdin), a string, a list of lines, or a file; ``stdout``
     takes None (the process's stdout), a list (lines are appended) or a file. ``loopback=True``
-    feeds what this process writes back into its own stdin.
+    feeds what this process writes back into its own stdin. Every registration must name
+    ``out_retry``: a pipe's retry copies are lines written to stdout for the next stage.
 
+    Parameters
+    ----------
+    stdin : None, str, list of str or file, optional
+        Where lines come from.
+    stdout : None, list or file, optional
+        Where lines go.
+    loopback : bool
+        Feed this stage's own output back into its input.
+
+    Examples
+    --------
+    >>> from nbkit import App, HandlerOutcome, Session, StdioBroker
     >>> out = []
-    >>> broker = StdioBroker(stdin=["[jobs] hello"], stdout=out)
+    >>> broker = StdioBroker(stdin=["[2024-01-01T00:00:00 | jobs | 0] hello"], stdout=out)
+    >>> @broker.subscriber("jobs", out_retry="jobs.retry", max_attempts=2, dead_letter="jobs.dead")
+    ... def work(delivery):
+    ...     return HandlerOutcome.retry()
+    >>> _ = Session(App(broker)).run()
+    >>> out[0].split("] ")[0]                     # the retry copy, a line for the next stage
+    '[2024-01-01T00:00:00 | jobs.retry | 0'
     """
 
     transport = "pipe"
@@ -291,7 +310,18 @@ class StdioBroker(Broker):
             )
 
     def connect(self) -> list[Subscription]:
-        """Refuse registrations without ``out_retry`` (spec §5.3), then open stdin."""
+        """Refuse registrations without ``out_retry`` (spec §5.3), then open stdin.
+
+        Returns
+        -------
+        list of Subscription
+            One stdin subscription per registration.
+
+        Raises
+        ------
+        RetryDestinationError
+            If a registration names no ``out_retry``.
+        """
         self._check_open()
         if self.connected:
             return list(self.subscriptions)
@@ -334,14 +364,40 @@ class StdioBroker(Broker):
         return True
 
     def feed(self, line: str) -> None:
-        """Hand the stage one more stdin line, as if the producer upstream had just written it
-        (notebooks and tests use it to pace input; the app must have started)."""
+        """Hand the stage one more stdin line, as if the producer upstream had just written it.
+
+        Notebooks and tests use it to pace input; the app must have started.
+
+        Parameters
+        ----------
+        line : str
+            One line in the stdio format, ``[timestamp | key | seq] payload`` (or a bare payload).
+
+        Returns
+        -------
+        None
+        """
         if self.source is None:
             raise ConfigurationError("feed() needs a connected broker: start the app or session first")
         self.source.feed(line[:-1] if line.endswith("\n") else line)
 
     def publish(self, key: str, payload: bytes | str, headers: dict | None = None) -> Published:
-        """Write one line to stdout under ``key``; binary, multi-line or padded payloads are enveloped."""
+        """Write one line to stdout under ``key``; binary, multi-line or padded payloads are enveloped.
+
+        Parameters
+        ----------
+        key : str
+            The stream key.
+        payload : bytes or str
+            The payload (str is encoded as UTF-8).
+        headers : dict, optional
+            Headers to send with it (in the rs1/rs2 envelope).
+
+        Returns
+        -------
+        Published
+            A named tuple: ``stream_key``, ``seq`` (the line's sequence), ``time``.
+        """
         self._check_open()
         if type(key) is not str or key not in self._valid_keys:
             validate_key(key)

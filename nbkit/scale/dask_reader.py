@@ -90,7 +90,34 @@ def plan(
     keys: Iterable[str] | str | None = None,
     start: FilePosition | dt.datetime | int | str | None = None,
 ) -> Plan:
-    """The byte ranges ``read_stream`` would read (one per partition), for inspection."""
+    """The byte ranges ``read_stream`` would read (one per partition), for inspection.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The stream file.
+    partition_size : int or str
+        Bytes of file per partition (an int or a size like ``"64MiB"``).
+    keys : str or iterable of str, optional
+        The stream keys a ``start`` position refers to.
+    start : FilePosition, datetime, int or str, optional
+        Where the read starts, as for :func:`nbkit.read_stream`.
+
+    Returns
+    -------
+    Plan
+        ``ranges`` (one byte range per partition), the file's ``size`` at planning time, ``eos`` and
+        ``tail`` (how a sequential read would end).
+
+    Examples
+    --------
+    >>> import nbkit, nbkit.dask
+    >>> with nbkit.StreamWriter("big.ss", beacon_interval=1024) as writer:
+    ...     for n in range(100):
+    ...         _ = writer.write("orders", b'{"id": %d}' % n)
+    >>> len(nbkit.dask.plan("big.ss", partition_size=1024).ranges)
+    5
+    """
     _, position, seek_key = selection(keys=keys, start=start)
     return plan_ranges(path, partition_size=_nbytes(partition_size, "partition_size"), start=position, key=seek_key)
 
@@ -110,17 +137,43 @@ def read_stream(
 ) -> dd.DataFrame:
     """Load a ``.ss`` stream file lazily as a Dask DataFrame, one row per message.
 
-    Same rows, columns and dtypes as :func:`nbkit.read_stream` (``keys``, ``payload``, ``start``,
-    ``end``, ``include_internal`` mean the same), split into partitions of about ``partition_size``
-    bytes of file (an int or a size like ``"64MiB"``), indexed by byte offset with known divisions.
-    ``payload="json"``: ``json_fields`` (``{field: dtype}``, or field names for dtype object) fixes the
-    ``payload.<field>`` columns; otherwise the rows of the first ``sample`` bytes do. See the module
-    documentation for how partitions are cut and why ``stream_key``'s categories are unknown.
-    ``on_bad_frames`` as for :func:`nbkit.read_stream` ("warn" warns in the worker that meets the damage;
-    the damaged regions are not collected: ``nbkit info`` lists them).
+    Same rows, columns and dtypes as :func:`nbkit.read_stream`, split into partitions of about
+    ``partition_size`` bytes of file, indexed by byte offset with known divisions. Each partition
+    resynchronises at its first beacon and reads the frames that start in its range.
 
-    >>> ddf = nbkit.dask.read_stream("big.ss")                         # doctest: +SKIP
-    >>> ddf.groupby("stream_key", observed=True).size().compute()      # doctest: +SKIP
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The stream file.
+    partition_size : int or str
+        Bytes of file per partition (an int or a size like ``"64MiB"``).
+    keys, payload, start, end, include_internal
+        As for :func:`nbkit.read_stream`.
+    json_fields : dict or sequence of str, optional
+        ``payload="json"``: the ``payload.<field>`` columns (``{field: dtype}``, or names for dtype
+        object); by default the rows of the first ``sample`` bytes decide.
+    sample : int or str
+        Bytes read up front to find the ``payload.<field>`` columns.
+    on_bad_frames : {"error", "warn", "skip"}
+        As for :func:`nbkit.read_stream` (``"warn"`` warns in the worker that meets the damage; the
+        damaged regions are not collected: ``nbkit info`` lists them).
+
+    Returns
+    -------
+    dask.dataframe.DataFrame
+        Lazy; ``compute()`` gives the frame of :func:`nbkit.read_stream` (indexed by byte offset).
+
+    Examples
+    --------
+    >>> import nbkit, nbkit.dask
+    >>> with nbkit.StreamWriter("big.ss", beacon_interval=1024) as writer:
+    ...     for n in range(100):
+    ...         _ = writer.write("orders" if n % 2 else "audit", b'{"id": %d}' % n)
+    >>> ddf = nbkit.dask.read_stream("big.ss", partition_size=1024)
+    >>> ddf.npartitions
+    5
+    >>> ddf.groupby("stream_key", observed=True).size().compute(scheduler="sync").to_dict()
+    {'audit': 50, 'orders': 50}
     """
     sel, position, seek_key = selection(
         keys=keys, payload=payload, start=start, end=end, include_internal=include_internal

@@ -250,17 +250,43 @@ def to_parquet(
     compression: str | None = "zstd",
     on_bad_frames: str = "error",
 ) -> int:
-    """Write a stream file, a ``read_stream``/``read_pipe`` frame or a ``nbkit.dask`` frame to the
-    Parquet file ``out`` (layout in the module doc); returns the number of rows written.
+    """Write a stream file, a ``read_stream``/``read_pipe`` frame or a ``nbkit.dask`` frame to Parquet.
 
-    A stream file is read range by range (one row group each, memory flat); ``keys``, ``payload``,
-    ``start``, ``end`` and ``include_internal`` mean what they mean for ``nbkit.read_stream``, and
-    ``json_fields``/``sample`` what they mean for ``nbkit.dask.read_stream``. For a frame the payload
-    mode is inferred from its values and those options must be left at their defaults.
-    ``on_bad_frames`` (a stream file only) as for ``nbkit.read_stream``: "skip"/"warn" leave damaged
-    regions out (``nbkit info`` lists them; ``nbkit repair`` writes a clean copy).
+    A stream file is read range by range (one row group each, memory flat). Timestamps are UTC,
+    sequence numbers unsigned and headers a map column; :func:`read_parquet` reads it back.
 
-    >>> nbkit.to_parquet("orders.ss", "orders.parquet")          # doctest: +SKIP
+    Parameters
+    ----------
+    source : str, os.PathLike, pandas.DataFrame or dask DataFrame
+        A stream file, or a frame from ``read_stream``/``read_pipe``/``nbkit.dask.read_stream``.
+    out : str or os.PathLike
+        The Parquet file to write.
+    keys, payload, start, end, include_internal
+        As for :func:`nbkit.read_stream` (a stream file only; for a frame the payload mode is inferred
+        from its values and these must be left at their defaults).
+    partition_size : int
+        Bytes of stream file per row group.
+    json_fields, sample
+        As for :func:`nbkit.dask.read_stream` (``payload="json"``).
+    compression : str, optional
+        The Parquet codec (``"zstd"``; None for none).
+    on_bad_frames : {"error", "warn", "skip"}
+        A stream file only, as for :func:`nbkit.read_stream`: ``"skip"``/``"warn"`` leave damaged regions
+        out (``nbkit info`` lists them; ``nbkit repair`` writes a clean copy).
+
+    Returns
+    -------
+    int
+        The number of rows written.
+
+    Examples
+    --------
+    >>> import nbkit
+    >>> with nbkit.StreamWriter("orders.ss") as writer:
+    ...     for n in range(3):
+    ...         _ = writer.write("orders", b'{"id": %d}' % n)
+    >>> nbkit.to_parquet("orders.ss", "orders.parquet")
+    3
     """
     _, pq = _pa()
     out = os.fspath(out)
@@ -354,7 +380,32 @@ def _write_tables(tables: Any, out: str, pq, compression: str | None) -> int:
 
 
 def read_parquet(path: str | os.PathLike) -> pd.DataFrame:
-    """A Parquet file written by :func:`to_parquet` as the frame ``nbkit.read_stream`` gives."""
+    """A Parquet file written by :func:`to_parquet` as the frame ``nbkit.read_stream`` gives.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The Parquet file.
+
+    Returns
+    -------
+    pandas.DataFrame
+        The columns and dtypes of :func:`nbkit.read_stream`.
+
+    Raises
+    ------
+    NbkitError
+        If the file was not written by :func:`to_parquet` (or by another layout version).
+
+    Examples
+    --------
+    >>> import nbkit
+    >>> with nbkit.StreamWriter("orders.ss") as writer:
+    ...     _ = writer.write("orders", b'{"id": 1}')
+    >>> _ = nbkit.to_parquet("orders.ss", "orders.parquet")
+    >>> nbkit.read_parquet("orders.parquet").equals(nbkit.read_stream("orders.ss"))
+    True
+    """
     _, pq = _pa()
     table = pq.read_table(os.fspath(path))
     raw = (table.schema.metadata or {}).get(_META_KEY)

@@ -56,7 +56,36 @@ CHUNK = 1 << 22  # bytes per pread: large enough to amortise syscalls, small eno
 
 
 class Message(NamedTuple):
-    """One message frame: where it starts (``offset``) and ends (``end``) in the file, and its fields."""
+    """One message frame: where it starts (``offset``) and ends (``end``) in the file, and its fields.
+
+    A named tuple, as :class:`StreamReader <nbkit.StreamReader>` yields it.
+
+    Parameters
+    ----------
+    stream_key : str
+        The stream key (``SEA_STREAMER_INTERNAL`` for the end-of-stream mark).
+    shard_id : int
+        The shard (0 unless a writer says otherwise).
+    seq : int
+        The sequence number within the stream key (from 1 in a file).
+    timestamp_ms : int
+        When it was written, in epoch milliseconds.
+    payload : bytes
+        The payload as stored (an ``rs1:``/``rs2:`` envelope is not decoded here).
+    offset : int
+        The byte offset where the frame starts.
+    end : int
+        The byte offset just after the frame.
+
+    Examples
+    --------
+    >>> from nbkit import StreamReader, StreamWriter
+    >>> with StreamWriter("orders.ss") as writer:
+    ...     _ = writer.write("orders", b'{"id": 1}', timestamp_ms=1_700_000_000_000)
+    >>> message = next(iter(StreamReader("orders.ss")))
+    >>> message.stream_key, message.seq, message.payload, message.offset
+    ('orders', 1, b'{"id": 1}', 128)
+    """
 
     stream_key: str
     shard_id: int
@@ -68,6 +97,7 @@ class Message(NamedTuple):
 
     @property
     def is_eos(self) -> bool:
+        """Whether this is SeaStreamer's end-of-stream mark (not a message of any stream)."""
         return self.stream_key == INTERNAL_KEY and self.payload == EOS_PAYLOAD
 
 
@@ -77,10 +107,34 @@ _message = partial(tuple.__new__, Message)
 
 @dataclass(frozen=True, slots=True)
 class ReadEnd:
-    """Why a read ended: ``eos``, ``end`` (clean end of data), ``truncated`` (a partial frame at the
+    """Why a read ended, and where.
+
+    ``reason`` is ``eos``, ``end`` (clean end of data), ``truncated`` (a partial frame at the
     tail: ``trailing_bytes`` from ``offset``), ``removed`` (file deleted while followed), ``idle`` (a
     follow read stopped after ``idle_timeout`` seconds without new data) or ``error`` (with
-    ``errors="stop"``; ``error`` holds the problem)."""
+    ``errors="stop"``; ``error`` holds the problem). A reader's ``end`` holds one once it has ended.
+
+    Parameters
+    ----------
+    reason : str
+        One of the reasons above.
+    offset : int
+        The byte offset where reading stopped.
+    trailing_bytes : int
+        Bytes after ``offset`` that are not a complete frame.
+    error : NbkitError, optional
+        The problem, when ``reason`` is ``error``.
+
+    Examples
+    --------
+    >>> from nbkit import StreamReader, StreamWriter
+    >>> with StreamWriter("orders.ss") as writer:
+    ...     _ = writer.write("orders", b"{}")
+    >>> reader = StreamReader("orders.ss")
+    >>> _ = list(reader)
+    >>> reader.end.reason, reader.end.describe()
+    ('end', 'ended at the end of the data (offset 168)')
+    """
 
     reason: str
     offset: int
@@ -88,6 +142,13 @@ class ReadEnd:
     error: NbkitError | None = None
 
     def describe(self) -> str:
+        """One sentence for people: why and where the read ended.
+
+        Returns
+        -------
+        str
+            For example ``"ended at the end-of-stream mark (offset 4096)"``.
+        """
         if self.reason == "eos":
             return f"ended at the end-of-stream mark (offset {self.offset})"
         if self.reason == "end":
@@ -140,8 +201,40 @@ class StreamReader:
     After a cut-out or inserted run of bytes the beacons are found again on their shifted grid (a beacon
     there, another an interval later, and a checksum-verified frame after it: docs/reliability.md).
 
-    >>> with StreamReader("sample.ss") as r:        # doctest: +SKIP
-    ...     keys = [m.stream_key for m in r]
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The stream file.
+    follow : bool
+        Keep waiting for appended messages (``tail -f``) instead of ending at the end of the data.
+    start : FilePosition, optional
+        Where to start (default: the beginning).
+    key : str, optional
+        The stream key a ``sequence`` or ``timestamp`` start refers to.
+    shard_id : int
+        The shard of that key.
+    errors : {"raise", "stop"}
+        On damaged data: raise the :class:`~nbkit.FormatError`, or stop and record it in ``end``.
+    poll_min, poll_max : float
+        Follow mode: the first and the longest wait (seconds) between looks at the file.
+    idle_timeout : float, optional
+        Follow mode: stop after this many seconds without new data.
+    stop_at_eos : bool
+        End at the end-of-stream mark (SeaStreamer's EOS) rather than reading past it.
+    keys : str or iterable of str, optional
+        Yield only the messages of these stream keys.
+
+    Examples
+    --------
+    >>> from nbkit import StreamReader, StreamWriter
+    >>> with StreamWriter("orders.ss") as writer:
+    ...     for key in ("orders", "audit", "orders"):
+    ...         _ = writer.write(key, b"{}")
+    >>> with StreamReader("orders.ss") as reader:
+    ...     print([(m.stream_key, m.seq) for m in reader])
+    [('orders', 1), ('audit', 1), ('orders', 2)]
+    >>> [m.seq for m in StreamReader("orders.ss", keys=["orders"])]
+    [1, 2]
     """
 
     def __init__(
@@ -207,6 +300,12 @@ class StreamReader:
 
     # -- lifecycle -------------------------------------------------------------------------------
     def close(self) -> None:
+        """Release the file descriptor (a context manager does it on exit).
+
+        Returns
+        -------
+        None
+        """
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
@@ -232,7 +331,13 @@ class StreamReader:
             raise exc.located(path=self.path) from None
 
     def size(self) -> int:
-        """The file's current size in bytes."""
+        """The file's current size in bytes.
+
+        Returns
+        -------
+        int
+            ``os.fstat`` size of the open file (it grows while a writer appends).
+        """
         return os.fstat(self._fd).st_size
 
     def _fill(self, pos: int, need: int) -> None:
@@ -385,7 +490,14 @@ class StreamReader:
         return Message(key, shard, seq, ts, payload, start, end)
 
     def poll(self) -> Message | object | None:
-        """The next message, ``NEED_MORE`` (follow mode, nothing complete yet) or ``None`` (ended)."""
+        """The next message, ``NEED_MORE`` (follow mode, nothing complete yet) or ``None`` (ended).
+
+        Returns
+        -------
+        Message, NEED_MORE or None
+            The message read; the ``NEED_MORE`` sentinel when a following reader must wait and call again;
+            None once the read has ended (``end`` says why).
+        """
         while self.end is None:
             if self.pos == self._ahead_pos:  # not moved since the last message: the scanned batch goes on
                 msg = next(self._ahead, None)
@@ -575,14 +687,28 @@ class StreamReader:
         until: int | None = None,
     ) -> FrameColumns:
         """Read every message from ``pos`` on into column lists: what iterating would yield, without
-        a Message object per message. Replay reads to the end (``end`` then says why it ended); follow
-        mode stops at the current end of the data and can be called again.
+        a Message object per message.
 
-        ``accept(key)`` keeps only the messages of accepted keys (it is asked once per key; the other
-        messages are still checked), within the reader's ``keys`` if it has any. ``progress(n)`` is told
-        how many more bytes were read, now and then. ``until``: stop before the first frame that starts
-        at or after this offset (``pos`` is then that frame's start, or past it when a beacon is there;
-        ``end`` stays None unless the read ended first). The Dask partitions read their byte range so.
+        Replay reads to the end (``end`` then says why it ended); follow mode stops at the current end of
+        the data and can be called again.
+
+        Parameters
+        ----------
+        accept : callable, optional
+            ``accept(key) -> bool`` keeps only the messages of accepted keys (it is asked once per key; the
+            other messages are still checked), within the reader's ``keys`` if it has any.
+        progress : callable, optional
+            ``progress(n)`` is told how many more bytes were read, now and then.
+        until : int, optional
+            Stop before the first frame that starts at or after this offset (``pos`` is then that
+            frame's start, or past it when a beacon is there; ``end`` stays None unless the read ended
+            first). The Dask partitions read their byte range so.
+
+        Returns
+        -------
+        FrameColumns
+            A named tuple of parallel lists: ``stream_key``, ``shard_id``, ``seq``, ``timestamp_ms``,
+            ``payload``, ``offset``.
         """
         if self.keys is not None:
             only, asked = self.keys, accept
@@ -673,7 +799,18 @@ class StreamReader:
 
     # -- positions -------------------------------------------------------------------------------
     def resync(self, n: int) -> int:
-        """Move to the first whole frame after the n-th beacon (§6.5); returns the beacon index reached."""
+        """Move to the first whole frame after the n-th beacon (format spec §6.5).
+
+        Parameters
+        ----------
+        n : int
+            The beacon index; past the last beacon, the last one is used.
+
+        Returns
+        -------
+        int
+            The beacon index reached.
+        """
         interval = self.interval
         size = self.size()
         if n <= 0:
@@ -701,6 +838,24 @@ class StreamReader:
 
         Differs from upstream on purpose: the forward scan after the beacon survey only matches
         messages of the target stream (upstream stops at any stream's message, spec §11.2).
+
+        Parameters
+        ----------
+        position : FilePosition
+            Where to go.
+        key : str, optional
+            The stream key a ``sequence`` or ``timestamp`` position refers to.
+        shard_id : int
+            That key's shard.
+
+        Returns
+        -------
+        None
+
+        Raises
+        ------
+        SeekError
+            If the file holds no such sequence or no message after that instant.
         """
         self.end = None
         self._phase = 0

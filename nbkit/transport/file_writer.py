@@ -164,10 +164,43 @@ class StreamWriter:
     writer does on reopening). A program that appends without the lock (the Rust writer) can
     interleave with either mode and corrupt the file.
 
-    ``strict_seq=True`` refuses an explicit ``seq`` that does not exceed the stream's last one.
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The stream file (created if missing).
+    beacon_interval : int
+        Bytes between beacons in a new file (an existing file keeps its own).
+    file_name : str, optional
+        The name stored in a new file's header (default: the path's base name).
+    created_at_ms : int, optional
+        A new file's creation time in epoch milliseconds (default: now).
+    clock_ms : callable
+        Returns the timestamp (epoch ms) of a message written without ``timestamp_ms``.
+    flush_every : int
+        Messages per ``os.write``.
+    size_limit : int
+        The file size (bytes) a write may not pass.
+    existing_only : bool
+        Refuse to create the file.
+    exclusive : bool
+        Hold the file's lock from opening until closing (no other writer meanwhile).
+    lock_timeout : float
+        Seconds an append waits for another writer's lock.
+    strict_seq : bool
+        Refuse an explicit ``seq`` that does not exceed the stream's last one.
 
-    >>> with StreamWriter("orders.ss") as w:        # doctest: +SKIP
-    ...     w.write("orders", b'{"id": 1}')
+    Examples
+    --------
+    >>> from nbkit import StreamWriter
+    >>> with StreamWriter("orders.ss", clock_ms=lambda: 1_700_000_000_000) as writer:
+    ...     first = writer.write("orders", b'{"id": 1}')
+    ...     second = writer.write("orders", b'{"id": 2}')
+    >>> first.seq, second.seq, second.offset == first.end
+    (1, 2, True)
+    >>> one, two = StreamWriter("orders.ss"), StreamWriter("orders.ss")    # shared: both may append
+    >>> one.write("orders", b'{"id": 3}').seq, two.write("orders", b'{"id": 4}').seq
+    (3, 4)
+    >>> one.close(); two.close()
     """
 
     def __init__(
@@ -527,11 +560,38 @@ class StreamWriter:
         return prefix
 
     def next_seq(self, stream_key: str, shard_id: int = 0) -> int:
-        """The sequence number the next message of this stream gets by default (1 in a fresh file)."""
+        """The sequence number the next message of this stream gets by default (1 in a fresh file).
+
+        Parameters
+        ----------
+        stream_key : str
+            The stream key.
+        shard_id : int
+            Its shard.
+
+        Returns
+        -------
+        int
+            The last sequence written for that stream, plus one.
+        """
         state = self._streams.get((stream_key, shard_id))
         return 1 if state is None else state.seq + 1
 
     def last_seq(self, stream_key: str, shard_id: int = 0) -> int | None:
+        """The last sequence number written for this stream, if any.
+
+        Parameters
+        ----------
+        stream_key : str
+            The stream key.
+        shard_id : int
+            Its shard.
+
+        Returns
+        -------
+        int or None
+            None when the file has no message of that stream.
+        """
         state = self._streams.get((stream_key, shard_id))
         return None if state is None else state.seq
 
@@ -544,7 +604,33 @@ class StreamWriter:
         shard_id: int = 0,
         timestamp_ms: int | None = None,
     ) -> Written:
-        """Append one message; returns where it landed. The key must be a valid stream key."""
+        """Append one message; returns where it landed. The key must be a valid stream key.
+
+        Parameters
+        ----------
+        stream_key : str
+            The stream key (letters, digits, ``.``, ``_``, ``-``).
+        payload : bytes
+            The payload, stored as given.
+        seq : int, optional
+            The sequence number (default: :meth:`next_seq`).
+        shard_id : int
+            The shard.
+        timestamp_ms : int, optional
+            Epoch milliseconds (default: ``clock_ms()``).
+
+        Returns
+        -------
+        Written
+            A named tuple: ``stream_key``, ``shard_id``, ``seq``, ``timestamp_ms``, ``offset``, ``end``.
+
+        Raises
+        ------
+        StreamKeyError
+            If the key is not a valid stream key.
+        FileLimitError
+            If the frame would take the file past ``size_limit`` (nothing is written).
+        """
         # The fast path (one message costs little more than its os.write): a key this writer has
         # written before on shard 0, a bytes payload, the default seq and clock, a frame that ends
         # before the next beacon boundary. Anything else, and every error, goes through _write, which
@@ -716,7 +802,12 @@ class StreamWriter:
         return markers
 
     def flush(self) -> None:
-        """Hand every buffered byte to the OS (readers in other processes then see it)."""
+        """Hand every buffered byte to the OS (readers in other processes then see it).
+
+        Returns
+        -------
+        None
+        """
         if not self._pending:
             return
         data = b"".join(self._pending) if len(self._pending) > 1 else self._pending[0]
@@ -768,11 +859,27 @@ class StreamWriter:
         ) from exc
 
     def write_eos(self) -> Written:
-        """Append SeaStreamer's end-of-stream mark (key SEA_STREAMER_INTERNAL, seq 0, payload EOS)."""
+        """Append SeaStreamer's end-of-stream mark (key SEA_STREAMER_INTERNAL, seq 0, payload EOS).
+
+        Returns
+        -------
+        Written
+            Where the mark landed.
+        """
         return self.write(INTERNAL_KEY, EOS_PAYLOAD, seq=0, shard_id=0)
 
     def close(self, *, eos: bool = False) -> None:
-        """Flush, optionally write EOS, and release the lock."""
+        """Flush, optionally write EOS, and release the lock.
+
+        Parameters
+        ----------
+        eos : bool
+            Write the end-of-stream mark first.
+
+        Returns
+        -------
+        None
+        """
         if self._fd < 0:
             return
         try:
@@ -788,6 +895,7 @@ class StreamWriter:
 
     @property
     def closed(self) -> bool:
+        """Whether the writer is closed (its lock released; writes are refused)."""
         return self._fd < 0
 
     def __enter__(self) -> StreamWriter:

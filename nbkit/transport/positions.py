@@ -33,7 +33,26 @@ class FilePosition:
 
     ``beginning()`` and ``end()`` (the tip), ``sequence(n)`` (message n of the subscription's key,
     inclusive), ``timestamp(t)`` (first message strictly later than t) and ``beacon(n)`` (resync
-    at the n-th beacon, as upstream's ``rewind(At(n))``).
+    at the n-th beacon, as upstream's ``rewind(At(n))``). Build one with those class methods, then
+    pass it as a subscription's ``start_at``, a reader's ``start`` or to :meth:`StreamReader.seek
+    <nbkit.StreamReader.seek>`.
+
+    Parameters
+    ----------
+    kind : {"beginning", "end", "sequence", "timestamp", "beacon"}
+        What the position counts (use the class methods rather than this constructor).
+    value : int, optional
+        The sequence number, epoch milliseconds or beacon index; None for beginning and end.
+
+    Examples
+    --------
+    >>> from nbkit import FilePosition
+    >>> FilePosition.sequence(42)
+    FilePosition.sequence(42)
+    >>> FilePosition.timestamp(1_700_000_000_000).value
+    1700000000000
+    >>> FilePosition.end() == FilePosition("end")
+    True
     """
 
     kind: str
@@ -41,24 +60,79 @@ class FilePosition:
 
     @classmethod
     def beginning(cls) -> FilePosition:
+        """The start of the file: every message is read.
+
+        Returns
+        -------
+        FilePosition
+            ``FilePosition.beginning()``.
+        """
         return cls("beginning")
 
     @classmethod
     def end(cls) -> FilePosition:
+        """The tip: what the file holds now is skipped, later appends are read (a live subscription's default).
+
+        Returns
+        -------
+        FilePosition
+            ``FilePosition.end()``.
+        """
         return cls("end")
 
     @classmethod
     def sequence(cls, n: int) -> FilePosition:
+        """Message number ``n`` of the stream key, inclusive (that message is read again).
+
+        Parameters
+        ----------
+        n : int
+            The sequence number, an unsigned 64-bit integer (a file numbers each key from 1).
+
+        Returns
+        -------
+        FilePosition
+            ``FilePosition.sequence(n)``.
+
+        Raises
+        ------
+        ValueError
+            If ``n`` is not an unsigned 64-bit integer.
+        """
         if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n < 1 << 64:
             raise ValueError(f"a sequence position is an unsigned 64-bit integer, not {n!r}")
         return cls("sequence", n)
 
     @classmethod
     def timestamp(cls, t: int | float | dt.datetime) -> FilePosition:
+        """The first message strictly later than ``t``.
+
+        Parameters
+        ----------
+        t : int, float or datetime.datetime
+            Epoch milliseconds, or an aware datetime (a naive one is refused as ambiguous).
+
+        Returns
+        -------
+        FilePosition
+            ``FilePosition.timestamp(ms)``, with ``t`` in epoch milliseconds.
+        """
         return cls("timestamp", to_epoch_ms(t))
 
     @classmethod
     def beacon(cls, n: int) -> FilePosition:
+        """Resynchronise at the ``n``-th beacon (upstream's ``rewind(At(n))``), then read on from there.
+
+        Parameters
+        ----------
+        n : int
+            The beacon index (0 is the start of the file).
+
+        Returns
+        -------
+        FilePosition
+            ``FilePosition.beacon(n)``.
+        """
         if isinstance(n, bool) or not isinstance(n, int) or n < 0:
             raise ValueError(f"a beacon index is a non-negative integer, not {n!r}")
         return cls("beacon", n)

@@ -1,0 +1,168 @@
+"""The tutorial notebooks as pages: copy ``notebooks/*.ipynb`` into ``docs/learn/`` and index them.
+
+The notebooks are executed and checked by strict nbval elsewhere; the site renders their stored outputs
+(``nb_execution_mode = "off"``) and never runs them again. Every ``notebooks/NN-*.ipynb`` becomes
+``learn/NN-*`` (the Learn toctree globs them, so a new lesson appears without editing the site), and
+the ``nbkit-lessons`` directive lists each lesson with the objectives its first cell states ("You will
+learn" and the time needed). The landing page's dashboard figure is the one lesson 00 draws.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from docutils import nodes
+from docutils.statemachine import StringList
+from sphinx.application import Sphinx
+from sphinx.util.docutils import SphinxDirective
+
+#: Lesson files: two digits, a dash, a name (the tools/build_notebooks.py naming).
+LESSON_GLOB = "[0-9][0-9]-*.ipynb"
+_LEARN_LINE = re.compile(r"you will learn", re.IGNORECASE)
+_LIST_ITEM = re.compile(r"^\s{0,3}(?:[-*+]|\d+[.)])\s+(.*)$")
+_TIME_LINE = re.compile(r"(?:\btime\b|\bminutes?\b|\bmin\b)", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Lesson:
+    """What the Learn index shows for one notebook."""
+
+    docname: str
+    title: str
+    objectives: tuple[str, ...]
+    time: str | None
+    intro: str
+
+
+def _paths(app: Sphinx) -> tuple[Path, Path]:
+    root = Path(app.confdir).parent
+    return root / "notebooks", Path(app.srcdir) / "learn"
+
+
+def _first_markdown(path: Path) -> str:
+    cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+    for cell in cells:
+        if cell["cell_type"] == "markdown":
+            source = cell["source"]
+            return source if isinstance(source, str) else "".join(source)
+    return ""
+
+
+def _strip_emphasis(text: str) -> str:
+    """``**Time needed:** about 15 minutes.`` -> ``Time needed: about 15 minutes.``"""
+    return re.sub(r"[*_]+", "", text).lstrip("#> ").strip()
+
+
+def _objectives(lines: list[str]) -> list[str]:
+    """The list items after the line that says "You will learn" (continuation lines joined)."""
+    start = next((i for i, line in enumerate(lines) if _LEARN_LINE.search(line)), None)
+    if start is None:
+        return []
+    items: list[str] = []
+    for line in lines[start + 1 :]:
+        item = _LIST_ITEM.match(line)
+        if item:
+            items.append(item.group(1).strip())
+        elif not line.strip():
+            continue
+        elif items and line[:1] in (" ", "\t"):
+            items[-1] += " " + line.strip()
+        else:
+            break
+    return items
+
+
+def parse_first_cell(docname: str, text: str) -> Lesson:
+    """The title, objectives, time needed and opening paragraph of a lesson's first markdown cell."""
+    lines = text.splitlines()
+    title = next((line[2:].strip() for line in lines if line.startswith("# ")), docname)
+    time = next(
+        (
+            _strip_emphasis(line)
+            for line in lines
+            if _TIME_LINE.search(line) and re.search(r"\d", line) and not _LIST_ITEM.match(line) and len(line) < 160
+        ),
+        None,
+    )
+    paragraphs = [p.strip() for p in re.split(r"\n\s*\n", text) if p.strip() and not p.lstrip().startswith("#")]
+    intro = " ".join(paragraphs[0].split()) if paragraphs else ""
+    return Lesson(docname, title, tuple(_objectives(lines)), time, intro)
+
+
+def lessons(app: Sphinx) -> list[Lesson]:
+    """Every lesson copied into ``learn/``, in name order."""
+    _, learn = _paths(app)
+    return [parse_first_cell(p.stem, _first_markdown(p)) for p in sorted(learn.glob(LESSON_GLOB))]
+
+
+def copy_notebooks(app: Sphinx, config: object = None) -> None:
+    """Mirror ``notebooks/NN-*.ipynb`` into ``docs/learn/`` (unchanged files are left alone)."""
+    source, learn = _paths(app)
+    learn.mkdir(exist_ok=True)
+    wanted = {p.name: p for p in sorted(source.glob(LESSON_GLOB))}
+    if not wanted:
+        raise FileNotFoundError(f"no notebooks matching {LESSON_GLOB} in {source}: the Learn pages need them")
+    for stale in learn.glob(LESSON_GLOB):
+        if stale.name not in wanted:
+            stale.unlink()
+    for name, path in wanted.items():
+        target = learn / name
+        if not target.exists() or target.read_bytes() != path.read_bytes():
+            shutil.copyfile(path, target)
+    _write_dashboard(sorted(wanted.values())[0], Path(app.srcdir) / "_static" / "generated" / "dashboard.png")
+
+
+def _write_dashboard(notebook: Path, target: Path) -> None:
+    """The landing page's figure: the PNG of lesson 00's ``dashboard(...)`` cell (else its first PNG)."""
+    cells = json.loads(notebook.read_text(encoding="utf-8"))["cells"]
+    pngs: list[tuple[bool, str]] = []
+    for cell in cells:
+        source = cell["source"] if isinstance(cell["source"], str) else "".join(cell["source"])
+        for output in cell.get("outputs", []):
+            png = output.get("data", {}).get("image/png")
+            if png:
+                pngs.append(("dashboard(" in source, png if isinstance(png, str) else "".join(png)))
+    if not pngs:
+        raise ValueError(f"{notebook} has no PNG output: the landing page shows lesson 00's dashboard figure")
+    data = base64.b64decode(next((png for is_dashboard, png in pngs if is_dashboard), pngs[0][1]))
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if not target.exists() or target.read_bytes() != data:
+        target.write_bytes(data)
+
+
+class LessonsDirective(SphinxDirective):
+    """``nbkit-lessons``: one entry per lesson (link, time needed, objectives) from the notebooks."""
+
+    has_content = False
+
+    def run(self) -> list[nodes.Node]:
+        """Parse the generated Markdown in place, so links are ordinary ``{doc}`` references."""
+        text: list[str] = []
+        for lesson in lessons(self.env.app):
+            self.env.note_dependency(str(Path(self.env.srcdir) / "learn" / f"{lesson.docname}.ipynb"))
+            time = f" ({lesson.time})" if lesson.time else ""
+            text.append(f"**[{lesson.title}]({lesson.docname}.ipynb)**{time}")
+            text.append("")
+            if lesson.objectives:
+                text.append("You will learn:")
+                text.append("")
+                text.extend(f"- {objective}" for objective in lesson.objectives)
+            else:
+                text.append(lesson.intro)
+            text.append("")
+        container = nodes.container(classes=["nbkit-lessons"])
+        self.state.nested_parse(StringList(text, source="nbkit-lessons"), self.content_offset, container)
+        return [container]
+
+
+def setup(app: Sphinx) -> dict[str, Any]:
+    """Copy the notebooks before Sphinx looks for sources (config-inited); register the directive."""
+    app.connect("config-inited", copy_notebooks, priority=400)
+    app.add_directive("nbkit-lessons", LessonsDirective)
+    return {"parallel_read_safe": True}

@@ -1,0 +1,84 @@
+"""Sphinx configuration for the nbkit site (``sphinx-build -W --keep-going -n docs docs/_build/html``).
+
+Pages: the landing page, Learn (the tutorial notebooks, rendered from their stored outputs), the user
+guide, the CLI reference (from the argparse parsers), the API reference (autosummary from ``__all__``),
+reliability and benchmarks. The local extension in ``_ext/nbkit_docs`` generates what is not written by
+hand; ``tests/docs/test_site.py`` builds the site with warnings as errors.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+DOCS = Path(__file__).resolve().parent
+ROOT = DOCS.parent
+sys.path[:0] = [str(ROOT), str(DOCS / "_ext")]
+
+import nbkit  # noqa: E402  (after the path: the checkout's nbkit, not an installed one)
+
+project = "nbkit"
+author = "the nbkit authors"
+copyright = "2026, the nbkit authors"
+release = version = nbkit.__version__
+
+extensions = [
+    "myst_nb",
+    "sphinx.ext.autodoc",
+    "sphinx.ext.autosummary",
+    "numpydoc",
+    "sphinx_copybutton",
+    "nbkit_docs",
+]
+
+# -- sources ------------------------------------------------------------------------------------------
+exclude_patterns = ["_build", "Thumbs.db", ".DS_Store", "**.ipynb_checkpoints"]
+templates_path = ["_templates"]
+root_doc = "index"
+suppress_warnings = ["myst.header"]
+smartquotes = False  # code-heavy text: keep quotes, dashes and "..." as written
+
+# -- notebooks: rendered from the outputs strict nbval checked; never executed here --------------------
+nb_execution_mode = "off"
+nb_merge_streams = True
+myst_enable_extensions = ["colon_fence", "deflist"]
+myst_heading_anchors = 3
+
+# -- API reference ---------------------------------------------------------------------------------------
+nbkit_api_namespaces = ["nbkit", "nbkit.plot", "nbkit.widgets", "nbkit.exercises", "nbkit.dask"]
+autosummary_generate = True
+autosummary_imported_members = True
+autodoc_typehints = "none"
+autodoc_member_order = "bysource"
+autodoc_default_options = {"exclude-members": "__init__, __new__"}
+numpydoc_show_class_members = False
+numpydoc_class_members_toctree = False
+numpydoc_xref_param_type = False
+
+# Nitpicky for nbkit's own names; types from Python and other libraries have no pages here (no network
+# for intersphinx), so references to them are not checked.
+nitpicky = True
+_EXTERNAL = (
+    r"(builtins\.)?(int|float|str|bytes|bytearray|bool|dict|list|tuple|set|frozenset|object|type|None|"
+    r"callable|iterable|sequence|mapping|optional|any|Exception|BaseException|\w+Error|\w+Warning|"
+    r"KeyboardInterrupt|SystemExit|path-like|file-like|os\.PathLike)"
+    r"|(typing|collections|enum|os|pathlib|datetime|io|logging|argparse|threading|signal|decimal|json|"
+    r"numpy|np|pandas|pd|matplotlib|ipywidgets|IPython|dask|distributed|pyarrow|msgspec)(\..*)?"
+)
+nitpick_ignore_regex = [(r"py:.*", _EXTERNAL)]
+
+# -- HTML -------------------------------------------------------------------------------------------------
+html_theme = "pydata_sphinx_theme"
+html_title = f"nbkit {release}"
+html_static_path = ["_static"]
+html_css_files = ["nbkit.css"]
+html_theme_options = {
+    "navigation_with_keys": False,
+    "show_toc_level": 2,
+    "footer_start": ["copyright"],
+    "footer_end": ["sphinx-version"],
+}
+html_context = {"default_mode": "light"}
+html_last_updated_fmt = None
+copybutton_prompt_text = r">>> |\.\.\. |\$ "
+copybutton_prompt_is_regexp = True

@@ -1,0 +1,122 @@
+"""The built documentation site in headless Chromium, served on 127.0.0.1 with every other host blocked.
+
+Four pages, each checked for what a reader must see, each saved as a screenshot in
+``test-artifacts/browser/``: the landing page (title and the dashboard figure, loaded), one lesson
+with a widget snapshot (its figure loaded and the stored SessionPanel or StreamBrowser rendered as
+real widgets by the site's own ipywidgets JavaScript, not left as text), the ``read_stream`` API
+page (signature, parameters, examples) and the CLI page (a section per subcommand). Any request to
+another host is refused and fails the test, so the pages work with no network.
+"""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import json
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from site_build import ROOT, built_site  # noqa: F401  (built_site is a fixture)
+
+pytestmark = pytest.mark.timeout(600)  # the site build (shared, once per run) plus the 80 s browser budget
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, format, *args):  # noqa: A002 -- the base class's signature
+        pass
+
+
+@pytest.fixture
+def site_url(built_site) -> Iterator[str]:  # noqa: F811
+    """The built site served over HTTP on 127.0.0.1 (a free port) for the duration of the test."""
+    assert built_site.returncode == 0, built_site.output[-3000:]
+    handler = functools.partial(_QuietHandler, directory=str(built_site.html))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def _lesson_with_widgets() -> str:
+    """The first lesson whose notebook stores widget state and has a figure."""
+    for notebook in sorted((ROOT / "notebooks").glob("[0-9][0-9]-*.ipynb")):
+        nb = json.loads(notebook.read_text(encoding="utf-8"))
+        outputs = [o for c in nb["cells"] for o in c.get("outputs", [])]
+        has_png = any("image/png" in o.get("data", {}) for o in outputs)
+        if "widgets" in nb["metadata"] and has_png:
+            return notebook.stem
+    raise AssertionError("no lesson stores widget state and a figure")
+
+
+def _loaded_images(page, selector: str) -> int:
+    return page.eval_on_selector_all(selector, "els => els.filter(e => e.complete && e.naturalWidth > 0).length")
+
+
+def test_site_pages_in_a_browser(site_url, browser_page, budget, artifacts_dir, request):
+    page, console = browser_page.page, browser_page.console
+    refused: list[str] = []
+
+    def only_local(route):
+        if route.request.url.startswith(site_url):
+            route.continue_()
+        else:
+            refused.append(route.request.url)
+            route.abort()
+
+    page.route("**/*", only_local)
+    shot = functools.partial(_screenshot, page, artifacts_dir, request.node.name)
+
+    def visit(path: str) -> None:
+        page.goto(f"{site_url}/{path}", timeout=budget.ms(20))
+        page.wait_for_load_state("networkidle", timeout=budget.ms(20))
+
+    try:
+        visit("index.html")
+        assert page.locator("h1").first.inner_text().startswith("nbkit")
+        assert _loaded_images(page, "img[src$='dashboard.png']") == 1, "the landing page's dashboard did not load"
+        shot("landing")
+
+        lesson = _lesson_with_widgets()
+        visit(f"learn/{lesson}.html")
+        rendered = page.locator(".cell_output .jupyter-widgets").first
+        rendered.wait_for(state="visible", timeout=budget.ms(20))
+        assert page.locator(".cell_output button.jupyter-button, .cell_output .widget-dropdown").count() > 0
+        assert "application/vnd.jupyter.widget-view+json" not in page.locator("article").inner_text()
+        figures = ".cell_output img[src*='_images/']"  # a cell's PNG output (a widget's image is inline data)
+        assert _loaded_images(page, figures) >= 1, f"{lesson}: no figure loaded"
+        figure = page.locator(figures).first
+        figure.scroll_into_view_if_needed(timeout=budget.ms(5))
+        shot("lesson-figure")
+        rendered.scroll_into_view_if_needed(timeout=budget.ms(5))
+        shot("lesson-widget")
+
+        visit("api/generated/nbkit.read_stream.html")
+        signature = page.locator('dt[id="nbkit.read_stream"]')
+        assert signature.is_visible() and "read_stream" in signature.inner_text()
+        body = page.locator("article").inner_text()
+        assert "Parameters" in body and "Returns" in body and "Examples" in body
+        shot("api-read_stream")
+
+        visit("cli.html")
+        for name in ("cat", "info", "write", "run"):
+            assert page.locator(f'section[id="cli-nbkit-{name}"]').count() == 1, f"no nbkit {name} section"
+        shot("cli")
+    except BaseException:
+        shot("failure")
+        raise
+    assert not refused, f"the pages asked for other hosts (no network in CI): {refused}"
+    errors = [line for line in console if line.startswith("error")]
+    assert not errors, f"console errors: {errors}"
+
+
+def _screenshot(page, folder: Path, test: str, label: str) -> None:
+    try:
+        page.screenshot(path=str(folder / f"{test}-{label}.png"))
+    except Exception:
+        pass  # a screenshot is evidence, never the reason a test fails

@@ -1,0 +1,181 @@
+"""The documentation site builds from the repository with warnings as errors, and has every page.
+
+One build per test run (``built_site``, tests/site_build.py): nitpicky, ``-W --keep-going``, from
+scratch. The checks follow the site's promises: every lesson notebook is a page, in order, with its
+objectives on the Learn index; every public name has an API page with examples; the CLI page shows
+every subcommand and option argparse knows; widget snapshots load their JavaScript from the site
+itself (no CDN); a broken cross-reference fails the build.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from docstring_rules import public_objects
+from site_build import ROOT, SPHINX, built_site  # noqa: F401  (built_site is a fixture)
+
+sys.path.insert(0, str(ROOT / "docs" / "_ext"))
+from nbkit_docs.cli_reference import subcommands  # noqa: E402
+from nbkit_docs.lessons import parse_first_cell  # noqa: E402
+
+from nbkit.cli import build_parser  # noqa: E402
+
+pytestmark = pytest.mark.timeout(600)
+LESSONS = sorted((ROOT / "notebooks").glob("[0-9][0-9]-*.ipynb"))
+QUOTES = str.maketrans({"\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"'})  # Sphinx's smart quotes
+CDN = re.compile(r"https?://(cdn\.jsdelivr\.net|unpkg\.com|cdnjs\.cloudflare\.com)")
+
+
+def page(site, name: str) -> str:
+    path = site.html / name
+    assert path.is_file(), f"{name} is not in the built site"
+    return path.read_text(encoding="utf-8")
+
+
+def text_of(markup: str) -> str:
+    """The visible text of some HTML (or Markdown), whitespace collapsed."""
+    markup = re.sub(r"<script.*?</script>", " ", markup, flags=re.S)
+    markup = re.sub(r"<[^>]+>", " ", markup)
+    markup = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", markup)  # Markdown links: their text
+    plain = html.unescape(markup).translate(QUOTES).replace("`", "").replace("*", "")
+    return " ".join(plain.split())
+
+
+def squash(markup: str) -> str:
+    """:func:`text_of` without any whitespace (inline tags leave spaces where the text has none)."""
+    return "".join(text_of(markup).split())
+
+
+def test_site_builds_without_warnings(built_site):  # noqa: F811
+    command = " ".join([*SPHINX, "docs", "OUT"])
+    print(f"{command}: {built_site.seconds:.0f} s")
+    assert built_site.returncode == 0 and "WARNING" not in built_site.output, built_site.output[-6000:]
+
+
+def test_every_lesson_is_a_page_and_the_learn_index_lists_them_in_order(built_site):  # noqa: F811
+    assert LESSONS, "no notebooks/NN-*.ipynb"
+    index = page(built_site, "learn/index.html")
+    body = index.split('<article', 1)[-1]
+    positions = []
+    for notebook in LESSONS:
+        page(built_site, f"learn/{notebook.stem}.html")
+        href = f'href="{notebook.stem}.html"'
+        assert href in body, f"the Learn index does not link {notebook.stem}"
+        positions.append(body.index(href))
+        cells = json.loads(notebook.read_text(encoding="utf-8"))["cells"]
+        first = "".join(cells[0]["source"])
+        lesson = parse_first_cell(notebook.stem, first)
+        shown = text_of(body)
+        for objective in lesson.objectives or (lesson.intro,):
+            assert squash(objective) in squash(shown), f"{notebook.stem}: {objective!r} is not on the Learn index"
+    assert positions == sorted(positions), "the Learn index lists the lessons out of order"
+
+
+def test_landing_page_shows_the_dashboard_and_the_two_commands(built_site):  # noqa: F811
+    landing = page(built_site, "index.html")
+    image = re.search(r'<img[^>]+src="(_images/dashboard\.png)"', landing)
+    assert image and (built_site.html / image.group(1)).stat().st_size > 10_000
+    assert "nbkit demo --out demo-out" in text_of(landing) and "nbkit run service:app" in text_of(landing)
+
+
+@pytest.mark.parametrize("name", sorted(dict(public_objects())))
+def test_every_public_name_has_an_api_page_with_examples(built_site, name):  # noqa: F811
+    text = page(built_site, f"api/generated/{name}.html")
+    assert f'id="{name}"' in text, f"the page of {name} does not document it"
+    assert "Examples" in text
+
+
+def test_cli_page_shows_every_subcommand_and_option(built_site):  # noqa: F811
+    cli = page(built_site, "cli.html")
+    shown = text_of(cli)
+    for name, parser in subcommands(build_parser()):
+        assert f'id="cli-nbkit-{name}"' in cli, f"no section for nbkit {name}"
+        assert text_of(parser.format_usage()) in shown, f"nbkit {name}: usage line missing"
+        for action in parser._actions:
+            for option in action.option_strings:
+                assert option in shown, f"nbkit {name}: {option} missing"
+
+
+def test_widget_snapshots_use_the_sites_own_javascript(built_site):  # noqa: F811
+    embed = built_site.html / "_static" / "jupyter-widgets" / "embed.js"
+    assert embed.is_file() and embed.stat().st_size > 500_000
+    with_widgets = [nb for nb in LESSONS if "widgets" in json.loads(nb.read_text(encoding="utf-8"))["metadata"]]
+    assert with_widgets, "no lesson stores widget state (the site's widget snapshots need one)"
+    for notebook in with_widgets:
+        text = page(built_site, f"learn/{notebook.stem}.html")
+        assert 'type="application/vnd.jupyter.widget-state+json"' in text
+        assert 'type="application/vnd.jupyter.widget-view+json"' in text
+        assert '_static/jupyter-widgets/embed.js' in text
+    for path in built_site.html.rglob("*.html"):
+        assert not CDN.search(path.read_text(encoding="utf-8")), f"{path} loads from a CDN"
+
+
+# -- a broken internal reference fails the build --------------------------------------------------------
+CONF = """
+import sys
+sys.path[:0] = [{root!r}, {ext!r}]
+extensions = ["nbkit_docs.public_refs"]
+nitpicky = True
+"""
+PAGE = """
+Check
+=====
+
+.. py:class:: nbkit.App
+
+:class:`nbkit.runtime.app.App` is the public App; :mod:`nbkit.wire.envelope` has no page.
+
+.. py:class:: nbkit.Session
+
+   :class:`PendingView`, named as the code of ``Session`` names it, lives in its defining module.
+
+{extra}
+"""
+
+
+def _tiny_build(tmp_path: Path, extra: str) -> subprocess.CompletedProcess:
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "conf.py").write_text(CONF.format(root=str(ROOT), ext=str(ROOT / "docs" / "_ext")))
+    (src / "index.rst").write_text(PAGE.format(extra=extra))
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run(
+        [*SPHINX, "-d", str(tmp_path / "doctrees"), str(src), str(tmp_path / "html")],
+        capture_output=True, text=True, env=env, timeout=120,
+    )  # fmt: skip
+
+
+def test_references_to_implementation_modules_resolve_to_public_pages(tmp_path):
+    done = _tiny_build(tmp_path, "")
+    assert done.returncode == 0, done.stderr
+    assert 'href="#nbkit.App"' in (tmp_path / "html" / "index.html").read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize(
+    "extra, named",
+    [(":class:`nbkit.NoSuchThing`", "nbkit.NoSuchThing"), (":doc:`no-such-page`", "no-such-page")],
+)
+def test_a_broken_internal_reference_fails_the_build(tmp_path, extra, named):
+    done = _tiny_build(tmp_path, extra)
+    assert done.returncode != 0 and named in done.stderr, done.stderr
+
+
+def test_read_the_docs_builds_the_same_site():
+    import tomllib
+
+    import yaml
+
+    config = yaml.safe_load((ROOT / ".readthedocs.yaml").read_text(encoding="utf-8"))
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["optional-dependencies"]
+    assert config["version"] == 2 and config["sphinx"]["configuration"] == "docs/conf.py"
+    assert config["sphinx"]["fail_on_warning"] is True
+    assert "nodejs" in config["build"]["tools"], "the build fetches the widget JavaScript with npm"
+    (install,) = config["python"]["install"]
+    assert install["path"] == "." and {"docs", "scale"} <= set(install["extra_requirements"]) <= set(extras)
