@@ -129,6 +129,8 @@ class FileBroker(Broker):
         Keep the file locked from the first append until shutdown.
     lock_timeout : float
         Seconds an append waits for another writer's lock.
+    fsync : bool
+        fsync the file after every flush: durable against power loss, at a cost (``docs/reliability.md``).
 
     Examples
     --------

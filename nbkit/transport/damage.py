@@ -35,13 +35,13 @@ class DamageWarning(UserWarning):
 class DamagedRegion:
     """Bytes ``[start, end)`` of a file that a salvage read skipped, and why.
 
-    Attributes
+    Parameters
     ----------
-    start
+    start : int
         Where the first frame that failed to parse starts (or the damaged beacon's boundary).
-    end
+    end : int
         Where reading resumed: the first frame after an intact beacon, or the end of the file.
-    problem
+    problem : str
         What was wrong at ``start`` (the error the strict read raises there).
 
     Examples
@@ -61,11 +61,23 @@ class DamagedRegion:
         return self.end - self.start
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain JSON-ready form: ``start``, ``end``, ``problem``, ``skipped``."""
+        """Plain JSON-ready form: ``start``, ``end``, ``problem``, ``skipped``.
+
+        Returns
+        -------
+        dict
+            The four fields, as ``frame.attrs["damaged"]`` and ``nbkit info --json`` list them.
+        """
         return {"start": self.start, "end": self.end, "problem": self.problem, "skipped": self.skipped}
 
     def describe(self) -> str:
-        """One line: ``bytes 3000..3072 (72 skipped): <problem>``."""
+        """One line: ``bytes 3000..3072 (72 skipped): <problem>``.
+
+        Returns
+        -------
+        str
+            The line ``nbkit info`` and the ``"warn"`` warnings print for the region.
+        """
         return f"bytes {self.start}..{self.end} ({self.skipped} skipped): {self.problem}"
 
 

@@ -223,6 +223,9 @@ class StreamReader:
         End at the end-of-stream mark (SeaStreamer's EOS) rather than reading past it.
     keys : str or iterable of str, optional
         Yield only the messages of these stream keys.
+    on_bad_frames : {"error", "warn", "skip"}
+        ``"error"`` raises at the first damaged frame; ``"skip"`` resumes at the next intact beacon and records
+        the region in ``damaged``; ``"warn"`` also warns once per region (a ``DamageWarning``).
 
     Examples
     --------

@@ -188,6 +188,8 @@ class StreamWriter:
         Seconds an append waits for another writer's lock.
     strict_seq : bool
         Refuse an explicit ``seq`` that does not exceed the stream's last one.
+    fsync : bool
+        ``os.fsync`` after every flush: durable against power loss, not only against a killed process.
 
     Examples
     --------
