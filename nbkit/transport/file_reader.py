@@ -583,7 +583,10 @@ class StreamReader:
             if resume is not None:
                 break
             boundary += interval
-        if not self.follow and not tail:
+        # a frame running past the end may be a torn tail, or a cut moved the last beacon off the grid:
+        # hunt for a shifted grid unless the original one holds an intact beacon and frame after the damage
+        suspect = not tail or resume is None or self._grid_resume(boundary, phase, size, strict=True) is None
+        if not self.follow and suspect:
             window = start + max(_HUNT_INTERVALS * interval, _HUNT_MIN_BYTES)
             shifted = self._hunt_grid(start, min(boundary, size, window), size)
             if shifted is not None:
@@ -608,7 +611,9 @@ class StreamReader:
         """Where reading resumes after the beacon at ``boundary`` on the grid ``phase + k * interval``:
         the first frame after it (or the end of the data), or None when that beacon is not intact (it
         does not parse, or lacks its CRs) or the frame after it does not parse. A frame after the file's
-        last beacon running past its end is a torn tail, for the reader to report, unless ``strict``."""
+        last beacon running past its end is a torn tail, for the reader to report, unless ``strict``
+        (a shifted grid's candidate), which also needs a frame after the beacon: bytes that merely parse
+        as a beacon whose run reaches past the end prove nothing."""
         interval = self.interval
         saved = self._phase
         self._phase = phase
@@ -619,12 +624,16 @@ class StreamReader:
                 if os.pread(self._fd, 1, pos + beacon.size - 1) != b"\r" or os.pread(self._fd, 1, pos) != b"\r":
                     return None
                 pos += beacon.size + min(beacon.remaining, interval - beacon.size)
+            if strict and pos >= size:
+                return None  # a shifted grid is accepted only on a frame after its beacon that verifies
             if pos < size:
                 msg = self._parse_frame(pos)
                 if os.pread(self._fd, 1, msg.end - 1) != b"\r":
                     return None
         except _NeedMore:  # a torn tail only after the file's last beacon: elsewhere it is garbage
-            return pos if pos >= size or (not strict and boundary + interval >= size) else None
+            if strict:
+                return None
+            return pos if pos >= size or boundary + interval >= size else None
         except FormatError:
             return None
         finally:

@@ -272,3 +272,21 @@ def test_damage_at_the_tail_without_a_beacon_after_it_is_a_truncated_tail(tmp_pa
         got = list(r)
         assert r.damaged == [] and r.end is not None and r.end.reason == "truncated"
     assert got == written[:-1]
+
+
+@pytest.mark.parametrize(
+    ("sizes", "edit"),
+    [
+        ([0, 0, 0, 0, 0, 0, 0, 632, 0], lambda raw: raw[:128] + raw[129:]),  # a frame ends on the boundary
+        ([0, 0, 0, 0, 0, 0, 660, 0, 0], lambda raw: raw[:128] + b"\x00" + raw[128:]),  # a frame spans it
+    ],
+)
+def test_a_one_byte_shift_near_the_last_beacon_keeps_the_message_after_it(tmp_path, sizes, edit):
+    """Found by the property test after the merge: with only one beacon past the damage, the shifted grid
+    is still found (the damaged frame is not taken for a torn tail), and bytes that merely parse as a
+    beacon whose run reaches past the end are not taken for the shifted grid."""
+    path = os.fspath(tmp_path / "s.ss")
+    written = _write(path, sizes)
+    _put(path, edit(_bytes(path)))
+    got, _ = _salvage(path)
+    assert [_fields(m) for m in got] == [_fields(written[-1])]
