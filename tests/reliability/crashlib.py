@@ -133,8 +133,13 @@ def crash_chain(path: Path, *, runs: int, seed: int, flush_every: int = 1, max_d
         verified_end = end.offset
         prefix = data
     # a clean writer resumes after the last kill, and the whole file reads back strictly
+    size_before = path.stat().st_size
     with StreamWriter(path, beacon_interval=1024) as w:
-        assert w.truncated_bytes == path.stat().st_size - verified_end or not verified_end
+        if verified_end:
+            # the torn tail is cut; a complete beacon right at the last verified frame's end (a frame that
+            # ended on a boundary: Message.end stops before the beacon) is kept, the rest of the tail is not
+            kept = size_before - w.truncated_bytes - verified_end
+            assert kept == 0 or (verified_end % 1024 == 0 and 0 < kept < 1024), (kept, verified_end)
         for key in crash_writer.KEYS:
             w.write(key, crash_writer.payload(key, w.next_seq(key)))
             last[key] = last.get(key, 0) + 1
