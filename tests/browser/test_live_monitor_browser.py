@@ -13,8 +13,8 @@ from __future__ import annotations
 import re
 import time
 
-import nbformat
 import pytest
+from jlab import KERNEL_IDLE_JS, write_code_notebook
 
 pytestmark = pytest.mark.timeout(150)
 
@@ -41,25 +41,7 @@ monitor"""
 
 NOTEBOOK = "live_monitor.ipynb"
 
-# True when the notebook in the main area is ours and its kernel is connected and idle (as in
-# test_session_panel_browser.py).
-KERNEL_IDLE_JS = """(path) => {
-    const app = window.jupyterapp;
-    const w = app && app.shell.currentWidget;
-    if (!w || !w.sessionContext || !w.context || w.context.path !== path) return false;
-    const sc = w.sessionContext;
-    const k = sc.session && sc.session.kernel;
-    return !!(sc.isReady && k && k.connectionStatus === 'connected' && k.status === 'idle');
-}"""
 
-
-def write_notebook(path) -> None:
-    nb = nbformat.v4.new_notebook()
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    nb.metadata["language_info"] = {"name": "python"}
-    nb.cells = [nbformat.v4.new_code_cell(src) for src in (SETUP, MONITOR, "1 + 1", "writer.kill()")]
-    nbformat.validate(nb)
-    nbformat.write(nb, str(path))
 
 
 def count(text: str) -> int:
@@ -71,7 +53,7 @@ def count(text: str) -> int:
 def test_live_monitor_refreshes_in_jupyterlab(budget, lab_server, browser_page, artifacts_dir, request):
     from playwright.sync_api import expect
 
-    write_notebook(lab_server.root_dir / NOTEBOOK)
+    write_code_notebook(lab_server.root_dir / NOTEBOOK, (SETUP, MONITOR, "1 + 1", "writer.kill()"))
     page = browser_page.page
     shot = artifacts_dir / f"{request.node.name}"
     try:

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import re
 
-import nbformat
 import pytest
+from jlab import KERNEL_IDLE_JS, write_code_notebook
 
 from nbkit import RetryPolicy, Workload, policy_summary, simulate
 
@@ -26,22 +26,7 @@ CELLS = [
 ]
 NOTEBOOK = "policy_explorer.ipynb"
 
-KERNEL_IDLE_JS = """(path) => {
-    const app = window.jupyterapp;
-    const w = app && app.shell.currentWidget;
-    if (!w || !w.sessionContext || !w.context || w.context.path !== path) return false;
-    const sc = w.sessionContext;
-    const k = sc.session && sc.session.kernel;
-    return !!(sc.isReady && k && k.connectionStatus === 'connected' && k.status === 'idle');
-}"""
 
-
-def write_notebook(path) -> None:
-    nb = nbformat.v4.new_notebook()
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    nb.metadata["language_info"] = {"name": "python"}
-    nb.cells = [nbformat.v4.new_code_cell(src) for src in CELLS]
-    nbformat.write(nb, str(path))
 
 
 def norm(text: str) -> str:
@@ -55,7 +40,7 @@ def test_dragging_a_slider_reruns_and_redraws(budget, lab_server, browser_page, 
     after = policy_summary(simulate(Workload(messages=60, span=20, failure_rate=1.0), RetryPolicy(max_attempts=3)))
     assert after.loc["file", "dead-lettered"] == 60
 
-    write_notebook(lab_server.root_dir / NOTEBOOK)
+    write_code_notebook(lab_server.root_dir / NOTEBOOK, CELLS)
     page = browser_page.page
     shot = artifacts_dir / f"{request.node.name}"
     try:

@@ -13,8 +13,8 @@ import html.parser
 import re
 import sys
 
-import nbformat
 import pytest
+from jlab import KERNEL_IDLE_JS, write_code_notebook
 
 pytestmark = pytest.mark.timeout(150)  # a safety net: every wait shares the 80 s `budget` (conftest)
 
@@ -41,24 +41,7 @@ panel"""
 
 NOTEBOOK = "session_panel.ipynb"
 
-# True when the notebook in the main area is ours and its kernel is connected and idle.
-KERNEL_IDLE_JS = """(path) => {
-    const app = window.jupyterapp;
-    const w = app && app.shell.currentWidget;
-    if (!w || !w.sessionContext || !w.context || w.context.path !== path) return false;
-    const sc = w.sessionContext;
-    const k = sc.session && sc.session.kernel;
-    return !!(sc.isReady && k && k.connectionStatus === 'connected' && k.status === 'idle');
-}"""
 
-
-def write_notebook(path) -> None:
-    nb = nbformat.v4.new_notebook()
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    nb.metadata["language_info"] = {"name": "python"}
-    nb.cells = [nbformat.v4.new_code_cell(src) for src in (IMPORTS, SCENARIO, PANEL)]
-    nbformat.validate(nb)
-    nbformat.write(nb, str(path))
 
 
 class _Text(html.parser.HTMLParser):
@@ -128,7 +111,7 @@ def test_step_button_in_jupyterlab(budget, lab_server, browser_page, artifacts_d
     specs = lab_server.api("/api/kernelspecs")
     assert specs["kernelspecs"]["python3"]["spec"]["argv"][0] == sys.executable
 
-    write_notebook(lab_server.root_dir / NOTEBOOK)
+    write_code_notebook(lab_server.root_dir / NOTEBOOK, (IMPORTS, SCENARIO, PANEL))
     page = browser_page.page
     shot = artifacts_dir / f"{request.node.name}"
     try:
