@@ -27,10 +27,16 @@ T0_MS = 1_704_067_200_000
 
 def parser(description: str, *, messages: int = 1_000_000, repeat: int = 3) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=description)
-    p.add_argument("--messages", type=int, default=messages, metavar="N",
-                   help=f"how many messages (default {messages:,})")
-    p.add_argument("--repeat", type=int, default=repeat, metavar="R",
-                   help=f"timed runs per side after one warm-up run; the median is reported (default {repeat})")
+    p.add_argument(
+        "--messages", type=int, default=messages, metavar="N", help=f"how many messages (default {messages:,})"
+    )
+    p.add_argument(
+        "--repeat",
+        type=int,
+        default=repeat,
+        metavar="R",
+        help=f"timed runs per side after one warm-up run; the median is reported (default {repeat})",
+    )
     p.add_argument("--keep", action="store_true", help="keep the temporary folder (its path is printed)")
     return p
 

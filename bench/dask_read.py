@@ -90,8 +90,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--partition-size", default="64MiB", help="nbkit.dask partition size (default 64MiB)")
     p.add_argument("--workers", type=int, default=2, help="LocalCluster worker processes (default 2)")
     p.add_argument("--path", help="use (or create) this file instead of a temporary one")
-    p.add_argument("--to-client", action=argparse.BooleanOptionalAction, default=None,
-                   help="also time compute() of the whole frame (default: for files up to 1.5 GiB)")
+    p.add_argument(
+        "--to-client",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="also time compute() of the whole frame (default: for files up to 1.5 GiB)",
+    )
     p.add_argument("--repeat", type=int, default=1, help="timed runs of each side, alternating; best reported")
     p.add_argument("--keep", action="store_true", help="keep the temporary folder (its path is printed)")
     args = p.parse_args(argv)
@@ -118,14 +122,17 @@ def main(argv: list[str] | None = None) -> int:
         with open(path, "rb") as f:  # warm the page cache: both sides then read from memory
             while f.read(64 << 20):
                 pass
-        print(f"   file: {actual / 2**30:.2f} GiB, partition size {args.partition_size}, "
-              f"{args.workers} worker processes x 1 thread")
+        print(
+            f"   file: {actual / 2**30:.2f} GiB, partition size {args.partition_size}, "
+            f"{args.workers} worker processes x 1 thread"
+        )
         print(f"   load average before: {os.getloadavg()[0]:.2f} (other processes share these cores)")
 
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", DeprecationWarning)
-            cluster = LocalCluster(n_workers=args.workers, threads_per_worker=1, processes=True,
-                                   dashboard_address=None, memory_limit=0)
+            cluster = LocalCluster(
+                n_workers=args.workers, threads_per_worker=1, processes=True, dashboard_address=None, memory_limit=0
+            )
         with cluster, Client(cluster) as client:
             client.run(lambda: __import__("nbkit.scale.dask_reader"))  # workers import nbkit before timing
             seq_times, dask_times, plan_times, seq_cpu, dask_cpu = [], [], [], [], []
@@ -154,20 +161,26 @@ def main(argv: list[str] | None = None) -> int:
                 wait(persisted)
                 dask_times.append(time.perf_counter() - t)
                 dask_cpu.append((plan_cpu, worker_cpu() - w))
-                print(f"   run {i + 1}: sequential {seq_times[-1]:.2f} s, dask persist {dask_times[-1]:.2f} s, "
-                      f"load average {os.getloadavg()[0]:.2f}", flush=True)
+                print(
+                    f"   run {i + 1}: sequential {seq_times[-1]:.2f} s, dask persist {dask_times[-1]:.2f} s, "
+                    f"load average {os.getloadavg()[0]:.2f}",
+                    flush=True,
+                )
             n = len(want)
             t_seq, t_persist = min(seq_times), min(dask_times)
             # CPU seconds do not depend on what else runs: what 2 idle cores would give
             cpu_seq = min(seq_cpu)
             cpu_plan, cpu_workers = min(dask_cpu, key=lambda pw: pw[0] + pw[1])
             ideal = cpu_seq / (cpu_plan + cpu_workers / args.workers)
-            print(f"   CPU seconds: sequential {cpu_seq:.2f}; dask plan {cpu_plan:.2f} + workers {cpu_workers:.2f} "
-                  f"(sum of {args.workers}) -> on {args.workers} idle cores about {ideal:.2f}x")
+            print(
+                f"   CPU seconds: sequential {cpu_seq:.2f}; dask plan {cpu_plan:.2f} + workers {cpu_workers:.2f} "
+                f"(sum of {args.workers}) -> on {args.workers} idle cores about {ideal:.2f}x"
+            )
             _common.row("nbkit.read_stream (sequential)", t_seq, n, f"best of {args.repeat}")
             print(f"   {'dask plan (EOS scan, tail check)':<44} {_common.fmt_s(min(plan_times)):>10}")
-            _common.row(f"nbkit.dask read_stream().persist() [{ddf.npartitions} parts]", t_persist, n,
-                        f"best of {args.repeat}")
+            _common.row(
+                f"nbkit.dask read_stream().persist() [{ddf.npartitions} parts]", t_persist, n, f"best of {args.repeat}"
+            )
 
             equal = True
             row = 0
@@ -181,8 +194,12 @@ def main(argv: list[str] | None = None) -> int:
             del persisted, part
 
             t = time.perf_counter()
-            sizes = nbkit.dask.read_stream(path, partition_size=args.partition_size).groupby(
-                "stream_key", observed=True).size(split_out=1).compute()
+            sizes = (
+                nbkit.dask.read_stream(path, partition_size=args.partition_size)
+                .groupby("stream_key", observed=True)
+                .size(split_out=1)
+                .compute()
+            )
             t_group = time.perf_counter() - t
             _common.row("nbkit.dask groupby(stream_key).size()", t_group, n)
             counts = want.groupby("stream_key", observed=True).size()
@@ -201,16 +218,19 @@ def main(argv: list[str] | None = None) -> int:
         print(f"   rows: {n:,}; partitions equal to the sequential frame: {equal}; group sizes equal: {equal_groups}")
         ratio = t_seq / t_persist
         median = statistics.median(seq_times) / statistics.median(dask_times)
-        line = (f"   ratios (sequential / dask): persist {ratio:.2f}x (median {median:.2f}x), "
-                f"groupby {t_seq / t_group:.2f}x")
+        line = (
+            f"   ratios (sequential / dask): persist {ratio:.2f}x (median {median:.2f}x), "
+            f"groupby {t_seq / t_group:.2f}x"
+        )
         if t_client is not None:
             line += f", compute() to the client {t_seq / t_client:.2f}x"
         print(line)
         del want
         results = [
             _common.verdict("results equal", equal and equal_groups, "nbkit.dask == nbkit.read_stream"),
-            _common.verdict(f"parallel read >= {TARGET}x faster", ratio >= TARGET,
-                            f"persist {ratio:.2f}x on {args.workers} workers"),
+            _common.verdict(
+                f"parallel read >= {TARGET}x faster", ratio >= TARGET, f"persist {ratio:.2f}x on {args.workers} workers"
+            ),
         ]
     return _common.finish(results)
 

@@ -98,15 +98,23 @@ def main(argv: list[str] | None = None) -> int:
             over_warn = (t_warn.wall - t_bare.wall) / delivered * 1e6
             over_err = (t_err.wall - t_bare.wall) / delivered * 1e6
             print(f"   runtime overhead per delivery: {over_warn:.2f} µs with the WARNING, {over_err:.2f} µs without")
-            print(f"   against the key-filtered loop (reported, no target): {c.ratio(t_err, t_filtered)} at ERROR, "
-                  f"{c.ratio(t_warn, t_filtered)} with the WARNING")
-            results.append(
-                c.verdict(f"App (WARNING logged) at most {TARGET:g}x the bare loop",
-                          t_warn.wall / t_bare.wall <= TARGET, c.ratio(t_warn, t_bare))
+            print(
+                f"   against the key-filtered loop (reported, no target): {c.ratio(t_err, t_filtered)} at ERROR, "
+                f"{c.ratio(t_warn, t_filtered)} with the WARNING"
             )
             results.append(
-                c.verdict(f"App (dispatch logger at ERROR) at most {TARGET:g}x the bare loop",
-                          t_err.wall / t_bare.wall <= TARGET, c.ratio(t_err, t_bare))
+                c.verdict(
+                    f"App (WARNING logged) at most {TARGET:g}x the bare loop",
+                    t_warn.wall / t_bare.wall <= TARGET,
+                    c.ratio(t_warn, t_bare),
+                )
+            )
+            results.append(
+                c.verdict(
+                    f"App (dispatch logger at ERROR) at most {TARGET:g}x the bare loop",
+                    t_err.wall / t_bare.wall <= TARGET,
+                    c.ratio(t_err, t_bare),
+                )
             )
     finally:
         root.removeHandler(sink)

@@ -123,8 +123,13 @@ def run_hypothesis(targets: dict[str, Target], names: list[str], seconds: float,
             target = targets[name]
             prop = _property(target, deadline)
             prop = hypothesis_seed(seed * 100_003 + round_no)(
-                settings(max_examples=chunk, deadline=None, database=None, derandomize=False,
-                         suppress_health_check=list(HealthCheck))(given(rnd=st.randoms(use_true_random=False))(prop))
+                settings(
+                    max_examples=chunk,
+                    deadline=None,
+                    database=None,
+                    derandomize=False,
+                    suppress_health_check=list(HealthCheck),
+                )(given(rnd=st.randoms(use_true_random=False))(prop))
             )
             started = time.perf_counter()
             try:
@@ -133,8 +138,9 @@ def run_hypothesis(targets: dict[str, Target], names: list[str], seconds: float,
                 if isinstance(exc, KeyboardInterrupt):
                     raise
                 key = f"{type(exc).__name__}: {str(exc).splitlines()[0][:160] if str(exc) else ''}"
-                entry = target.failures.setdefault(key, {"count": 0, "seed": f"hypothesis round {round_no}",
-                                                         "traceback": traceback.format_exc()})
+                entry = target.failures.setdefault(
+                    key, {"count": 0, "seed": f"hypothesis round {round_no}", "traceback": traceback.format_exc()}
+                )
                 entry["count"] += 1
             finally:
                 target.seconds += time.perf_counter() - started
@@ -146,10 +152,20 @@ def crash_runs(scratch: Path, runs: int, seed: int, flush_every: int, per_file: 
     total = crashlib.CrashFigures(flush_every=flush_every)
     for segment in range((runs + per_file - 1) // per_file):
         path = scratch / f"crash-{segment}.ss"
-        fig = crashlib.crash_chain(path, runs=min(per_file, runs - segment * per_file),
-                                   seed=seed * 1000 + segment, flush_every=flush_every)
-        for name in ("runs", "kills", "kills_before_ready", "torn_tails", "torn_bytes", "returned_writes",
-                     "lost_returned_writes", "messages_checked", "file_bytes"):
+        fig = crashlib.crash_chain(
+            path, runs=min(per_file, runs - segment * per_file), seed=seed * 1000 + segment, flush_every=flush_every
+        )
+        for name in (
+            "runs",
+            "kills",
+            "kills_before_ready",
+            "torn_tails",
+            "torn_bytes",
+            "returned_writes",
+            "lost_returned_writes",
+            "messages_checked",
+            "file_bytes",
+        ):
             setattr(total, name, getattr(total, name) + getattr(fig, name))
         total.max_lost_in_one_run = max(total.max_lost_in_one_run, fig.max_lost_in_one_run)
         total.seconds = round(total.seconds + fig.seconds, 2)
@@ -160,15 +176,20 @@ def crash_runs(scratch: Path, runs: int, seed: int, flush_every: int, per_file: 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--seconds", type=float, default=60, help="time for the fuzz loop (default 60)")
-    p.add_argument("--engine", choices=("hypothesis", "random"), default="hypothesis",
-                   help="hypothesis (st.randoms, shrinks failures; default) or random (seeded, faster)")
+    p.add_argument(
+        "--engine",
+        choices=("hypothesis", "random"),
+        default="hypothesis",
+        help="hypothesis (st.randoms, shrinks failures; default) or random (seeded, faster)",
+    )
     p.add_argument("--seed", type=int, default=1, help="base seed (default 1)")
     p.add_argument("--targets", default=",".join(TARGETS), help=f"comma-separated subset of {','.join(TARGETS)}")
     p.add_argument("--chunk", type=int, default=500, help="hypothesis examples per round and target (default 500)")
     p.add_argument("--crash-runs", type=int, default=0, metavar="N", help="also SIGKILL a writer process N times")
     p.add_argument("--crash-flush-every", type=int, default=1, metavar="F", help="the killed writer's flush_every")
-    p.add_argument("--position-kills", type=int, default=0, metavar="N",
-                   help="also SIGKILL a process saving positions N times")
+    p.add_argument(
+        "--position-kills", type=int, default=0, metavar="N", help="also SIGKILL a process saving positions N times"
+    )
     p.add_argument("--replay", metavar="TARGET:SEED", help="re-run one random-engine input and show its traceback")
     p.add_argument("--json", metavar="PATH", help="write the figures as JSON too")
     args = p.parse_args(argv)
@@ -194,8 +215,10 @@ def main(argv: list[str] | None = None) -> int:
             print("passed" if ok else "failed")
             return 0 if ok else 1
         print(f"nbkit fuzz: {command}")
-        print(f"  started {started_at}; Python {platform.python_version()} on {platform.system()} "
-              f"{platform.release()}, {os.cpu_count()} cores; engine {args.engine}, seed {args.seed}")
+        print(
+            f"  started {started_at}; Python {platform.python_version()} on {platform.system()} "
+            f"{platform.release()}, {os.cpu_count()} cores; engine {args.engine}, seed {args.seed}"
+        )
         print(f"  corpus: {', '.join(f'{b.name} ({len(b.data)} B, {len(b.messages)} msgs)' for b in corpus)}")
         t0 = time.monotonic()
         if args.seconds > 0:
@@ -203,17 +226,26 @@ def main(argv: list[str] | None = None) -> int:
                 run_random(targets, names, args.seconds, args.seed)
             else:
                 run_hypothesis(targets, names, args.seconds, args.seed, args.chunk)
-        report: dict = {"command": command, "started": started_at, "engine": args.engine, "seed": args.seed,
-                        "fuzz_seconds": round(time.monotonic() - t0, 1), "targets": {}}
+        report: dict = {
+            "command": command,
+            "started": started_at,
+            "engine": args.engine,
+            "seed": args.seed,
+            "fuzz_seconds": round(time.monotonic() - t0, 1),
+            "targets": {},
+        }
         print(f"\n  {'target':<8} {'inputs':>9} {'runs':>9} {'failures':>9} {'inputs/s':>9}")
         for name in names:
             t = targets[name]
             failures = sum(e["count"] for e in t.failures.values())
             rate = t.inputs / t.seconds if t.seconds else 0.0
             print(f"  {name:<8} {t.inputs:>9} {t.runs:>9} {failures:>9} {rate:>9.0f}")
-            report["targets"][name] = {"inputs": t.inputs, "runs": t.runs, "failures": failures,
-                                       "kinds": {k: {"count": e["count"], "seed": e["seed"]}
-                                                 for k, e in t.failures.items()}}
+            report["targets"][name] = {
+                "inputs": t.inputs,
+                "runs": t.runs,
+                "failures": failures,
+                "kinds": {k: {"count": e["count"], "seed": e["seed"]} for k, e in t.failures.items()},
+            }
         total = {k: sum(report["targets"][n][k] for n in names) for k in ("inputs", "runs", "failures")}
         report["total"] = total
         print(f"  {'total':<8} {total['inputs']:>9} {total['runs']:>9} {total['failures']:>9}")
@@ -221,24 +253,33 @@ def main(argv: list[str] | None = None) -> int:
         if args.crash_runs:
             fig = crash_runs(scratch, args.crash_runs, args.seed, args.crash_flush_every)
             report["crash"] = fig.as_dict()
-            print(f"\n  writer SIGKILL: {fig.kills} kills ({fig.kills_before_ready} during start-up or resume), "
-                  f"{fig.returned_writes} returned writes, {fig.lost_returned_writes} of them lost "
-                  f"(flush_every={fig.flush_every}, at most {fig.max_lost_in_one_run} in one kill), "
-                  f"{fig.torn_tails} torn tails ({fig.torn_bytes} B), {fig.messages_checked} messages checked "
-                  f"byte for byte, {fig.file_bytes} B written, {fig.seconds} s")
+            print(
+                f"\n  writer SIGKILL: {fig.kills} kills ({fig.kills_before_ready} during start-up or resume), "
+                f"{fig.returned_writes} returned writes, {fig.lost_returned_writes} of them lost "
+                f"(flush_every={fig.flush_every}, at most {fig.max_lost_in_one_run} in one kill), "
+                f"{fig.torn_tails} torn tails ({fig.torn_bytes} B), {fig.messages_checked} messages checked "
+                f"byte for byte, {fig.file_bytes} B written, {fig.seconds} s"
+            )
         if args.position_kills:
             folder = scratch / "positions"
             folder.mkdir()
             pfig = crashlib.position_kills(folder, kills=args.position_kills, seed=args.seed)
             report["positions"] = pfig.as_dict()
-            print(f"\n  position save SIGKILL: {pfig.kills} kills, {pfig.damaged} damaged stores, "
-                  f"{pfig.kills_with_a_save_in_flight} caught a save in flight, {pfig.temp_files_found} temporary "
-                  f"files found and {pfig.temp_files_left} left, {pfig.seconds} s")
+            print(
+                f"\n  position save SIGKILL: {pfig.kills} kills, {pfig.damaged} damaged stores, "
+                f"{pfig.kills_with_a_save_in_flight} caught a save in flight, {pfig.temp_files_found} temporary "
+                f"files found and {pfig.temp_files_left} left, {pfig.seconds} s"
+            )
         for name in names:
             for key, entry in targets[name].failures.items():
-                print(f"\nFAILURE [{name}] x{entry['count']} {key}\n  seed: {entry['seed']}"
-                      + (f"  (replay: python bench/fuzz.py --replay {name}:{entry['seed']})"
-                         if isinstance(entry["seed"], int) else ""))
+                print(
+                    f"\nFAILURE [{name}] x{entry['count']} {key}\n  seed: {entry['seed']}"
+                    + (
+                        f"  (replay: python bench/fuzz.py --replay {name}:{entry['seed']})"
+                        if isinstance(entry["seed"], int)
+                        else ""
+                    )
+                )
                 print("  " + entry["traceback"].rstrip().replace("\n", "\n  ")[-3000:])
         print(f"\nRESULT: {failed} failures")
         if args.json:

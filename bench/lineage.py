@@ -109,7 +109,8 @@ def main(argv: list[str] | None = None) -> int:
         target = max(TARGET_S_PER_MILLION * n / 1_000_000, 0.5)  # a floor: tiny runs are mostly overhead
         results.append(
             c.verdict(
-                f"linking {n:,} messages in at most {c.fmt_s(target)}", t_link.wall <= target,
+                f"linking {n:,} messages in at most {c.fmt_s(target)}",
+                t_link.wall <= target,
                 f"{c.fmt_s(t_link.wall)} (median of {len(t_link.walls)})",
             )
         )
@@ -125,7 +126,8 @@ def main(argv: list[str] | None = None) -> int:
         )
         results.append(
             c.verdict(
-                "every copy linked with its scheduled delay", ok,
+                "every copy linked with its scheduled delay",
+                ok,
                 f"{lin['message'].nunique():,} messages, unlinked {lin.attrs['unlinked_copies']}, "
                 f"ambiguous {lin.attrs['ambiguous_links']}, observed delays {observed} s, {len(dead):,} dead letters",
             )

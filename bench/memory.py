@@ -30,7 +30,7 @@ RSS_TARGET_MB = 150
 READ_TARGET = 2.0
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-SERVICE = '''\
+SERVICE = """\
 from nbkit import App, FileBroker, HandlerOutcome
 import os
 
@@ -43,9 +43,9 @@ def handle(delivery):
 
 
 app = App(broker)
-'''
+"""
 
-READER = '''\
+READER = """\
 import json, sys
 from nbkit.notebook.frames import read_stream
 
@@ -67,7 +67,7 @@ peak = status("VmHWM")
 after = status("VmRSS")
 print(json.dumps({"rows": len(df), "before": before, "peak": peak, "after": after,
                   "deep": int(df.memory_usage(deep=True).sum())}))
-'''
+"""
 
 
 def write_big(path: str, size: int) -> int:
@@ -102,8 +102,9 @@ print(os.waitstatus_to_exitcode(status), usage.ru_maxrss)
 def peak_rss(cmd: list[str], cwd: str, env: dict) -> tuple[int, float]:
     """(peak RSS in bytes, seconds) of a child process whose output goes to /dev/null."""
     t = time.perf_counter()
-    out = subprocess.run([sys.executable, "-S", "-c", LAUNCHER, *cmd], cwd=cwd, env=env, check=True,
-                         capture_output=True, text=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-S", "-c", LAUNCHER, *cmd], cwd=cwd, env=env, check=True, capture_output=True, text=True
+    ).stdout
     seconds = time.perf_counter() - t
     code, kib = map(int, out.split())
     if code:
@@ -127,8 +128,10 @@ def main(argv: list[str] | None = None) -> int:
         env["BENCH_FILE"] = big
         runs = [
             ("nbkit cat FILE > /dev/null", [sys.executable, "-m", "nbkit", "cat", big]),
-            ("nbkit run service:app (replay, acks)",
-             [sys.executable, "-m", "nbkit", "run", "service:app", "--log-level", "ERROR"]),
+            (
+                "nbkit run service:app (replay, acks)",
+                [sys.executable, "-m", "nbkit", "run", "service:app", "--log-level", "ERROR"],
+            ),
             ("python -c pass (the interpreter alone)", [sys.executable, "-c", "pass"]),
         ]
         for label, cmd in runs:
@@ -137,8 +140,9 @@ def main(argv: list[str] | None = None) -> int:
             secs = sorted(s for _, s in peaks)[len(peaks) // 2]
             print(f"   {label:<50} peak RSS {peak / 1e6:7.1f} MB   ({c.fmt_s(secs)})")
             if "pass" not in label:
-                results.append(c.verdict(f"{label} under {RSS_TARGET_MB} MB", peak < RSS_TARGET_MB * 1e6,
-                                         f"{peak / 1e6:.1f} MB"))
+                results.append(
+                    c.verdict(f"{label} under {RSS_TARGET_MB} MB", peak < RSS_TARGET_MB * 1e6, f"{peak / 1e6:.1f} MB")
+                )
 
         small = os.path.join(tmp, "small.ss")
         c.write_stream(small, args.messages)
@@ -148,17 +152,30 @@ def main(argv: list[str] | None = None) -> int:
         with open(reader, "w") as f:
             f.write(READER)
         for mode in ("auto", "json"):
-            out = subprocess.run([sys.executable, reader, small, tiny, mode], cwd=tmp, env=env, check=True,
-                                 capture_output=True, text=True).stdout
+            out = subprocess.run(
+                [sys.executable, reader, small, tiny, mode],
+                cwd=tmp,
+                env=env,
+                check=True,
+                capture_output=True,
+                text=True,
+            ).stdout
             m = json.loads(out)
             used = m["peak"] - m["before"]
             ratio = used / m["deep"]
-            print(f'   read_stream(payload="{mode}"), {m["rows"]:,} rows: peak {used / 1e6:,.1f} MB over the '
-                  f'baseline ({(m["after"] - m["before"]) / 1e6:,.1f} MB still held with the frame), '
-                  f'memory_usage(deep=True) {m["deep"] / 1e6:,.1f} MB: ratio {ratio:.2f}')
+            print(
+                f'   read_stream(payload="{mode}"), {m["rows"]:,} rows: peak {used / 1e6:,.1f} MB over the '
+                f"baseline ({(m['after'] - m['before']) / 1e6:,.1f} MB still held with the frame), "
+                f"memory_usage(deep=True) {m['deep'] / 1e6:,.1f} MB: ratio {ratio:.2f}"
+            )
             if mode == "auto":
-                results.append(c.verdict(f"read_stream peak at most {READ_TARGET:g}x the frame's deep size",
-                                         ratio <= READ_TARGET, f"{ratio:.2f}x"))
+                results.append(
+                    c.verdict(
+                        f"read_stream peak at most {READ_TARGET:g}x the frame's deep size",
+                        ratio <= READ_TARGET,
+                        f"{ratio:.2f}x",
+                    )
+                )
     return c.finish(results)
 
 

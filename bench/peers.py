@@ -48,8 +48,9 @@ def pure_twin(path: str, mode: str) -> Callable[[], float]:
     env = dict(os.environ, NBKIT_PURE_PYTHON="1", PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""))
 
     def run() -> float:
-        done = subprocess.run([sys.executable, "-c", _CHILD, path, mode], env=env, capture_output=True, text=True,
-                              check=True)
+        done = subprocess.run(
+            [sys.executable, "-c", _CHILD, path, mode], env=env, capture_output=True, text=True, check=True
+        )
         return float(done.stdout.strip().splitlines()[-1])
 
     return run
@@ -62,7 +63,7 @@ def interleaved(readers: dict[str, Callable[[], object]], repeat: int) -> tuple[
     results: dict[str, object] = {}
     names = list(readers)
     for r in range(repeat + 1):
-        order = names[r % len(names):] + names[: r % len(names)]
+        order = names[r % len(names) :] + names[: r % len(names)]
         for name in order:
             results[name] = None
             t = time.perf_counter()
@@ -127,31 +128,52 @@ def main(argv: list[str] | None = None) -> int:
             c.row(name, seconds, n)
 
         ours = got['read_stream(payload="columns")']
-        problems = check(got['read_stream(payload="json")'], got['pandas.read_json(lines=True, engine="pyarrow")'],
-                         "json vs pandas(pyarrow)")
+        problems = check(
+            got['read_stream(payload="json")'],
+            got['pandas.read_json(lines=True, engine="pyarrow")'],
+            "json vs pandas(pyarrow)",
+        )
         problems += check(ours, got["pyarrow.json.read_json().to_pandas()"], "columns vs pyarrow.json")
         if pl is not None:
             problems += check(ours, got["polars.read_ndjson"].to_pandas(), "columns vs polars")
-        results.append(c.verdict("identical values", not problems, "; ".join(problems) or
-                                 "read_stream (json, columns) == pandas(pyarrow) == pyarrow.json == polars"))
+        results.append(
+            c.verdict(
+                "identical values",
+                not problems,
+                "; ".join(problems) or "read_stream (json, columns) == pandas(pyarrow) == pyarrow.json == polars",
+            )
+        )
 
         arrow_pd = medians['pandas.read_json(lines=True, engine="pyarrow")']
         for mode in ("json", "columns"):
             ours_s = medians[f'read_stream(payload="{mode}")']
             twin_s = medians[f'read_stream(payload="{mode}") [pure twin]']
-            results.append(c.verdict(
-                f'read_stream(payload="{mode}") <= pandas.read_json(engine="pyarrow")', ours_s <= arrow_pd,
-                f"{ours_s / arrow_pd:.2f}x its time (pure twin {twin_s / arrow_pd:.2f}x; target <= 1.00x)"))
+            results.append(
+                c.verdict(
+                    f'read_stream(payload="{mode}") <= pandas.read_json(engine="pyarrow")',
+                    ours_s <= arrow_pd,
+                    f"{ours_s / arrow_pd:.2f}x its time (pure twin {twin_s / arrow_pd:.2f}x; target <= 1.00x)",
+                )
+            )
             if pl is not None:
                 polars_s = medians["polars.read_ndjson"]
-                results.append(c.verdict(
-                    f'read_stream(payload="{mode}") within 1.3x of polars.read_ndjson', ours_s <= 1.3 * polars_s,
-                    f"{ours_s / polars_s:.2f}x (pure twin {twin_s / polars_s:.2f}x; target <= 1.30x)"))
+                results.append(
+                    c.verdict(
+                        f'read_stream(payload="{mode}") within 1.3x of polars.read_ndjson',
+                        ours_s <= 1.3 * polars_s,
+                        f"{ours_s / polars_s:.2f}x (pure twin {twin_s / polars_s:.2f}x; target <= 1.30x)",
+                    )
+                )
         io = medians["open(path, 'rb').read() (the I/O bound)"]
         b = medians['read_stream(payload="bytes")']
         bt = medians['read_stream(payload="bytes") [pure twin]']
-        results.append(c.verdict('read_stream(payload="bytes") within 3x of reading the file', b <= 3 * io,
-                                 f"{b / io:.2f}x (pure twin {bt / io:.2f}x; target <= 3.00x)"))
+        results.append(
+            c.verdict(
+                'read_stream(payload="bytes") within 3x of reading the file',
+                b <= 3 * io,
+                f"{b / io:.2f}x (pure twin {bt / io:.2f}x; target <= 3.00x)",
+            )
+        )
     return c.finish(results)
 
 

@@ -27,7 +27,7 @@ from nbkit.wire.stdio_line import format_line  # noqa: E402
 TARGET = 2.0  # nbkit run at most this many times the bare loop's time
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-SERVICE = '''\
+SERVICE = """\
 from nbkit import App, HandlerOutcome, StdioBroker
 
 broker = StdioBroker()
@@ -39,9 +39,9 @@ def handle(delivery):
 
 
 app = App(broker)
-'''
+"""
 
-BARE = r'''\
+BARE = r"""\
 import re
 import sys
 
@@ -59,7 +59,7 @@ def main():
 
 
 main()
-'''
+"""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -104,8 +104,11 @@ def main(argv: list[str] | None = None) -> int:
         c.row("cat (the floor)", t_cat, n)
         results.append(c.verdict("every line written back", produced == n, f"{produced:,} of {n:,}"))
         results.append(
-            c.verdict(f"nbkit run within {TARGET:g}x of the bare loop", t_nb.wall / t_bare.wall <= TARGET,
-                      c.ratio(t_nb, t_bare))
+            c.verdict(
+                f"nbkit run within {TARGET:g}x of the bare loop",
+                t_nb.wall / t_bare.wall <= TARGET,
+                c.ratio(t_nb, t_bare),
+            )
         )
     return c.finish(results)
 

@@ -85,8 +85,10 @@ def main() -> int:
     for name, values in by_part.items():
         c.row(f"  {name}", statistics.median(values), args.messages)
     runs, latency = drag(workload, policy)
-    print(f"   drag: {DRAG_VALUES} values {DRAG_GAP * 1000:.0f} ms apart -> {runs} runs; "
-          f"last value shown {c.fmt_s(latency)} after it was set")
+    print(
+        f"   drag: {DRAG_VALUES} values {DRAG_GAP * 1000:.0f} ms apart -> {runs} runs; "
+        f"last value shown {c.fmt_s(latency)} after it was set"
+    )
     results = [
         c.verdict(
             "a change shows within about half a second",

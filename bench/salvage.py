@@ -161,23 +161,30 @@ def main(argv: list[str] | None = None) -> int:
             shifted["recovered"] += sum(1 for m in got if (m.stream_key, m.payload) in frames)
             shifted["invented"] += sum(1 for m in got if (m.stream_key, m.payload) not in frames)
     t = totals
-    print(f"   flipped bytes / zeroed blocks: {args.files} files, {t['written']:,} messages written, "
-          f"{t['intact']:,} with intact bytes")
+    print(
+        f"   flipped bytes / zeroed blocks: {args.files} files, {t['written']:,} messages written, "
+        f"{t['intact']:,} with intact bytes"
+    )
     print(f"     best possible (resync at the next intact beacon): {t['best']:,}")
-    print(f"     recovered byte for byte: {t['recovered']:,} ({t['of_best']:,} of the best possible, "
-          f"{100 * t['of_best'] / max(1, t['best']):.1f}%)")
+    print(
+        f"     recovered byte for byte: {t['recovered']:,} ({t['of_best']:,} of the best possible, "
+        f"{100 * t['of_best'] / max(1, t['best']):.1f}%)"
+    )
     print(f"     strict reader (stops at the first damage): {t['strict']:,}")
     print(f"     altered (damage in key/shard/seq/timestamp bytes, outside the checksum): {t['altered']:,}")
     print(f"     invented: {t['invented']:,}")
     s = shifted
-    print(f"   cut-out / inserted run: {args.files} files, {s['written']:,} messages written, "
-          f"{s['before']:,} end before the damage")
+    print(
+        f"   cut-out / inserted run: {args.files} files, {s['written']:,} messages written, "
+        f"{s['before']:,} end before the damage"
+    )
     print(f"     best possible (before the damage, and after the first shifted beacon past it): {s['best']:,}")
     print(f"     recovered: {s['recovered']:,} (strict reader: {s['strict']:,}); invented: {s['invented']:,}")
     results = [
         c.verdict("every best-possible message recovered", t["of_best"] == t["best"], f"{t['of_best']}/{t['best']}"),
-        c.verdict("cut/insert: at least the best possible", s["recovered"] >= s["best"],
-                  f"{s['recovered']}/{s['best']}"),
+        c.verdict(
+            "cut/insert: at least the best possible", s["recovered"] >= s["best"], f"{s['recovered']}/{s['best']}"
+        ),
         c.verdict("no message invented", t["invented"] + s["invented"] == 0, f"{t['invented'] + s['invented']}"),
     ]
     return c.finish(results)

@@ -40,8 +40,13 @@ TARGET = 1.5  # StreamWriter (flush per message) within this factor of the os.wr
 def main(argv: list[str] | None = None) -> int:
     p = c.parser(__doc__.splitlines()[0])
     p.add_argument("--batch", type=int, default=256, metavar="N", help="flush_every of the batched run (default 256)")
-    p.add_argument("--fsync-messages", type=int, default=2000, metavar="N",
-                   help="messages written with fsync=True (an fsync each costs a disk flush; default 2000)")
+    p.add_argument(
+        "--fsync-messages",
+        type=int,
+        default=2000,
+        metavar="N",
+        help="messages written with fsync=True (an fsync each costs a disk flush; default 2000)",
+    )
     args = p.parse_args(argv)
     n = args.messages
     c.banner("write: StreamWriter.write vs os.write", args)
@@ -106,8 +111,12 @@ def main(argv: list[str] | None = None) -> int:
         m = min(n, args.fsync_messages)
         timings = {}
         for _ in range(args.repeat):  # interleaved: the four runs see the same load
-            for label, every, sync in (("1", 1, False), ("1 fsync", 1, True), ("b", args.batch, False),
-                                       ("b fsync", args.batch, True)):
+            for label, every, sync in (
+                ("1", 1, False),
+                ("1 fsync", 1, True),
+                ("b", args.batch, False),
+                ("b fsync", args.batch, True),
+            ):
                 run = lambda every=every, sync=sync: write_all_discard(every, fsync=sync, count=m)  # noqa: E731
                 t = c.time_it(run, 1, setup=fresh)
                 timings.setdefault(label, []).append(t)
@@ -116,11 +125,16 @@ def main(argv: list[str] | None = None) -> int:
         c.row("fsync=True,  flush_every=1 (an fsync per message)", best["1 fsync"], m)
         c.row(f"fsync=False, flush_every={args.batch}", best["b"], m)
         c.row(f"fsync=True,  flush_every={args.batch} (an fsync per batch)", best["b fsync"], m)
-        print(f"   fsync per message costs {c.ratio(best['1 fsync'], best['1'])} the buffered write; "
-              f"per {args.batch}-message batch {c.ratio(best['b fsync'], best['b'])}")
+        print(
+            f"   fsync per message costs {c.ratio(best['1 fsync'], best['1'])} the buffered write; "
+            f"per {args.batch}-message batch {c.ratio(best['b fsync'], best['b'])}"
+        )
         results.append(
-            c.verdict(f"flush_every=1 within {TARGET:g}x of the os.write loop", t_nb.wall / t_os.wall <= TARGET,
-                      c.ratio(t_nb, t_os))
+            c.verdict(
+                f"flush_every=1 within {TARGET:g}x of the os.write loop",
+                t_nb.wall / t_os.wall <= TARGET,
+                c.ratio(t_nb, t_os),
+            )
         )
         print("   shared appends (lock per append) against exclusive (lock held):")
         t_sh1 = c.time_it(lambda: write_all_discard(1, exclusive=False), args.repeat, setup=fresh)
@@ -136,8 +150,10 @@ def main(argv: list[str] | None = None) -> int:
         c.row("exclusive, 1 process", t_ex1, n)
         c.row("shared, 4 processes at once", t_sh4, n)
         c.row("exclusive, 4 processes taking turns", t_ex4, n)
-        print(f"   1 process: shared takes {t_sh1.wall / t_ex1.wall:.2f}x exclusive's time; 4 processes: "
-              f"{t_sh4 / t_ex4:.2f}x (wall clock, {os.cpu_count()} cores)")
+        print(
+            f"   1 process: shared takes {t_sh1.wall / t_ex1.wall:.2f}x exclusive's time; 4 processes: "
+            f"{t_sh4 / t_ex4:.2f}x (wall clock, {os.cpu_count()} cores)"
+        )
     return c.finish(results)
 
 
@@ -157,8 +173,7 @@ def in_processes(path: str, items: list[tuple[str, bytes]], count: int, *, exclu
     ctx = multiprocessing.get_context("fork")
     go = ctx.Event()
     readies = [ctx.Event() for _ in range(count)]
-    procs = [ctx.Process(target=_child, args=(path, items[i::count], exclusive, readies[i], go))
-             for i in range(count)]
+    procs = [ctx.Process(target=_child, args=(path, items[i::count], exclusive, readies[i], go)) for i in range(count)]
     for proc in procs:
         proc.start()
     for ready in readies:

@@ -71,6 +71,7 @@ def load_ipython_extension(ipython) -> None:
 
     load(ipython)
 
+
 __all__ = [
     "AckError",
     "Action",

@@ -165,7 +165,10 @@ def _check_keys(keys: Sequence[str] | None) -> frozenset[str] | None:
 
 def _add_source(p: argparse.ArgumentParser) -> None:
     p.add_argument(
-        "--from", dest="source", choices=("ss", "stdio"), default="ss",
+        "--from",
+        dest="source",
+        choices=("ss", "stdio"),
+        default="ss",
         help="ss: FILE is a stream file (default); stdio: FILE is a pipe capture, one stdio line per "
         "message (`-` reads stdin); envelopes are decoded and a malformed line is reported by number",
     )
@@ -184,12 +187,17 @@ def _add_cat(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--header-only", action="store_true", help="leave the payloads out")
     p.add_argument(
-        "--follow", "-f", action="store_true",
+        "--follow",
+        "-f",
+        action="store_true",
         help="keep reading as the file grows, like tail -f; ends at the end-of-stream mark, when the "
         "file is removed, or on Ctrl-C",
     )
     p.add_argument(
-        "--key", action="append", metavar="KEY", dest="keys",
+        "--key",
+        action="append",
+        metavar="KEY",
+        dest="keys",
         help="only messages of this stream key (repeatable)",
     )
     _add_on_bad_frames(p)
@@ -198,7 +206,10 @@ def _add_cat(p: argparse.ArgumentParser) -> None:
 def _add_on_bad_frames(p: argparse.ArgumentParser) -> None:
     """``--on-bad-frames error|warn|skip``: what a read does at a damaged frame (see ``read_stream``)."""
     p.add_argument(
-        "--on-bad-frames", choices=BAD_FRAME_CHOICES, default="error", dest="on_bad_frames",
+        "--on-bad-frames",
+        choices=BAD_FRAME_CHOICES,
+        default="error",
+        dest="on_bad_frames",
         help="at a damaged frame: error (stop with an error, the default), warn (say which bytes were "
         "skipped, carry on after the next intact beacon) or skip (carry on silently)",
     )
@@ -352,7 +363,10 @@ def _add_info(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print the summary as one JSON document")
     _add_source(p)
     p.add_argument(
-        "--dead-letter", action="append", metavar="KEY", dest="dead_letter_keys",
+        "--dead-letter",
+        action="append",
+        metavar="KEY",
+        dest="dead_letter_keys",
         help="with --from stdio: a dead-letter key (repeatable; default: keys ending in .dead, .dlq, -dead, _dead)",
     )
 
@@ -380,8 +394,13 @@ def _cmd_info(args: argparse.Namespace) -> int:
     ]
     end = s.end
     if end.reason == "truncated":
-        rows.append(("trailing data", f"{end.trailing_bytes} bytes at offset {end.offset} are not a "
-                                      "complete frame (a writer may be mid-write, or stopped mid-frame)"))
+        rows.append(
+            (
+                "trailing data",
+                f"{end.trailing_bytes} bytes at offset {end.offset} are not a "
+                "complete frame (a writer may be mid-write, or stopped mid-frame)",
+            )
+        )
     elif end.reason == "error":
         rows.append(("damaged", f"reading stopped at offset {end.offset}: {end.error}"))
     for region, n in zip(s.damaged, s.recovered_after, strict=True):
@@ -393,8 +412,16 @@ def _cmd_info(args: argparse.Namespace) -> int:
         table = [("stream", "shard", "messages", "seq", "first timestamp", "last timestamp")]
         for st in d["streams"]:
             seq = str(st["first_seq"]) if st["first_seq"] == st["last_seq"] else f"{st['first_seq']}..{st['last_seq']}"
-            table.append((st["stream_key"], str(st["shard_id"]), str(st["count"]), seq,
-                          st["first_timestamp"], st["last_timestamp"]))
+            table.append(
+                (
+                    st["stream_key"],
+                    str(st["shard_id"]),
+                    str(st["count"]),
+                    seq,
+                    st["first_timestamp"],
+                    st["last_timestamp"],
+                )
+            )
         widths = [max(len(row[i]) for row in table) for i in range(6)]
         out.write("\n")
         for row in table:
@@ -432,8 +459,10 @@ def _cat_capture(args: argparse.Namespace, keys: frozenset[str] | None) -> int:
     from nbkit.transport.stdio_capture import LineProblem, read_capture
 
     if args.follow:
-        raise NbkitError("--follow reads growing stream files; for a pipe, read the stage's output as it comes "
-                         "(... | nbkit cat --from stdio -)")
+        raise NbkitError(
+            "--follow reads growing stream files; for a pipe, read the stage's output as it comes "
+            "(... | nbkit cat --from stdio -)"
+        )
     name, lines = _capture_lines(args.file)
     out = sys.stdout
     problems = shown = 0
@@ -450,8 +479,13 @@ def _cat_capture(args: argparse.Namespace, keys: frozenset[str] | None) -> int:
         shown += 1
         ts = "-" if item.timestamp_ms is None else format_log_timestamp(item.timestamp_ms)
         if args.format == "ndjson":
-            head = {"stream_key": item.stream_key, "shard_id": item.shard_id, "sequence": item.seq,
-                    "timestamp": None if item.timestamp_ms is None else ts, "line": item.line}
+            head = {
+                "stream_key": item.stream_key,
+                "shard_id": item.shard_id,
+                "sequence": item.seq,
+                "timestamp": None if item.timestamp_ms is None else ts,
+                "line": item.line,
+            }
             headers = {k: _escaped(v) if isinstance(v, bytes) else v for k, v in item.headers.items()}
             body = None if args.header_only else _json_payload(item.payload)
             out.write(_dumps({"header": head, "headers": headers, "payload": body}) + "\n")
@@ -490,8 +524,7 @@ def _info_capture(args: argparse.Namespace) -> int:
         ("messages", f"{s.messages} under {len(s.keys)} key{'s' if len(s.keys) != 1 else ''}"),
         ("retry copies", f"{s.copies} (messages with an {envelope.RETRY_COUNT_HEADER} header)"),
         ("dead letters", str(s.dead_letters)),
-        ("malformed lines", str(len(s.problems)) + (
-            f" (first: line {s.problems[0].line})" if s.problems else "")),
+        ("malformed lines", str(len(s.problems)) + (f" (first: line {s.problems[0].line})" if s.problems else "")),
     ]
     width = max(len(k) for k, _ in rows)
     for k, v in rows:
@@ -499,10 +532,17 @@ def _info_capture(args: argparse.Namespace) -> int:
     if s.keys:
         table = [("key", "messages", "copies", "max retry count", "dead letter", "first timestamp", "last timestamp")]
         for ks in s.keys.values():
-            table.append((ks.stream_key, str(ks.count), str(ks.copies), str(ks.max_retry_count),
-                          "yes" if ks.dead_letter else "",
-                          "-" if ks.first_timestamp_ms is None else format_log_timestamp(ks.first_timestamp_ms),
-                          "-" if ks.last_timestamp_ms is None else format_log_timestamp(ks.last_timestamp_ms)))
+            table.append(
+                (
+                    ks.stream_key,
+                    str(ks.count),
+                    str(ks.copies),
+                    str(ks.max_retry_count),
+                    "yes" if ks.dead_letter else "",
+                    "-" if ks.first_timestamp_ms is None else format_log_timestamp(ks.first_timestamp_ms),
+                    "-" if ks.last_timestamp_ms is None else format_log_timestamp(ks.last_timestamp_ms),
+                )
+            )
         widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
         out.write("\n")
         for row in table:
@@ -519,7 +559,10 @@ def _info_capture(args: argparse.Namespace) -> int:
 def _add_write(p: argparse.ArgumentParser) -> None:
     p.add_argument("file", metavar="FILE", help="the .ss stream file to create or append to")
     p.add_argument(
-        "--beacon-interval", type=int, metavar="N", default=None,
+        "--beacon-interval",
+        type=int,
+        metavar="N",
+        default=None,
         help=f"beacon interval of a new file without a header line, a multiple of 1024 "
         f"(default {DEFAULT_BEACON_INTERVAL})",
     )
@@ -529,7 +572,10 @@ def _add_write(p: argparse.ArgumentParser) -> None:
 
 def _add_lock_timeout(p: argparse.ArgumentParser) -> None:
     p.add_argument(
-        "--lock-timeout", type=float, metavar="SECONDS", default=10.0,
+        "--lock-timeout",
+        type=float,
+        metavar="SECONDS",
+        default=10.0,
         help="how long to wait for a writer that holds the file exclusively (default 10); other nbkit "
         "writers (a running service, nbkit publish) only hold the lock while they append",
     )
@@ -546,8 +592,9 @@ def _stdin_lines() -> Iterator[tuple[int, str]]:
         try:
             yield n, raw.decode("utf-8")
         except UnicodeDecodeError as exc:
-            raise FormatError(f"the line is not UTF-8 ({exc.reason} at byte {exc.start})",
-                              path="stdin", line=n) from None
+            raise FormatError(
+                f"the line is not UTF-8 ({exc.reason} at byte {exc.start})", path="stdin", line=n
+            ) from None
 
 
 def _line_error(lineno: int, detail: str) -> FormatError:
@@ -573,8 +620,11 @@ def _parse_header_line(body: str, lineno: int) -> FileHeader:
         if not isinstance(interval, int) or isinstance(interval, bool):
             raise ValueError("beacon_interval must be an integer")
     except (ValueError, KeyError, TypeError) as exc:
-        raise _line_error(lineno, f"invalid header line ({exc}); expected "
-                          '/* {"file_name":..,"created_at":"YYYY-MM-DDTHH:MM:SS.f","beacon_interval":N} */') from None
+        raise _line_error(
+            lineno,
+            f"invalid header line ({exc}); expected "
+            '/* {"file_name":..,"created_at":"YYYY-MM-DDTHH:MM:SS.f","beacon_interval":N} */',
+        ) from None
     return FileHeader(name, created_ms, interval)
 
 
@@ -591,9 +641,7 @@ def _payload_bytes(value: Any) -> bytes:
             return value.encode("utf-8")
         except UnicodeEncodeError:
             raise ValueError("the payload string holds a lone surrogate (not Unicode text)") from None
-    if isinstance(value, list) and all(
-        isinstance(b, int) and not isinstance(b, bool) and 0 <= b <= 255 for b in value
-    ):
+    if isinstance(value, list) and all(isinstance(b, int) and not isinstance(b, bool) and 0 <= b <= 255 for b in value):
         return bytes(value)
     return _dumps(value).encode("utf-8")
 
@@ -604,8 +652,9 @@ def _parse_message_line(text: str, lineno: int) -> tuple[str, int, int | None, i
     try:
         obj = _loads_strict(text)
         if not isinstance(obj, dict) or not isinstance(obj.get("header"), dict) or "payload" not in obj:
-            raise ValueError('expected {"header":{"stream_key":..,"shard_id":..,"sequence":..,'
-                             '"timestamp":..},"payload":..}')
+            raise ValueError(
+                'expected {"header":{"stream_key":..,"shard_id":..,"sequence":..,"timestamp":..},"payload":..}'
+            )
         h = obj["header"]
         key = h.get("stream_key")
         if not isinstance(key, str):
@@ -656,8 +705,9 @@ def _cmd_write(args: argparse.Namespace) -> int:
     if _is_new_file(args.file):
         if header is not None:
             if interval is not None and interval != header.beacon_interval:
-                _note(f"note: --beacon-interval {interval} ignored: the input's header line sets "
-                      f"{header.beacon_interval}")
+                _note(
+                    f"note: --beacon-interval {interval} ignored: the input's header line sets {header.beacon_interval}"
+                )
             interval = header.beacon_interval
             options.update(file_name=header.file_name, created_at_ms=header.created_at_ms)
     elif header is not None:
@@ -707,8 +757,13 @@ def _flushing_when_idle(lines: Iterator[tuple[int, str]], flush: Callable[[], No
         yield item
 
 
-def _write_lines(args: argparse.Namespace, first: tuple[int, str] | None, lines: Iterator[tuple[int, str]],
-                 interval: int | None, options: dict[str, Any]) -> None:
+def _write_lines(
+    args: argparse.Namespace,
+    first: tuple[int, str] | None,
+    lines: Iterator[tuple[int, str]],
+    interval: int | None,
+    options: dict[str, Any],
+) -> None:
     """The appending part of ``write``: every message line of stdin through one writer."""
     with StreamWriter(args.file, beacon_interval=interval or DEFAULT_BEACON_INTERVAL, **options) as writer:
         if writer.appended and interval is not None and interval != writer.header.beacon_interval:
@@ -747,13 +802,17 @@ def _write_lines(args: argparse.Namespace, first: tuple[int, str] | None, lines:
 
 def _add_run(p: argparse.ArgumentParser) -> None:
     p.add_argument(
-        "target", metavar="MODULE:ATTR",
+        "target",
+        metavar="MODULE:ATTR",
         help="where the app is: a module importable from the current directory and the name of an "
         "nbkit.App (or of one broker, or of a function returning either) in it, e.g. service:app",
     )
     p.add_argument(
-        "--log-level", default="WARNING", type=str.upper,
-        choices=("DEBUG", "INFO", "WARNING", "ERROR"), help="log level on stderr (default WARNING)",
+        "--log-level",
+        default="WARNING",
+        type=str.upper,
+        choices=("DEBUG", "INFO", "WARNING", "ERROR"),
+        help="log level on stderr (default WARNING)",
     )
 
 
@@ -863,8 +922,10 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     if args.orders < 1:
         raise NbkitError(f"--orders must be at least 1, not {args.orders}")
     result = run_demo(args.out, orders=args.orders, seed=args.seed, png=not args.no_png)
-    print(f"nbkit demo: {args.orders} orders, up to 4 attempts each, retry_after(2**attempt s), "
-          "dead-letter key orders.dead\n")
+    print(
+        f"nbkit demo: {args.orders} orders, up to 4 attempts each, retry_after(2**attempt s), "
+        "dead-letter key orders.dead\n"
+    )
     print(result.summary.to_string())
     print()
     print(f"stream file:       {result.stream_file}  (try: nbkit info {result.stream_file})")
@@ -897,11 +958,16 @@ def _add_export(p: argparse.ArgumentParser) -> None:
     p.add_argument("file", metavar="FILE", help="the .ss stream file")
     p.add_argument("-o", "--output", required=True, metavar="OUT", help="the Parquet file to write")
     p.add_argument(
-        "--key", action="append", metavar="KEY", dest="keys",
+        "--key",
+        action="append",
+        metavar="KEY",
+        dest="keys",
         help="only messages of this stream key (repeatable)",
     )
     p.add_argument(
-        "--payload", choices=("auto", "bytes", "text", "json"), default="auto",
+        "--payload",
+        choices=("auto", "bytes", "text", "json"),
+        default="auto",
         help="payload column as nbkit.read_stream's payload= (default auto: text where UTF-8, else bytes)",
     )
     p.add_argument("--include-internal", action="store_true", help="keep EOS and the priming message")
@@ -918,8 +984,14 @@ def _cmd_export(args: argparse.Namespace) -> int:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            rows = to_parquet(args.file, args.output, keys=keys, payload=args.payload,
-                              include_internal=args.include_internal, on_bad_frames=args.on_bad_frames)
+            rows = to_parquet(
+                args.file,
+                args.output,
+                keys=keys,
+                payload=args.payload,
+                include_internal=args.include_internal,
+                on_bad_frames=args.on_bad_frames,
+            )
         except ImportError as exc:
             raise NbkitError(str(exc)) from None
     for w in caught:  # e.g. a partial frame at the tail: one line, as the other commands say it
@@ -939,12 +1011,14 @@ def _add_redrive(p: argparse.ArgumentParser) -> None:
     p.add_argument("--to", dest="target", required=True, metavar="KEY", help="the key to publish to, e.g. orders")
     p.add_argument("--where", metavar="EXPR", help=f"which dead letters (default all): {WHERE_HELP}")
     p.add_argument(
-        "--keep-count", action="store_true",
+        "--keep-count",
+        action="store_true",
         help="keep x-ruststream-retry-count as it was (default: reset it, so the message gets all its attempts)",
     )
     p.add_argument("--dry-run", action="store_true", help="print what would be appended; change nothing")
     p.add_argument(
-        "--capture", action="store_true",
+        "--capture",
+        action="store_true",
         help="FILE is a capture of stdio lines (a stage's stdout); print the redriven lines for the next stage's stdin",
     )
 
@@ -995,15 +1069,30 @@ def _cmd_redrive(args: argparse.Namespace) -> int:
 def _add_publish(p: argparse.ArgumentParser) -> None:
     p.add_argument("file", metavar="FILE", help="the .ss stream file to append to (created if missing)")
     p.add_argument("key", metavar="KEY", help="the stream key, e.g. orders")
-    p.add_argument("payload", metavar="PAYLOAD", nargs="?", default=None,
-                   help="the message (UTF-8 text); without it, each line of stdin is one message "
-                   "(its line ending removed, empty lines skipped)")
-    p.add_argument("-H", "--header", dest="headers", action="append", default=[], metavar="NAME:VALUE",
-                   help="a header for every message, in the rs1/rs2 envelope (repeatable)")
+    p.add_argument(
+        "payload",
+        metavar="PAYLOAD",
+        nargs="?",
+        default=None,
+        help="the message (UTF-8 text); without it, each line of stdin is one message "
+        "(its line ending removed, empty lines skipped)",
+    )
+    p.add_argument(
+        "-H",
+        "--header",
+        dest="headers",
+        action="append",
+        default=[],
+        metavar="NAME:VALUE",
+        help="a header for every message, in the rs1/rs2 envelope (repeatable)",
+    )
     p.add_argument("--shard", type=int, default=0, metavar="N", help="the shard id (default 0)")
-    p.add_argument("-q", "--quiet", action="store_true",
-                   help="print nothing (by default one line `published KEY seq N` per message, once it is "
-                   "in the file)")
+    p.add_argument(
+        "-q",
+        "--quiet",
+        action="store_true",
+        help="print nothing (by default one line `published KEY seq N` per message, once it is in the file)",
+    )
     _add_lock_timeout(p)
 
 
@@ -1078,16 +1167,24 @@ def _cmd_watch(args: argparse.Namespace) -> int:
 
 def _add_lineage(p: argparse.ArgumentParser) -> None:
     p.add_argument(
-        "files", nargs="+", metavar="FILE",
+        "files",
+        nargs="+",
+        metavar="FILE",
         help="a .ss stream file, or with --from stdio a capture of pipe lines; several are read in order "
         "(for a pipe stage: its stdin capture first, then its stdout)",
     )
     p.add_argument(
-        "--from", dest="source", choices=("file", "stdio"), default="file",
+        "--from",
+        dest="source",
+        choices=("file", "stdio"),
+        default="file",
         help="what FILE holds: a stream file (default) or stdio lines as a pipe stage writes them",
     )
     p.add_argument(
-        "--dead-letter-key", action="append", dest="dead_letter_keys", metavar="KEY",
+        "--dead-letter-key",
+        action="append",
+        dest="dead_letter_keys",
+        metavar="KEY",
         help="a dead-letter key (repeatable; default: keys ending in .dead or .dlq)",
     )
     p.add_argument("--json", action="store_true", help="print the summary as one JSON object")
@@ -1149,11 +1246,15 @@ def _summary(handler: Handler) -> str:
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser with one subparser per entry of :data:`_COMMANDS`."""
     parser = argparse.ArgumentParser(
-        prog=PROG, description="Run ruststream-style services on SeaStreamer stream files and pipes; read, write and "
-        "inspect .ss files."
+        prog=PROG,
+        description="Run ruststream-style services on SeaStreamer stream files and pipes; read, write and "
+        "inspect .ss files.",
     )
-    parser.add_argument("--version", action=_VersionAction,
-                        help="print nbkit's version and which core (compiled or pure-Python) is active")
+    parser.add_argument(
+        "--version",
+        action=_VersionAction,
+        help="print nbkit's version and which core (compiled or pure-Python) is active",
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name, add_arguments, handler in _COMMANDS:
         summary = _summary(handler)
@@ -1182,8 +1283,10 @@ def _version_line() -> str:
 def _core_notice() -> None:
     """The one-line notice when nbkit runs on its pure-Python twin without being asked to."""
     if core.CORE != "compiled" and not core.FORCED_PURE:
-        _note(f"note: running on the pure-Python core ({core.UNAVAILABLE}: no C compiler at install?); "
-              "reinstall with one for speed, or set NBKIT_PURE_PYTHON=1 to silence this note")
+        _note(
+            f"note: running on the pure-Python core ({core.UNAVAILABLE}: no C compiler at install?); "
+            "reinstall with one for speed, or set NBKIT_PURE_PYTHON=1 to silence this note"
+        )
 
 
 def _silence_stdout() -> None:

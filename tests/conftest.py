@@ -51,12 +51,18 @@ def layout() -> Callable[..., bytes]:
     return layout_ss
 
 
-def write_with_nbkit(path: str | os.PathLike, messages: Iterable[Msg], *, interval: int = 1024,
-                     file_name: str = "t.ss", created_at_ms: int = 1_700_000_000_000, eos: bool = False,
-                     **options) -> None:
+def write_with_nbkit(
+    path: str | os.PathLike,
+    messages: Iterable[Msg],
+    *,
+    interval: int = 1024,
+    file_name: str = "t.ss",
+    created_at_ms: int = 1_700_000_000_000,
+    eos: bool = False,
+    **options,
+) -> None:
     """Write ``messages`` with nbkit's StreamWriter (explicit seq/shard/ts), optionally ending with EOS."""
-    with StreamWriter(path, beacon_interval=interval, file_name=file_name, created_at_ms=created_at_ms,
-                      **options) as w:
+    with StreamWriter(path, beacon_interval=interval, file_name=file_name, created_at_ms=created_at_ms, **options) as w:
         for key, shard, seq, ts, payload in messages:
             w.write(key, payload, seq=seq, shard_id=shard, timestamp_ms=ts)
         if eos:

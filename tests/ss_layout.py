@@ -45,8 +45,12 @@ def layout_ss(file_name: str, created_at_ms: int, interval: int, messages: Itera
     for key, shard, seq, ts, payload in messages:
         crc = crc16(payload)
         frame = (
-            bytes([len(key)]) + key.encode() + struct.pack(">QQQI", shard, seq, ts, len(payload))
-            + payload + struct.pack(">H", crc) + b"\r"
+            bytes([len(key)])
+            + key.encode()
+            + struct.pack(">QQQI", shard, seq, ts, len(payload))
+            + payload
+            + struct.pack(">H", crc)
+            + b"\r"
         )
         st = streams.setdefault((key, shard), [seq, ts, 0xFFFF])
         st[0], st[1], st[2] = max(st[0], seq), max(st[1], ts), running_update(st[2], crc)

@@ -39,7 +39,11 @@ def _run(script: str, *args: str) -> subprocess.CompletedProcess:
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     return subprocess.run(
         [sys.executable, str(BENCH / f"{script}.py"), *args],
-        capture_output=True, text=True, timeout=120, env=env, cwd=str(ROOT),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        cwd=str(ROOT),
     )
 
 

@@ -45,18 +45,27 @@ def test_notebooks_run_in_the_binder_environment(tmp_path):
     # exactly what repo2docker runs, from the repository root
     install = subprocess.run(
         [python, "-m", "pip", "install", "-q", "-r", "binder/requirements.txt"],
-        cwd=ROOT, env=env, capture_output=True, text=True,
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
     )
     assert install.returncode == 0, install.stderr[-3000:]
     # what repo2docker's base image brings: a Jupyter kernel and something to run notebooks with
     extra = subprocess.run(
         [python, "-m", "pip", "install", "-q", "nbclient", "ipykernel", "-c", "binder/constraints.txt"],
-        cwd=ROOT, env=env, capture_output=True, text=True,
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
     )
     assert extra.returncode == 0, extra.stderr[-3000:]
     probe = subprocess.run(
         [python, "-c", "import nbkit, pandas; print(nbkit.__file__, pandas.__version__)"],
-        env=env, capture_output=True, text=True, check=True,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout.split()
     assert probe[0].startswith(str(ROOT)) and probe[1] == "3.1.1"
     books = tmp_path / "notebooks"

@@ -23,8 +23,7 @@ from nbkit.wire.keys import INTERNAL_KEY, PRIMING_KEY
 from nbkit.wire.stdio_line import parse_line
 
 SAMPLE_HEADER_LINE = (
-    '{"file_name":"vec_map-1694767177436.firedbg.ss","created_at":"2023-09-15T08:39:37.437",'
-    '"beacon_interval":1048576}'
+    '{"file_name":"vec_map-1694767177436.firedbg.ss","created_at":"2023-09-15T08:39:37.437","beacon_interval":1048576}'
 )
 
 
@@ -97,8 +96,15 @@ def test_help_for_every_command(capsys) -> None:
 
 @pytest.mark.parametrize(
     "argv",
-    [[], ["frobnicate"], ["cat"], ["cat", "x.ss", "--format", "xml"], ["write"], ["info", "a", "b"],
-     ["write", "x.ss", "--beacon-interval", "lots"]],
+    [
+        [],
+        ["frobnicate"],
+        ["cat"],
+        ["cat", "x.ss", "--format", "xml"],
+        ["write"],
+        ["info", "a", "b"],
+        ["write", "x.ss", "--beacon-interval", "lots"],
+    ],
 )
 def test_usage_errors_exit_2(capsys, argv: list[str]) -> None:
     rc, out, err = run(capsys, *argv)
@@ -200,7 +206,10 @@ def test_cat_stdio_lines_parse_back(capsys, mixed_file: Path) -> None:
         seqs[key] = seqs.get(key, 0) + 1
         parsed = parse_line(line)
         assert (parsed.timestamp_ms, parsed.stream_key, parsed.seq, parsed.shard_id) == (
-            1700000000000 + 100 * i, key, seqs[key], shard
+            1700000000000 + 100 * i,
+            key,
+            seqs[key],
+            shard,
         )
         headers, body = envelope.decode(parsed.payload.encode())
         assert (headers, body) == ({}, payload), line
@@ -482,12 +491,20 @@ def test_write_payload_rules_and_eos(capsys, monkeypatch, tmp_path: Path) -> Non
     payloads = ["plain", [0, 255, 7], {"b": 1, "a": [True, None]}, 12.5, None, "ü", [], [1, 300]]
     stdin = "\n".join(line(i + 1, p) for i, p in enumerate(payloads)) + "\n\n"
     out = tmp_path / "rules.ss"
-    rc, _, err = run(capsys, "write", str(out), "--eos", "--beacon-interval", "2048",
-                     stdin=stdin.encode(), monkeypatch=monkeypatch)
+    rc, _, err = run(
+        capsys, "write", str(out), "--eos", "--beacon-interval", "2048", stdin=stdin.encode(), monkeypatch=monkeypatch
+    )
     assert rc == 0 and err == ""
     msgs = list(iter_messages(out))
     assert [m.payload for m in msgs[:-1]] == [
-        b"plain", b"\x00\xff\x07", b'{"b":1,"a":[true,null]}', b"12.5", b"null", "ü".encode(), b"", b"[1,300]"
+        b"plain",
+        b"\x00\xff\x07",
+        b'{"b":1,"a":[true,null]}',
+        b"12.5",
+        b"null",
+        "ü".encode(),
+        b"",
+        b"[1,300]",
     ]
     assert all(m.timestamp_ms == 1704067200500 for m in msgs[:-1])
     assert msgs[-1].is_eos
@@ -495,8 +512,9 @@ def test_write_payload_rules_and_eos(capsys, monkeypatch, tmp_path: Path) -> Non
     assert s.header.beacon_interval == 2048 and s.header.file_name == "rules.ss"
 
 
-def test_write_keeps_an_input_eos_and_refuses_messages_after_it(capsys, monkeypatch, tmp_path: Path,
-                                                                sample_path: Path) -> None:
+def test_write_keeps_an_input_eos_and_refuses_messages_after_it(
+    capsys, monkeypatch, tmp_path: Path, sample_path: Path
+) -> None:
     data = _ndjson(capsys, sample_path)
     extra = b'{"header":{"stream_key":"late","shard_id":0,"sequence":1,"timestamp":0},"payload":"x"}\n'
     out = tmp_path / "after.ss"
@@ -508,15 +526,18 @@ def test_write_keeps_an_input_eos_and_refuses_messages_after_it(capsys, monkeypa
     assert len(msgs) == 28 and msgs[-1].is_eos  # one EOS: --eos adds none when the input had one
 
 
-def test_write_bad_line_names_it_and_keeps_earlier_messages(capsys, monkeypatch, tmp_path: Path,
-                                                             orders_file: Path) -> None:
+def test_write_bad_line_names_it_and_keeps_earlier_messages(
+    capsys, monkeypatch, tmp_path: Path, orders_file: Path
+) -> None:
     lines = _ndjson(capsys, orders_file).splitlines(keepends=True)
     for bad, why in [
         (b"{not json\n", "invalid message line"),
         (b'{"header":{"stream_key":"a b","shard_id":0,"sequence":1,"timestamp":0},"payload":""}\n', "' '"),
         (b'{"header":{"stream_key":"a","shard_id":-1,"sequence":1,"timestamp":0},"payload":""}\n', "shard_id"),
-        (b'{"header":{"stream_key":"a","shard_id":0,"sequence":1,"timestamp":"yesterday"},"payload":""}\n',
-         "timestamp"),
+        (
+            b'{"header":{"stream_key":"a","shard_id":0,"sequence":1,"timestamp":"yesterday"},"payload":""}\n',
+            "timestamp",
+        ),
         (b'{"header":{"stream_key":"a","shard_id":0,"sequence":1,"timestamp":0}}\n', "invalid message line"),
         (b"/* unterminated comment\n", "*/"),
         (b"\xff\xfe not utf-8\n", "not UTF-8"),
@@ -535,8 +556,7 @@ def test_write_appends_to_an_existing_file(capsys, monkeypatch, tmp_path: Path, 
     target = tmp_path / "existing.ss"
     with StreamWriter(target, beacon_interval=2048) as w:
         w.write("other", b"first")
-    rc, _, err = run(capsys, "write", str(target), "--beacon-interval", "4096", stdin=data,
-                     monkeypatch=monkeypatch)
+    rc, _, err = run(capsys, "write", str(target), "--beacon-interval", "4096", stdin=data, monkeypatch=monkeypatch)
     assert rc == 0
     notes = err.splitlines()
     assert len(notes) == 2 and all(n.startswith("nbkit: note:") for n in notes)
@@ -548,15 +568,23 @@ def test_write_appends_to_an_existing_file(capsys, monkeypatch, tmp_path: Path, 
 
 def test_write_header_line_sets_new_file(capsys, monkeypatch, tmp_path: Path, orders_file: Path) -> None:
     out = tmp_path / "renamed.ss"
-    rc, _, err = run(capsys, "write", str(out), "--beacon-interval", "4096",
-                     stdin=_ndjson(capsys, orders_file), monkeypatch=monkeypatch)
+    rc, _, err = run(
+        capsys,
+        "write",
+        str(out),
+        "--beacon-interval",
+        "4096",
+        stdin=_ndjson(capsys, orders_file),
+        monkeypatch=monkeypatch,
+    )
     assert rc == 0 and "--beacon-interval 4096 ignored" in assert_one_error_line(err)
     assert out.read_bytes() == orders_file.read_bytes()  # same name, time and interval as the source
 
 
 def test_write_bad_interval(capsys, monkeypatch, tmp_path: Path) -> None:
-    rc, _, err = run(capsys, "write", str(tmp_path / "i.ss"), "--beacon-interval", "1000", stdin=b"",
-                     monkeypatch=monkeypatch)
+    rc, _, err = run(
+        capsys, "write", str(tmp_path / "i.ss"), "--beacon-interval", "1000", stdin=b"", monkeypatch=monkeypatch
+    )
     assert rc == 1 and "multiple of 1024" in assert_one_error_line(err)
 
 
@@ -572,16 +600,22 @@ def _env(repo_root: Path) -> dict[str, str]:
 @pytest.mark.timeout(60)
 def test_subprocess_errors_and_broken_pipe(tmp_path: Path, repo_root: Path) -> None:
     env = _env(repo_root)
-    done = subprocess.run([sys.executable, "-m", "nbkit", "cat", str(tmp_path / "missing.ss")],
-                          capture_output=True, text=True, env=env, timeout=30)
+    done = subprocess.run(
+        [sys.executable, "-m", "nbkit", "cat", str(tmp_path / "missing.ss")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=30,
+    )
     assert done.returncode == 1 and done.stdout == ""
     assert done.stderr == f"nbkit: {tmp_path / 'missing.ss'}: no such file; check the path\n"
     big = tmp_path / "big.ss"
     with StreamWriter(big, flush_every=500) as w:
         for i in range(5000):
             w.write("lines", b"%06d " % i + b"x" * 100)
-    child = subprocess.Popen([sys.executable, "-m", "nbkit", "cat", str(big)], stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, env=env)
+    child = subprocess.Popen(
+        [sys.executable, "-m", "nbkit", "cat", str(big)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
+    )
     assert child.stdout.readline().startswith(b"# {")
     child.stdout.close()  # like `| head -1`: the reader goes away mid-output
     assert child.wait(timeout=30) == 141
@@ -593,8 +627,12 @@ def test_subprocess_follow_ctrl_c(tmp_path: Path, repo_root: Path) -> None:
     path = tmp_path / "live.ss"
     with StreamWriter(path) as w:
         w.write("a", b"hello")
-    child = subprocess.Popen([sys.executable, "-m", "nbkit", "cat", "--follow", str(path)],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env(repo_root))
+    child = subprocess.Popen(
+        [sys.executable, "-m", "nbkit", "cat", "--follow", str(path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=_env(repo_root),
+    )
     try:
         assert child.stdout.readline().startswith(b"# {")
         assert child.stdout.readline().endswith(b"| a | 1 | 0] hello\n")

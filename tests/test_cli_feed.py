@@ -43,8 +43,9 @@ def one_error_line(err: str) -> str:
 
 def test_publish_one_message_with_headers_and_a_shard(capsys, tmp_path: Path) -> None:
     path = tmp_path / "p.ss"
-    rc, out, err = run(capsys, "publish", str(path), "orders", '{"id": 1}', "-H", "x-tenant: acme",
-                       "-H", "X-Trace:7", "--shard", "3")
+    rc, out, err = run(
+        capsys, "publish", str(path), "orders", '{"id": 1}', "-H", "x-tenant: acme", "-H", "X-Trace:7", "--shard", "3"
+    )
     assert (rc, out, err) == (0, "published orders seq 1\n", "")
     [m] = iter_messages(path)
     assert (m.stream_key, m.shard_id, m.seq) == ("orders", 3, 1)
@@ -56,18 +57,24 @@ def test_publish_stdin_lines_continue_the_files_sequence(capsys, tmp_path: Path,
     with StreamWriter(path) as w:
         w.write("orders", b"first")
     rc, out, _ = run(capsys, "publish", str(path), "orders", stdin=b"a\n\nb\r\nc", monkeypatch=monkeypatch)
-    assert rc == 0 and out.splitlines() == ["published orders seq 2", "published orders seq 3",
-                                            "published orders seq 4"]
+    assert rc == 0 and out.splitlines() == [
+        "published orders seq 2",
+        "published orders seq 3",
+        "published orders seq 4",
+    ]
     assert [m.payload for m in iter_messages(path)] == [b"first", b"a", b"b", b"c"]
     rc, out, _ = run(capsys, "publish", "-q", str(path), "orders", "d")
     assert (rc, out) == (0, "")
 
 
-@pytest.mark.parametrize(("argv", "expected"), [
-    (["bad key", "x"], "stream key 'bad key'"),
-    (["k", "x", "-H", "nocolon"], "-H 'nocolon': expected NAME:VALUE"),
-    (["k", "x", "--shard", "-1"], "--shard -1"),
-])
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["bad key", "x"], "stream key 'bad key'"),
+        (["k", "x", "-H", "nocolon"], "-H 'nocolon': expected NAME:VALUE"),
+        (["k", "x", "--shard", "-1"], "--shard -1"),
+    ],
+)
 def test_publish_refuses_bad_arguments_in_one_line(capsys, tmp_path: Path, argv, expected) -> None:
     path = tmp_path / "p.ss"
     rc, out, err = run(capsys, "publish", str(path), *argv)
@@ -133,8 +140,11 @@ def test_info_from_stdio_counts_keys_copies_and_dead_letters(capsys, demo_captur
 
 def test_a_malformed_line_is_reported_by_number_and_the_rest_is_read(capsys, tmp_path: Path, monkeypatch) -> None:
     good = "[2024-01-01T00:00:00 | jobs | 0] one"
-    data = (f"{good}\n[2024-01-01T00:00:00 | jobs | zz] two\n".encode() + b"\xff\xfe\n"
-            + b"[2024-01-01T00:00:01 | jobs] three\n")
+    data = (
+        f"{good}\n[2024-01-01T00:00:00 | jobs | zz] two\n".encode()
+        + b"\xff\xfe\n"
+        + b"[2024-01-01T00:00:01 | jobs] three\n"
+    )
     rc, out, err = run(capsys, "cat", "--from", "stdio", "-", stdin=data, monkeypatch=monkeypatch)
     assert rc == 1
     assert [ln.split("] ", 1)[1] for ln in out.splitlines()] == ["one", "three"]
@@ -209,15 +219,20 @@ def test_write_refuses_a_sequence_that_does_not_increase(capsys, tmp_path: Path,
     line = b'{"header":{"stream_key":"k","sequence":2},"payload":"again"}\n'
     rc, _, err = run(capsys, "write", str(path), stdin=line, monkeypatch=monkeypatch)
     assert rc == 1
-    assert one_error_line(err) == ("nbkit: stdin, line 1: sequence 2 of stream 'k' does not increase: the "
-                                   "file's last is 2; leave the sequence out to get 3")
+    assert one_error_line(err) == (
+        "nbkit: stdin, line 1: sequence 2 of stream 'k' does not increase: the "
+        "file's last is 2; leave the sequence out to get 3"
+    )
     assert [m.payload for m in iter_messages(path)] == [b"0", b"1"]
 
 
-@pytest.mark.parametrize("stdin", [
-    b'{"header":{"stream_key":"k"},"payload":"a"}\n{"header":{"stream_key":"no good"},"payload":"b"}\n',
-    b"not json\n",
-])
+@pytest.mark.parametrize(
+    "stdin",
+    [
+        b'{"header":{"stream_key":"k"},"payload":"a"}\n{"header":{"stream_key":"no good"},"payload":"b"}\n',
+        b"not json\n",
+    ],
+)
 def test_a_failed_write_on_a_new_file_leaves_no_file(capsys, tmp_path: Path, monkeypatch, stdin) -> None:
     path = tmp_path / "new.ss"
     rc, _, err = run(capsys, "write", str(path), stdin=stdin, monkeypatch=monkeypatch)
@@ -248,9 +263,14 @@ app = App(broker)
 def test_a_malformed_stdio_header_is_one_line_on_stderr(tmp_path: Path) -> None:
     (tmp_path / "stage.py").write_text(STAGE)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
-    done = subprocess.run([sys.executable, "-m", "nbkit", "run", "stage:app", "--log-level", "ERROR"], cwd=tmp_path,
-                          input=b"[2024-01-01T00:00:00 | jobs | 0] a\n[bad | jobs | x] b\n", capture_output=True,
-                          env=env, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-m", "nbkit", "run", "stage:app", "--log-level", "ERROR"],
+        cwd=tmp_path,
+        input=b"[2024-01-01T00:00:00 | jobs | 0] a\n[bad | jobs | x] b\n",
+        capture_output=True,
+        env=env,
+        timeout=60,
+    )
     assert done.returncode == 1
     assert one_error_line(done.stderr.decode()).startswith("nbkit: line 2: ")
 
@@ -280,8 +300,13 @@ def test_watch_follows_until_the_file_is_removed(tmp_path: Path) -> None:
     with StreamWriter(path) as w:
         w.write("orders", b"first")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
-    proc = subprocess.Popen([sys.executable, "-m", "nbkit", "watch", "--every", "0.05", str(path)], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "nbkit", "watch", "--every", "0.05", str(path)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert proc.stdout.readline().startswith(f"{path}: following, 1 messages")
         with StreamWriter(path) as w:
@@ -304,8 +329,9 @@ def test_write_from_a_slow_producer_lets_other_writers_append_between_lines(tmp_
     has nothing ready: a shared writer with lock_timeout=0 gets in while the producer is slow."""
     path = tmp_path / "slow.ss"
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
-    proc = subprocess.Popen([sys.executable, "-m", "nbkit", "write", str(path)], stdin=subprocess.PIPE,
-                            stderr=subprocess.PIPE, env=env)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "nbkit", "write", str(path)], stdin=subprocess.PIPE, stderr=subprocess.PIPE, env=env
+    )
     try:
         proc.stdin.write(b'{"header":{"stream_key":"k"},"payload":"from write"}\n')
         proc.stdin.flush()
@@ -320,5 +346,8 @@ def test_write_from_a_slow_producer_lets_other_writers_append_between_lines(tmp_
     finally:
         proc.stdin.close()
         assert proc.wait(timeout=30) == 0, proc.stderr.read()
-    assert [(m.seq, m.payload) for m in iter_messages(path)] == [(1, b"from write"), (2, b"from another writer"),
-                                                                 (3, b"again")]
+    assert [(m.seq, m.payload) for m in iter_messages(path)] == [
+        (1, b"from write"),
+        (2, b"from another writer"),
+        (3, b"again"),
+    ]

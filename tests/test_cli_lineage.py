@@ -62,8 +62,10 @@ def test_json_output(capsys, tmp_path):
     assert rc == 0
     assert got["messages"] == 3 and got["attempts"] == {"1": 1, "3": 2}
     assert got["final_states"] == {"dead-lettered": 1, "no further copy": 2}
-    assert got["delays"] == {"2": {"copies": 2, "median_s": 2.0, "p95_s": 2.0},
-                             "3": {"copies": 2, "median_s": 4.0, "p95_s": 4.0}}
+    assert got["delays"] == {
+        "2": {"copies": 2, "median_s": 2.0, "p95_s": 2.0},
+        "3": {"copies": 2, "median_s": 4.0, "p95_s": 4.0},
+    }
 
 
 def test_a_named_dead_letter_key(capsys, tmp_path):

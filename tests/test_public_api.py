@@ -8,15 +8,50 @@ import sys
 import nbkit
 
 PUBLIC = {
-    "AckError", "Action", "App", "ChecksumError", "ConfigurationError", "DamagedRegion", "DamageWarning",
-    "Delivery", "FileBroker",
-    "FilePosition", "FormatError", "HandlerOutcome", "LineParseError", "Message", "NbkitError",
-    "PositionStore", "ReadEnd", "RealClock", "RetryDestinationError", "SeekError", "Session",
-    "SettlementEvent", "StdioBroker", "StreamKeyError", "StreamReader", "StreamWriter", "TruncatedError",
-    "VirtualClock", "WriterLockedError", "__version__", "concat_frames", "lineage", "read_parquet", "read_pipe",
-    "read_stream", "to_parquet",
+    "AckError",
+    "Action",
+    "App",
+    "ChecksumError",
+    "ConfigurationError",
+    "DamagedRegion",
+    "DamageWarning",
+    "Delivery",
+    "FileBroker",
+    "FilePosition",
+    "FormatError",
+    "HandlerOutcome",
+    "LineParseError",
+    "Message",
+    "NbkitError",
+    "PositionStore",
+    "ReadEnd",
+    "RealClock",
+    "RetryDestinationError",
+    "SeekError",
+    "Session",
+    "SettlementEvent",
+    "StdioBroker",
+    "StreamKeyError",
+    "StreamReader",
+    "StreamWriter",
+    "TruncatedError",
+    "VirtualClock",
+    "WriterLockedError",
+    "__version__",
+    "concat_frames",
+    "lineage",
+    "read_parquet",
+    "read_pipe",
+    "read_stream",
+    "to_parquet",
     # retry policies and redrive (issue 17)
-    "RedriveResult", "RetryPolicy", "Workload", "policy_summary", "redrive", "redrive_lines", "simulate",
+    "RedriveResult",
+    "RetryPolicy",
+    "Workload",
+    "policy_summary",
+    "redrive",
+    "redrive_lines",
+    "simulate",
 }
 
 
@@ -30,8 +65,18 @@ def test_every_public_name_resolves():
 
 
 def test_errors_share_one_root():
-    for name in ("AckError", "ChecksumError", "ConfigurationError", "FormatError", "LineParseError",
-                 "RetryDestinationError", "SeekError", "StreamKeyError", "TruncatedError", "WriterLockedError"):
+    for name in (
+        "AckError",
+        "ChecksumError",
+        "ConfigurationError",
+        "FormatError",
+        "LineParseError",
+        "RetryDestinationError",
+        "SeekError",
+        "StreamKeyError",
+        "TruncatedError",
+        "WriterLockedError",
+    ):
         assert issubclass(getattr(nbkit, name), nbkit.NbkitError)
 
 

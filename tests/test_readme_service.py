@@ -45,8 +45,14 @@ def test_the_readme_service_is_fed_while_it_runs(tmp_path: Path) -> None:
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
     env["PYTHONUNBUFFERED"] = "1"
     run_line = re.search(r"^nbkit run service:app[^#\n]*", README, re.M).group(0).split()
-    service = subprocess.Popen([sys.executable, "-m", "nbkit", *run_line[1:]], cwd=tmp_path, env=env,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    service = subprocess.Popen(
+        [sys.executable, "-m", "nbkit", *run_line[1:]],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     out: list[str] = []
     drain = threading.Thread(target=lambda: out.extend(service.stdout), daemon=True)
     drain.start()
@@ -59,8 +65,9 @@ def test_the_readme_service_is_fed_while_it_runs(tmp_path: Path) -> None:
             time.sleep(0.02)
         time.sleep(0.3)  # the subscription opens at the end of the file right after the priming
         for line in readme_feed():
-            done = subprocess.run(["bash", "-c", line], cwd=tmp_path, env=env, capture_output=True, text=True,
-                                  timeout=30)
+            done = subprocess.run(
+                ["bash", "-c", line], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=30
+            )
             assert done.returncode == 0, (line, done.stderr)
             assert done.stdout.startswith("published orders seq "), done.stdout
         deadline = time.monotonic() + 30

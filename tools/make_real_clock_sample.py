@@ -35,8 +35,19 @@ WORK_S = 0.015
 BASE_DELAY_S = 0.25
 #: How many times the payment fails for each order (4 or more: it never succeeds, so it is dead-lettered).
 FAILS = [0, 1, 0, 2, 0, 0, 3, 1, 0, 9, 0, 1, 2, 0, 0, 1]
-EVENT_COLUMNS = ["time", "stream_key", "seq", "attempt", "outcome", "action", "delay", "destination", "due",
-                 "written_at", "copy_seq"]
+EVENT_COLUMNS = [
+    "time",
+    "stream_key",
+    "seq",
+    "attempt",
+    "outcome",
+    "action",
+    "delay",
+    "destination",
+    "due",
+    "written_at",
+    "copy_seq",
+]
 
 
 def handle(delivery: Delivery) -> HandlerOutcome:
@@ -79,8 +90,10 @@ def main() -> int:
     app = run()
     events = app.events_frame()[EVENT_COLUMNS]
     events.to_csv(EVENTS, index=False)
-    print(f"wrote {STREAM.relative_to(ROOT)} ({STREAM.stat().st_size} bytes) and {EVENTS.relative_to(ROOT)} "
-          f"({len(events)} settlements)")
+    print(
+        f"wrote {STREAM.relative_to(ROOT)} ({STREAM.stat().st_size} bytes) and {EVENTS.relative_to(ROOT)} "
+        f"({len(events)} settlements)"
+    )
     return 0
 
 

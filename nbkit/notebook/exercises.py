@@ -212,16 +212,21 @@ def _check_journey(answer: Any, *, fails: int, **_: Any) -> Verdict:
         return Verdict(False, "answer with a pair: (number of deliveries, seconds from the first to the last).")
     if answer[0] == deliveries and _same_number(answer[1], seconds):
         return Verdict(
-            True, f"{fails} failures mean {fails} retry copies, so {deliveries} deliveries; the copies waited "
-            f"{' + '.join(str(2**a) for a in range(1, fails + 1))} = {seconds:g} s in all."
+            True,
+            f"{fails} failures mean {fails} retry copies, so {deliveries} deliveries; the copies waited "
+            f"{' + '.join(str(2**a) for a in range(1, fails + 1))} = {seconds:g} s in all.",
         )
     if answer[0] != deliveries:
         return Verdict(
-            False, "count the deliveries again: the handler retries while delivery.attempt <= fails, and the "
-            "first delivery is attempt 1."
+            False,
+            "count the deliveries again: the handler retries while delivery.attempt <= fails, and the "
+            "first delivery is attempt 1.",
         )
-    return Verdict(False, "the number of deliveries is right; each copy waits 2 ** attempt seconds, where "
-                   "attempt is the delivery that failed.")
+    return Verdict(
+        False,
+        "the number of deliveries is right; each copy waits 2 ** attempt seconds, where "
+        "attempt is the delivery that failed.",
+    )
 
 
 def _cap_two(*, orders: int, seed: int, max_attempts: int, **_: Any) -> int:
@@ -243,13 +248,15 @@ def _check_cap_two(answer: Any, *, orders: int, seed: int, max_attempts: int, **
     right = _cap_two(orders=orders, seed=seed, max_attempts=max_attempts)
     if answer == right and not isinstance(answer, bool):
         return Verdict(
-            True, f"{right} orders still fail on attempt {max_attempts}: at the cap their copy goes to "
-            "'orders.dead' instead of back to 'orders'."
+            True,
+            f"{right} orders still fail on attempt {max_attempts}: at the cap their copy goes to "
+            "'orders.dead' instead of back to 'orders'.",
         )
     return Verdict(
-        False, f"an order becomes a dead letter when its handler still asks for a retry on attempt "
+        False,
+        f"an order becomes a dead letter when its handler still asks for a retry on attempt "
         f"{max_attempts}. Look at each order's 'fails' and 'valid' in make_orders({orders}, seed={seed}) "
-        "and at what handle_order does with an invalid order."
+        "and at what handle_order does with an invalid order.",
     )
 
 
@@ -275,8 +282,9 @@ def _check_seqs(answer: Any, *, keys: str, **_: Any) -> Verdict:
     if answer == right:
         return Verdict(True, f"each stream key counts its own messages from 1: {right}.")
     return Verdict(
-        False, "not every number is right. Look at the 'seq' column of data/sample-1.ss per stream key: where "
-        "does each key's first message start, and does another key's message move the count?"
+        False,
+        "not every number is right. Look at the 'seq' column of data/sample-1.ss per stream key: where "
+        "does each key's first message start, and does another key's message move the count?",
     )
 
 
@@ -296,11 +304,15 @@ def _check_after(answer: Any, *, path: str | os.PathLike, key: str, seq: int, **
     if not isinstance(answer, list):
         return Verdict(False, "answer with the list of sequence numbers the reader returns, such as [3, 4].")
     if answer == right:
-        return Verdict(True, f"{right}: timestamp(t) starts strictly after t, so message {seq} itself (and anything "
-                       "else stamped t) is left out.")
+        return Verdict(
+            True,
+            f"{right}: timestamp(t) starts strictly after t, so message {seq} itself (and anything "
+            "else stamped t) is left out.",
+        )
     return Verdict(
-        False, "FilePosition.timestamp(t) starts strictly after t (sequence(n) includes n). Find message "
-        f"{seq}'s timestamp, then list the {key!r} messages stamped later."
+        False,
+        "FilePosition.timestamp(t) starts strictly after t (sequence(n) includes n). Find message "
+        f"{seq}'s timestamp, then list the {key!r} messages stamped later.",
     )
 
 
@@ -311,8 +323,9 @@ def _check_after(answer: Any, *, path: str | os.PathLike, key: str, seq: int, **
 def _resume(answer: Any, *, last_processed: int, **_: Any) -> Verdict:
     if answer == _position(last_processed + 1):
         return Verdict(
-            True, f"sequence({last_processed + 1}) is inclusive, so the service starts at the first message "
-            "it has not processed yet."
+            True,
+            f"sequence({last_processed + 1}) is inclusive, so the service starts at the first message "
+            "it has not processed yet.",
         )
     if answer == _position(last_processed):
         return Verdict(False, f"sequence({last_processed}) is inclusive: one message would be handled twice.")
@@ -343,8 +356,9 @@ def _written(*, script: str, max_attempts: int, **_: Any) -> list[str]:
     from nbkit.notebook.frames import read_stream
 
     with tempfile.TemporaryDirectory() as tmp:
-        _session, path = _file_session(tmp, "jobs.ss", "jobs", _scripted_handler, list(script),
-                                       max_attempts=max_attempts)
+        _session, path = _file_session(
+            tmp, "jobs.ss", "jobs", _scripted_handler, list(script), max_attempts=max_attempts
+        )
         return [str(p) for p in read_stream(path)["payload"]]
 
 
@@ -355,15 +369,17 @@ def _check_written(answer: Any, *, script: str, max_attempts: int, **_: Any) -> 
         return Verdict(False, "answer with a list of payloads, in file order, such as ['a', 'd'].")
     if answer == right:
         return Verdict(
-            True, f"{len(script)} published, {len(right) - len(script)} written by the runtime: only a declared "
+            True,
+            f"{len(script)} published, {len(right) - len(script)} written by the runtime: only a declared "
             "retry writes a copy; ack, drop and an exception are logged and write nothing; at the cap, with no "
-            "dead-letter key, the delivery is rejected."
+            "dead-letter key, the delivery is rejected.",
         )
     if answer[: len(script)] != list(script):
         return Verdict(False, "start from what was published: the file keeps every message you published, in order.")
     return Verdict(
-        False, "only one outcome ever writes to the file, and only when the registration declares retries. "
-        f"With max_attempts={max_attempts}, how many copies can one message have?"
+        False,
+        "only one outcome ever writes to the file, and only when the registration declares retries. "
+        f"With max_attempts={max_attempts}, how many copies can one message have?",
     )
 
 
@@ -378,8 +394,9 @@ def _succeeds_late(*, max_attempts: int, succeeds_on: int, **_: Any) -> tuple[in
         return None if delivery.attempt >= succeeds_on else HandlerOutcome.retry_after(5)
 
     with tempfile.TemporaryDirectory() as tmp:
-        session, _path = _file_session(tmp, "parcels.ss", "parcels", handler, ["parcel"],
-                                       max_attempts=max_attempts, dead_letter="parcels.dead")
+        session, _path = _file_session(
+            tmp, "parcels.ss", "parcels", handler, ["parcel"], max_attempts=max_attempts, dead_letter="parcels.dead"
+        )
         events = session.events
     return len(events), int((events["action"] == "dead-letter").sum())
 
@@ -390,10 +407,14 @@ def _check_succeeds_late(answer: Any, *, max_attempts: int, succeeds_on: int, **
     if not _is_pair(answer):
         return Verdict(False, "answer with a pair: (deliveries, dead-letter copies).")
     if answer == right:
-        return Verdict(True, f"attempt {succeeds_on} succeeds, so the handler never asks for a retry there and "
-                       "the cap is never applied.")
-    return Verdict(False, "the cap is checked only when the handler asks for a retry. Which attempt asks for "
-                   "the last retry here?")
+        return Verdict(
+            True,
+            f"attempt {succeeds_on} succeeds, so the handler never asks for a retry there and "
+            "the cap is never applied.",
+        )
+    return Verdict(
+        False, "the cap is checked only when the handler asks for a retry. Which attempt asks for the last retry here?"
+    )
 
 
 def _dead_letter_time(*, max_attempts: int, base: float, **_: Any) -> float:
@@ -404,8 +425,9 @@ def _dead_letter_time(*, max_attempts: int, base: float, **_: Any) -> float:
         return HandlerOutcome.retry_after(base * delivery.attempt)
 
     with tempfile.TemporaryDirectory() as tmp:
-        session, _path = _file_session(tmp, "parcels.ss", "parcels", handler, ["parcel"],
-                                       max_attempts=max_attempts, dead_letter="parcels.dead")
+        session, _path = _file_session(
+            tmp, "parcels.ss", "parcels", handler, ["parcel"], max_attempts=max_attempts, dead_letter="parcels.dead"
+        )
         events = session.events
     dead = events[events["action"] == "dead-letter"]
     return float((dead["time"].iloc[0] - events["time"].iloc[0]).total_seconds())
@@ -415,10 +437,16 @@ def _dead_letter_time(*, max_attempts: int, base: float, **_: Any) -> float:
 def _check_dead_letter_time(answer: Any, *, max_attempts: int, base: float, **_: Any) -> Verdict:
     right = _dead_letter_time(max_attempts=max_attempts, base=base)
     if _same_number(answer, right):
-        return Verdict(True, f"{right:g} s: the delays of the {max_attempts - 1} copies add up, and at the cap the "
-                       "dead-letter copy is written at once.")
-    return Verdict(False, f"list the deliveries 1..{max_attempts} and the delay each one asks for; which of those "
-                   "delays are actually waited out? (At the cap, nothing is delayed.)")
+        return Verdict(
+            True,
+            f"{right:g} s: the delays of the {max_attempts - 1} copies add up, and at the cap the "
+            "dead-letter copy is written at once.",
+        )
+    return Verdict(
+        False,
+        f"list the deliveries 1..{max_attempts} and the delay each one asks for; which of those "
+        "delays are actually waited out? (At the cap, nothing is delayed.)",
+    )
 
 
 # -- 04 pipes --------------------------------------------------------------------------------------------
@@ -475,22 +503,35 @@ def _check_counts(answer: Any, right: dict[str, int], hint: str) -> Verdict:
 @_exercise("04-one-stage", expected=_one_stage)
 def _check_one_stage(answer: Any, *, lines: int, max_attempts: int, **_: Any) -> Verdict:
     right = _one_stage(lines=lines, max_attempts=max_attempts)
-    verdict = _check_counts(answer, right, "a stage reads stdin and writes stdout; does it ever read a line it "
-                            "wrote itself? Then: which attempt is each delivery here?")
+    verdict = _check_counts(
+        answer,
+        right,
+        "a stage reads stdin and writes stdout; does it ever read a line it "
+        "wrote itself? Then: which attempt is each delivery here?",
+    )
     if verdict:
-        return Verdict(True, f"stdout holds {right}: each input line is attempt 1, below the cap, so it becomes one "
-                       "copy for the next stage; this stage never sees its copies again.")
+        return Verdict(
+            True,
+            f"stdout holds {right}: each input line is attempt 1, below the cap, so it becomes one "
+            "copy for the next stage; this stage never sees its copies again.",
+        )
     return verdict
 
 
 @_exercise("04-second-stage", expected=_two_stages)
 def _check_two_stages(answer: Any, *, lines: int, max_attempts: int, **_: Any) -> Verdict:
     right = _two_stages(lines=lines, max_attempts=max_attempts)
-    verdict = _check_counts(answer, right, "the second stage reads copies: what does their envelope say about "
-                            "the attempt, and what happens at the cap?")
+    verdict = _check_counts(
+        answer,
+        right,
+        "the second stage reads copies: what does their envelope say about the attempt, and what happens at the cap?",
+    )
     if verdict:
-        return Verdict(True, f"stdout holds {right}: the retry count travels in the envelope, so the second stage's "
-                       f"deliveries are already attempt {max_attempts}, at the cap.")
+        return Verdict(
+            True,
+            f"stdout holds {right}: the retry count travels in the envelope, so the second stage's "
+            f"deliveries are already attempt {max_attempts}, at the cap.",
+        )
     return verdict
 
 
@@ -518,8 +559,9 @@ def _check_dead_item(answer: Any, *, orders: int, seed: int, **_: Any) -> Verdic
     right = _dead_item(orders=orders, seed=seed)
     if answer == right:
         return Verdict(True, f"{right!r} has the most dead letters.")
-    return Verdict(False, "read the file with payload='json', keep the 'orders.dead' rows and count them per "
-                   "'payload.item'.")
+    return Verdict(
+        False, "read the file with payload='json', keep the 'orders.dead' rows and count them per 'payload.item'."
+    )
 
 
 def _time_to_dead(*, orders: int, seed: int, **_: Any) -> float:
@@ -536,8 +578,11 @@ def _check_time_to_dead(answer: Any, *, orders: int, seed: int, **_: Any) -> Ver
     right = _time_to_dead(orders=orders, seed=seed)
     if _same_number(answer, right):
         return Verdict(True, f"{right:g} s: the three delays 2, 4 and 8 s, then the dead-letter copy at once.")
-    return Verdict(False, "match each dead letter to its order by 'payload.id' and subtract the first timestamp of "
-                   "that order under 'orders'; or add up the delays the handler asks for before the cap.")
+    return Verdict(
+        False,
+        "match each dead letter to its order by 'payload.id' and subtract the first timestamp of "
+        "that order under 'orders'; or add up the delays the handler asks for before the cap.",
+    )
 
 
 # -- 06 scale --------------------------------------------------------------------------------------------
@@ -555,8 +600,11 @@ def _check_dead_letters(answer: Any, *, orders: int, seed: int, **_: Any) -> Ver
     right = _dead_letters(orders=orders, seed=seed)
     if answer == right and not isinstance(answer, bool):
         return Verdict(True, f"{right:,} dead letters: every valid order whose payment still fails on attempt 4.")
-    return Verdict(False, "predict from the orders: which ones are still failing when attempt 4 asks for a retry? "
-                   "To count in the file, keep the 'orders.dead' rows of the Dask frame and .compute() their number.")
+    return Verdict(
+        False,
+        "predict from the orders: which ones are still failing when attempt 4 asks for a retry? "
+        "To count in the file, keep the 'orders.dead' rows of the Dask frame and .compute() their number.",
+    )
 
 
 # --- 07-retry-policies ---
@@ -585,16 +633,25 @@ def _policy_goal(answer: Any, *, workload: Any, seed: int = 0, **_: Any) -> Verd
     wait = float(summary["longest wait (s)"].max())
     rejected = int(summary["rejected"].max())
     if rejected:
-        return Verdict(False, f"{rejected} messages were rejected: without a dead-letter key they are lost, "
-                       "not kept for later. Keep dead_letter=True.")
+        return Verdict(
+            False,
+            f"{rejected} messages were rejected: without a dead-letter key they are lost, "
+            "not kept for later. Keep dead_letter=True.",
+        )
     if share > POLICY_GOAL_DEAD_SHARE and wait > POLICY_GOAL_MAX_WAIT:
         return Verdict(False, f"{share:.1%} dead letters and a wait of {wait:g} s: both goals missed.")
     if share > POLICY_GOAL_DEAD_SHARE:
-        return Verdict(False, f"{share:.1%} of the messages end as dead letters (goal: at most 1%). Each attempt "
-                       "fails independently here: how many tries make a run of failures that long rare enough?")
+        return Verdict(
+            False,
+            f"{share:.1%} of the messages end as dead letters (goal: at most 1%). Each attempt "
+            "fails independently here: how many tries make a run of failures that long rare enough?",
+        )
     if wait > POLICY_GOAL_MAX_WAIT:
-        return Verdict(False, f"a message waited {wait:g} s (goal: at most 60 s). The slowest message is one that "
-                       "fails every attempt: add up its delays, and make the sum fit.")
+        return Verdict(
+            False,
+            f"a message waited {wait:g} s (goal: at most 60 s). The slowest message is one that "
+            "fails every attempt: add up its delays, and make the sum fit.",
+        )
     return Verdict(True, f"{share:.1%} dead letters, the longest wait {wait:g} s, on the file and on the pipe.")
 
 
@@ -633,11 +690,17 @@ def _keep_count(answer: Any, *, max_attempts: int, **_: Any) -> Verdict:
     if not isinstance(answer, tuple) or len(answer) != 2:
         return Verdict(False, "answer with a pair: (attempt number, key the next failure goes to).")
     if answer == right:
-        return Verdict(True, f"the dead letter kept retry count {right[0] - 1}, so it arrives as attempt {right[0]}: "
-                       f"past the cap (attempt >= max_attempts): one more failure sends it straight to {right[1]!r}.")
+        return Verdict(
+            True,
+            f"the dead letter kept retry count {right[0] - 1}, so it arrives as attempt {right[0]}: "
+            f"past the cap (attempt >= max_attempts): one more failure sends it straight to {right[1]!r}.",
+        )
     if answer[0] == 1:
-        return Verdict(False, "attempt 1 is what the default redrive gives (the count is reset); --keep-count "
-                       "keeps the dead letter's x-ruststream-retry-count.")
+        return Verdict(
+            False,
+            "attempt 1 is what the default redrive gives (the count is reset); --keep-count "
+            "keeps the dead letter's x-ruststream-retry-count.",
+        )
     if answer[0] == right[0]:
         return Verdict(False, "the attempt is right; compare it with max_attempts: the cap is checked first.")
     return Verdict(False, "a dead-letter copy carries the retry count of the attempts made; attempt = count + 1.")
@@ -661,14 +724,16 @@ def _window(answer: Any, *, path: str | os.PathLike, start: str, **_: Any) -> Ve
         return Verdict(False, "answer with a pair: (messages lineage finds, copies it leaves unlinked).")
     if answer == (messages, unlinked):
         return Verdict(
-            True, f"from {start} on, {unlinked} copies have their predecessor before the window: each starts a "
-            "history of its own, with no delay."
+            True,
+            f"from {start} on, {unlinked} copies have their predecessor before the window: each starts a "
+            "history of its own, with no delay.",
         )
     if answer[1] == 0:
         return Verdict(False, "a copy whose predecessor was written before `start` cannot link: count those.")
     return Verdict(
-        False, "read the file with read_stream(path, start=start), run lineage on it, then count the distinct "
-        "'message' values and look at attrs['unlinked_copies']."
+        False,
+        "read the file with read_stream(path, start=start), run lineage on it, then count the distinct "
+        "'message' values and look at attrs['unlinked_copies'].",
     )
 
 
@@ -693,16 +758,26 @@ def _earliest_wins_delays(records: list[tuple[float, int]]) -> list[float]:
 @_exercise("08-earliest-wins", expected=lambda *, records, **_: _earliest_wins_delays(records))
 def _earliest_wins(answer: Any, *, records: list[tuple[float, int]], scheduled: list[float], **_: Any) -> Verdict:
     right = _earliest_wins_delays(records)
-    if isinstance(answer, (list, tuple)) and [float(a) for a in answer if isinstance(a, (int, float))] == right \
-            and len(answer) == len(right):
+    if (
+        isinstance(answer, (list, tuple))
+        and [float(a) for a in answer if isinstance(a, (int, float))] == right
+        and len(answer) == len(right)
+    ):
         return Verdict(
-            True, "with identical payloads and no stream-sequence header, each copy takes the earliest original "
-            "not taken yet, so the file shows different delays from the ones the service scheduled."
+            True,
+            "with identical payloads and no stream-sequence header, each copy takes the earliest original "
+            "not taken yet, so the file shows different delays from the ones the service scheduled.",
         )
     if isinstance(answer, (list, tuple)) and [float(a) for a in answer if isinstance(a, (int, float))] == [
         float(s) for s in scheduled
     ]:
-        return Verdict(False, "those are the delays the service scheduled; the file does not record them. Which "
-                       "original does each copy take under the earliest-unlinked rule?")
-    return Verdict(False, "answer with a list: the observed delay of each message's copy, messages in the order of "
-                   "their originals. Take the copies in file order; each links to the earliest original still free.")
+        return Verdict(
+            False,
+            "those are the delays the service scheduled; the file does not record them. Which "
+            "original does each copy take under the earliest-unlinked rule?",
+        )
+    return Verdict(
+        False,
+        "answer with a list: the observed delay of each message's copy, messages in the order of "
+        "their originals. Take the copies in file order; each links to the earliest original still free.",
+    )

@@ -96,7 +96,12 @@ class _Columns:
         """Add every message of a :meth:`StreamReader.read_columns` result (its lists are taken over)."""
         if not self.offsets:
             self.keys, self.shards, self.seqs, self.times, self.raw, self.offsets = (
-                cols.stream_key, cols.shard_id, cols.seq, cols.timestamp_ms, cols.payload, cols.offset
+                cols.stream_key,
+                cols.shard_id,
+                cols.seq,
+                cols.timestamp_ms,
+                cols.payload,
+                cols.offset,
             )
             return
         self.keys += cols.stream_key
@@ -502,7 +507,6 @@ def selection(
     return sel, position, seek_key
 
 
-
 def read_stream(
     path: str | os.PathLike,
     *,
@@ -675,16 +679,12 @@ def read_pipe(
 
 
 def _lines(source: Any) -> Iterable[str]:
-    if isinstance(source, os.PathLike) or (
-        isinstance(source, str) and "\n" not in source and os.path.isfile(source)
-    ):
+    if isinstance(source, os.PathLike) or (isinstance(source, str) and "\n" not in source and os.path.isfile(source)):
         try:
             with open(source, encoding="utf-8") as f:
                 return f.read().split("\n")
         except UnicodeDecodeError as exc:
-            raise NbkitError(
-                f"{os.fspath(source)}: not UTF-8 text (byte {exc.start}); not stdio lines"
-            ) from None
+            raise NbkitError(f"{os.fspath(source)}: not UTF-8 text (byte {exc.start}); not stdio lines") from None
     if isinstance(source, str):
         return source.split("\n")
     if isinstance(source, bytes):

@@ -202,9 +202,7 @@ def _check(frame: Any) -> None:
     missing = [c for c in _NEEDED if c not in frame.columns]
     if missing:
         hint = " (this looks like an events frame: lineage reads what a file holds)" if "action" in frame else ""
-        raise ValueError(
-            f"lineage needs a read_stream/read_pipe frame; missing column(s) {', '.join(missing)}{hint}"
-        )
+        raise ValueError(f"lineage needs a read_stream/read_pipe frame; missing column(s) {', '.join(missing)}{hint}")
 
 
 def _header_parts(headers: pd.Series) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -477,8 +475,10 @@ def timeline_steps(lin: pd.DataFrame) -> pd.DataFrame:
     transport = rows["transport"].astype(object).to_numpy()
     seq = rows["seq"].astype(object).to_numpy()
     firsts = ~np.concatenate([[False], same[:-1]]) if len(rows) else np.zeros(0, dtype=bool)
-    label_of = {int(m): f"{transport[i] or ''} {keys[i]} #{seq[i]}".strip() for i, m in zip(
-        np.flatnonzero(firsts), message[firsts], strict=True)}
+    label_of = {
+        int(m): f"{transport[i] or ''} {keys[i]} #{seq[i]}".strip()
+        for i, m in zip(np.flatnonzero(firsts), message[firsts], strict=True)
+    }
     step = ~dead
     next_dead = same & dead[nxt]
     state = np.where(same & ~next_dead, "retried", np.where(next_dead, "dead-letter", "no further copy"))
@@ -667,9 +667,7 @@ def summarize(lin: pd.DataFrame) -> LineageSummary:
     retries = lin[~lin["dead_letter"] & lin["delay"].notna()]
     seconds = retries["delay"].dt.total_seconds()
     grouped = seconds.groupby(retries["attempt"].astype(np.int64))
-    delays = pd.DataFrame(
-        {"copies": grouped.size(), "median": grouped.median(), "p95": grouped.quantile(0.95)}
-    )
+    delays = pd.DataFrame({"copies": grouped.size(), "median": grouped.median(), "p95": grouped.quantile(0.95)})
     delays.index.name = "attempt"
     transports = tuple(str(t) for t in pd.unique(lin["transport"].dropna().astype(str)))
     return LineageSummary(

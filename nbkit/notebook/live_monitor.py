@@ -104,16 +104,23 @@ class LiveMonitor(widgets.VBox):
         self.latest_view = widgets.HTML()
         self.stop_button = widgets.Button(description="Stop", tooltip="stop refreshing and release the file")
         self.stop_button.on_click(lambda _button: self.stop())
-        for view, name in ((self.status, "status"), (self.keys_view, "keys"), (self.attempts_view, "attempts"),
-                           (self.dead_view, "dead"), (self.latest_view, "latest")):
+        for view, name in (
+            (self.status, "status"),
+            (self.keys_view, "keys"),
+            (self.attempts_view, "attempts"),
+            (self.dead_view, "dead"),
+            (self.latest_view, "latest"),
+        ):
             view.add_class(f"nbkit-monitor-{name}")  # for styling, and for the browser test to find them
-        super().__init__([
-            widgets.HBox([self.stop_button, self.status]),
-            self.keys_view,
-            self.attempts_view,
-            self.dead_view,
-            self.latest_view,
-        ])
+        super().__init__(
+            [
+                widgets.HBox([self.stop_button, self.status]),
+                self.keys_view,
+                self.attempts_view,
+                self.dead_view,
+                self.latest_view,
+            ]
+        )
         self.refresh()
         if autostart and not self._stopped:
             self.start()
@@ -240,8 +247,18 @@ class LiveMonitor(widgets.VBox):
 
     def _draw(self, state: WatchState) -> None:
         self._show_status()
-        rows = [_row(("key", "messages", "last seq", f"per s (last {self.window:g} s)",
-                      "deliveries per attempt 1 / 2 / ..."), "th")]
+        rows = [
+            _row(
+                (
+                    "key",
+                    "messages",
+                    "last seq",
+                    f"per s (last {self.window:g} s)",
+                    "deliveries per attempt 1 / 2 / ...",
+                ),
+                "th",
+            )
+        ]
         for k in state.keys.values():
             top = max(k.attempts) if k.attempts else 1
             spread = "" if k.dead_letter else " / ".join(str(k.attempts.get(a, 0)) for a in range(1, top + 1))
@@ -250,18 +267,33 @@ class LiveMonitor(widgets.VBox):
         self.keys_view.value = _TABLE + "".join(rows) + "</table>" if state.keys else "<i>no messages yet</i>"
         totals = state.attempt_totals()
         self.attempts_view.value = (
-            "deliveries per attempt: " + ", ".join(f"attempt {a}: <b>{n}</b>" for a, n in totals.items())
-        ) if totals else ""
+            ("deliveries per attempt: " + ", ".join(f"attempt {a}: <b>{n}</b>" for a, n in totals.items()))
+            if totals
+            else ""
+        )
         spark = html.escape(sparkline(state.dead_letters_over_time()))
         self.dead_view.value = (
-            f"dead letters over time (10 s buckets, newest right): <code>{spark}</code> "
-            f"({len(state.dead_letter_times)} in all)"
-        ) if state.dead_letter_times else ""
+            (
+                f"dead letters over time (10 s buckets, newest right): <code>{spark}</code> "
+                f"({len(state.dead_letter_times)} in all)"
+            )
+            if state.dead_letter_times
+            else ""
+        )
         latest = [_row(("time", "key", "seq", "headers", "payload"), "th")]
         for m in reversed(state.latest):
             headers = "<br>".join(f"{_text(k, 40)}: {_text(v, 40)}" for k, v in m["headers"].items())
-            latest.append(_row((format_log_timestamp(m["timestamp_ms"]), html.escape(m["stream_key"]), str(m["seq"]),
-                                headers, f"<code>{_text(m['payload'])}</code>")))
+            latest.append(
+                _row(
+                    (
+                        format_log_timestamp(m["timestamp_ms"]),
+                        html.escape(m["stream_key"]),
+                        str(m["seq"]),
+                        headers,
+                        f"<code>{_text(m['payload'])}</code>",
+                    )
+                )
+            )
         self.latest_view.value = _TABLE + "".join(latest) + "</table>" if state.latest else ""
 
 

@@ -381,9 +381,7 @@ class PolicyExplorer(widgets.VBox):
             )
             return None
         self.runs += 1
-        result = ExplorerResult(
-            workload, policy, events, summary, dashboard, timeline, time.perf_counter() - started
-        )
+        result = ExplorerResult(workload, policy, events, summary, dashboard, timeline, time.perf_counter() - started)
         self.result = result
         self.status.value = (
             f"<span class='nbkit-explorer-status'>{workload.messages:,} messages on a file and a pipe; "

@@ -118,9 +118,7 @@ class App:
         keep_events: int | None = KEEP_EVENTS,
     ):
         if not brokers:
-            raise ConfigurationError(
-                "App needs at least one broker: App(FileBroker(path)) or App(StdioBroker())"
-            )
+            raise ConfigurationError("App needs at least one broker: App(FileBroker(path)) or App(StdioBroker())")
         for b in brokers:
             if not isinstance(b, Broker):
                 raise ConfigurationError(f"App takes brokers (FileBroker, StdioBroker), not {b!r}")
@@ -295,8 +293,11 @@ class App:
                 logs.HANDLER_FAILED,
                 sub.name,
                 exc_info=(type(result), result, result.__traceback__),
-                extra={"nbkit_text": logs.HANDLER_FAILED, "nbkit_fields": {"subscription": sub.name},
-                       **logs.delivery_extra((sub.name, delivery.stream_key, delivery.seq, delivery.attempt))},
+                extra={
+                    "nbkit_text": logs.HANDLER_FAILED,
+                    "nbkit_fields": {"subscription": sub.name},
+                    **logs.delivery_extra((sub.name, delivery.stream_key, delivery.seq, delivery.attempt)),
+                },
             )
             outcome = HandlerOutcome.drop()
             error = f"{type(result).__name__}: {result}"
@@ -327,8 +328,25 @@ class App:
         settled = (reg.name, delivery.stream_key, delivery.seq, attempt)  # what the log records name
         if action is _UNSUPPORTED:
             event = _event(
-                (now, transport, reg.name, delivery.stream_key, delivery.shard_id, delivery.seq, attempt,
-                 outcome.kind, action_name, None, None, None, None, None, False, error, redriven)
+                (
+                    now,
+                    transport,
+                    reg.name,
+                    delivery.stream_key,
+                    delivery.shard_id,
+                    delivery.seq,
+                    attempt,
+                    outcome.kind,
+                    action_name,
+                    None,
+                    None,
+                    None,
+                    None,
+                    None,
+                    False,
+                    error,
+                    redriven,
+                )
             )
             self._unsupported(reg.name, settled)
         else:
@@ -340,12 +358,33 @@ class App:
             delay = decision.delay
             due = now + delay if action is _DELAYED_COPY else None
             event = _event(
-                (now, transport, reg.name, delivery.stream_key, delivery.shard_id, delivery.seq, attempt,
-                 outcome.kind, action_name, delay, destination, due, None, None, False, error, redriven)
+                (
+                    now,
+                    transport,
+                    reg.name,
+                    delivery.stream_key,
+                    delivery.shard_id,
+                    delivery.seq,
+                    attempt,
+                    outcome.kind,
+                    action_name,
+                    delay,
+                    destination,
+                    due,
+                    None,
+                    None,
+                    False,
+                    error,
+                    redriven,
+                )
             )
             if action is _REJECTED:
                 logs.emit(
-                    logs.DISPATCH, logging.WARNING, logs.EXHAUSTED_REJECT, delivery=settled, subscription=reg.name,
+                    logs.DISPATCH,
+                    logging.WARNING,
+                    logs.EXHAUSTED_REJECT,
+                    delivery=settled,
+                    subscription=reg.name,
                     attempt=attempt,
                 )
                 self._unsupported(reg.name, settled)

@@ -69,9 +69,7 @@ class VirtualClock:
     def __init__(self, start: float | dt.datetime = DEFAULT_VIRTUAL_START) -> None:
         if isinstance(start, dt.datetime):
             if start.tzinfo is None:
-                raise ValueError(
-                    "the virtual clock's start must be an aware datetime (e.g. tzinfo=datetime.UTC)"
-                )
+                raise ValueError("the virtual clock's start must be an aware datetime (e.g. tzinfo=datetime.UTC)")
             start = start.timestamp()
         self._now = float(start)
         self.start = self._now

@@ -168,9 +168,7 @@ class SettlementEvent(NamedTuple):
 
 def _show(value: object) -> str:
     if isinstance(value, float) and value > 1e8:
-        return (
-            dt.datetime.fromtimestamp(value, dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-        )
+        return dt.datetime.fromtimestamp(value, dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
     return str(value)
 
 

@@ -15,9 +15,7 @@ APP = logging.getLogger("nbkit.app")
 ACK_FAILED = "ack / nack failed"
 COPY_FAILED = "publishing the retry copy failed; message lost"
 EXHAUSTED_DLQ = "retry attempts exhausted; publishing the delivery to the dead-letter destination"
-EXHAUSTED_REJECT = (
-    "retry attempts exhausted and no dead-letter destination is declared; rejecting the delivery"
-)
+EXHAUSTED_REJECT = "retry attempts exhausted and no dead-letter destination is declared; rejecting the delivery"
 DECLARATION = (
     "retry declaration; a cap applies to the copies this process publishes, counted in the "
     "x-ruststream-retry-count header"
@@ -55,8 +53,7 @@ def ack_failed(logger: logging.Logger, subscription: str, delivery: Delivery | N
         message = f"{ACK_FAILED} subscription={_render(subscription)} error={_render(_UNSUPPORTED)}"
         if len(_ACK_FAILED_TEXTS) < 1024:
             _ACK_FAILED_TEXTS[subscription] = message
-    _log(logger, logging.WARNING, message, ACK_FAILED, {"subscription": subscription, "error": _UNSUPPORTED},
-         delivery)
+    _log(logger, logging.WARNING, message, ACK_FAILED, {"subscription": subscription, "error": _UNSUPPORTED}, delivery)
 
 
 def delivery_extra(delivery: Delivery | None) -> dict[str, object]:

@@ -70,9 +70,7 @@ class PositionStore:
         except FileNotFoundError:
             return {}
         except (OSError, ValueError) as exc:
-            raise NbkitError(
-                f"{self.path}: cannot read the position store ({exc}); fix or delete it"
-            ) from None
+            raise NbkitError(f"{self.path}: cannot read the position store ({exc}); fix or delete it") from None
         if not isinstance(data, dict) or not all(
             isinstance(k, str) and isinstance(v, int) and v >= 0 for k, v in data.items()
         ):

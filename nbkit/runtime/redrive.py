@@ -195,9 +195,7 @@ def _seq(text: str, expr: str) -> int:
 
 
 def _compare(op: str, value: int, bound: int) -> bool:
-    return {
-        "=": value == bound, ">=": value >= bound, "<=": value <= bound, ">": value > bound, "<": value < bound
-    }[op]
+    return {"=": value == bound, ">=": value >= bound, "<=": value <= bound, ">": value > bound, "<": value < bound}[op]
 
 
 def _numeric_clause(field_: str, op: str, arg: str, expr: str) -> Callable[[DeadLetter], bool]:
@@ -416,9 +414,7 @@ def redrive(
             now_ms = round(clock.now() * 1000)
             data = envelope.encode(_redriven_headers(d, keep_count, now_ms), d.payload, force_text=False)
             seqs.append(writer.write(target, data, timestamp_ms=now_ms).seq)
-    return RedriveResult(
-        source, target, tuple(todo), tuple(d for d in chosen if d.ref in done), seqs=tuple(seqs)
-    )
+    return RedriveResult(source, target, tuple(todo), tuple(d for d in chosen if d.ref in done), seqs=tuple(seqs))
 
 
 # -- a pipe capture --------------------------------------------------------------------------------------
@@ -480,9 +476,7 @@ def redrive_lines(
             continue
         headers, payload = envelope.decode(resolved.payload.encode("utf-8"))
         if resolved.stream_key == source:
-            dead.append(
-                DeadLetter(source, resolved.shard_id, resolved.seq, resolved.timestamp_ms, headers, payload)
-            )
+            dead.append(DeadLetter(source, resolved.shard_id, resolved.seq, resolved.timestamp_ms, headers, payload))
         elif (ref := _redriven_from(headers)) is not None:
             done.add(ref)
     chosen = [d for d in dead if select(d)]

@@ -49,9 +49,7 @@ class LineSource:
         if isinstance(source, str):
             self._iter = iter(_split_text(source))
         elif isinstance(source, (bytes, bytearray)):
-            self._iter = iter(
-                bytes(source).split(b"\n")[:-1] if source.endswith(b"\n") else bytes(source).split(b"\n")
-            )
+            self._iter = iter(bytes(source).split(b"\n")[:-1] if source.endswith(b"\n") else bytes(source).split(b"\n"))
         elif _real_fileno(source) is not None:
             self._fd = _real_fileno(source)
         elif hasattr(source, "readline"):
@@ -404,9 +402,7 @@ class StdioBroker(Broker):
             self._valid_keys.add(key)
         data = as_payload(payload)
         if not data and not headers:
-            raise NbkitError(
-                "invalid descriptor: stdio drops empty lines; an empty message cannot be transmitted"
-            )
+            raise NbkitError("invalid descriptor: stdio drops empty lines; an empty message cannot be transmitted")
         text = envelope.encode(headers or {}, data, force_text=True).decode("utf-8")
         now = self.clock.now()
         seq = self.formatter.next_seq(key)

@@ -193,9 +193,7 @@ def frame_to_table(frame: pd.DataFrame, *, mode: str | None = None, fields: Mapp
                 texts.append(v)
                 raws.append(None)
             else:
-                raise ValueError(
-                    f"payload value of type {type(v).__name__} needs the json layout: pass mode='json'"
-                )
+                raise ValueError(f"payload value of type {type(v).__name__} needs the json layout: pass mode='json'")
         out["payload"] = pd.Series(texts, dtype=object)
         out["payload_bytes"] = pd.Series(raws, dtype=object)
     out["retry_count"] = frame["retry_count"]
@@ -292,9 +290,19 @@ def to_parquet(
     out = os.fspath(out)
     if isinstance(source, (str, os.PathLike)):
         return _file_to_parquet(
-            os.fspath(source), out, pq, keys=keys, payload=payload, start=start, end=end,
-            include_internal=include_internal, partition_size=partition_size, json_fields=json_fields,
-            sample=sample, compression=compression, on_bad_frames=check_on_bad_frames(on_bad_frames),
+            os.fspath(source),
+            out,
+            pq,
+            keys=keys,
+            payload=payload,
+            start=start,
+            end=end,
+            include_internal=include_internal,
+            partition_size=partition_size,
+            json_fields=json_fields,
+            sample=sample,
+            compression=compression,
+            on_bad_frames=check_on_bad_frames(on_bad_frames),
         )
     if on_bad_frames != "error":
         raise ValueError("on_bad_frames applies to a stream file, not to a frame")
@@ -309,8 +317,22 @@ def to_parquet(
     raise TypeError(f"to_parquet takes a stream file path or a DataFrame, not {type(source).__name__}")
 
 
-def _file_to_parquet(path: str, out: str, pq, *, keys, payload, start, end, include_internal, partition_size,
-                     json_fields, sample, compression, on_bad_frames) -> int:
+def _file_to_parquet(
+    path: str,
+    out: str,
+    pq,
+    *,
+    keys,
+    payload,
+    start,
+    end,
+    include_internal,
+    partition_size,
+    json_fields,
+    sample,
+    compression,
+    on_bad_frames,
+) -> int:
     sel, position, seek_key = selection(
         keys=keys, payload=payload, start=start, end=end, include_internal=include_internal
     )
@@ -328,6 +350,7 @@ def _file_to_parquet(path: str, out: str, pq, *, keys, payload, start, end, incl
             fields = dict(json_fields)
         else:
             fields = {name: object for name in json_fields}
+
     def tables():
         for i, rng in enumerate(plan.ranges):
             frame = read_range(path, rng, sel, json_fields=fields, on_bad_frames=on_bad_frames)

@@ -427,8 +427,16 @@ class StreamReader:
         # a salvage read on a shifted beacon grid: scan in offsets moved onto the grid, then move back
         shift = self.interval - self._phase
         taken, ended = len(cols.offset), 0 if ends is None else len(ends)
-        stop = scan_frames(self._buf, self._base + shift, pos + shift, -1 if until < 0 else until + shift,
-                           self.interval, keymap, cols, ends)
+        stop = scan_frames(
+            self._buf,
+            self._base + shift,
+            pos + shift,
+            -1 if until < 0 else until + shift,
+            self.interval,
+            keymap,
+            cols,
+            ends,
+        )
         offsets = cols.offset
         for j in range(taken, len(offsets)):
             offsets[j] -= shift

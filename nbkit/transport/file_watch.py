@@ -206,8 +206,17 @@ class FileWatch:
         if key.dead_letter:
             state.dead_letter_times.append(ts)
         state.messages += 1
-        state.latest.append(LatestMessage(stream_key=msg.stream_key, seq=msg.seq, shard_id=msg.shard_id,
-                                          timestamp_ms=ts, offset=msg.offset, headers=headers, payload=payload))
+        state.latest.append(
+            LatestMessage(
+                stream_key=msg.stream_key,
+                seq=msg.seq,
+                shard_id=msg.shard_id,
+                timestamp_ms=ts,
+                offset=msg.offset,
+                headers=headers,
+                payload=payload,
+            )
+        )
 
     def _ended(self) -> None:
         """The reader stopped: say why in the state."""
@@ -218,8 +227,10 @@ class FileWatch:
         if reason == "removed":
             if os.path.exists(self.path):
                 state.status = "rotated"
-                state.detail = (f"{self.path} was replaced by a new file (rotated); stopped at byte {at} of the old "
-                                "one. Watch again to follow the new file.")
+                state.detail = (
+                    f"{self.path} was replaced by a new file (rotated); stopped at byte {at} of the old "
+                    "one. Watch again to follow the new file."
+                )
             else:
                 state.status = "removed"
                 state.detail = f"{self.path} was removed; stopped at byte {at}."
@@ -274,8 +285,15 @@ def render_text(state: WatchState, *, window: float = 10.0, latest: int = 5, wid
             top = max(k.attempts) if k.attempts else 1
             # a dead letter is not delivered again: its attempts column stays empty
             spread = "-" if k.dead_letter else "/".join(str(k.attempts.get(a, 0)) for a in range(1, top + 1))
-            table.append((k.stream_key + (" (dead letters)" if k.dead_letter else ""), str(k.count), str(k.last_seq),
-                          f"{k.rate(window):.1f}", spread))
+            table.append(
+                (
+                    k.stream_key + (" (dead letters)" if k.dead_letter else ""),
+                    str(k.count),
+                    str(k.last_seq),
+                    f"{k.rate(window):.1f}",
+                    spread,
+                )
+            )
         widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
         lines.append("")
         lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in table]

@@ -330,8 +330,7 @@ class StreamWriter:
             if not os.path.lexists(self.path):
                 folder = os.path.dirname(self.path) or "."
                 raise NbkitError(
-                    f"{self.path}: permission denied: cannot create a file in {folder}; the directory must be "
-                    "writable"
+                    f"{self.path}: permission denied: cannot create a file in {folder}; the directory must be writable"
                 ) from None
             raise NbkitError(f"{self.path}: permission denied; the file must be writable") from None
 
@@ -544,9 +543,7 @@ class StreamWriter:
         os.lseek(self._fd, self.offset, os.SEEK_SET)
 
     # -- writing ---------------------------------------------------------------------------------
-    def _account(
-        self, key: str, shard: int, seq: int, ts: int, payload: bytes, crc: int | None = None
-    ) -> None:
+    def _account(self, key: str, shard: int, seq: int, ts: int, payload: bytes, crc: int | None = None) -> None:
         state = self._streams.get((key, shard))
         if state is None:
             state = self._streams[(key, shard)] = _StreamState(seq, ts, CRC_INIT)
@@ -716,8 +713,7 @@ class StreamWriter:
         total = len(frame)
         if start + total + 7 > self._size_limit:
             raise FileLimitError(
-                f"writing {total} more bytes would pass the size limit of {self._size_limit} bytes; "
-                "start a new file",
+                f"writing {total} more bytes would pass the size limit of {self._size_limit} bytes; start a new file",
                 path=self.path,
                 offset=start,
             )

@@ -63,10 +63,13 @@ class RepairReport:
         out = [f"dropped {r.describe()}" for r in self.damaged]
         out += [f"dropped the frame at byte offset {off}: {why}" for off, why in self.rejected]
         if self.end.reason == "truncated":
-            out.append(f"dropped {self.end.trailing_bytes} trailing bytes at offset {self.end.offset}: "
-                       "not a complete frame")
-        out.append(f"wrote {self.kept} message{'s' if self.kept != 1 else ''} to {self.output}; "
-                   f"{self.dropped_bytes} damaged bytes of {self.source} left out")
+            out.append(
+                f"dropped {self.end.trailing_bytes} trailing bytes at offset {self.end.offset}: not a complete frame"
+            )
+        out.append(
+            f"wrote {self.kept} message{'s' if self.kept != 1 else ''} to {self.output}; "
+            f"{self.dropped_bytes} damaged bytes of {self.source} left out"
+        )
         return out
 
 
@@ -109,12 +112,22 @@ def repair(source: str | os.PathLike, output: str | os.PathLike, *, force: bool 
     try:
         with StreamReader(src, on_bad_frames="skip") as reader:
             h = reader.header
-            with StreamWriter(partial, beacon_interval=h.beacon_interval, file_name=h.file_name,
-                              created_at_ms=h.created_at_ms, flush_every=256) as writer:
+            with StreamWriter(
+                partial,
+                beacon_interval=h.beacon_interval,
+                file_name=h.file_name,
+                created_at_ms=h.created_at_ms,
+                flush_every=256,
+            ) as writer:
                 for msg in reader:
                     try:
-                        writer.write(msg.stream_key, msg.payload, seq=msg.seq, shard_id=msg.shard_id,
-                                     timestamp_ms=msg.timestamp_ms)
+                        writer.write(
+                            msg.stream_key,
+                            msg.payload,
+                            seq=msg.seq,
+                            shard_id=msg.shard_id,
+                            timestamp_ms=msg.timestamp_ms,
+                        )
                     except FormatError as err:
                         rejected.append((msg.offset, err.detail))
                         continue

@@ -95,9 +95,14 @@ def read_capture(lines: Iterable[bytes | str], *, source: str = "stdin") -> Iter
             try:
                 text = raw.decode("utf-8")
             except UnicodeDecodeError as exc:
-                yield LineProblem(lineno, FormatError(
-                    f"the line is not UTF-8 ({exc.reason} at byte {exc.start}); a stdio line is UTF-8 text",
-                    path=source, line=lineno))
+                yield LineProblem(
+                    lineno,
+                    FormatError(
+                        f"the line is not UTF-8 ({exc.reason} at byte {exc.start}); a stdio line is UTF-8 text",
+                        path=source,
+                        line=lineno,
+                    ),
+                )
                 continue
         else:
             text = raw
@@ -111,8 +116,9 @@ def read_capture(lines: Iterable[bytes | str], *, source: str = "stdin") -> Iter
             continue
         resolved = decoder.resolve(parsed, now_ms=0)
         headers, payload = envelope.decode(resolved.payload.encode("utf-8"))
-        yield CapturedMessage(lineno, parsed.timestamp_ms, resolved.stream_key, resolved.seq, resolved.shard_id,
-                              headers, payload)
+        yield CapturedMessage(
+            lineno, parsed.timestamp_ms, resolved.stream_key, resolved.seq, resolved.shard_id, headers, payload
+        )
 
 
 def is_dead_letter_key(key: str) -> bool:
@@ -220,8 +226,9 @@ def summarize_capture(
         key = summary.keys.get(item.stream_key)
         if key is None:
             is_dead = item.stream_key in dead if dead is not None else is_dead_letter_key(item.stream_key)
-            key = summary.keys[item.stream_key] = KeySummary(item.stream_key, is_dead, first_line=item.line,
-                                                             first_timestamp_ms=item.timestamp_ms)
+            key = summary.keys[item.stream_key] = KeySummary(
+                item.stream_key, is_dead, first_line=item.line, first_timestamp_ms=item.timestamp_ms
+            )
         key.count += 1
         key.last_line = item.line
         if item.timestamp_ms is not None:

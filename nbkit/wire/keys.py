@@ -33,9 +33,7 @@ def validate_key(key: str, *, what: str = "stream key") -> str:
     if not key:
         raise StreamKeyError(f"{what} must be non-empty (1-{MAX_KEY_LEN} characters of [A-Za-z0-9._-])")
     if len(key) > MAX_KEY_LEN:
-        raise StreamKeyError(
-            f"{what} {key[:20]!r}... is {len(key)} characters long; the limit is {MAX_KEY_LEN}"
-        )
+        raise StreamKeyError(f"{what} {key[:20]!r}... is {len(key)} characters long; the limit is {MAX_KEY_LEN}")
     if _KEY_RE.fullmatch(key) is None:
         bad = sorted({c for c in key if not (c.isascii() and (c.isalnum() or c in "._-"))})
         raise StreamKeyError(

@@ -98,16 +98,9 @@ def encode_header(header: FileHeader) -> bytes:
     """Serialize a file header; the name must be at most 111 UTF-8 bytes (the Rust writer's limit)."""
     name = header.file_name.encode("utf-8")
     if len(name) > 111:
-        raise PayloadTooLargeError(
-            f"file name {header.file_name!r} is {len(name)} bytes; the header holds at most 111"
-        )
+        raise PayloadTooLargeError(f"file name {header.file_name!r} is {len(name)} bytes; the header holds at most 111")
     check_timestamp(header.created_at_ms)
-    head = (
-        MAGIC
-        + bytes((VERSION, len(name)))
-        + name
-        + struct.pack(">QI", header.created_at_ms, header.beacon_interval)
-    )
+    head = MAGIC + bytes((VERSION, len(name))) + name + struct.pack(">QI", header.created_at_ms, header.beacon_interval)
     return head + bytes(HEADER_SIZE - 1 - len(head)) + CR
 
 
@@ -150,9 +143,7 @@ def decode_header(data: bytes) -> FileHeader:
 def check_timestamp(ms: int) -> int:
     """Return ``ms`` if it is a representable timestamp (0 .. 9999-12-31T23:59:59.999Z)."""
     if not 0 <= ms <= MAX_TIMESTAMP_MS:
-        raise TimestampRangeError(
-            f"timestamp {ms} ms is outside 1970-01-01T00:00:00Z .. 9999-12-31T23:59:59.999Z"
-        )
+        raise TimestampRangeError(f"timestamp {ms} ms is outside 1970-01-01T00:00:00Z .. 9999-12-31T23:59:59.999Z")
     return ms
 
 

@@ -234,9 +234,7 @@ _CANONICAL = re.compile(
 )
 
 
-def _parse_fields(
-    line: str, lineno: int | None
-) -> tuple[int | None, str | None, int | None, int | None, str]:
+def _parse_fields(line: str, lineno: int | None) -> tuple[int | None, str | None, int | None, int | None, str]:
     """(timestamp_ms, stream_key, seq, shard_id, payload) of a line, as :func:`parse_line` reads it."""
     m = _CANONICAL.match(line)
     if m is not None:
@@ -250,9 +248,7 @@ def _parse_fields(
     return _parse_general(line, lineno)
 
 
-def _parse_general(
-    line: str, lineno: int | None
-) -> tuple[int | None, str | None, int | None, int | None, str]:
+def _parse_general(line: str, lineno: int | None) -> tuple[int | None, str | None, int | None, int | None, str]:
     if not line.startswith("["):
         return None, None, None, None, line
     end = line.find("]", 1)

@@ -42,8 +42,6 @@ monitor"""
 NOTEBOOK = "live_monitor.ipynb"
 
 
-
-
 def count(text: str) -> int:
     match = re.search(r"(\d+) messages", text)
     assert match, text
@@ -97,8 +95,7 @@ def test_live_monitor_refreshes_in_jupyterlab(budget, lab_server, browser_page, 
             window.jupyterapp.commands.execute('notebook:run-cell');
         }""")
         page.wait_for_function(KERNEL_IDLE_JS, arg=NOTEBOOK, timeout=budget.ms(20), polling=250)
-        expect(page.locator(".jp-Notebook .jp-InputArea-prompt").nth(3)).to_contain_text("[4]",
-                                                                                          timeout=budget.ms(10))
+        expect(page.locator(".jp-Notebook .jp-InputArea-prompt").nth(3)).to_contain_text("[4]", timeout=budget.ms(10))
         assert status.count() == 1 and count(status.inner_text()) == stopped  # the monitor ran once, and stays
         status.scroll_into_view_if_needed(timeout=budget.ms(5))
         page.screenshot(path=str(shot) + "-stopped.png")

@@ -27,8 +27,6 @@ CELLS = [
 NOTEBOOK = "policy_explorer.ipynb"
 
 
-
-
 def norm(text: str) -> str:
     return re.sub(r"\s+", " ", text.replace("\xa0", " ")).strip()
 

@@ -42,8 +42,6 @@ panel"""
 NOTEBOOK = "session_panel.ipynb"
 
 
-
-
 class _Text(html.parser.HTMLParser):
     def __init__(self) -> None:
         super().__init__(convert_charrefs=True)

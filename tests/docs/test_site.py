@@ -62,7 +62,7 @@ def test_site_builds_without_warnings(built_site):  # noqa: F811
 def test_every_lesson_is_a_page_and_the_learn_index_lists_them_in_order(built_site):  # noqa: F811
     assert LESSONS, "no notebooks/NN-*.ipynb"
     index = page(built_site, "learn/index.html")
-    body = index.split('<article', 1)[-1]
+    body = index.split("<article", 1)[-1]
     positions = []
     for notebook in LESSONS:
         page(built_site, f"learn/{notebook.stem}.html")
@@ -112,7 +112,7 @@ def test_widget_snapshots_use_the_sites_own_javascript(built_site):  # noqa: F81
         text = page(built_site, f"learn/{notebook.stem}.html")
         assert 'type="application/vnd.jupyter.widget-state+json"' in text
         assert 'type="application/vnd.jupyter.widget-view+json"' in text
-        assert '_static/jupyter-widgets/embed.js' in text
+        assert "_static/jupyter-widgets/embed.js" in text
     for path in built_site.html.rglob("*.html"):
         assert not CDN.search(path.read_text(encoding="utf-8")), f"{path} loads from a CDN"
 

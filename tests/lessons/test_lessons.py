@@ -54,9 +54,14 @@ def _check_calls(cell: Any) -> list[ast.Call]:
     except SyntaxError:
         return []
     return [
-        node for node in ast.walk(tree)
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "check"
-        and node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)
+        node
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id == "check"
+        and node.args
+        and isinstance(node.args[0], ast.Constant)
+        and isinstance(node.args[0].value, str)
     ]
 
 
@@ -90,7 +95,7 @@ def _exercises(source: Path) -> list[tuple[str, int, dict[str, Any]]]:
             name = call.args[0].value
             if name in found:
                 continue
-            known = _literal_names(cells[:index + 1])
+            known = _literal_names(cells[: index + 1])
             context = {}
             for keyword in call.keywords:
                 if isinstance(keyword.value, ast.Name) and keyword.value.id in known:
@@ -99,8 +104,10 @@ def _exercises(source: Path) -> list[tuple[str, int, dict[str, Any]]]:
                     try:
                         context[keyword.arg] = ast.literal_eval(keyword.value)
                     except ValueError:
-                        pytest.fail(f"{source.name}: check({name!r}) passes {keyword.arg}= that is not a literal "
-                                    "(nor a name bound to one in an earlier cell); the test cannot recompute it")
+                        pytest.fail(
+                            f"{source.name}: check({name!r}) passes {keyword.arg}= that is not a literal "
+                            "(nor a name bound to one in an earlier cell); the test cannot recompute it"
+                        )
             found[name] = (index, context)
     return [(name, index, context) for name, (index, context) in found.items()]
 
@@ -119,8 +126,9 @@ def _expected(name: str, frozen_context: tuple) -> Any:
 
 def _answer(name: str, context: dict[str, Any]) -> Any:
     # the paths a lesson passes are relative to the notebooks folder, where the lesson runs
-    context = {k: str(NOTEBOOKS / v) if isinstance(v, str) and (NOTEBOOKS / v).is_file() else v
-               for k, v in context.items()}
+    context = {
+        k: str(NOTEBOOKS / v) if isinstance(v, str) and (NOTEBOOKS / v).is_file() else v for k, v in context.items()
+    }
     return _expected(name, tuple(sorted((k, _freeze(v)) for k, v in context.items()))), context
 
 
@@ -168,7 +176,7 @@ def test_first_cell_states_the_objectives(source):
     text = first.source
     assert text.startswith("# "), "the first cell starts with the lesson's title"
     assert "You will learn" in text
-    learn = text[text.index("You will learn"):]
+    learn = text[text.index("You will learn") :]
     items = re.findall(r"^\s*(?:\d+\.|[-*])\s+\S", learn.split("Time needed")[0], flags=re.M)
     assert 3 <= len(items) <= 5, f"'You will learn' lists {len(items)} objectives; 3 to 5 wanted"
     assert "Time needed" in text
@@ -230,8 +238,9 @@ def test_every_figure_is_followed_by_what_to_notice(source):
         figure = any("image/png" in o.get("data", {}) for o in cell.get("outputs", []))
         if figure:
             after = cells[index + 1] if index + 1 < len(cells) else None
-            assert after is not None and after.cell_type == "markdown" and after.source.startswith(
-                "What to notice:"), f"cell {index} draws a figure; the next cell starts with 'What to notice:'"
+            assert after is not None and after.cell_type == "markdown" and after.source.startswith("What to notice:"), (
+                f"cell {index} draws a figure; the next cell starts with 'What to notice:'"
+            )
 
 
 @pytest.mark.parametrize("source", SOURCES, ids=lambda p: p.stem)
@@ -239,6 +248,7 @@ def test_notebook_is_in_step_with_its_source(source):
     text = [(c.cell_type, c.source.strip()) for c in _source_cells(source)]
     built = [(c.cell_type, c.source.strip()) for c in _executed_cells(source)]
     assert built == text, f"{source.with_suffix('.ipynb').name} is stale: run python tools/build_notebooks.py"
+
     def kept(cells: list[Any]) -> list[tuple]:
         return [(c.metadata.get("tags", []), c.metadata.get("jupyter", {})) for c in cells]
 
@@ -289,7 +299,7 @@ def test_the_unsolved_exercise_cell_shows_a_hint(source, name, index, context):
 @pytest.mark.parametrize("source", SOURCES, ids=lambda p: p.stem)
 def test_lesson_is_listed_in_the_readme_and_in_00(source):
     readme = (NOTEBOOKS.parent / "README.md").read_text(encoding="utf-8")
-    learn = readme[readme.index("## Learn"):].split("\n## ", 1)[0]
+    learn = readme[readme.index("## Learn") :].split("\n## ", 1)[0]
     number = _number(source)
     assert re.search(rf"^\| \[?{number} ", learn, flags=re.M), f"README's Learn table has no row for {number}"
     roadmap = _source_cells(SOURCES[0])[0].source

@@ -222,8 +222,13 @@ from hypothesis import HealthCheck, example, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 _json_scalars = st.one_of(
-    st.integers(-(2**63), 2**63 - 1), st.integers(2**63, 2**70), st.floats(allow_nan=False, allow_infinity=False),
-    st.booleans(), st.none(), st.text(max_size=8), st.sampled_from(["2024-01-02T03:04:05", "2024-01-02"]),
+    st.integers(-(2**63), 2**63 - 1),
+    st.integers(2**63, 2**70),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.booleans(),
+    st.none(),
+    st.text(max_size=8),
+    st.sampled_from(["2024-01-02T03:04:05", "2024-01-02"]),
 )
 
 

@@ -112,8 +112,11 @@ def assert_matches_runtime(lin: pd.DataFrame, events: pd.DataFrame) -> None:
     dead_copies = {
         (str(e.destination), int(e.copy_seq)) for e in events[events["action"] == "dead-letter"].itertuples()
     }
-    dead_messages = {m for m, k, s in zip(lin["message"], lin["stream_key"], lin["seq"], strict=True)
-                     if (str(k), int(s)) in dead_copies}
+    dead_messages = {
+        m
+        for m, k, s in zip(lin["message"], lin["stream_key"], lin["seq"], strict=True)
+        if (str(k), int(s)) in dead_copies
+    }
     finals = lin.groupby("message")["final_state"].first()
     assert set(finals[finals == "dead-lettered"].index) == dead_messages
     assert set(finals[finals != "dead-lettered"]) <= {"no further copy"}
@@ -293,13 +296,16 @@ def count(c: int, **more: str) -> dict:
 
 
 def test_without_stream_sequence_the_earliest_unlinked_candidate_wins(tmp_path):
-    path = _write(tmp_path / "f.ss", [
-        ("jobs", 0, b"x", {}),
-        ("jobs", 1000, b"x", {}),
-        ("jobs", 3000, b"x", count(1)),  # two candidates: the first one wins
-        ("jobs", 7000, b"x", count(1)),  # the second one is left
-        ("jobs", 8000, b"y", count(1)),  # no original with payload y: unlinked
-    ])
+    path = _write(
+        tmp_path / "f.ss",
+        [
+            ("jobs", 0, b"x", {}),
+            ("jobs", 1000, b"x", {}),
+            ("jobs", 3000, b"x", count(1)),  # two candidates: the first one wins
+            ("jobs", 7000, b"x", count(1)),  # the second one is left
+            ("jobs", 8000, b"y", count(1)),  # no original with payload y: unlinked
+        ],
+    )
     lin = lineage(read_stream(path))
     assert list(lin["message"]) == [0, 0, 1, 1, 2]
     assert list(lin["seq"]) == [1, 3, 2, 4, 5]
@@ -309,25 +315,31 @@ def test_without_stream_sequence_the_earliest_unlinked_candidate_wins(tmp_path):
 
 
 def test_other_headers_must_match_apart_from_the_count_and_stream_sequence(tmp_path):
-    path = _write(tmp_path / "f.ss", [
-        ("jobs", 0, b"x", {"tenant": "a"}),
-        ("jobs", 10, b"x", {"tenant": "b"}),
-        ("jobs", 50, b"x", count(1, tenant="b", **{"stream-sequence": "2"})),
-        ("jobs", 90, b"x", count(2, tenant="b", **{"stream-sequence": "3"})),
-    ])
+    path = _write(
+        tmp_path / "f.ss",
+        [
+            ("jobs", 0, b"x", {"tenant": "a"}),
+            ("jobs", 10, b"x", {"tenant": "b"}),
+            ("jobs", 50, b"x", count(1, tenant="b", **{"stream-sequence": "2"})),
+            ("jobs", 90, b"x", count(2, tenant="b", **{"stream-sequence": "3"})),
+        ],
+    )
     lin = lineage(read_stream(path))
     assert lin.groupby("message")["seq"].apply(list).tolist() == [[1], [2, 3, 4]]
     assert lin["delay"].dt.total_seconds().dropna().tolist() == [0.04, 0.04]
 
 
 def test_stream_sequence_overrides_order_and_a_copy_never_links_to_a_later_record(tmp_path):
-    path = _write(tmp_path / "f.ss", [
-        ("jobs", 0, b"x", {}),
-        ("jobs", 1, b"x", {}),
-        ("jobs", 5, b"x", count(1, **{"stream-sequence": "2"})),  # copies seq 2, although seq 1 is earlier
-        ("jobs", 6, b"x", count(1, **{"stream-sequence": "9"})),  # names a record not in the file
-        ("jobs", 7, b"x", {}),
-    ])
+    path = _write(
+        tmp_path / "f.ss",
+        [
+            ("jobs", 0, b"x", {}),
+            ("jobs", 1, b"x", {}),
+            ("jobs", 5, b"x", count(1, **{"stream-sequence": "2"})),  # copies seq 2, although seq 1 is earlier
+            ("jobs", 6, b"x", count(1, **{"stream-sequence": "9"})),  # names a record not in the file
+            ("jobs", 7, b"x", {}),
+        ],
+    )
     lin = lineage(read_stream(path))
     assert lin.groupby("message")["seq"].apply(list).tolist() == [[1], [2, 3], [4], [5]]
     assert lin.attrs["unlinked_copies"] == 1 and lin.attrs["ambiguous_links"] == 0
@@ -383,9 +395,10 @@ def test_rust_written_samples_give_a_lineage(tmp_path):
         lin = lineage(frame)
         assert len(lin) == len(frame)
         assert sorted(lin["offset"].tolist()) == sorted(frame["offset"].tolist())
-        assert lin["message"].nunique() == len(frame) - int((frame["retry_count"] > 0).sum()) + lin.attrs[
-            "unlinked_copies"
-        ]
+        assert (
+            lin["message"].nunique()
+            == len(frame) - int((frame["retry_count"] > 0).sum()) + lin.attrs["unlinked_copies"]
+        )
         summarize(lin).to_text()
 
 
@@ -422,7 +435,8 @@ def test_timeline_steps_one_lane_per_message_from_the_file(tmp_path):
     (tmp_path / "b").mkdir()
     ended = timeline_steps(lineage(run_file(tmp_path / "b", ORDERS[:1], until(2, lambda a: 1)())[0]))
     assert ended["state"].tolist() == ["retried", "no further copy"] and ended["copy_at"].isna().tolist() == [
-        False, True
+        False,
+        True,
     ]
 
 

@@ -75,7 +75,9 @@ def test_timeline_one_lane_per_message_from_the_file(service_lineage):
     assert [t.get_text() for t in ax.get_yticklabels()] == ["file orders #1", "file orders #2", "file orders #3"]
     right = ax.child_axes[0]  # the end labels, one per lane
     assert [t.get_text() for t in right.get_yticklabels()] == [
-        "dead letter → orders.dead", "no further copy", "dead letter → orders.dead"
+        "dead letter → orders.dead",
+        "no further copy",
+        "dead letter → orders.dead",
     ]
     labels = {t.get_text() for t in ax.texts}
     assert {"2 s", "4 s"} <= labels

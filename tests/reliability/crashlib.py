@@ -64,8 +64,9 @@ def _env() -> dict[str, str]:
     return env
 
 
-def crash_chain(path: Path, *, runs: int, seed: int, flush_every: int = 1, max_delay: float = 0.04,
-                early_kill_every: int = 4) -> CrashFigures:
+def crash_chain(
+    path: Path, *, runs: int, seed: int, flush_every: int = 1, max_delay: float = 0.04, early_kill_every: int = 4
+) -> CrashFigures:
     """Run ``runs`` writer processes on ``path`` one after another, SIGKILL each at a random moment
     (every ``early_kill_every``-th one possibly before it is ready: during start-up or the resume),
     check the file after each kill, then append cleanly and check the whole file once more."""
@@ -80,7 +81,9 @@ def crash_chain(path: Path, *, runs: int, seed: int, flush_every: int = 1, max_d
         size_before = path.stat().st_size if path.exists() else 0
         child = subprocess.Popen(
             [sys.executable, str(SCRIPT), str(path), str(seed * 10_000 + run), str(flush_every)],
-            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env=env,
         )
         early = early_kill_every and run % early_kill_every == early_kill_every - 1
         if early:

@@ -154,8 +154,7 @@ ODD_INTERVALS = (0, 1, 7, 127, 128, 129, 1000, 1023, 1024, 4096, 1 << 20, 1 << 3
 def _frame_at(base: Base, rnd: random.Random) -> Message | None:
     """A message whose 29+K header bytes lie inside one interval (so its fields sit at fixed offsets)."""
     fits = [
-        m for m in base.messages
-        if m.offset // base.interval == (m.offset + 29 + len(m.stream_key)) // base.interval
+        m for m in base.messages if m.offset // base.interval == (m.offset + 29 + len(m.stream_key)) // base.interval
     ]
     return rnd.choice(fits) if fits else None
 
@@ -274,8 +273,23 @@ def mutate(rnd: random.Random, base: Base, kind: str | None = None) -> tuple[str
 
 
 MUTATIONS = (
-    "truncate", "truncate", "bitflip", "bitflip", "overwrite", "insert", "delete", "zero-tail",
-    "stale-tail", "splice", "random", "header", "header", "beacon", "beacon", "frame", "frame",
+    "truncate",
+    "truncate",
+    "bitflip",
+    "bitflip",
+    "overwrite",
+    "insert",
+    "delete",
+    "zero-tail",
+    "stale-tail",
+    "splice",
+    "random",
+    "header",
+    "header",
+    "beacon",
+    "beacon",
+    "frame",
+    "frame",
 )
 
 
@@ -336,8 +350,9 @@ def check_follow(path: Path, base: Base, damage: int, *, errors: str = "raise") 
     out = Outcome()
     got: list[Message] = []
     try:
-        with StreamReader(path, follow=True, idle_timeout=FOLLOW_IDLE, poll_min=0.0005, poll_max=0.002,
-                          errors=errors) as r:
+        with StreamReader(
+            path, follow=True, idle_timeout=FOLLOW_IDLE, poll_min=0.0005, poll_max=0.002, errors=errors
+        ) as r:
             for m in r:
                 got.append(m)
                 assert len(got) <= path.stat().st_size // 32 + 1, "follow mode returned more frames than fit"
@@ -382,8 +397,9 @@ def check_summarize(path: Path, base: Base, damage: int) -> Outcome:
     return out
 
 
-def run_cli(argv: list[str], *, stdin: bytes | None = None, sleeps_before_ctrl_c: int | None = None
-            ) -> tuple[int, str, str]:
+def run_cli(
+    argv: list[str], *, stdin: bytes | None = None, sleeps_before_ctrl_c: int | None = None
+) -> tuple[int, str, str]:
     """``cli.main(argv)`` in process with captured stdout/stderr (and ``stdin`` bytes); checks the CLI
     contract: an int comes back, nothing escapes, stderr holds only ``nbkit: ...`` lines, no traceback.
 
@@ -500,11 +516,19 @@ def check_service(path: Path, base: Base, damage: int, rnd: random.Random) -> Ou
 
     def handler(d):
         seen.append((d.seq, d.offset))
-        return rnd.choice([None, HandlerOutcome.drop(), HandlerOutcome.retry(), HandlerOutcome.retry_after(0),
-                           HandlerOutcome.retry_after(rnd.choice([1, 5]))])
+        return rnd.choice(
+            [
+                None,
+                HandlerOutcome.drop(),
+                HandlerOutcome.retry(),
+                HandlerOutcome.retry_after(0),
+                HandlerOutcome.retry_after(rnd.choice([1, 5])),
+            ]
+        )
 
-    broker.subscriber(key, replay=True, max_attempts=rnd.choice([2, 3]),
-                      dead_letter=rnd.choice([None, "dead.letters"]))(handler)
+    broker.subscriber(
+        key, replay=True, max_attempts=rnd.choice([2, 3]), dead_letter=rnd.choice([None, "dead.letters"])
+    )(handler)
     app = App(broker, clock=VirtualClock(), shutdown_timeout=rnd.choice([None, 0, 2]))
     try:
         app.run()
@@ -532,8 +556,9 @@ FILE_ORACLES: dict[str, Callable[..., Outcome]] = {
 }
 
 
-def file_case(rnd: random.Random, corpus: list[Base], path: Path, oracles: Iterable[str] = FILE_ORACLES,
-              kind: str | None = None) -> dict[str, Outcome]:
+def file_case(
+    rnd: random.Random, corpus: list[Base], path: Path, oracles: Iterable[str] = FILE_ORACLES, kind: str | None = None
+) -> dict[str, Outcome]:
     """Damage a random corpus file one way, write it to ``path`` and run the named oracles on it."""
     base = rnd.choice(corpus)
     kind, data, damage = mutate(rnd, base, kind)
@@ -545,10 +570,30 @@ def file_case(rnd: random.Random, corpus: list[Base], path: Path, oracles: Itera
 # ------------------------------------------------------------------------------------ stdio lines
 
 _FIELDS = (
-    "2024-01-01T00:00:00", "2024-01-01T00:00:00.5", "2024-02-30T00:00:00", "+2024-01-01T00:00:00.123456789",
-    "-0001-01-01T00:00:00", "9999-12-31T23:59:59.9999999999", "2024-01-01T00:00:00Z", "jobs", "jobs.retry",
-    "other", "a" * 249, "a" * 250, "0", "+7", "18446744073709551615", "18446744073709551616", "-1", "", " ",
-    "x y", "é", "broadcast", "\u3000jobs\u2028", "SEA_STREAMER_INTERNAL",
+    "2024-01-01T00:00:00",
+    "2024-01-01T00:00:00.5",
+    "2024-02-30T00:00:00",
+    "+2024-01-01T00:00:00.123456789",
+    "-0001-01-01T00:00:00",
+    "9999-12-31T23:59:59.9999999999",
+    "2024-01-01T00:00:00Z",
+    "jobs",
+    "jobs.retry",
+    "other",
+    "a" * 249,
+    "a" * 250,
+    "0",
+    "+7",
+    "18446744073709551615",
+    "18446744073709551616",
+    "-1",
+    "",
+    " ",
+    "x y",
+    "é",
+    "broadcast",
+    "\u3000jobs\u2028",
+    "SEA_STREAMER_INTERNAL",
 )
 _CHARS = "[]|:. -_aZ09T+\t\r\u0085\u00a0\u2028é\x00\x1c"
 
@@ -661,8 +706,16 @@ def check_stdio_app(rnd: random.Random, lines: list[str], *, as_bytes: bool = Fa
 
     def handler(d):
         seen.append(d.line)
-        return rnd.choice([None, HandlerOutcome.drop(), HandlerOutcome.retry(), HandlerOutcome.retry_after(0),
-                           HandlerOutcome.retry_after(rnd.choice([0.5, 1, 3])), ValueError("handler bug")])
+        return rnd.choice(
+            [
+                None,
+                HandlerOutcome.drop(),
+                HandlerOutcome.retry(),
+                HandlerOutcome.retry_after(0),
+                HandlerOutcome.retry_after(rnd.choice([0.5, 1, 3])),
+                ValueError("handler bug"),
+            ]
+        )
 
     def raising(d):
         result = handler(d)
@@ -670,8 +723,12 @@ def check_stdio_app(rnd: random.Random, lines: list[str], *, as_bytes: bool = Fa
             raise result
         return result
 
-    broker.subscriber("jobs", out_retry="jobs.retry", max_attempts=rnd.choice([None, 2, 3]),
-                      dead_letter=rnd.choice([None, "jobs.dead"]))(raising)
+    broker.subscriber(
+        "jobs",
+        out_retry="jobs.retry",
+        max_attempts=rnd.choice([None, 2, 3]),
+        dead_letter=rnd.choice([None, "jobs.dead"]),
+    )(raising)
     try:
         app.run()
     except (LineParseError, Utf8Error) as exc:
@@ -680,10 +737,7 @@ def check_stdio_app(rnd: random.Random, lines: list[str], *, as_bytes: bool = Fa
         out.error = type(exc).__name__
     else:
         assert bad is None, f"line {bad} is malformed but the service ran to the end"
-    routed = [
-        n for n, t in enumerate(texts, 1)
-        if (bad is None or n < bad) and _routes_to_jobs(t, n)
-    ]
+    routed = [n for n, t in enumerate(texts, 1) if (bad is None or n < bad) and _routes_to_jobs(t, n)]
     assert seen[: len(routed)] == routed, f"deliveries {seen} do not start with the lines before the damage {routed}"
     copies = [e for e in app.events if e.action in ("copy", "delayed-copy", "dead-letter")]
     written = [e for e in copies if e.written_at is not None]
@@ -812,7 +866,20 @@ def check_cut_and_append(rnd: random.Random, corpus: list[Base], path: Path) -> 
 
 
 __all__ = [
-    "Base", "FILE_ORACLES", "LINE_ORACLES", "MUTATIONS", "Outcome", "build_corpus", "check_cli_write",
-    "check_cut_and_append", "file_case", "layout", "lines_case", "mutate", "random_line", "random_lines", "run_cli",
+    "Base",
+    "FILE_ORACLES",
+    "LINE_ORACLES",
+    "MUTATIONS",
+    "Outcome",
+    "build_corpus",
+    "check_cli_write",
+    "check_cut_and_append",
+    "file_case",
+    "layout",
+    "lines_case",
+    "mutate",
+    "random_line",
+    "random_lines",
+    "run_cli",
     "workload",
 ]

@@ -51,26 +51,48 @@ def bad_files(tmp_path: Path, corpus) -> dict[str, Path]:
     v2.write_bytes(b"Ss\x02" + corpus[0].data[3:400])
     folder = tmp_path / "folder.ss"
     folder.mkdir()
-    return {"missing": tmp_path / "missing.ss", "directory": folder, "not .ss": text, "empty": empty,
-            "short": short, "version 2": v2}
+    return {
+        "missing": tmp_path / "missing.ss",
+        "directory": folder,
+        "not .ss": text,
+        "empty": empty,
+        "short": short,
+        "version 2": v2,
+    }
 
 
-READ_WORDS = {"missing": "no such file", "directory": "is a directory", "not .ss": "not a stream file",
-              "empty": "0 bytes long", "short": "50 bytes long", "version 2": "version 2"}
+READ_WORDS = {
+    "missing": "no such file",
+    "directory": "is a directory",
+    "not .ss": "not a stream file",
+    "empty": "0 bytes long",
+    "short": "50 bytes long",
+    "version 2": "version 2",
+}
 
 
 @pytest.mark.parametrize("case", sorted(READ_WORDS))
 def test_bad_files_through_the_python_api(bad_files, case: str) -> None:
     path = bad_files[case]
-    for read in (lambda: StreamReader(path), lambda: read_stream(path), lambda: summarize(path),
-                 lambda: StreamReader(path, follow=True, idle_timeout=0.01)):
+    for read in (
+        lambda: StreamReader(path),
+        lambda: read_stream(path),
+        lambda: summarize(path),
+        lambda: StreamReader(path, follow=True, idle_timeout=0.01),
+    ):
         with pytest.raises(NbkitError) as info:
             read()
         assert str(path) in str(info.value) and READ_WORDS[case] in str(info.value)
 
 
-WRITE_WORDS = {"missing": None, "directory": "is a directory", "not .ss": "not a stream file", "empty": None,
-               "short": "50 bytes long", "version 2": "version 2"}
+WRITE_WORDS = {
+    "missing": None,
+    "directory": "is a directory",
+    "not .ss": "not a stream file",
+    "empty": None,
+    "short": "50 bytes long",
+    "version 2": "version 2",
+}
 
 
 @pytest.mark.parametrize("case", sorted(WRITE_WORDS))
@@ -149,8 +171,12 @@ def test_an_oversized_payload_is_refused() -> None:
 
 @pytest.mark.parametrize(
     ("value", "words"),
-    [('"-1"', None), ("-1", "sequence must be an unsigned 64-bit integer"),
-     ('"2024-13-01T00:00:00.0"', "not a valid date"), ("253402300800000", "after")],
+    [
+        ('"-1"', None),
+        ("-1", "sequence must be an unsigned 64-bit integer"),
+        ('"2024-13-01T00:00:00.0"', "not a valid date"),
+        ("253402300800000", "after"),
+    ],
     ids=["string-seq-ok", "negative-seq", "bad-date", "year-10000"],
 )
 def test_bad_fields_in_nbkit_write(tmp_path: Path, value: str, words: str | None) -> None:
@@ -172,13 +198,13 @@ def test_bad_fields_in_nbkit_write(tmp_path: Path, value: str, words: str | None
 
 
 REGISTRATIONS = {
-    "bad-out-retry": ('StdioBroker()', 'out_retry="jobs retry"', "out_retry key 'jobs retry'"),
-    "long-out-retry": ('StdioBroker()', 'out_retry="r" * 250', "out_retry key"),
-    "bad-dead-letter": ('StdioBroker()', 'out_retry="jobs.retry", dead_letter="dead/letters"', "dead_letter key"),
-    "bad-key": ('StdioBroker()', 'out_retry="jobs.retry", name="x"', None),
-    "no-out-retry": ('StdioBroker()', "", "NamedCopies"),
+    "bad-out-retry": ("StdioBroker()", 'out_retry="jobs retry"', "out_retry key 'jobs retry'"),
+    "long-out-retry": ("StdioBroker()", 'out_retry="r" * 250', "out_retry key"),
+    "bad-dead-letter": ("StdioBroker()", 'out_retry="jobs.retry", dead_letter="dead/letters"', "dead_letter key"),
+    "bad-key": ("StdioBroker()", 'out_retry="jobs.retry", name="x"', None),
+    "no-out-retry": ("StdioBroker()", "", "NamedCopies"),
     "file-out-retry": ('FileBroker("f.ss")', 'out_retry="elsewhere"', "not supported on FileBroker"),
-    "zero-attempts": ('StdioBroker()', 'out_retry="jobs.retry", max_attempts=0', "max_attempts"),
+    "zero-attempts": ("StdioBroker()", 'out_retry="jobs.retry", max_attempts=0', "max_attempts"),
 }
 
 REGISTRATION_MODULE = """
@@ -204,8 +230,11 @@ def test_registrations_that_cannot_work_exit_2_with_one_line(tmp_path, monkeypat
 BROKEN_MODULES = {
     "raises": ('raise RuntimeError("boom")\n', "RuntimeError: boom", ":1)"),
     "syntax": ("def f(:\n", "SyntaxError: invalid syntax", ":1)"),
-    "missing-dependency": ("import no_such_dependency_here\n", "No module named 'no_such_dependency_here'",
-                           "install what it imports"),
+    "missing-dependency": (
+        "import no_such_dependency_here\n",
+        "No module named 'no_such_dependency_here'",
+        "install what it imports",
+    ),
     "factory-raises": ('def app():\n    raise ValueError("factory failed")\n', "ValueError: factory failed", ":2)"),
     "not-an-app": ("app = 42\n", "is a int, not an nbkit.App", None),
     "no-attribute": ("x = 1\n", "has no attribute 'app'", None),
@@ -248,8 +277,9 @@ def test_a_damaged_position_store_is_named(tmp_path: Path) -> None:
 
 
 def _nbkit(argv: list[str], env, *, stdin: bytes = b"", cwd=None) -> tuple[int, str, str]:
-    done = subprocess.run([sys.executable, "-m", "nbkit", *argv], input=stdin, capture_output=True, env=env,
-                          timeout=30, cwd=cwd)
+    done = subprocess.run(
+        [sys.executable, "-m", "nbkit", *argv], input=stdin, capture_output=True, env=env, timeout=30, cwd=cwd
+    )
     return done.returncode, done.stdout.decode(), done.stderr.decode()
 
 
@@ -265,8 +295,9 @@ def test_subprocess_bad_paths_and_keys(bad_files, tmp_path, child_env) -> None:
 
 
 def test_subprocess_run_refuses_a_bad_out_retry_key(tmp_path, child_env) -> None:
-    (tmp_path / "svc.py").write_text(REGISTRATION_MODULE.format(
-        broker="StdioBroker()", key="jobs", options='out_retry="jobs retry"'))
+    (tmp_path / "svc.py").write_text(
+        REGISTRATION_MODULE.format(broker="StdioBroker()", key="jobs", options='out_retry="jobs retry"')
+    )
     rc, out, err = _nbkit(["run", "svc:app"], child_env, stdin=b"[jobs] x\n", cwd=tmp_path)
     assert rc == 2 and out == "" and err.count("\n") == 1 and "out_retry key 'jobs retry'" in err, err
 
@@ -281,14 +312,20 @@ app = App(broker)
 
 def test_subprocess_run_names_the_stdin_line_that_is_not_utf8(tmp_path, child_env) -> None:
     (tmp_path / "svc.py").write_text(UTF8_SERVICE)
-    rc, out, err = _nbkit(["run", "--log-level", "ERROR", "svc:app"], child_env, cwd=tmp_path,
-                          stdin=b"[jobs] fine\n[jobs] caf\xe9\n[jobs] never\n")
+    rc, out, err = _nbkit(
+        ["run", "--log-level", "ERROR", "svc:app"],
+        child_env,
+        cwd=tmp_path,
+        stdin=b"[jobs] fine\n[jobs] caf\xe9\n[jobs] never\n",
+    )
     assert rc == 1
     assert [ln.split("] ", 1)[1] for ln in out.splitlines()] == ["fine"]  # the line before was handled
     assert "Traceback" not in err
     ours = [ln for ln in err.splitlines() if ln.startswith("nbkit: ")]
-    assert ours == ["nbkit: line 2: stdin line 2 is not valid UTF-8 (byte 10); the line format is text only: "
-                    "envelope binary payloads (rs1:) or fix the producer"], err
+    assert ours == [
+        "nbkit: line 2: stdin line 2 is not valid UTF-8 (byte 10); the line format is text only: "
+        "envelope binary payloads (rs1:) or fix the producer"
+    ], err
     # and only that line: nbkit run leaves out the runtime's log record of the same stream error
     assert err.splitlines() == ours
 
@@ -305,8 +342,11 @@ def world_readable_dir():
 DROP = "import os, sys; from nbkit import cli; os.setgid(65534); os.setuid(65534); sys.exit(cli.main(sys.argv[1:]))"
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to drop to the 'nobody' user (run as a normal user, "
-                    "test_cli.py::test_no_permission covers it directly)")
+@pytest.mark.skipif(
+    os.geteuid() != 0,
+    reason="needs root to drop to the 'nobody' user (run as a normal user, "
+    "test_cli.py::test_no_permission covers it directly)",
+)
 def test_subprocess_no_permission_as_a_real_unprivileged_user(world_readable_dir, corpus, child_env) -> None:
     """As root every file is readable, so the child drops to uid 65534 after importing nbkit."""
     secret = world_readable_dir / "secret.ss"
@@ -316,30 +356,71 @@ def test_subprocess_no_permission_as_a_real_unprivileged_user(world_readable_dir
         (["cat", str(secret)], f"nbkit: {secret}: permission denied; the file must be readable\n"),
         (["info", str(secret)], f"nbkit: {secret}: permission denied; the file must be readable\n"),
         (["write", str(secret)], f"nbkit: {secret}: permission denied; the file must be writable\n"),
-        (["write", str(world_readable_dir / "new.ss")],
-         f"nbkit: {world_readable_dir / 'new.ss'}: permission denied: cannot create a file in {world_readable_dir}; "
-         "the directory must be writable\n"),
+        (
+            ["write", str(world_readable_dir / "new.ss")],
+            f"nbkit: {world_readable_dir / 'new.ss'}: permission denied: cannot create a file in {world_readable_dir}; "
+            "the directory must be writable\n",
+        ),
     ]
     for argv, expected in cases:
-        done = subprocess.run([sys.executable, "-c", DROP, *argv], capture_output=True, text=True, env=child_env,
-                              cwd="/tmp", input="", timeout=30)
+        done = subprocess.run(
+            [sys.executable, "-c", DROP, *argv],
+            capture_output=True,
+            text=True,
+            env=child_env,
+            cwd="/tmp",
+            input="",
+            timeout=30,
+        )
         assert (done.returncode, done.stdout, done.stderr) == (1, "", expected), argv
 
 
 # -- the CLI never raises, whatever the arguments ---------------------------------------------------
 
 
-@settings(max_examples=120, deadline=None, derandomize=True,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=120,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
 @given(data=st.data())
 def test_any_argument_list_returns_an_exit_status(bad_files, corpus, tmp_path, data) -> None:
     good = tmp_path / "good.ss"
     if not good.exists():
         good.write_bytes(corpus[0].data)
     words = st.sampled_from(
-        ["cat", "info", "write", "run", "--format", "ndjson", "stdio", "log", "xml", "--key", "a", "bad key",
-         "--follow", "--header-only", "--json", "--eos", "--beacon-interval", "1000", "2048", "-1", "--help",
-         str(good), *map(str, bad_files.values()), "", "-", "nomodule:app", ":", "--log-level", "LOUD"]
+        [
+            "cat",
+            "info",
+            "write",
+            "run",
+            "--format",
+            "ndjson",
+            "stdio",
+            "log",
+            "xml",
+            "--key",
+            "a",
+            "bad key",
+            "--follow",
+            "--header-only",
+            "--json",
+            "--eos",
+            "--beacon-interval",
+            "1000",
+            "2048",
+            "-1",
+            "--help",
+            str(good),
+            *map(str, bad_files.values()),
+            "",
+            "-",
+            "nomodule:app",
+            ":",
+            "--log-level",
+            "LOUD",
+        ]
     )
     argv = data.draw(st.lists(words, max_size=6))
     if "run" in argv or "--follow" in argv or "write" in argv:

@@ -44,8 +44,12 @@ def test_sigkill_with_flush_every_16_loses_at_most_15_buffered_writes(tmp_path, 
     assert fig.lost_returned_writes > 0, "no kill caught a batch in memory: the test proves nothing"
 
 
-@settings(max_examples=150, deadline=None, derandomize=True,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=150,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
 @given(rnd=st.randoms(use_true_random=False))
 @pytest.mark.timeout(120)
 def test_append_after_a_cut_anywhere_resumes_after_the_last_complete_frame(corpus, tmp_path_factory, rnd) -> None:

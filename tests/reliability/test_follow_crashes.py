@@ -68,16 +68,21 @@ def test_a_follower_process_sees_every_message_once_across_writer_crashes(tmp_pa
 
     def writer(run: int) -> subprocess.Popen:
         flush_every = rnd.choice([1, 1, 8, 32])  # batches make torn tails likelier
-        proc = subprocess.Popen([*script("crash_writer.py"), str(path), str(100 + run), str(flush_every)],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=child_env)
+        proc = subprocess.Popen(
+            [*script("crash_writer.py"), str(path), str(100 + run), str(flush_every)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=child_env,
+        )
         ready = proc.stdout.readline()
         assert ready.startswith(b"ready"), proc.stderr.read().decode()[-3000:]
         proc.stderr.close()
         return proc
 
     current = writer(0)
-    follower = subprocess.Popen([*script("follower.py"), str(path), "crash"], stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, env=child_env)
+    follower = subprocess.Popen(
+        [*script("follower.py"), str(path), "crash"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=child_env
+    )
     torn = 0
     kills = 12
     try:
@@ -111,5 +116,11 @@ def test_a_follower_process_sees_every_message_once_across_writer_crashes(tmp_pa
                 expected[m.stream_key] = expected.get(m.stream_key, 0) + 1
                 assert m.payload == crash_writer.payload(m.stream_key, m.seq)
     assert report["problems"] == [] and report["count"] == expected and report["end"] == "eos", report
-    figures(kind="follower across writer SIGKILLs", kills=kills + 1, torn_tails=torn,
-            delivered=sum(expected.values()), lost=0, duplicates=0)
+    figures(
+        kind="follower across writer SIGKILLs",
+        kills=kills + 1,
+        torn_tails=torn,
+        delivered=sum(expected.values()),
+        lost=0,
+        duplicates=0,
+    )

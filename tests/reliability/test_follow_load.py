@@ -29,8 +29,13 @@ N = 100_000
 
 
 def _start_writer(path: Path, script, env, flush_every: int = 1) -> subprocess.Popen:
-    writer = subprocess.Popen([*script("load_writer.py"), str(path), str(N), str(flush_every)],
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    writer = subprocess.Popen(
+        [*script("load_writer.py"), str(path), str(N), str(flush_every)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
     assert writer.stdout.readline() == b"ready\n", writer.stderr.read()
     return writer
 
@@ -47,12 +52,14 @@ def _go(writer: subprocess.Popen) -> float:
 @pytest.mark.slow
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize(("mode", "flush_every"), [("reader", 1), ("app", 1), ("reader", 64)])
-def test_a_follower_process_gets_100k_messages_exactly_once_in_order(tmp_path, script, child_env, figures, mode,
-                                                                     flush_every):
+def test_a_follower_process_gets_100k_messages_exactly_once_in_order(
+    tmp_path, script, child_env, figures, mode, flush_every
+):
     path = tmp_path / "load.ss"
     writer = _start_writer(path, script, child_env, flush_every)
-    follower = subprocess.Popen([*script("follower.py"), str(path), mode], stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, env=child_env)
+    follower = subprocess.Popen(
+        [*script("follower.py"), str(path), mode], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=child_env
+    )
     try:
         assert follower.stdout.readline() == b"following\n", follower.stderr.read()
         started = time.perf_counter()
@@ -68,9 +75,15 @@ def test_a_follower_process_gets_100k_messages_exactly_once_in_order(tmp_path, s
     expected = {"load": sum(key_of(i) == "load" for i in range(N)), "side": sum(key_of(i) == "side" for i in range(N))}
     assert report["problems"] == [] and report["count"] == expected, report
     assert report["end"] == "eos"
-    figures(kind=f"follow under load ({mode}, writer flush_every={flush_every})", messages=N,
-            delivered=sum(report["count"].values()), lost=0, duplicates=0, write_seconds=write_seconds,
-            follow_seconds=round(total, 2))
+    figures(
+        kind=f"follow under load ({mode}, writer flush_every={flush_every})",
+        messages=N,
+        delivered=sum(report["count"].values()),
+        lost=0,
+        duplicates=0,
+        write_seconds=write_seconds,
+        follow_seconds=round(total, 2),
+    )
 
 
 @pytest.mark.slow
@@ -78,8 +91,12 @@ def test_a_follower_process_gets_100k_messages_exactly_once_in_order(tmp_path, s
 def test_nbkit_cat_follow_prints_100k_messages_exactly_once_in_order(tmp_path, script, child_env, figures):
     path = tmp_path / "load.ss"
     writer = _start_writer(path, script, child_env)
-    cat = subprocess.Popen([sys.executable, "-m", "nbkit", "cat", "--follow", "--format", "ndjson", str(path)],
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=child_env)
+    cat = subprocess.Popen(
+        [sys.executable, "-m", "nbkit", "cat", "--follow", "--format", "ndjson", str(path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=child_env,
+    )
     lines: list[bytes] = []
     reader = threading.Thread(target=lambda: lines.extend(cat.stdout), daemon=True)
     try:
@@ -107,5 +124,11 @@ def test_nbkit_cat_follow_prints_100k_messages_exactly_once_in_order(tmp_path, s
         key = m["header"]["stream_key"]
         seqs[key] += 1
         assert (key, m["header"]["sequence"], m["payload"]) == (key_of(i), seqs[key], payload(i).decode()), i
-    figures(kind="follow under load (nbkit cat --follow --format ndjson)", messages=N, delivered=len(messages),
-            lost=0, duplicates=0, follow_seconds=round(total, 2))
+    figures(
+        kind="follow under load (nbkit cat --follow --format ndjson)",
+        messages=N,
+        delivered=len(messages),
+        lost=0,
+        duplicates=0,
+        follow_seconds=round(total, 2),
+    )

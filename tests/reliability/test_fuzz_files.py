@@ -90,8 +90,15 @@ def test_truncated_files_end_cleanly_in_every_mode(corpus, tmp_path_factory, dat
 # -- deterministic cases ---------------------------------------------------------------------------
 
 
-def _header(*, magic: bytes = b"Ss", version: int = 1, name: bytes = b"h.ss", created: int = 0,
-            interval: int = 1024, name_len: int | None = None) -> bytes:
+def _header(
+    *,
+    magic: bytes = b"Ss",
+    version: int = 1,
+    name: bytes = b"h.ss",
+    created: int = 0,
+    interval: int = 1024,
+    name_len: int | None = None,
+) -> bytes:
     n = len(name) if name_len is None else name_len
     head = magic + bytes([version, n]) + name + struct.pack(">QI", created, interval)
     return head + bytes(127 - len(head)) + b"\r"
@@ -103,7 +110,7 @@ def _header(*, magic: bytes = b"Ss", version: int = 1, name: bytes = b"h.ss", cr
         (b"", TruncatedError, 0, "0 bytes long"),
         (b"S", TruncatedError, 0, "1 bytes long"),
         (b"PK\x03\x04" + bytes(200), ByteMarkError, 0, "not a stream file"),
-        (b"{\"json\": true}\n", ByteMarkError, 0, "not a stream file"),
+        (b'{"json": true}\n', ByteMarkError, 0, "not a stream file"),
         (_header(magic=b"sS"), ByteMarkError, 0, "'Ss'"),
         (_header(version=0), VersionError, 2, "version 0"),
         (_header(version=2), VersionError, 2, "version 2"),
@@ -115,8 +122,22 @@ def _header(*, magic: bytes = b"Ss", version: int = 1, name: bytes = b"h.ss", cr
         (_header(created=(1 << 64) - 1), TimestampRangeError, None, "after year 9999"),
         (_header()[:100], TruncatedError, 0, "100 bytes long"),
     ],
-    ids=["empty", "one-byte", "zip", "json", "magic", "version-0", "version-2", "version-255", "name-length",
-         "name-utf8", "interval-0", "interval-127", "created", "short"],
+    ids=[
+        "empty",
+        "one-byte",
+        "zip",
+        "json",
+        "magic",
+        "version-0",
+        "version-2",
+        "version-255",
+        "name-length",
+        "name-utf8",
+        "interval-0",
+        "interval-127",
+        "created",
+        "short",
+    ],
 )
 @pytest.mark.parametrize("follow", [False, True], ids=["replay", "follow"])
 def test_bad_headers_name_file_offset_and_problem(tmp_path: Path, raw, error, offset, words, follow) -> None:
@@ -165,8 +186,10 @@ def test_a_beacon_with_an_absurd_marker_count_is_damage(tmp_path: Path, tail: in
     assert r.end.reason == "error" and r.end.offset == 1024
     assert "255 markers" in str(r.end.error) and "byte offset 1024" in str(r.end.error)
     started = time.monotonic()
-    with pytest.raises(FormatError, match="does not end before the next boundary"), \
-            StreamReader(path, follow=True, idle_timeout=5) as r:
+    with (
+        pytest.raises(FormatError, match="does not end before the next boundary"),
+        StreamReader(path, follow=True, idle_timeout=5) as r,
+    ):
         list(r)
     assert time.monotonic() - started < 2, "the follower waited on damage as if it were a partial write"
 

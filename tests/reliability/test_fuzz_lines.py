@@ -42,8 +42,10 @@ def test_random_lines_through_parser_read_pipe_and_a_pipe_service(rnd) -> None:
 
 
 @settings(FUZZ, max_examples=150)
-@given(lines=st.lists(st.text(max_size=60).map(lambda t: t.replace("\n", " ")), min_size=1, max_size=6),
-       seed=st.integers(0, 2**32))
+@given(
+    lines=st.lists(st.text(max_size=60).map(lambda t: t.replace("\n", " ")), min_size=1, max_size=6),
+    seed=st.integers(0, 2**32),
+)
 def test_arbitrary_unicode_lines(lines, seed) -> None:
     """Hypothesis's own text (surrogates, controls, odd whitespace), not just the fuzz alphabet."""
     fuzzlib.check_parse_lines(lines)

@@ -39,8 +39,12 @@ class Holder:
     def __init__(self, path: Path, script, env, exclusive: bool) -> None:
         self.path = path
         mode = ["exclusive"] if exclusive else []
-        self.proc = subprocess.Popen([*script("crash_writer.py"), str(path), "7", "1", "0.002", *mode],
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+        self.proc = subprocess.Popen(
+            [*script("crash_writer.py"), str(path), "7", "1", "0.002", *mode],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+        )
         ready = self.proc.stdout.readline()
         assert ready.startswith(b"ready"), ready + self.proc.stderr.read()
         self.returned: list[bytes] = []
@@ -87,8 +91,9 @@ else:
 
 def test_a_second_writer_process_is_refused_naming_file_and_holder(holder, child_env) -> None:
     h = holder()
-    done = subprocess.run([sys.executable, "-c", CONTENDER, str(h.path)], capture_output=True, text=True,
-                          env=child_env, timeout=30)
+    done = subprocess.run(
+        [sys.executable, "-c", CONTENDER, str(h.path)], capture_output=True, text=True, env=child_env, timeout=30
+    )
     assert done.stdout.startswith("WriterLockedError "), done.stdout + done.stderr
     assert f"{h.path}: process {h.pid} {LOCKED}" in done.stdout
 
@@ -107,8 +112,9 @@ def test_the_lock_follows_the_file_not_the_path(holder, tmp_path) -> None:
 def test_nbkit_write_while_another_process_writes(holder, child_env, tmp_path, eos) -> None:
     h = holder()
     before = h.path.stat().st_size
-    line = (b'{"header":{"stream_key":"x","shard_id":0,"sequence":1,"timestamp":"2024-01-01T00:00:00.0"},'
-            b'"payload":"p"}\n')
+    line = (
+        b'{"header":{"stream_key":"x","shard_id":0,"sequence":1,"timestamp":"2024-01-01T00:00:00.0"},"payload":"p"}\n'
+    )
     argv = [sys.executable, "-m", "nbkit", "write", str(h.path), "--lock-timeout", "0.2"] + (["--eos"] if eos else [])
     done = subprocess.run(argv, input=line, capture_output=True, env=child_env, timeout=30, cwd=tmp_path)
     assert done.returncode == 1 and done.stdout == b""
@@ -124,8 +130,14 @@ def test_nbkit_write_while_another_process_writes(holder, child_env, tmp_path, e
 def test_nbkit_write_appends_beside_a_shared_writer(holder, child_env, tmp_path) -> None:
     h = holder(exclusive=False)
     line = b'{"header":{"stream_key":"x"},"payload":"p"}\n'
-    done = subprocess.run([sys.executable, "-m", "nbkit", "write", str(h.path)], input=line * 3,
-                          capture_output=True, env=child_env, timeout=30, cwd=tmp_path)
+    done = subprocess.run(
+        [sys.executable, "-m", "nbkit", "write", str(h.path)],
+        input=line * 3,
+        capture_output=True,
+        env=child_env,
+        timeout=30,
+        cwd=tmp_path,
+    )
     assert done.returncode == 0, done.stderr
     time.sleep(0.02)
     h.stop()
@@ -206,8 +218,9 @@ def test_a_live_service_starts_on_a_fresh_file_another_process_holds(tmp_path, c
     holds the write lock the priming is skipped instead of failing the start (fixed: it raised
     WriterLockedError, so a follower could not start before its writer wrote anything)."""
     path = tmp_path / "fresh.ss"
-    proc = subprocess.Popen([sys.executable, "-c", QUIET_HOLDER, str(path)], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, env=child_env)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", QUIET_HOLDER, str(path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=child_env
+    )
     try:
         assert proc.stdout.readline() == b"ready\n"
         assert path.stat().st_size == 128

@@ -85,7 +85,7 @@ def test_a_redrive_killed_mid_way_and_run_again_redrives_each_dead_letter_once(t
     assert partial_kills >= 1, "no run was killed part way through; the test proved nothing"
 
 
-SERVICE = '''\
+SERVICE = """\
 import os
 from nbkit import FileBroker, FilePosition, HandlerOutcome
 
@@ -97,7 +97,7 @@ def fixed(delivery):
     redriven = "x-nbkit-redriven-from" in delivery.headers
     print("handled", delivery.json()["id"], "attempt", delivery.attempt, "redriven", redriven, flush=True)
     return HandlerOutcome.ack()
-'''
+"""
 
 
 @pytest.mark.slow

@@ -54,8 +54,14 @@ class Service:
 
     def __init__(self, folder: Path, env: dict[str, str]) -> None:
         (folder / "service.py").write_text(SERVICE)
-        self.proc = subprocess.Popen([sys.executable, "-m", "nbkit", "run", "service:app", "--log-level", "ERROR"],
-                                     cwd=folder, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "nbkit", "run", "service:app", "--log-level", "ERROR"],
+            cwd=folder,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         self.lines: list[str] = []
         self._reader = threading.Thread(target=lambda: self.lines.extend(self.proc.stdout), daemon=True)
         self._reader.start()
@@ -88,8 +94,14 @@ def publisher(folder: Path, env: dict[str, str], name: str, count: int) -> subpr
     source = folder / f"{name}.ndjson"
     source.write_text("".join(json.dumps({"id": f"{name}-{i}", "n": i}) + "\n" for i in range(1, count + 1)))
     with source.open("rb") as stdin:
-        return subprocess.Popen([sys.executable, "-m", "nbkit", "publish", "orders.ss", "orders"], cwd=folder,
-                                env=env, stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        return subprocess.Popen(
+            [sys.executable, "-m", "nbkit", "publish", "orders.ss", "orders"],
+            cwd=folder,
+            env=env,
+            stdin=stdin,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
 
 
 def reported(out: bytes) -> list[int]:
@@ -109,8 +121,9 @@ def check_file(path: Path, tmp: Path) -> dict[int, dict]:
         assert m.seq == last.get(stream, 0) + 1, (stream, m.seq, last.get(stream))
         last[stream] = m.seq
     copy = tmp / "one-writer.ss"
-    with StreamWriter(copy, beacon_interval=header.beacon_interval, file_name=header.file_name,
-                      created_at_ms=header.created_at_ms) as w:
+    with StreamWriter(
+        copy, beacon_interval=header.beacon_interval, file_name=header.file_name, created_at_ms=header.created_at_ms
+    ) as w:
         for m in messages:
             w.write(m.stream_key, m.payload, seq=m.seq, shard_id=m.shard_id, timestamp_ms=m.timestamp_ms)
     assert path.read_bytes() == copy.read_bytes(), "the shared file differs from what one writer writes"
@@ -143,8 +156,14 @@ def test_four_publishers_feed_a_running_service(tmp_path: Path, child_env, figur
     for i, seqs in enumerate(outs):  # every publisher's report names its own messages, in order
         assert [orders[s]["id"] for s in seqs] == [f"p{i}-{n}" for n in range(1, PER_PUBLISHER + 1)]
     assert len({s for seqs in outs for s in seqs}) == total
-    figures(publishers=PUBLISHERS, published=total, copies=len(copies), handled=len(handled),
-            file_bytes=(tmp_path / "orders.ss").stat().st_size, lost=0)
+    figures(
+        publishers=PUBLISHERS,
+        published=total,
+        copies=len(copies),
+        handled=len(handled),
+        file_bytes=(tmp_path / "orders.ss").stat().st_size,
+        lost=0,
+    )
 
 
 def test_publishers_killed_mid_append_lose_nothing_they_reported(tmp_path: Path, child_env, figures) -> None:
@@ -180,5 +199,6 @@ def test_publishers_killed_mid_append_lose_nothing_they_reported(tmp_path: Path,
     handled = service.handled()
     assert sorted(h for h, _ in handled) == sorted(in_file)  # each order in the file handled once
     assert sum(len(seqs) for seqs in outs) > 0
-    figures(kills=len(procs), reported=sum(len(seqs) for seqs in outs), in_file=len(in_file), handled=len(handled),
-            lost=0)
+    figures(
+        kills=len(procs), reported=sum(len(seqs) for seqs in outs), in_file=len(in_file), handled=len(handled), lost=0
+    )

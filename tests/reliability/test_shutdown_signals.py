@@ -83,9 +83,15 @@ def _service(tmp_path: Path, source: str, timeout: str) -> str:
 
 
 def _run(tmp_path: Path, target: str, env, *, log_level: str = "INFO") -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "nbkit", "run", "--log-level", log_level, target],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path,
-                            env=env, bufsize=0)  # unbuffered: select() then readline() never strands a line
+    return subprocess.Popen(
+        [sys.executable, "-m", "nbkit", "run", "--log-level", log_level, target],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=tmp_path,
+        env=env,
+        bufsize=0,
+    )  # unbuffered: select() then readline() never strands a line
 
 
 def _await_stderr(proc: subprocess.Popen, prefix: bytes, count: int, deadline: float = 15) -> list[bytes]:
@@ -145,8 +151,11 @@ def test_signal_on_a_pipe_service_accounts_for_every_copy(tmp_path, child_env, s
     assert took < max(delays[:published] or [0]) + 3, f"shutdown took {took:.1f} s"
 
 
-@pytest.mark.parametrize(("sig", "timeout", "published"), [(signal.SIGTERM, "1.0", 2), (signal.SIGINT, "None", 4)],
-                         ids=["SIGTERM-timeout-1s", "SIGINT-wait-all"])
+@pytest.mark.parametrize(
+    ("sig", "timeout", "published"),
+    [(signal.SIGTERM, "1.0", 2), (signal.SIGINT, "None", 4)],
+    ids=["SIGTERM-timeout-1s", "SIGINT-wait-all"],
+)
 def test_signal_on_a_file_service_accounts_for_every_copy(tmp_path, child_env, sig, timeout, published):
     delays = [0.2, 0.5, 4, 8] if timeout != "None" else [0.2, 0.4, 0.6, 0.8]
     broker = FileBroker(tmp_path / "jobs.ss")

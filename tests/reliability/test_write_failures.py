@@ -107,8 +107,7 @@ def test_nbkit_write_on_a_full_disk_says_so_in_one_line(tmp_path, monkeypatch) -
     monkeypatch.setattr(StreamWriter, "__init__", capture)
     disk = DiskFills(monkeypatch, lambda: holder["w"]._fd if "w" in holder else -2, partial=50)
     disk.armed = True
-    line = ('{"header":{"stream_key":"k","shard_id":0,"sequence":%d,"timestamp":"2024-01-01T00:00:00.0"},'
-            '"payload":"p"}')
+    line = '{"header":{"stream_key":"k","shard_id":0,"sequence":%d,"timestamp":"2024-01-01T00:00:00.0"},"payload":"p"}'
     rc, out, err = run_cli(["write", str(path)], stdin="\n".join(line % i for i in range(1, 200)).encode())
     assert rc == 1 and out == "" and err.count("\n") == 1
     assert err.startswith("nbkit: stdin, line 64: ") and "No space left on device" in err, err
@@ -147,16 +146,27 @@ def test_a_service_reopens_its_writer_after_a_failed_copy(tmp_path, monkeypatch,
         records = [(m.seq, *envelope.decode(m.payload)) for m in r if m.stream_key == "jobs"]
     assert r.end.reason == "end"
     assert [(seq, payload, headers.get(RETRY_COUNT_HEADER)) for seq, headers, payload in records] == [
-        (1, b"job 0", None), (2, b"job 1", None), (3, b"job 2", None), (4, b"job 1", "1"), (5, b"job 2", "1"),
+        (1, b"job 0", None),
+        (2, b"job 1", None),
+        (3, b"job 2", None),
+        (4, b"job 1", "1"),
+        (5, b"job 2", "1"),
     ]
 
 
 def test_dev_full_is_a_real_enospc(tmp_path, child_env) -> None:
     if not os.path.exists("/dev/full"):
         pytest.skip("no /dev/full on this system")
-    line = (b'{"header":{"stream_key":"k","shard_id":0,"sequence":1,"timestamp":"2024-01-01T00:00:00.0"},'
-            b'"payload":"p"}\n')
-    done = subprocess.run([sys.executable, "-m", "nbkit", "write", "/dev/full"], input=line, capture_output=True,
-                          env=child_env, timeout=30, cwd=tmp_path)
+    line = (
+        b'{"header":{"stream_key":"k","shard_id":0,"sequence":1,"timestamp":"2024-01-01T00:00:00.0"},"payload":"p"}\n'
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "nbkit", "write", "/dev/full"],
+        input=line,
+        capture_output=True,
+        env=child_env,
+        timeout=30,
+        cwd=tmp_path,
+    )
     assert done.returncode == 1 and done.stdout == b""
     assert done.stderr == b"nbkit: /dev/full: cannot write the stream file (No space left on device)\n"

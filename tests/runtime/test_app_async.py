@@ -52,9 +52,7 @@ def _check(app, seen, transport, where):
         [copy] = [r for r in records(where, "jobs") if r.seq == 4]
         assert (copy.payload, copy.headers[RETRY]) == (b"again", "1")
     else:
-        assert [(ln.key, ln.payload, ln.headers[RETRY]) for ln in lines(where)] == [
-            ("jobs.retry", b"again", "1")
-        ]
+        assert [(ln.key, ln.payload, ln.headers[RETRY]) for ln in lines(where)] == [("jobs.retry", b"again", "1")]
 
 
 @pytest.mark.parametrize("mode", ["step", "run", "run_async"])

@@ -23,9 +23,7 @@ def test_priming_message_on_a_fresh_file(ss, clock):
     broker = FileBroker(ss)
     broker.subscriber("jobs")(lambda d: None)
     app = _app(broker, clock)
-    assert [(r.key, r.seq, r.raw, r.ts_ms) for r in records(ss)] == [
-        ("ruststream-internal", 1, b"1", START_MS)
-    ]
+    assert [(r.key, r.seq, r.raw, r.ts_ms) for r in records(ss)] == [("ruststream-internal", 1, b"1", START_MS)]
     app.shutdown()
     # a file that already holds messages is not primed again
     broker2 = FileBroker(ss)

@@ -117,9 +117,7 @@ def test_dead_letter_copies_go_to_stdout_under_the_dead_letter_key(clock):
         ("delayed-copy", "jobs.retry"),
         ("dead-letter", "jobs.dead"),
     ]
-    assert [(ln.key, ln.seq, ln.headers[RETRY], ln.payload) for ln in lines(out)] == [
-        ("jobs.dead", 0, "2", b"b")
-    ]
+    assert [(ln.key, ln.seq, ln.headers[RETRY], ln.payload) for ln in lines(out)] == [("jobs.dead", 0, "2", b"b")]
     app.fire_due(START + 30)
     assert [(ln.key, ln.seq, ln.ts, ln.headers[RETRY], ln.payload) for ln in lines(out)] == [
         ("jobs.dead", 0, "2024-01-01T00:00:00", "2", b"b"),
@@ -240,9 +238,7 @@ def test_without_loopback_own_output_is_not_read(clock):
     out: list[str] = []
     broker = StdioBroker(stdin=["[jobs | 0] m"], stdout=out)
     seen = []
-    broker.subscriber("jobs", out_retry="jobs")(
-        lambda d: seen.append(d.attempt) or HandlerOutcome.retry_after(0)
-    )
+    broker.subscriber("jobs", out_retry="jobs")(lambda d: seen.append(d.attempt) or HandlerOutcome.retry_after(0))
     App(broker, clock=clock).run()
     assert seen == [1]
     assert len(out) == 1
@@ -284,17 +280,13 @@ def test_pipe_refuses_file_only_options():
     with pytest.raises(ConfigurationError, match="checkpoint"):
         from nbkit import PositionStore
 
-        broker.subscriber("jobs", out_retry="r", checkpoint=PositionStore("/nonexistent/p.json"))(
-            lambda d: None
-        )
+        broker.subscriber("jobs", out_retry="r", checkpoint=PositionStore("/nonexistent/p.json"))(lambda d: None)
 
 
 def test_run_ends_at_eof_and_publishes_pending_copies(clock):
     out: list[str] = []
     broker = StdioBroker(stdin=["[jobs] a", "[jobs] b"], stdout=out)
-    broker.subscriber("jobs", out_retry="later")(
-        lambda d: HandlerOutcome.retry_after(10 if d.payload == b"a" else 5)
-    )
+    broker.subscriber("jobs", out_retry="later")(lambda d: HandlerOutcome.retry_after(10 if d.payload == b"a" else 5))
     app = App(broker, clock=clock)
     app.run()
     assert [(ln.key, ln.seq, ln.ts, ln.payload) for ln in lines(out)] == [

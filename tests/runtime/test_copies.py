@@ -12,9 +12,7 @@ from nbkit import HandlerOutcome
 from .helpers import ACK_TEXT, RETRY, SEQ, START, dispatch_records, drain, records, settle_all
 
 EXHAUSTED_DLQ = "retry attempts exhausted; publishing the delivery to the dead-letter destination"
-EXHAUSTED_REJECT = (
-    "retry attempts exhausted and no dead-letter destination is declared; rejecting the delivery"
-)
+EXHAUSTED_REJECT = "retry attempts exhausted and no dead-letter destination is declared; rejecting the delivery"
 ACK_FAILED = "ack / nack failed"
 
 
@@ -78,9 +76,7 @@ def test_cap_two_without_dead_letter_runs_twice_and_writes_one_copy(rig, caplog)
     assert events[1].destination is None
     # the stream key holds the injected message plus exactly one copy
     if r.transport == "file":
-        keys = [
-            (rec.key, rec.headers.get(RETRY)) for rec in records(r.path) if rec.key != "ruststream-internal"
-        ]
+        keys = [(rec.key, rec.headers.get(RETRY)) for rec in records(r.path) if rec.key != "ruststream-internal"]
         assert keys == [("parcels", None), ("parcels", "1")]
     assert [h[RETRY] for h, _ in r.written("parcels")] == ["1"]
     assert len(r.all_written()) == 1
@@ -111,9 +107,7 @@ def test_no_declaration_circulates_forever(rig):
 
 def test_dead_letter_without_a_cap_sends_every_retry_there(rig, caplog):
     r = rig(loop=True)
-    seen, handler = _recorder(
-        lambda d: HandlerOutcome.retry() if d.payload == b"a" else HandlerOutcome.retry_after(60)
-    )
+    seen, handler = _recorder(lambda d: HandlerOutcome.retry() if d.payload == b"a" else HandlerOutcome.retry_after(60))
     r.sub(dead_letter="jobs.dead")(handler)
     app = r.start()
     r.inject(b"a")
@@ -263,9 +257,7 @@ def test_delayed_copies_fire_in_due_order(rig, clock):
     assert [p for _, p in r.written(r.retry_key)] == [b"ten", b"ten-again", b"twenty", b"thirty"]
     assert app.pending == [] and app.next_due() is None
     if r.transport == "file":
-        stamps = [
-            rec.ts_ms // 1000 - int(START) for rec in records(r.path, "jobs") if rec.seq not in r.injected
-        ]
+        stamps = [rec.ts_ms // 1000 - int(START) for rec in records(r.path, "jobs") if rec.seq not in r.injected]
         assert stamps == [10, 10, 20, 30]  # each copy is written at its due time
     else:
         assert [ln.ts for ln in r.all_written()] == [

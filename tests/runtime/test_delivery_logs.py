@@ -28,8 +28,9 @@ def test_four_identical_warn_lines_name_four_deliveries(ss, clock, caplog):
         drain(app)
     recs = [r for r in caplog.records if r.name == "nbkit.dispatch"]
     assert {r.getMessage() for r in recs} == {f'ack / nack failed subscription=jobs error="{ACK_TEXT}"'}
-    assert [(r.subscription, r.stream_key, r.seq, r.attempt) for r in recs] == [("jobs", "jobs", n, 1)
-                                                                                for n in (1, 2, 3, 4)]
+    assert [(r.subscription, r.stream_key, r.seq, r.attempt) for r in recs] == [
+        ("jobs", "jobs", n, 1) for n in (1, 2, 3, 4)
+    ]
     assert len({logs.delivery_suffix(r) for r in recs}) == 4
 
 
@@ -67,7 +68,8 @@ def test_session_log_lines_end_with_the_delivery():
     session.run()
     assert session.log == [
         f'WARNING nbkit.dispatch: ack / nack failed subscription=jobs error="{ACK_TEXT}" stream_key=jobs seq={n} '
-        "attempt=1" for n in (0, 1)
+        "attempt=1"
+        for n in (0, 1)
     ]
 
 
@@ -84,9 +86,14 @@ app = App(broker)
 def test_nbkit_run_lines_end_with_the_delivery(tmp_path):
     (tmp_path / "stage.py").write_text(STAGE)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
-    done = subprocess.run([sys.executable, "-m", "nbkit", "run", "stage:app"], cwd=tmp_path, env=env, timeout=60,
-                          input=b"[2024-01-01T00:00:00 | jobs] a\n[2024-01-01T00:00:00 | jobs] cap\n",
-                          capture_output=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "nbkit", "run", "stage:app"],
+        cwd=tmp_path,
+        env=env,
+        timeout=60,
+        input=b"[2024-01-01T00:00:00 | jobs] a\n[2024-01-01T00:00:00 | jobs] cap\n",
+        capture_output=True,
+    )
     assert done.returncode == 0, done.stderr
     assert done.stderr.decode().splitlines() == [
         f'WARNING nbkit.dispatch: ack / nack failed subscription=jobs error="{ACK_TEXT}" stream_key=jobs seq=0 '

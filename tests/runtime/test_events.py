@@ -92,9 +92,7 @@ def test_an_empty_frame_has_the_same_schema():
 
     empty = events_frame([])
     assert len(empty) == 0
-    assert [(c, str(empty[c].dtype)) for c in empty.columns] == [
-        (n, _dtype_name(d)) for n, d in _documented_schema()
-    ]
+    assert [(c, str(empty[c].dtype)) for c in empty.columns] == [(n, _dtype_name(d)) for n, d in _documented_schema()]
 
 
 def test_events_frame_values(mixed_app):

@@ -34,9 +34,7 @@ def test_every_runtime_record_carries_text_and_fields(ss, clock, caplog):
     mine = [r for r in caplog.records if r.name.startswith("nbkit")]
     assert {r.name for r in mine} == {"nbkit.dispatch", "nbkit.retry", "nbkit.subscriber"}
     for rec in mine:
-        assert isinstance(rec.nbkit_text, str) and rec.getMessage().startswith(rec.nbkit_text), (
-            rec.getMessage()
-        )
+        assert isinstance(rec.nbkit_text, str) and rec.getMessage().startswith(rec.nbkit_text), rec.getMessage()
         assert isinstance(rec.nbkit_fields, dict)
     failed = [r for r in mine if r.levelno == logging.ERROR]
     assert len(failed) == 1

@@ -128,9 +128,7 @@ def test_ack_drop_and_none_log_unsupported_and_write_nothing(rig, caplog, result
 
 
 def test_drop_never_goes_to_the_dead_letter_key(rig, caplog):
-    r, app, ev = _run_one(
-        rig, lambda d: HandlerOutcome.drop(), caplog, max_attempts=1, dead_letter="jobs.dead"
-    )
+    r, app, ev = _run_one(rig, lambda d: HandlerOutcome.drop(), caplog, max_attempts=1, dead_letter="jobs.dead")
     assert (ev.outcome, ev.action, ev.destination) == ("drop", "unsupported", None)
     assert r.written("jobs.dead") == []
     assert r.all_written() == []

@@ -176,9 +176,7 @@ def test_a_stopped_service_resumes_where_it_left_off(five, tmp_path, clock):
         store = PositionStore(store_path)
         broker = FileBroker(five)
         seen = []
-        broker.subscriber("jobs", start_at=store.position("jobs"), checkpoint=store)(
-            lambda d: seen.append(d.payload)
-        )
+        broker.subscriber("jobs", start_at=store.position("jobs"), checkpoint=store)(lambda d: seen.append(d.payload))
         app = App(broker, clock=clock)
         app.start()
         while (limit is None or len(seen) < limit) and app.step() is not None:

@@ -146,9 +146,7 @@ def test_request_stop_ends_run_gracefully(clock):
 
 _ENV = {
     **os.environ,
-    "PYTHONPATH": os.pathsep.join(
-        [str(Path(__file__).resolve().parents[2]), os.environ.get("PYTHONPATH", "")]
-    ),
+    "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[2]), os.environ.get("PYTHONPATH", "")]),
 }
 
 PIPE_SERVICE = """
@@ -244,10 +242,7 @@ def test_signal_on_a_pipe_service(tmp_path, timeout, sig):
     else:
         assert got == []
         assert err_text.count(ABANDONED) == 1
-        assert (
-            f"WARNING nbkit.dispatch {ABANDONED} subscription=jobs destination=jobs.retry attempt=1"
-            in err_text
-        )
+        assert f"WARNING nbkit.dispatch {ABANDONED} subscription=jobs destination=jobs.retry attempt=1" in err_text
 
 
 @pytest.mark.parametrize("timeout", ["None", "0"])

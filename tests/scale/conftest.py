@@ -44,8 +44,9 @@ def concat_parts(parts: list[pd.DataFrame]) -> pd.DataFrame:
     return out
 
 
-def workload(n: int, *, seed: int = 1, keys=("alpha", "beta", "c.long-key_name"), big: int = 5000,
-             headers: bool = True) -> list[tuple[str, int, int, int, bytes]]:
+def workload(
+    n: int, *, seed: int = 1, keys=("alpha", "beta", "c.long-key_name"), big: int = 5000, headers: bool = True
+) -> list[tuple[str, int, int, int, bytes]]:
     """Messages (key, shard, seq, ts, payload): text, JSON, binary and large payloads, some enveloped."""
     rnd = random.Random(seed)
     seqs: dict[tuple[str, int], int] = {}

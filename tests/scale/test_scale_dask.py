@@ -147,8 +147,11 @@ def _json_file(path, rows):
 
 def test_json_fields_from_the_sample_match_read_stream(tmp_path, same_rows):
     path = tmp_path / "j.ss"
-    _json_file(path, [f'{{"id":{i},"name":"n{i}","ok":{str(i % 2 == 0).lower()},"x":{i / 4}}}' for i in range(300)]
-               + ["not json", '"a string"', "[1,2]"])
+    _json_file(
+        path,
+        [f'{{"id":{i},"name":"n{i}","ok":{str(i % 2 == 0).lower()},"x":{i / 4}}}' for i in range(300)]
+        + ["not json", '"a string"', "[1,2]"],
+    )
     ddf = nbkit.dask.read_stream(path, payload="json", partition_size="2KiB")
     want = read_stream(path, payload="json")
     assert list(ddf.columns) == list(want.columns)
@@ -181,8 +184,10 @@ def test_json_value_the_dtype_cannot_hold_raises(tmp_path):
 
 
 def test_local_cluster_threads(scale_file, same_rows):
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
-                                  dashboard_address=None) as cluster, distributed.Client(cluster):
+    with (
+        distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None) as cluster,
+        distributed.Client(cluster),
+    ):
         got = nbkit.dask.read_stream(scale_file, partition_size="4KiB").compute()
     same_rows(got, read_stream(scale_file))
 
@@ -190,8 +195,12 @@ def test_local_cluster_threads(scale_file, same_rows):
 def test_local_cluster_processes(scale_file, same_rows):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
-        with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                      dashboard_address=None) as cluster, distributed.Client(cluster):
+        with (
+            distributed.LocalCluster(
+                n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+            ) as cluster,
+            distributed.Client(cluster),
+        ):
             ddf = nbkit.dask.read_stream(scale_file, partition_size="4KiB", payload="json")
             got = ddf.compute()
     same_rows(got, read_stream(scale_file, payload="json"))
@@ -206,9 +215,22 @@ def test_benchmark_runs_on_tiny_data(tmp_path):
     root = Path(__file__).resolve().parents[2]
     env = dict(os.environ, PYTHONPATH=str(root) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     done = subprocess.run(
-        [sys.executable, str(root / "bench" / "dask_read.py"), "--size", "1MiB", "--partition-size", "128KiB",
-         "--path", str(tmp_path / "b.ss"), "--to-client"],
-        capture_output=True, text=True, timeout=180, env=env, cwd=str(root),
+        [
+            sys.executable,
+            str(root / "bench" / "dask_read.py"),
+            "--size",
+            "1MiB",
+            "--partition-size",
+            "128KiB",
+            "--path",
+            str(tmp_path / "b.ss"),
+            "--to-client",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env=env,
+        cwd=str(root),
     )
     assert done.returncode == 0, done.stderr[-2000:]
     lines = done.stdout.splitlines()

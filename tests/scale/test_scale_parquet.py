@@ -83,8 +83,12 @@ def test_json_mode_columns_are_typed_and_text_for_objects(tmp_path):
     path = tmp_path / "j.ss"
     with StreamWriter(path, beacon_interval=1024, created_at_ms=T0) as w:
         for i in range(50):
-            w.write("j", json.dumps({"id": i, "tags": ["a", i], "ok": i % 2 == 0, "v": i / 2}).encode(),
-                    seq=i + 1, timestamp_ms=T0 + i)
+            w.write(
+                "j",
+                json.dumps({"id": i, "tags": ["a", i], "ok": i % 2 == 0, "v": i / 2}).encode(),
+                seq=i + 1,
+                timestamp_ms=T0 + i,
+            )
         w.write("j", b"\xff not utf-8", seq=51, timestamp_ms=T0 + 51)
         w.write("j", b"plain text", seq=52, timestamp_ms=T0 + 52)
     out = tmp_path / "j.parquet"
@@ -93,8 +97,9 @@ def test_json_mode_columns_are_typed_and_text_for_objects(tmp_path):
     assert schema.field("payload.id").type == pa.float64()  # ints and a missing value, as read_stream
     assert schema.field("payload.ok").type == pa.string()  # bools with missing values: object -> JSON
     plain = pd.read_parquet(out)
-    assert plain["payload"].iloc[0] == json.dumps({"id": 0, "tags": ["a", 0], "ok": True, "v": 0.0},
-                                                  separators=(",", ":"))
+    assert plain["payload"].iloc[0] == json.dumps(
+        {"id": 0, "tags": ["a", 0], "ok": True, "v": 0.0}, separators=(",", ":")
+    )
     assert plain["payload.tags"].iloc[3] == '["a",3]'
     assert plain["payload_bytes"].iloc[50] == b"\xff not utf-8"
     pd.testing.assert_frame_equal(read_parquet(out), read_stream(path, payload="json"))

@@ -18,13 +18,18 @@ def test_sample_summary_matches_spec(sample_path: Path) -> None:
     s = summarize(sample_path)
     assert isinstance(s, FileSummary)
     assert (s.header.file_name, s.header.created_at_ms, s.header.beacon_interval) == (
-        "vec_map-1694767177436.firedbg.ss", 1694767177437, 1_048_576
+        "vec_map-1694767177436.firedbg.ss",
+        1694767177437,
+        1_048_576,
     )
     assert s.size == 3481 and s.message_count == 28 and s.beacon_count == 0
     assert s.has_eos and s.eos_offset == 3425
     assert s.end == ReadEnd("eos", 3481)
     assert [(x.stream_key, x.shard_id, x.count) for x in s.streams] == [
-        ("file", 0, 1), ("breakpoint", 0, 4), ("event", 0, 22), (INTERNAL_KEY, 0, 1)
+        ("file", 0, 1),
+        ("breakpoint", 0, 4),
+        ("event", 0, 22),
+        (INTERNAL_KEY, 0, 1),
     ]
     event = s.stream("event")
     assert (event.first_seq, event.last_seq) == (1, 22)
@@ -32,7 +37,8 @@ def test_sample_summary_matches_spec(sample_path: Path) -> None:
     assert iso_utc(event.last_timestamp_ms) == "2023-09-15T08:39:38.564Z"
     bp = s.stream("breakpoint")
     assert (iso_utc(bp.first_timestamp_ms), iso_utc(bp.last_timestamp_ms)) == (
-        "2023-09-15T08:39:37.917Z", "2023-09-15T08:39:38.493Z"
+        "2023-09-15T08:39:37.917Z",
+        "2023-09-15T08:39:38.493Z",
     )
     assert s.stream("event", 1) is None
     with pytest.raises(dataclasses.FrozenInstanceError):

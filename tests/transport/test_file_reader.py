@@ -246,9 +246,7 @@ def test_every_truncation_is_a_clean_end(small_file: Path, tmp_path: Path) -> No
 def test_corruption_never_escapes_as_a_foreign_exception(small_file, tmp_path_factory, data, errors) -> None:
     raw = bytearray(small_file.read_bytes())
     full = list(iter_messages(small_file))
-    hits = data.draw(
-        st.lists(st.tuples(st.integers(0, len(raw) - 1), st.integers(1, 255)), min_size=1, max_size=3)
-    )
+    hits = data.draw(st.lists(st.tuples(st.integers(0, len(raw) - 1), st.integers(1, 255)), min_size=1, max_size=3))
     for pos, xor in hits:
         raw[pos] ^= xor
     damage = min(pos for pos, _ in hits)
@@ -310,8 +308,9 @@ def test_seek_by_timestamp_is_strictly_after_and_filtered(multi_file: Path, mult
             with StreamReader(multi_file) as r:
                 r.seek(FilePosition.timestamp(t), key=key, shard_id=shard)
                 got = list(itertools.islice(r, 3))
-            i = next(i for i, m in enumerate(multi_full)
-                     if (m.stream_key, m.shard_id) == (key, shard) and m.timestamp_ms > t)
+            i = next(
+                i for i, m in enumerate(multi_full) if (m.stream_key, m.shard_id) == (key, shard) and m.timestamp_ms > t
+            )
             assert got == multi_full[i : i + 3], (key, shard, t)
 
 

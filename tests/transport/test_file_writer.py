@@ -47,8 +47,9 @@ def test_sample_reencodes_byte_for_byte(sample_path: Path, tmp_path: Path) -> No
         header = r.header
         msgs = list(r)
     out = tmp_path / "copy.ss"
-    with StreamWriter(out, beacon_interval=header.beacon_interval, file_name=header.file_name,
-                      created_at_ms=header.created_at_ms) as w:
+    with StreamWriter(
+        out, beacon_interval=header.beacon_interval, file_name=header.file_name, created_at_ms=header.created_at_ms
+    ) as w:
         for m in msgs:
             w.write(m.stream_key, m.payload, seq=m.seq, shard_id=m.shard_id, timestamp_ms=m.timestamp_ms)
     data = out.read_bytes()
@@ -61,15 +62,13 @@ def test_orders_worked_example_layout(tmp_path: Path) -> None:
     """§2/§6.1: message 19 starts at 1019, the beacon at 1024 cuts it after 5 bytes, 45 follow it."""
     path = tmp_path / "orders.ss"
     with StreamWriter(path, beacon_interval=1024, created_at_ms=0) as w:
-        written = [
-            w.write("orders", b'{"order":%d}' % n, timestamp_ms=1700000000000 + 10 * n) for n in range(1, 20)
-        ]
+        written = [w.write("orders", b'{"order":%d}' % n, timestamp_ms=1700000000000 + 10 * n) for n in range(1, 20)]
     assert [x.seq for x in written] == list(range(1, 20))
     assert written[-1] == Written("orders", 0, 19, 1700000000190, 1019, 1109)
     data = path.read_bytes()
     assert len(data) == 1109
     assert data[1024:1064] == bytes.fromhex(
-        "0d0000002d01066f72646572730000000000000000000000000000001300000" "18bcfe568bea77f0d"
+        "0d0000002d01066f7264657273000000000000000000000000000000130000018bcfe568bea77f0d"
     )
     beacon = decode_beacon(data, 1024, 1024)
     assert (beacon.remaining, beacon.size, beacon.markers[0].running_checksum) == (45, 40, 42879)
@@ -290,8 +289,12 @@ w.close()
 @pytest.mark.timeout(30)
 def test_an_exclusive_writer_refuses_a_writer_in_another_process(tmp_path: Path, repo_root: Path) -> None:
     path = tmp_path / "lock2.ss"
-    child = subprocess.Popen([sys.executable, "-c", HOLDER, str(path), str(repo_root)],
-                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    child = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(path), str(repo_root)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert child.stdout.readline().strip() == "ready"
         with pytest.raises(WriterLockedError) as info:
@@ -311,8 +314,7 @@ def test_an_exclusive_writer_refuses_a_writer_in_another_process(tmp_path: Path,
 
 @pytest.mark.parametrize(
     ("key", "why"),
-    [("", "non-empty"), ("a b", "' '"), ("k" * 250, "limit is 249"), ("é", "'é'"), ("a/b", "'/'"),
-     ("a|b", "'|'")],
+    [("", "non-empty"), ("a b", "' '"), ("k" * 250, "limit is 249"), ("é", "'é'"), ("a/b", "'/'"), ("a|b", "'|'")],
     ids=["empty", "space", "too-long", "non-ascii", "slash", "pipe"],
 )
 def test_invalid_keys_are_refused(tmp_path: Path, key: str, why: str) -> None:

@@ -79,8 +79,9 @@ def test_custom_clock_matches_the_reference_layout(tmp_path_factory, layout, wri
         last[0] = next(ticks)
         return last[0]
 
-    with StreamWriter(path, beacon_interval=interval, file_name="f.ss", created_at_ms=7, clock_ms=clock,
-                      flush_every=flush_every) as w:
+    with StreamWriter(
+        path, beacon_interval=interval, file_name="f.ss", created_at_ms=7, clock_ms=clock, flush_every=flush_every
+    ) as w:
         expected, landed = _write_and_expect(w, writes, lambda: last[0])
     assert path.read_bytes() == layout("f.ss", 7, interval, expected)
     got = list(iter_messages(path))
@@ -166,7 +167,14 @@ def test_settings_changed_after_opening_apply(tmp_path: Path) -> None:
         size = w.offset
     assert path.stat().st_size == size
     assert [m.payload for m in iter_messages(path)] == [
-        b"one", b"two", b"three", b"four", b"five", b"six", b"seven", b"eight"
+        b"one",
+        b"two",
+        b"three",
+        b"four",
+        b"five",
+        b"six",
+        b"seven",
+        b"eight",
     ]
 
 
@@ -193,7 +201,9 @@ def test_errors_on_a_known_key_are_the_checking_paths(tmp_path: Path) -> None:
             w.write("a", b"past the max seq")
         assert w.write("b", b"other").seq == 1
     assert [(m.stream_key, m.seq, m.payload) for m in iter_messages(path)] == [
-        ("a", 1, b"known"), ("a", 2**64 - 1, b"max"), ("b", 1, b"other")
+        ("a", 1, b"known"),
+        ("a", 2**64 - 1, b"max"),
+        ("b", 1, b"other"),
     ]
 
 
@@ -227,8 +237,10 @@ def test_large_and_varied_payloads(tmp_path: Path, layout) -> None:
             payload = bytes([n]) * size
             x = w.write("big", payload)
             w.write("big", payload[:3])
-            expected += [("big", 0, x.seq, x.timestamp_ms, payload), ("big", 0, x.seq + 1, x.timestamp_ms + 1,
-                                                                       payload[:3])]
+            expected += [
+                ("big", 0, x.seq, x.timestamp_ms, payload),
+                ("big", 0, x.seq + 1, x.timestamp_ms + 1, payload[:3]),
+            ]
     assert path.read_bytes() == layout("f.ss", 1, 4096, expected)
     beacon = decode_beacon(path.read_bytes(), 4096, 4096)
     assert beacon.markers[0].stream_key == "big"
@@ -237,15 +249,21 @@ def test_large_and_varied_payloads(tmp_path: Path, layout) -> None:
 def test_written_is_an_immutable_value() -> None:
     w = Written("orders", 0, 19, 1700000000190, 1019, 1109)
     assert (w.stream_key, w.shard_id, w.seq, w.timestamp_ms, w.offset, w.end) == (
-        "orders", 0, 19, 1700000000190, 1019, 1109
+        "orders",
+        0,
+        19,
+        1700000000190,
+        1019,
+        1109,
     )
     assert w == Written(stream_key="orders", shard_id=0, seq=19, timestamp_ms=1700000000190, offset=1019, end=1109)
     assert w != Written("orders", 0, 20, 1700000000190, 1019, 1109)
     assert w != ("orders", 0, 19, 1700000000190, 1019, 1109)  # only equal to another Written
     assert (w == ("orders", 0, 19, 1700000000190, 1019, 1109)) is False
     assert hash(w) == hash(Written("orders", 0, 19, 1700000000190, 1019, 1109))
-    assert repr(w) == ("Written(stream_key='orders', shard_id=0, seq=19, timestamp_ms=1700000000190, "
-                       "offset=1019, end=1109)")
+    assert repr(w) == (
+        "Written(stream_key='orders', shard_id=0, seq=19, timestamp_ms=1700000000190, offset=1019, end=1109)"
+    )
     with pytest.raises(AttributeError):
         w.seq = 5  # type: ignore[misc]
     with pytest.raises(AttributeError):

@@ -16,20 +16,22 @@ def _write(path: Path, monkeypatch, **options) -> int:
     calls: list[int] = []
     real = os.fsync
     monkeypatch.setattr(os, "fsync", lambda fd: (calls.append(fd), real(fd))[1])
-    with StreamWriter(path, beacon_interval=1024, created_at_ms=0, clock_ms=lambda: 5, file_name="f",
-                      **options) as w:
+    with StreamWriter(path, beacon_interval=1024, created_at_ms=0, clock_ms=lambda: 5, file_name="f", **options) as w:
         for i in range(4):
             w.write("k", b"x" * (300 * i))
     monkeypatch.setattr(os, "fsync", real)
     return len(calls)
 
 
-@pytest.mark.parametrize(("options", "syncs"), [
-    ({}, 0),
-    ({"fsync": False}, 0),
-    ({"fsync": True}, 4),
-    ({"fsync": True, "flush_every": 2}, 2),
-])
+@pytest.mark.parametrize(
+    ("options", "syncs"),
+    [
+        ({}, 0),
+        ({"fsync": False}, 0),
+        ({"fsync": True}, 4),
+        ({"fsync": True, "flush_every": 2}, 2),
+    ],
+)
 def test_fsync_after_every_flush(tmp_path: Path, monkeypatch, options: dict, syncs: int) -> None:
     path = tmp_path / "f.ss"
     assert _write(path, monkeypatch, **options) == syncs

@@ -26,8 +26,12 @@ from nbkit.transport.repair import repair
 from nbkit.wire.ssformat import HEADER_SIZE
 
 INTERVAL = 1024
-SETTINGS = settings(max_examples=60, deadline=None, derandomize=True,
-                    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+SETTINGS = settings(
+    max_examples=60,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 
 payload_sizes = st.lists(st.integers(0, 5000), min_size=1, max_size=30)
 
@@ -152,7 +156,7 @@ def test_skip_after_a_cut_or_insert_finds_the_shifted_beacons(tmp_path, sizes, d
     n = data.draw(st.integers(1, 2000))
     if data.draw(st.booleans()):
         n = min(n, len(raw) - at)
-        raw = raw[:at] + raw[at + n:]
+        raw = raw[:at] + raw[at + n :]
         first_beacon = -(-(at + n) // INTERVAL) * INTERVAL  # original offset of the first beacon past the cut
     else:
         raw = raw[:at] + bytes(data.draw(st.integers(0, 255)) for _ in range(min(n, 50))) * (n // 50 + 1) + raw[at:]
@@ -170,7 +174,7 @@ def test_skip_after_a_cut_or_insert_finds_the_shifted_beacons(tmp_path, sizes, d
     assert got[: len(before)] == before, "everything before the damage is returned"
     after = [_fields(m) for m in written if m.offset > first_beacon]
     if after:
-        assert got[-len(after):] == after, "every message after the first beacon past the damage is returned"
+        assert got[-len(after) :] == after, "every message after the first beacon past the damage is returned"
 
 
 def test_default_is_strict_and_names_the_salvage_options(tmp_path):

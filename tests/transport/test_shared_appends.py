@@ -36,8 +36,9 @@ def one_writer_copy(path: Path, target: Path) -> bytes:
         header = r.header
         messages = list(r)
         assert r.end.reason == "end", r.end
-    with StreamWriter(target, beacon_interval=header.beacon_interval, file_name=header.file_name,
-                      created_at_ms=header.created_at_ms) as w:
+    with StreamWriter(
+        target, beacon_interval=header.beacon_interval, file_name=header.file_name, created_at_ms=header.created_at_ms
+    ) as w:
         for m in messages:
             w.write(m.stream_key, m.payload, seq=m.seq, shard_id=m.shard_id, timestamp_ms=m.timestamp_ms)
     return target.read_bytes()
@@ -66,9 +67,17 @@ step = st.tuples(
 def test_interleaved_writers_write_what_one_writer_would(tmp_path_factory, steps, interval) -> None:
     base = tmp_path_factory.mktemp("shared")
     path = fresh(base)
-    writers = [StreamWriter(path, beacon_interval=interval, created_at_ms=CREATED, file_name="f",
-                            clock_ms=itertools.count(CREATED).__next__, lock_timeout=0)
-               for _ in range(4)]
+    writers = [
+        StreamWriter(
+            path,
+            beacon_interval=interval,
+            created_at_ms=CREATED,
+            file_name="f",
+            clock_ms=itertools.count(CREATED).__next__,
+            lock_timeout=0,
+        )
+        for _ in range(4)
+    ]
     try:
         for i, (who, key, size, shard) in enumerate(steps):
             w = writers[who]
@@ -82,8 +91,7 @@ def test_interleaved_writers_write_what_one_writer_would(tmp_path_factory, steps
 
 
 @HYPO
-@given(steps=st.lists(step, min_size=2, max_size=40), interval=st.sampled_from([1024, 4096]),
-       cut=st.floats(0.0, 1.0))
+@given(steps=st.lists(step, min_size=2, max_size=40), interval=st.sampled_from([1024, 4096]), cut=st.floats(0.0, 1.0))
 def test_a_torn_append_is_repaired_by_the_next_writer(tmp_path_factory, steps, interval, cut) -> None:
     """A writer killed mid-append leaves part of a frame (and maybe of a beacon): the next append cuts
     it off; the file is then what one writer would have made of the messages that were complete."""

@@ -330,9 +330,7 @@ def test_common_path_returns_the_same_object():
 
 # ----------------------------------------------------------------------------------- properties
 
-_WEIRD = list(
-    " \t\r\n:\x0b\x0c\x1c\x1d\x1e\x1f\x85\xa0\u1680\u2000\u200a\u2028\u2029\u202f\u205f\u3000\u212aAZaz"
-)
+_WEIRD = list(" \t\r\n:\x0b\x0c\x1c\x1d\x1e\x1f\x85\xa0\u1680\u2000\u200a\u2028\u2029\u202f\u205f\u3000\u212aAZaz")
 _chars = st.one_of(st.sampled_from(_WEIRD), st.characters(codec="utf-8"))
 _names = st.text(_chars, max_size=6)
 _values = st.one_of(st.text(_chars, max_size=8), st.binary(max_size=8))
@@ -374,9 +372,7 @@ def _survives(x: str | bytes) -> bool:
 def test_round_trip(headers, payload, force_text):
     out = encode(headers, payload, force_text=force_text)
     expect_envelope = (
-        bool(headers)
-        or payload.startswith((b"rs1:", b"rs2:"))
-        or (force_text and not fits_on_a_line(payload))
+        bool(headers) or payload.startswith((b"rs1:", b"rs2:")) or (force_text and not fits_on_a_line(payload))
     )
     assert needs_envelope(headers, payload, force_text) is expect_envelope
     decoded, body = decode(out)

@@ -103,8 +103,9 @@ def test_header_worked_example(sample_bytes: bytes) -> None:
     assert DEFAULT_BEACON_INTERVAL == 1_048_576
 
 
-def _raw_header(name: bytes, created: int = 0, interval: int = 1024, *, magic: bytes = b"Ss",
-                version: int = 1) -> bytes:
+def _raw_header(
+    name: bytes, created: int = 0, interval: int = 1024, *, magic: bytes = b"Ss", version: int = 1
+) -> bytes:
     head = magic + bytes([version, len(name)]) + name + struct.pack(">QI", created, interval)
     return (head + bytes(128))[:128]
 
@@ -158,8 +159,15 @@ def test_header_accepts_any_interval_from_128() -> None:
 def test_demo_frame_worked_example() -> None:
     frame, crc = encode_frame(b"demo", 0, 1, 1700000000000, b"hi")
     expected = bytes.fromhex(
-        "04" + b"demo".hex() + "0000000000000000" + "0000000000000001" + "0000018bcfe56800"
-        + "00000002" + b"hi".hex() + "d73b" + "0d"
+        "04"
+        + b"demo".hex()
+        + "0000000000000000"
+        + "0000000000000001"
+        + "0000018bcfe56800"
+        + "00000002"
+        + b"hi".hex()
+        + "d73b"
+        + "0d"
     )
     assert frame == expected
     assert len(frame) == 38 == 32 + 4 + 2
@@ -229,8 +237,16 @@ def test_orders_beacon_worked_example() -> None:
     markers = [Marker("orders", 0, 19, 1700000000190, running)]
     raw = encode_beacon(50 - 5, markers)
     expected = bytes.fromhex(
-        "0d" + "0000002d" + "01" + "06" + b"orders".hex() + "0000000000000000" + "0000000000000013"
-        + "0000018bcfe568be" + "a77f" + "0d"
+        "0d"
+        + "0000002d"
+        + "01"
+        + "06"
+        + b"orders".hex()
+        + "0000000000000000"
+        + "0000000000000013"
+        + "0000018bcfe568be"
+        + "a77f"
+        + "0d"
     )
     assert raw == expected
     assert len(raw) == 40 == 7 + 27 + 6

@@ -53,9 +53,9 @@ def test_upstream_meta_2_timestamp_fraction_and_key():
 
 
 def test_upstream_meta_3_timestamp_key_seq():
-    assert parse_line(
-        '[2022-01-02T03:04:05 | my-fancy_topic.1 | 123] { "payload": "anything" }'
-    ) == StdioLine(ms(2022, 1, 2, 3, 4, 5), "my-fancy_topic.1", 123, None, '{ "payload": "anything" }')
+    assert parse_line('[2022-01-02T03:04:05 | my-fancy_topic.1 | 123] { "payload": "anything" }') == StdioLine(
+        ms(2022, 1, 2, 3, 4, 5), "my-fancy_topic.1", 123, None, '{ "payload": "anything" }'
+    )
 
 
 def test_upstream_meta_4_all_four_fields():
@@ -365,9 +365,9 @@ def test_format_line_agrees_with_datetime(t):
 
 
 _keys = st.from_regex(r"[A-Za-z0-9._-]{1,20}", fullmatch=True)
-_payload_text = st.text(
-    st.characters(codec="utf-8", exclude_characters="\n"), min_size=1, max_size=20
-).filter(lambda s: s.strip(RUST_WHITESPACE) == s)
+_payload_text = st.text(st.characters(codec="utf-8", exclude_characters="\n"), min_size=1, max_size=20).filter(
+    lambda s: s.strip(RUST_WHITESPACE) == s
+)
 
 
 @settings(max_examples=200, deadline=None)

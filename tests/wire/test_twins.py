@@ -21,8 +21,9 @@ from nbkit.wire.ssformat import MAX_TIMESTAMP_MS, encode_frame_pure
 compiled = core.compiled_module()
 pytestmark = pytest.mark.skipif(compiled is None, reason="the compiled core was not built here")
 
-HYPO = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow,
-                                                                         HealthCheck.function_scoped_fixture])
+HYPO = settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+)
 _counter = itertools.count()
 
 
@@ -55,8 +56,9 @@ u64ish = st.one_of(st.integers(0, 2**64 - 1), st.integers(-5, -1), st.integers(2
     key=st.one_of(st.binary(min_size=1, max_size=40), st.text(max_size=5)),
     shard=u64ish,
     seq=u64ish,
-    ts=st.one_of(st.integers(0, MAX_TIMESTAMP_MS), st.integers(MAX_TIMESTAMP_MS + 1, MAX_TIMESTAMP_MS + 9),
-                 st.integers(-3, -1)),
+    ts=st.one_of(
+        st.integers(0, MAX_TIMESTAMP_MS), st.integers(MAX_TIMESTAMP_MS + 1, MAX_TIMESTAMP_MS + 9), st.integers(-3, -1)
+    ),
     payload=st.one_of(st.binary(max_size=300), st.just(bytearray(b"ba")), st.just("text")),
 )
 def test_encode_frame_twins_agree(key, shard, seq, ts, payload):
@@ -69,8 +71,13 @@ def test_encode_frame_twins_agree(key, shard, seq, ts, payload):
 
 KEYS = [b"a", b"orders", b"q" * 30, b"SEA_STREAMER_INTERNAL"]
 frames_st = st.lists(
-    st.tuples(st.sampled_from(KEYS), st.integers(0, 2**64 - 1), st.integers(0, 2**64 - 1),
-              st.integers(0, MAX_TIMESTAMP_MS), st.binary(max_size=200)),
+    st.tuples(
+        st.sampled_from(KEYS),
+        st.integers(0, 2**64 - 1),
+        st.integers(0, 2**64 - 1),
+        st.integers(0, MAX_TIMESTAMP_MS),
+        st.binary(max_size=200),
+    ),
     max_size=30,
 )
 
@@ -105,8 +112,9 @@ def test_scan_frames_twins_agree(frames, base, interval, known, damage, cut, unt
 
 # -- whole files through the reader, on each twin ------------------------------------------------------
 
-writes_st = st.lists(st.tuples(st.sampled_from(["a", "orders", "ruststream-internal"]), st.binary(max_size=700)),
-                     max_size=40)
+writes_st = st.lists(
+    st.tuples(st.sampled_from(["a", "orders", "ruststream-internal"]), st.binary(max_size=700)), max_size=40
+)
 
 
 def _end(end):
@@ -130,9 +138,13 @@ def _read_everything(path: Path, scan, monkeypatch):
 
 
 @HYPO
-@given(writes=writes_st, interval=st.sampled_from([1024, 2048]),
-       damage=st.lists(st.tuples(st.integers(128, 40_000), st.integers(1, 255)), max_size=2),
-       cut=st.integers(0, 40), eos=st.booleans())
+@given(
+    writes=writes_st,
+    interval=st.sampled_from([1024, 2048]),
+    damage=st.lists(st.tuples(st.integers(128, 40_000), st.integers(1, 255)), max_size=2),
+    cut=st.integers(0, 40),
+    eos=st.booleans(),
+)
 def test_stream_reader_on_each_twin_agrees(tmp_path_factory, monkeypatch, writes, interval, damage, cut, eos):
     path = tmp_path_factory.getbasetemp() / f"twin{next(_counter)}.ss"
     with StreamWriter(path, beacon_interval=interval, created_at_ms=1, clock_ms=itertools.count(1000).__next__) as w:
@@ -155,13 +167,22 @@ def test_stream_reader_on_each_twin_agrees(tmp_path_factory, monkeypatch, writes
 # -- stdio lines --------------------------------------------------------------------------------------
 
 ts_st = st.one_of(
-    st.builds("{:04d}-{:02d}-{:02d}T{:02d}:{:02d}:{:02d}".format, st.integers(0, 9999), st.integers(0, 13),
-              st.integers(0, 32), st.integers(0, 25), st.integers(0, 61), st.integers(0, 61)),
+    st.builds(
+        "{:04d}-{:02d}-{:02d}T{:02d}:{:02d}:{:02d}".format,
+        st.integers(0, 9999),
+        st.integers(0, 13),
+        st.integers(0, 32),
+        st.integers(0, 25),
+        st.integers(0, 61),
+        st.integers(0, 61),
+    ),
     st.sampled_from(["2024-02-29T23:59:59", "2023-02-29T00:00:00", "-0001-01-01T00:00:00", "+2024-01-01T00:00:00"]),
 )
 frac_st = st.one_of(st.just(""), st.from_regex(r"\.[0-9]{0,11}", fullmatch=True))
-key_st = st.one_of(st.sampled_from(["orders", "a", "k" * 249, "k" * 250, "", "x y", "é"]),
-                   st.from_regex(r"[A-Za-z0-9._-]{1,12}", fullmatch=True))
+key_st = st.one_of(
+    st.sampled_from(["orders", "a", "k" * 249, "k" * 250, "", "x y", "é"]),
+    st.from_regex(r"[A-Za-z0-9._-]{1,12}", fullmatch=True),
+)
 num_st = st.one_of(st.integers(0, 2**64 + 5).map(str), st.sampled_from(["+7", "-1", "", "1e3", " 4"]))
 sep_st = st.sampled_from([" | ", " | ", " | ", "|", " |", "  |  "])
 

@@ -62,8 +62,16 @@ def page_text(namespace: str) -> str:
     for name in public_names(namespace):
         groups.setdefault(_group(namespace, getattr(module, name)), []).append(name)
     title = f"``{namespace}``"
-    lines = [title, "=" * len(title), "", f".. automodule:: {namespace}", "   :no-members:", "",
-             f".. currentmodule:: {namespace}", ""]
+    lines = [
+        title,
+        "=" * len(title),
+        "",
+        f".. automodule:: {namespace}",
+        "   :no-members:",
+        "",
+        f".. currentmodule:: {namespace}",
+        "",
+    ]
     for group in sorted(groups, key=_section_rank):
         lines += [group, "-" * len(group), "", ".. autosummary::", "   :toctree: generated", "   :nosignatures:", ""]
         lines += [f"   {name}" for name in groups[group]]

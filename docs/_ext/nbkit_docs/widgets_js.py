@@ -56,7 +56,10 @@ def fetch(static_root: Path) -> Path:
     with tempfile.TemporaryDirectory() as tmp:
         done = subprocess.run(
             [npm, "pack", f"{PACKAGE}@{VERSION}", "--pack-destination", tmp, "--silent"],
-            capture_output=True, text=True, cwd=tmp, timeout=300,
+            capture_output=True,
+            text=True,
+            cwd=tmp,
+            timeout=300,
         )
         tarballs = list(Path(tmp).glob("*.tgz"))
         if done.returncode != 0 or not tarballs:

@@ -87,8 +87,17 @@ def main() -> None:
         print("following", flush=True)
         app.run()
         end = ",".join(sorted({s.end_reason or "?" for s in app.subscriptions}))
-    print(json.dumps({"count": check.count, "problems": check.problems[:5], "end": end,
-                      "seconds": round(time.perf_counter() - started, 3)}), flush=True)
+    print(
+        json.dumps(
+            {
+                "count": check.count,
+                "problems": check.problems[:5],
+                "end": end,
+                "seconds": round(time.perf_counter() - started, 3),
+            }
+        ),
+        flush=True,
+    )
 
 
 if __name__ == "__main__":
