@@ -40,8 +40,9 @@ import nbkit
 from nbkit.errors import FormatError, NbkitError
 from nbkit.transport.damage import BAD_FRAME_CHOICES, DamagedRegion
 from nbkit.transport.file_info import summarize
-from nbkit.transport.file_reader import NEED_MORE, Message, ReadEnd, StreamReader
+from nbkit.transport.file_reader import Message, ReadEnd, StreamReader
 from nbkit.transport.file_writer import StreamWriter
+from nbkit.transport.polling import NEED_MORE
 from nbkit.transport.repair import repair
 from nbkit.wire import core, envelope
 from nbkit.wire.keys import INTERNAL_KEY, INTERNAL_KEYS, validate_key

@@ -22,13 +22,14 @@ from typing import Any
 
 from nbkit.errors import ConfigurationError, NbkitError
 from nbkit.runtime import logs
-from nbkit.runtime.broker import NEED_MORE, Broker, Subscription
+from nbkit.runtime.broker import Broker, Subscription
 from nbkit.runtime.clock import Clock, RealClock
 from nbkit.runtime.delivery import Delivery
 from nbkit.runtime.events import SettlementEvent, events_frame
 from nbkit.runtime.outcome import HandlerOutcome, as_outcome
 from nbkit.runtime.redrive import REDRIVEN_FROM_HEADER
 from nbkit.runtime.settle import Action, decide
+from nbkit.transport.polling import NEED_MORE
 from nbkit.wire.envelope import RETRY_COUNT_HEADER
 
 _IDLE_MIN = 0.001

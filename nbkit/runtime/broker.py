@@ -10,10 +10,8 @@ from nbkit.errors import ConfigurationError, NotConnectedError
 from nbkit.runtime.clock import Clock, RealClock
 from nbkit.runtime.delivery import Delivery
 from nbkit.runtime.registration import Registration, make_registration
+from nbkit.transport.polling import NeedMore
 from nbkit.transport.positions import FilePosition
-
-NEED_MORE = object()
-"""A subscription's ``poll()`` result when nothing is ready yet (it may be later)."""
 
 
 class Published(NamedTuple):
@@ -38,7 +36,7 @@ class Subscription(ABC):
         return self.registration.name
 
     @abstractmethod
-    def poll(self) -> Delivery | object | None:
+    def poll(self) -> Delivery | NeedMore | None:
         """A Delivery, ``NEED_MORE`` (nothing yet), or ``None`` once the subscription has ended."""
 
     @property

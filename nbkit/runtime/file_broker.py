@@ -7,12 +7,12 @@ import os
 
 from nbkit.errors import ConfigurationError, FormatError, NbkitError, SeekError, WriterLockedError
 from nbkit.runtime import logs
-from nbkit.runtime.broker import NEED_MORE, Broker, Published, Subscription, as_payload
+from nbkit.runtime.broker import Broker, Published, Subscription, as_payload
 from nbkit.runtime.delivery import Delivery
 from nbkit.runtime.registration import Registration
-from nbkit.transport import file_reader
 from nbkit.transport.file_reader import StreamReader
 from nbkit.transport.file_writer import StreamWriter
+from nbkit.transport.polling import NEED_MORE, NeedMore
 from nbkit.transport.positions import FilePosition
 from nbkit.wire import envelope
 from nbkit.wire.keys import PRIMING_KEY, validate_key
@@ -56,7 +56,7 @@ class FileSubscription(Subscription):
             return False
         return True
 
-    def poll(self) -> Delivery | object | None:
+    def poll(self) -> Delivery | NeedMore | None:
         if self.ended:
             return None
         try:
@@ -64,8 +64,8 @@ class FileSubscription(Subscription):
         except FormatError:
             self._finish("error")
             raise
-        if msg is file_reader.NEED_MORE:
-            return NEED_MORE
+        if msg is NEED_MORE:
+            return msg
         if msg is None:
             self._finish(self.reader.end.reason if self.reader.end else "end")
             return None

@@ -13,9 +13,10 @@ from typing import Any
 
 from nbkit.errors import ConfigurationError, NbkitError, RetryDestinationError, Utf8Error
 from nbkit.runtime import logs
-from nbkit.runtime.broker import NEED_MORE, Broker, Published, Subscription, as_payload
+from nbkit.runtime.broker import Broker, Published, Subscription, as_payload
 from nbkit.runtime.delivery import Delivery
 from nbkit.runtime.registration import Registration
+from nbkit.transport.polling import NEED_MORE, NeedMore
 from nbkit.wire import envelope
 from nbkit.wire.keys import validate_key
 from nbkit.wire.stdio_line import LineDecoder, LineFormatter
@@ -69,7 +70,7 @@ class LineSource:
         """Queue a line to be read next (loopback)."""
         self._queue.append(line)
 
-    def poll(self) -> tuple[str, int] | object | None:
+    def poll(self) -> tuple[str, int] | NeedMore | None:
         if self._queue:
             self.lineno += 1
             return self._queue.popleft(), self.lineno
@@ -199,7 +200,7 @@ class StdioSubscription(Subscription):
         super().__init__(broker, registration)
         self.queue: deque[Delivery] = deque()
 
-    def poll(self) -> Delivery | object | None:
+    def poll(self) -> Delivery | NeedMore | None:
         while not self.queue:
             if self.ended:
                 return None

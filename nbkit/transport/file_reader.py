@@ -35,6 +35,7 @@ from nbkit.errors import (
     TruncatedError,
 )
 from nbkit.transport.damage import DamagedRegion, DamageWarning, check_on_bad_frames
+from nbkit.transport.polling import NEED_MORE, NeedMore
 from nbkit.transport.positions import FilePosition
 from nbkit.wire.crc import crc16
 from nbkit.wire.keys import INTERNAL_KEY
@@ -169,9 +170,6 @@ class ReadEnd:
 class _NeedMore(Exception):
     """Internal: the file does not (yet) hold the bytes a parse needs."""
 
-
-NEED_MORE = object()
-"""Returned by :meth:`StreamReader.poll` when a follower must wait for the file to grow."""
 
 # how far past the start of the damaged frame a salvage read looks for a shifted beacon grid: 4 intervals,
 # and at least 64 KiB (a damaged frame may be several intervals long)
@@ -500,7 +498,7 @@ class StreamReader:
                 )
         return Message(key, shard, seq, ts, payload, start, end)
 
-    def poll(self) -> Message | object | None:
+    def poll(self) -> Message | NeedMore | None:
         """The next message, ``NEED_MORE`` (follow mode, nothing complete yet) or ``None`` (ended).
 
         Returns
@@ -548,7 +546,7 @@ class StreamReader:
             self._base = 0
             return self._parse_frame(self.pos)
 
-    def _poll_frame(self) -> Message | object | None:
+    def _poll_frame(self) -> Message | NeedMore | None:
         """:meth:`poll` for the one frame at ``pos`` that the fast scan left (see the module doc)."""
         try:
             msg = self._parse_fresh()

@@ -19,7 +19,8 @@ import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from nbkit.transport.file_reader import NEED_MORE, Message, StreamReader
+from nbkit.transport.file_reader import Message, StreamReader
+from nbkit.transport.polling import NEED_MORE
 from nbkit.transport.stdio_capture import is_dead_letter_key
 from nbkit.wire import envelope
 from nbkit.wire.keys import INTERNAL_KEYS
