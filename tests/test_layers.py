@@ -1,0 +1,109 @@
+"""The layer contract (../shared/DESIGN.md): imports point down, and no module reaches into another package's privates.
+
+wire -> transport -> runtime -> tabular -> notebook -> scale -> cli. Each layer may import its own layer and the
+ones below it, and ``nbkit.errors`` (the one hierarchy every layer raises). The top-level namespaces users type
+(``nbkit``, ``nbkit.plot``, ``nbkit.widgets``, ``nbkit.exercises``, ``nbkit.dask``, ``python -m nbkit``) sit above
+everything. An import of an underscore name (or module) from another package is a leak, whatever the layers.
+The walk covers every import statement, including the lazy ones inside functions.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "nbkit"
+
+#: The layers, lowest first; a module's layer is its first dotted part under nbkit.
+LAYERS = ["errors", "wire", "transport", "runtime", "tabular", "notebook", "scale", "cli"]
+#: Modules above every layer: the public namespaces.
+TOP = {"__init__", "__main__", "plot", "widgets", "exercises", "dask"}
+
+
+def _part(module: str) -> str:
+    """``nbkit.wire.keys`` -> ``wire``; ``nbkit`` -> ``__init__``."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+def _rank(part: str) -> int:
+    return len(LAYERS) if part in TOP else LAYERS.index(part)
+
+
+def _modules() -> list[tuple[str, Path]]:
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        rel = path.relative_to(PACKAGE.parent).with_suffix("")
+        name = ".".join(rel.parts)
+        found.append((name.removesuffix(".__init__"), path))
+    return found
+
+
+def _imports(path: Path, module: str) -> list[tuple[int, str, str | None]]:
+    """(line, imported module, imported name or None) for every nbkit import in the file."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    out: list[tuple[int, str, str | None]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out.extend((node.lineno, a.name, None) for a in node.names if a.name.split(".")[0] == "nbkit")
+        elif isinstance(node, ast.ImportFrom):
+            target = node.module or ""
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                target = ".".join([*base, *([target] if target else [])])
+            if target.split(".")[0] == "nbkit":
+                out.extend((node.lineno, target, a.name) for a in node.names)
+    return out
+
+
+def _violations() -> list[str]:
+    problems = []
+    for module, path in _modules():
+        here = _part(module)
+        for line, target, name in _imports(path, module):
+            there = _part(target)
+            where = f"{path.relative_to(PACKAGE.parent)}:{line}"
+            if there not in TOP and there not in LAYERS:
+                problems.append(f"{where}: {target} is in no layer (add it to LAYERS in tests/test_layers.py)")
+                continue
+            if here in TOP:
+                continue
+            if there in TOP or _rank(there) > _rank(here):
+                problems.append(f"{where}: {here} imports {target}, an upper layer")
+            if there != here:
+                private = [p for p in target.split(".")[1:] if p.startswith("_")]
+                if private or (name is not None and name.startswith("_")):
+                    problems.append(f"{where}: {here} imports a private name of {there}: {target} {name or ''}")
+    return problems
+
+
+def test_every_package_has_a_layer() -> None:
+    parts = {_part(module) for module, _ in _modules()}
+    assert parts <= set(LAYERS) | TOP, sorted(parts - set(LAYERS) - TOP)
+
+
+def test_imports_point_down_and_privates_stay_home() -> None:
+    problems = _violations()
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        ("from nbkit.notebook.frames import read_stream\n", "runtime imports nbkit.notebook.frames, an upper layer"),
+        ("from nbkit.wire.scan import _hidden\n", "imports a private name of wire"),
+        ("import nbkit.wire._speedups\n", "imports a private name of wire"),
+    ],
+)
+def test_the_walk_catches_a_leak(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, source: str, expected: str) -> None:
+    """The checker itself can fail: a planted upward or private import is reported."""
+    fake = tmp_path / "nbkit"
+    (fake / "runtime").mkdir(parents=True)
+    (fake / "__init__.py").write_text("")
+    (fake / "runtime" / "__init__.py").write_text("")
+    (fake / "runtime" / "leaky.py").write_text(source)
+    monkeypatch.setattr(__import__(__name__), "PACKAGE", fake, raising=True)
+    assert any(expected in p for p in _violations())
