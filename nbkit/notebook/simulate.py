@@ -22,7 +22,7 @@ import math
 import os
 import random
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import pandas as pd
@@ -33,6 +33,7 @@ from nbkit.runtime.delivery import Delivery
 from nbkit.runtime.events import events_frame
 from nbkit.runtime.file_broker import FileBroker
 from nbkit.runtime.outcome import HandlerOutcome
+from nbkit.runtime.settle import Action
 from nbkit.runtime.stdio_broker import StdioBroker
 from nbkit.transport.positions import FilePosition
 from nbkit.wire.stdio_line import format_line
@@ -318,7 +319,7 @@ def _drain(app: App) -> None:
         pass
 
 
-def _drive(app: App, clock: VirtualClock, workload: Workload, send) -> None:
+def _drive(app: App, clock: VirtualClock, workload: Workload, send: Callable[[int], None]) -> None:
     """Publish message ``i`` at its arrival time; deliver every copy at its due time in between;
     then run until no copy is left, and shut down."""
     with _quiet():
@@ -545,8 +546,8 @@ def policy_summary(events: pd.DataFrame) -> pd.DataFrame:
                 "transport": transport,
                 "messages": len(first),
                 "delivered": int(acked.sum()),
-                "dead-lettered": int((ev["action"] == "dead-letter").sum()),
-                "rejected": int((ev["action"] == "rejected").sum()),
+                "dead-lettered": int((ev["action"] == Action.DEAD_LETTER).sum()),
+                "rejected": int((ev["action"] == Action.REJECTED).sum()),
                 "copies written": int(ev["written_at"].notna().sum()),
                 "bytes added": added.get(transport, pd.NA),
                 "mean to success (s)": round(float(to_success.mean()), 3) if len(to_success) else math.nan,
