@@ -77,3 +77,10 @@ def test_errors_are_clear(ip):
         ip.run_cell_magic("nbkit_handler", "orders --start-at yesterday", "return None")
     with pytest.raises(ConfigurationError, match="dead_letter key"):
         ip.run_cell_magic("nbkit_handler", "orders --dead-letter 'bad key'", "return None")
+
+
+def test_magics_outside_ipython_say_where_they_run():
+    from nbkit.notebook.magics import NbkitMagics
+
+    with pytest.raises(ConfigurationError, match="run inside IPython"):
+        NbkitMagics(None).nbkit_pipe("--stdin lines")
