@@ -10,6 +10,7 @@ Every magic is a thin layer over :class:`~nbkit.notebook.session.Session`.
 from __future__ import annotations
 
 import textwrap
+from argparse import Namespace
 from typing import Any
 
 import pandas as pd
@@ -43,6 +44,24 @@ def _position(text: str | None) -> FilePosition | None:
     if kind in ("ts", "timestamp") and value.isdigit():
         return FilePosition.timestamp(int(value))
     raise ConfigurationError(f"--start-at takes beginning, end, seq:N or ts:MS, not {text!r}")
+
+
+def _refuse_other_transport_options(broker: Broker, args: Namespace) -> FileBroker | StdioBroker:
+    """Check that ``%%nbkit_handler``'s options belong to ``broker``'s transport, before anything changes."""
+    if isinstance(broker, FileBroker):
+        if args.out_retry is not None:
+            raise ConfigurationError(
+                "--out-retry is an option of a pipe (%nbkit_pipe); on a file, retry copies are appended "
+                "under the subscribed key itself"
+            )
+        return broker
+    if isinstance(broker, StdioBroker):
+        if args.replay or args.start_at is not None:
+            raise ConfigurationError(
+                "--replay and --start-at are options of a file (%nbkit_file); a pipe keeps no log to start in"
+            )
+        return broker
+    raise ConfigurationError(f"%%nbkit_handler registers on a FileBroker or a StdioBroker, not {broker!r}")
 
 
 @magics_class
@@ -144,21 +163,26 @@ class NbkitMagics(Magics):
         broker = self._broker(args.broker)
         if broker.connected:
             raise ConfigurationError("the session has started; run %nbkit_reset before changing handlers")
+        target = _refuse_other_transport_options(broker, args)
+        start_at = _position(args.start_at)
         source = "def __nbkit_handler__(delivery):\n" + textwrap.indent(cell.strip("\n") or "pass", "    ")
         namespace = self.user_ns
         exec(compile(source, f"<nbkit handler {args.key}>", "exec"), namespace)
         handler = namespace.pop("__nbkit_handler__")
         handler.__name__ = f"handle_{args.key}".replace(".", "_").replace("-", "_")
-        broker.registrations[:] = [r for r in broker.registrations if r.name != args.key]
-        broker.include(
-            handler,
-            args.key,
-            max_attempts=args.max_attempts,
-            dead_letter=args.dead_letter,
-            out_retry=args.out_retry,
-            replay=args.replay,
-            start_at=_position(args.start_at),
-        )
+        target.registrations[:] = [r for r in target.registrations if r.name != args.key]
+        if isinstance(target, FileBroker):
+            target.subscriber(
+                args.key,
+                max_attempts=args.max_attempts,
+                dead_letter=args.dead_letter,
+                replay=args.replay,
+                start_at=start_at,
+            )(handler)
+        else:
+            target.subscriber(
+                args.key, max_attempts=args.max_attempts, dead_letter=args.dead_letter, out_retry=args.out_retry
+            )(handler)
 
     # -- driving -----------------------------------------------------------------------------------
     @magic_arguments()

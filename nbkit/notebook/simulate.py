@@ -309,8 +309,9 @@ class _Trial:
         return HandlerOutcome.ack()
 
 
-def _options(policy: RetryPolicy) -> dict:
-    return {"max_attempts": policy.max_attempts, "dead_letter": DEAD_LETTER_KEY if policy.dead_letter else None}
+def _dead_letter_key(policy: RetryPolicy) -> str | None:
+    """The registration's dead-letter key: :data:`DEAD_LETTER_KEY` when the policy keeps dead letters."""
+    return DEAD_LETTER_KEY if policy.dead_letter else None
 
 
 def _drain(app: App) -> None:
@@ -369,7 +370,12 @@ def _run_file(workload: Workload, policy: RetryPolicy, seed: int, path: str) -> 
     broker = FileBroker(path)
     app = App(broker, clock=clock, keep_events=None)
     trial = _Trial(workload, policy, seed, clock)
-    broker.subscriber(KEY, start_at=FilePosition.beginning(), **_options(policy))(trial.handle)
+    broker.subscriber(
+        KEY,
+        start_at=FilePosition.beginning(),
+        max_attempts=policy.max_attempts,
+        dead_letter=_dead_letter_key(policy),
+    )(trial.handle)
     originals = 0
 
     def send(message: int) -> None:
@@ -392,9 +398,14 @@ def _run_pipe(workload: Workload, policy: RetryPolicy, seed: int) -> tuple[list,
     broker = StdioBroker(stdin=[], stdout=out, loopback=True)
     app = App(broker, clock=clock, keep_events=None)
     trial = _Trial(workload, policy, seed, clock)
-    options = {**_options(policy), "out_retry": RETRY_KEY}
-    broker.subscriber(KEY, **options)(trial.handle)
-    broker.subscriber(RETRY_KEY, name=f"{KEY}-retries", **options)(trial.handle)
+    for key, name in ((KEY, None), (RETRY_KEY, f"{KEY}-retries")):
+        broker.subscriber(
+            key,
+            name=name,
+            max_attempts=policy.max_attempts,
+            dead_letter=_dead_letter_key(policy),
+            out_retry=RETRY_KEY,
+        )(trial.handle)
 
     def send(message: int) -> None:
         broker.feed(format_line(int(clock.now() * 1000), KEY, message - 1, _payload(message)))
