@@ -38,7 +38,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from itertools import compress
 from operator import itemgetter, methodcaller
-from typing import IO, Any, BinaryIO
+from typing import IO, Any
 
 import msgspec
 import numpy as np
@@ -686,36 +686,38 @@ def read_pipe(
     cols = _Columns(payload)
     decoder = LineDecoder()
     name = os.fspath(path_or_file) if isinstance(path_or_file, (str, os.PathLike)) else None
-    with _lines(path_or_file, lines) as numbered:
-        for lineno, line in numbered:
-            if line.endswith("\n"):
-                line = line[:-1]
-            if not line:
-                continue
-            try:
-                parsed = parse_line(line, lineno=lineno)
-            except FormatError as exc:
-                raise (exc if name is None else exc.located(path=name)) from None
-            resolved = decoder.resolve(parsed, now_ms=0)
-            if wanted is not None and resolved.stream_key not in wanted:
-                continue
-            cols.add(
-                resolved.stream_key,
-                resolved.shard_id,
-                resolved.seq,
-                parsed.timestamp_ms,
-                resolved.payload.encode("utf-8"),
-                lineno,
-            )
+    source, what = _lines(path_or_file, lines)
+    for lineno, line in enumerate(source, start=1):
+        if not isinstance(line, str):
+            hint = "; open the file in text mode (encoding='utf-8')" if isinstance(line, bytes) else ""
+            raise TypeError(f"read_pipe reads text lines; {what} gave {type(line).__name__}{hint}")
+        if line.endswith("\n"):
+            line = line[:-1]
+        if not line:
+            continue
+        try:
+            parsed = parse_line(line, lineno=lineno)
+        except FormatError as exc:
+            raise (exc if name is None else exc.located(path=name)) from None
+        resolved = decoder.resolve(parsed, now_ms=0)
+        if wanted is not None and resolved.stream_key not in wanted:
+            continue
+        cols.add(
+            resolved.stream_key,
+            resolved.shard_id,
+            resolved.seq,
+            parsed.timestamp_ms,
+            resolved.payload.encode("utf-8"),
+            lineno,
+        )
     return cols.frame("pipe", release=True)
 
 
-@contextmanager
 def _lines(
     path_or_file: str | os.PathLike[str] | IO[str] | None, lines: Iterable[str] | None
-) -> Iterator[Iterator[tuple[int, str]]]:
-    """``read_pipe``'s input as numbered lines (1-based): a path opened (and closed), a text file
-    iterated, or the given lines; a wrong or ambiguous input raises, naming what to pass instead."""
+) -> tuple[Iterable[object], str]:
+    """``read_pipe``'s input as an iterable of lines, and what to call it in an error: a path's lines, a
+    text file (iterated), or the given lines; a wrong or ambiguous input raises, naming what to pass instead."""
     if path_or_file is not None and lines is not None:
         raise TypeError("read_pipe takes a path or file, or lines=..., not both")
     if lines is not None:
@@ -724,8 +726,7 @@ def _lines(
                 f"read_pipe(lines=...) takes an iterable of lines, not one {type(lines).__name__}: "
                 "pass lines=text.splitlines() (or read_pipe(io.StringIO(text)))"
             )
-        yield enumerate(_text_lines(lines, "lines"), start=1)
-        return
+        return lines, "lines"
     if path_or_file is None:
         raise TypeError(
             "read_pipe needs what to read: read_pipe('stdout.txt'), read_pipe(file) or read_pipe(lines=[...])"
@@ -738,49 +739,35 @@ def _lines(
     if isinstance(path_or_file, (bytes, bytearray)):
         raise TypeError("read_pipe takes text: a path as str, a text file, or lines=[...] of str; decode bytes first")
     if isinstance(path_or_file, (str, os.PathLike)):
-        path = os.fspath(path_or_file)
-        with _open_capture(path) as f:
-            yield _utf8_lines(f, path)
-        return
+        return _read_capture(os.fspath(path_or_file)), "the file"
     if not callable(getattr(path_or_file, "read", None)):
         raise TypeError(
             f"read_pipe takes a path or a text file, not {type(path_or_file).__name__}; "
             "pass lines in memory as read_pipe(lines=...)"
         )
-    yield enumerate(_text_lines(path_or_file, "the file"), start=1)
+    return path_or_file, "the file"
 
 
-def _open_capture(path: str) -> BinaryIO:
-    """Open a saved capture in binary (only ``\\n`` ends a line, as on the pipe; each line is decoded
-    alone); a missing file's error adds how to pass lines that are in memory."""
+def _read_capture(path: str) -> list[str]:
+    """A saved capture's lines: the file decoded as UTF-8 and split at ``\\n`` only, as on the pipe (a
+    ``\\r`` stays in its line). A missing file's error says how to pass lines that are in memory; bytes
+    that are not UTF-8 raise Utf8Error naming the line."""
     try:
-        return open(path, "rb")
+        with open(path, "rb") as f:
+            data = f.read()
     except FileNotFoundError as exc:
         exc.add_note("read_pipe reads a str as a path; for lines in memory pass read_pipe(lines=[...])")
         raise
-
-
-def _text_lines(lines: Iterable[object], what: str) -> Iterator[str]:
-    """Each item of ``lines``, checked to be str (bytes get a hint to decode or open in text mode)."""
-    for item in lines:
-        if not isinstance(item, str):
-            hint = "; open the file in text mode (encoding='utf-8')" if isinstance(item, bytes) else ""
-            raise TypeError(f"read_pipe reads text lines; {what} gave {type(item).__name__}{hint}")
-        yield item
-
-
-def _utf8_lines(f: Iterable[bytes], path: str) -> Iterator[tuple[int, str]]:
-    """The numbered lines of a file read in binary, each decoded as UTF-8 (Utf8Error names the line)."""
-    for lineno, raw in enumerate(f, start=1):
-        try:
-            yield lineno, raw.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise Utf8Error(
-                f"not UTF-8 text (byte {exc.start} of the line), so not a stdio line: a pipe line is UTF-8 "
-                "and binary payloads travel in rs1: envelopes",
-                path=path,
-                line=lineno,
-            ) from None
+    try:
+        return data.decode("utf-8").split("\n")
+    except UnicodeDecodeError as exc:
+        line_start = data.rfind(b"\n", 0, exc.start) + 1
+        raise Utf8Error(
+            f"not UTF-8 text (byte {exc.start - line_start} of the line), so not a stdio line: a pipe line is "
+            "UTF-8 and binary payloads travel in rs1: envelopes",
+            path=path,
+            line=data.count(b"\n", 0, exc.start) + 1,
+        ) from None
 
 
 def concat_frames(*frames: pd.DataFrame) -> pd.DataFrame:
