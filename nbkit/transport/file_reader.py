@@ -20,7 +20,6 @@ import struct
 import time
 import warnings
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
 from functools import partial
 from typing import Literal, NamedTuple, get_args
 
@@ -111,15 +110,24 @@ EndReason = Literal["eos", "end", "truncated", "removed", "idle", "error"]
 END_REASONS: tuple[EndReason, ...] = get_args(EndReason)
 
 
-@dataclass(frozen=True, slots=True)
-class ReadEnd:
+class _ReadEndFields(NamedTuple):
+    """The fields of :class:`ReadEnd` (a named tuple: immutable, and JSON-friendly inside ``frame.attrs``)."""
+
+    reason: EndReason
+    offset: int
+    trailing_bytes: int = 0
+    error: NbkitError | None = None
+
+
+class ReadEnd(_ReadEndFields):
     """Why a read ended, and where: a small immutable record whose ``str()`` is one sentence for people.
 
     ``reason`` is ``eos``, ``end`` (clean end of data), ``truncated`` (a partial frame at the
     tail: ``trailing_bytes`` from ``offset``), ``removed`` (file deleted while followed), ``idle`` (a
     follow read stopped after ``idle_timeout`` seconds without new data) or ``error`` (with
     ``errors="stop"``; ``error`` holds the problem). A reader's ``end`` holds one once it has ended, and
-    ``read_stream`` puts it in ``frame.attrs["read_end"]``.
+    ``read_stream`` puts it in ``frame.attrs["read_end"]``. It is a named tuple, so pandas can copy it with
+    the frame and ``DataFrame.to_parquet`` can store it (as a JSON list) with the other ``attrs``.
 
     Parameters
     ----------
@@ -145,14 +153,14 @@ class ReadEnd:
     ended at the end of the data (offset 168)
     """
 
-    reason: EndReason
-    offset: int
-    trailing_bytes: int = 0
-    error: NbkitError | None = None
+    __slots__ = ()
 
-    def __post_init__(self) -> None:
-        if self.reason not in END_REASONS:
-            raise ValueError(f"ReadEnd reason {self.reason!r} is not one of {', '.join(END_REASONS)}")
+    def __new__(
+        cls, reason: EndReason, offset: int, trailing_bytes: int = 0, error: NbkitError | None = None
+    ) -> ReadEnd:
+        if reason not in END_REASONS:
+            raise ValueError(f"ReadEnd reason {reason!r} is not one of {', '.join(END_REASONS)}")
+        return super().__new__(cls, reason, offset, trailing_bytes, error)
 
     def __str__(self) -> str:
         return self.describe()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 import pathlib
 import pickle
 
@@ -42,6 +43,15 @@ def test_read_end_survives_what_pandas_does_to_attrs(frame: pd.DataFrame) -> Non
     for other in derived:
         assert other.attrs["read_end"] == end
         assert str(other.attrs["read_end"]) == str(end)
+
+
+def test_pandas_to_parquet_stores_the_attrs_with_the_record(frame: pd.DataFrame, tmp_path: pathlib.Path) -> None:
+    pytest.importorskip("pyarrow")
+    end = frame.attrs["read_end"]
+    assert json.loads(json.dumps(frame.attrs))["read_end"] == ["eos", end.offset, 0, None]  # pandas' attrs encoder
+    frame[["stream_key", "seq"]].to_parquet(tmp_path / "orders.parquet")
+    back = pd.read_parquet(tmp_path / "orders.parquet")
+    assert ReadEnd(*back.attrs["read_end"]) == end
 
 
 def test_read_end_is_immutable_and_copies_to_itself() -> None:
