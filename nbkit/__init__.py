@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from nbkit.errors import (
     AckError,
     ChecksumError,
@@ -30,6 +32,11 @@ from nbkit.transport.file_reader import Message, ReadEnd, StreamReader
 from nbkit.transport.file_writer import StreamWriter
 from nbkit.transport.positions import FilePosition
 
+if TYPE_CHECKING:
+    from IPython.core.interactiveshell import InteractiveShell
+
+#: The one place the version is written: pyproject.toml reads it (``[tool.setuptools.dynamic]``), and
+#: ``nbkit --version`` prints it.
 __version__ = "0.1.0"
 
 #: Notebook-layer names, imported on first use so that `import nbkit` (and every CLI call, every pipe
@@ -49,7 +56,8 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> Any:
+    """The notebook-layer names of ``_LAZY``, imported on first use and then kept as module globals."""
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'nbkit' has no attribute {name!r}")
@@ -65,7 +73,7 @@ def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_LAZY))
 
 
-def load_ipython_extension(ipython) -> None:
+def load_ipython_extension(ipython: InteractiveShell) -> None:
     """``%load_ext nbkit``: register the cell magics (see :mod:`nbkit.notebook.magics`)."""
     from nbkit.notebook.magics import load_ipython_extension as load
 

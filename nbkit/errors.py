@@ -196,7 +196,7 @@ class LineParseError(FormatError):
     --------
     >>> from nbkit import LineParseError, read_pipe
     >>> try:
-    ...     read_pipe(["[2024-01-01T00:00:00 | orders | x] {}"])
+    ...     read_pipe(lines=["[2024-01-01T00:00:00 | orders | x] {}"])
     ... except LineParseError as err:
     ...     print("line", err.line)
     line 1

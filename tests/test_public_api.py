@@ -97,3 +97,22 @@ def test_dir_lists_the_lazy_names_for_tab_completion():
     names = dir(nbkit)
     for name in ("read_stream", "read_pipe", "Session", "to_parquet"):
         assert name in names
+
+
+def test_read_pipe_takes_a_path_or_file_or_lines_never_a_guess():
+    import inspect
+
+    params = inspect.signature(nbkit.read_pipe).parameters
+    assert list(params) == ["path_or_file", "lines", "keys", "payload"]
+    assert params["path_or_file"].kind is inspect.Parameter.POSITIONAL_OR_KEYWORD
+    assert all(params[name].kind is inspect.Parameter.KEYWORD_ONLY for name in ("lines", "keys", "payload"))
+
+
+def test_the_version_is_written_once():
+    import importlib.metadata
+    import pathlib
+    import tomllib
+
+    project = tomllib.loads((pathlib.Path(__file__).parents[1] / "pyproject.toml").read_text())["project"]
+    assert "version" not in project and "version" in project["dynamic"]  # the build reads nbkit.__version__
+    assert importlib.metadata.version("nbkit") == nbkit.__version__

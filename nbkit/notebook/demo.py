@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import pandas as pd
@@ -19,6 +20,7 @@ from nbkit.runtime.delivery import Delivery
 from nbkit.runtime.events import events_frame
 from nbkit.runtime.file_broker import FileBroker
 from nbkit.runtime.outcome import HandlerOutcome
+from nbkit.runtime.settle import Action
 from nbkit.runtime.stdio_broker import StdioBroker
 from nbkit.transport.positions import FilePosition
 from nbkit.wire.stdio_line import format_line
@@ -57,7 +59,7 @@ def handle_order(delivery: Delivery) -> HandlerOutcome:
     return HandlerOutcome.ack()
 
 
-def _drive(session: Session, send, orders: list[dict], spacing: float) -> None:
+def _drive(session: Session, send: Callable[[int, str], object], orders: list[dict], spacing: float) -> None:
     """One order every ``spacing`` seconds of virtual time; due copies are published as time passes."""
     session.step(0)  # connect
     for i, order in enumerate(orders):
@@ -73,8 +75,9 @@ def run_file(path: str, orders: list[dict], *, spacing: float = 1.0) -> Session:
     if os.path.exists(path):
         os.remove(path)
     broker = FileBroker(path, end_with_eos=True)
-    options = {"max_attempts": MAX_ATTEMPTS, "dead_letter": DEAD_LETTER}
-    broker.subscriber("orders", start_at=FilePosition.beginning(), **options)(handle_order)
+    broker.subscriber("orders", start_at=FilePosition.beginning(), max_attempts=MAX_ATTEMPTS, dead_letter=DEAD_LETTER)(
+        handle_order
+    )
     session = Session(App(broker))
     _drive(session, lambda i, text: broker.publish("orders", text), orders, spacing)
     return session
@@ -84,9 +87,10 @@ def run_pipe(orders: list[dict], *, spacing: float = 1.0) -> Session:
     """The same service as a pipe stage: copies go to stdout under ``orders.retry``; with loopback
     the stage reads them back, as the next stage of a ``... | stage | stage`` chain would."""
     broker = StdioBroker(stdin=[], stdout=[], loopback=True)
-    options = {"max_attempts": MAX_ATTEMPTS, "dead_letter": DEAD_LETTER, "out_retry": RETRY_KEY}
-    broker.subscriber("orders", **options)(handle_order)
-    broker.subscriber(RETRY_KEY, name="orders-retries", **options)(handle_order)
+    for key, name in (("orders", None), (RETRY_KEY, "orders-retries")):
+        broker.subscriber(key, name=name, max_attempts=MAX_ATTEMPTS, dead_letter=DEAD_LETTER, out_retry=RETRY_KEY)(
+            handle_order
+        )
     session = Session(App(broker))
     clock = session.clock
 
@@ -107,9 +111,9 @@ def summarize(events: pd.DataFrame) -> pd.DataFrame:
                 "transport": transport,
                 "deliveries": len(ev),
                 "first deliveries": int((ev["attempt"] == 1).sum()),
-                "retry copies": int(ev["action"].isin(["copy", "delayed-copy"]).sum()),
-                "dead letters": int((ev["action"] == "dead-letter").sum()),
-                "rejected": int((ev["action"] == "rejected").sum()),
+                "retry copies": int(ev["action"].isin([Action.COPY, Action.DELAYED_COPY]).sum()),
+                "dead letters": int((ev["action"] == Action.DEAD_LETTER).sum()),
+                "rejected": int((ev["action"] == Action.REJECTED).sum()),
                 "acked": int((ev["outcome"] == "ack").sum()),
                 "dropped": int((ev["outcome"] == "drop").sum()),
                 "max attempt": int(ev["attempt"].max()) if len(ev) else 0,
@@ -139,7 +143,7 @@ def run_demo(out_dir: str = "nbkit-demo", *, orders: int = 120, seed: int = 7, p
     pipe_path = os.path.join(out_dir, "pipe-stdout.txt")
     with open(pipe_path, "w", encoding="utf-8") as f:
         f.writelines(line + "\n" for line in pipe_session.output())
-    events = events_frame(file_session.app.events + pipe_session.app.events)
+    events = events_frame([*file_session.app.events, *pipe_session.app.events])
     figure_path = None
     if png:
         import matplotlib

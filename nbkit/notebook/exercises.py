@@ -16,7 +16,17 @@ import os
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from nbkit.runtime.settle import Action
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from nbkit.notebook.session import Session
+    from nbkit.runtime.delivery import Delivery
+    from nbkit.runtime.outcome import HandlerOutcome
+    from nbkit.transport.positions import FilePosition
 
 
 @dataclass(frozen=True)
@@ -56,7 +66,9 @@ _CHECKS: dict[str, Callable[..., Verdict]] = {}
 _EXPECTED: dict[str, Callable[..., Any]] = {}
 
 
-def _exercise(name: str, *, expected: Callable[..., Any] | None = None):
+def _exercise(
+    name: str, *, expected: Callable[..., Any] | None = None
+) -> Callable[[Callable[..., Verdict]], Callable[..., Verdict]]:
     """Register a check under ``name``; ``expected(**context)`` computes the right answer (used by the tests
     that make sure no lesson prints an exercise's answer before asking it)."""
 
@@ -163,7 +175,16 @@ def expected(exercise: str, **context: Any) -> Any:
 # -- shared helpers: each runs a small, fresh service in a temporary folder ------------------------------
 
 
-def _file_session(tmp: str, name: str, key: str, handler: Callable[..., Any], payloads: list[str], **options: Any):
+def _file_session(
+    tmp: str,
+    name: str,
+    key: str,
+    handler: Callable[..., Any],
+    payloads: list[str],
+    *,
+    max_attempts: int | None = None,
+    dead_letter: str | None = None,
+) -> tuple[Session, str]:
     """Run ``handler`` on a fresh stream file holding ``payloads`` under ``key``; returns (session, path)."""
     from nbkit.notebook.session import Session
     from nbkit.runtime.app import App
@@ -172,7 +193,9 @@ def _file_session(tmp: str, name: str, key: str, handler: Callable[..., Any], pa
 
     path = os.path.join(tmp, name)
     broker = FileBroker(path)
-    broker.subscriber(key, start_at=FilePosition.beginning(), **options)(handler)
+    broker.subscriber(key, start_at=FilePosition.beginning(), max_attempts=max_attempts, dead_letter=dead_letter)(
+        handler
+    )
     session = Session(App(broker))
     for payload in payloads:
         broker.publish(key, payload)
@@ -240,7 +263,7 @@ def _cap_two(*, orders: int, seed: int, max_attempts: int, **_: Any) -> int:
         session, _path = _file_session(
             tmp, "orders.ss", "orders", handle_order, workload, max_attempts=max_attempts, dead_letter=DEAD_LETTER
         )
-        return int((session.events["action"] == "dead-letter").sum())
+        return int((session.events["action"] == Action.DEAD_LETTER).sum())
 
 
 @_exercise("00-cap-two", expected=_cap_two)
@@ -332,7 +355,7 @@ def _resume(answer: Any, *, last_processed: int, **_: Any) -> Verdict:
     return Verdict(False, "resume with FilePosition.sequence(n): which n is the first message not processed yet?")
 
 
-def _position(seq: int):
+def _position(seq: int) -> FilePosition:
     from nbkit.transport.positions import FilePosition
 
     return FilePosition.sequence(seq)
@@ -398,7 +421,7 @@ def _succeeds_late(*, max_attempts: int, succeeds_on: int, **_: Any) -> tuple[in
             tmp, "parcels.ss", "parcels", handler, ["parcel"], max_attempts=max_attempts, dead_letter="parcels.dead"
         )
         events = session.events
-    return len(events), int((events["action"] == "dead-letter").sum())
+    return len(events), int((events["action"] == Action.DEAD_LETTER).sum())
 
 
 @_exercise("03-succeeds-on-cap", expected=_succeeds_late)
@@ -429,7 +452,7 @@ def _dead_letter_time(*, max_attempts: int, base: float, **_: Any) -> float:
             tmp, "parcels.ss", "parcels", handler, ["parcel"], max_attempts=max_attempts, dead_letter="parcels.dead"
         )
         events = session.events
-    dead = events[events["action"] == "dead-letter"]
+    dead = events[events["action"] == Action.DEAD_LETTER]
     return float((dead["time"].iloc[0] - events["time"].iloc[0]).total_seconds())
 
 
@@ -477,7 +500,7 @@ def _key_counts(lines: list[str]) -> dict[str, int]:
 
     if not lines:
         return {}
-    counts = read_pipe(lines)["stream_key"].value_counts()
+    counts = read_pipe(lines=lines)["stream_key"].value_counts()
     return {str(k): int(v) for k, v in counts.items() if v}
 
 
@@ -538,7 +561,7 @@ def _check_two_stages(answer: Any, *, lines: int, max_attempts: int, **_: Any) -
 # -- 05 analysis -----------------------------------------------------------------------------------------
 
 
-def _demo_file(orders: int, seed: int):
+def _demo_file(orders: int, seed: int) -> pd.DataFrame:
     """The demo's stream file for this workload, read with JSON payloads (one row per message)."""
     from nbkit.notebook.demo import run_demo
     from nbkit.notebook.frames import read_stream
@@ -664,20 +687,22 @@ def _keep_count_run(max_attempts: int, keep_count: bool) -> tuple[int, str]:
     from nbkit.runtime.redrive import REDRIVEN_FROM_HEADER, redrive
     from nbkit.transport.positions import FilePosition
 
-    options = {"start_at": FilePosition.beginning(), "max_attempts": max_attempts, "dead_letter": "orders.dead"}
+    def subscribe(broker: FileBroker, handler: Callable[[Delivery], HandlerOutcome | None]) -> None:
+        broker.subscriber(
+            "orders", start_at=FilePosition.beginning(), max_attempts=max_attempts, dead_letter="orders.dead"
+        )(handler)
+
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "orders.ss")
         broken = FileBroker(path)
-        broken.subscriber("orders", **options)(lambda d: HandlerOutcome.retry_after(1))
+        subscribe(broken, lambda d: HandlerOutcome.retry_after(1))
         session = Session(App(broken))
         broken.publish("orders", '{"id": 1}')
         session.run()
         session.close()
         redrive(path, source="orders.dead", target="orders", keep_count=keep_count, clock=session.clock)
         fixed = FileBroker(path)  # still failing for the redriven message: where does it go next?
-        fixed.subscriber("orders", **options)(
-            lambda d: HandlerOutcome.retry_after(1) if REDRIVEN_FROM_HEADER in d.headers else None
-        )
+        subscribe(fixed, lambda d: HandlerOutcome.retry_after(1) if REDRIVEN_FROM_HEADER in d.headers else None)
         session = Session(App(fixed))
         event = next(e for e in session.run() if e.redriven)
         session.close()

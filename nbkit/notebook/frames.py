@@ -38,13 +38,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from itertools import compress
 from operator import itemgetter, methodcaller
-from typing import Any
+from typing import IO, Any
 
 import msgspec
 import numpy as np
 import pandas as pd
 
-from nbkit.errors import NbkitError
+from nbkit.errors import FormatError, Utf8Error
 from nbkit.runtime.delivery import retry_count
 from nbkit.transport.file_reader import FrameColumns, StreamReader
 from nbkit.transport.positions import FilePosition, to_epoch_ms
@@ -522,7 +522,8 @@ def read_stream(
 
     ``start`` is a FilePosition or a time (messages strictly after it); ``end`` a time (messages
     before it). EOS and the internal priming key are left out unless ``include_internal``. How the read
-    ended is in ``frame.attrs["read_end"]``; a partial frame at the tail warns.
+    ended is in ``frame.attrs["read_end"]`` (a :class:`~nbkit.ReadEnd`: ``.reason``, ``.offset``, and a
+    sentence for people as ``str()``); a partial frame at the tail warns.
 
     Parameters
     ----------
@@ -594,7 +595,7 @@ def read_stream(
     frame = cols.frame("file", release=True)
     frame.attrs["damaged"] = damaged
     if ended is not None:
-        frame.attrs["read_end"] = ended.describe()
+        frame.attrs["read_end"] = ended
         if ended.reason == "truncated":
             warnings.warn(f"{os.fspath(path)}: {ended.describe()}", stacklevel=2)
     return frame
@@ -620,21 +621,30 @@ def _progress_bar(reader: StreamReader, progress: bool | None):
 
 
 def read_pipe(
-    source: str | os.PathLike | Iterable[str],
+    path_or_file: str | os.PathLike[str] | IO[str] | None = None,
     *,
+    lines: Iterable[str] | None = None,
     keys: Iterable[str] | str | None = None,
     payload: str = "auto",
 ) -> pd.DataFrame:
     """Load captured stdio lines (a stage's saved stdout) into the same frame shape as read_stream.
+
+    Pass what to read in one of two ways, never both: a path or an open text file
+    (``read_pipe("stdout.txt")``, ``read_pipe(io.StringIO(text))``), or the lines themselves
+    (``read_pipe(lines=captured)``). A str is always a path, never content: text with a line break
+    raises ValueError saying what to pass instead.
 
     Fields a line leaves out are filled as the upstream consumer does (key ``broadcast``, shard 0,
     counted seq); a missing timestamp stays NaT. ``offset`` holds the line number.
 
     Parameters
     ----------
-    source : str, os.PathLike or iterable of str
-        A path (``pathlib.Path``, or a str naming an existing file), a string of lines, or an iterable
-        of lines.
+    path_or_file : str, os.PathLike or text file object, optional
+        A file of captured lines (UTF-8, one line per ``\\n``), or an object with ``read()`` returning
+        str, such as an open text file or ``io.StringIO``.
+    lines : iterable of str, optional
+        The lines themselves (a trailing ``\\n`` on each is removed), for example the ``stdout`` list
+        a :class:`~nbkit.StdioBroker` wrote to.
     keys : str or iterable of str, optional
         Keep only these stream keys.
     payload : {"auto", "bytes", "text", "json"}
@@ -645,51 +655,119 @@ def read_pipe(
     pandas.DataFrame
         The columns of :func:`read_stream`, with ``transport`` ``"pipe"``.
 
+    Raises
+    ------
+    TypeError
+        Both or neither of ``path_or_file`` and ``lines``, bytes instead of text, or one str as ``lines``.
+    ValueError
+        A str with a line break as ``path_or_file`` (content, not a path).
+    LineParseError
+        A line whose ``[...]`` header breaks the grammar (its line number, and the file when there is one).
+
     Examples
     --------
     >>> from nbkit import read_pipe
     >>> lines = ["[2024-01-01T00:00:00 | jobs | 0] hello", "[2024-01-01T00:00:01 | jobs | 1] world"]
-    >>> read_pipe(lines)[["stream_key", "seq", "payload", "offset"]]
+    >>> read_pipe(lines=lines)[["stream_key", "seq", "payload", "offset"]]
       stream_key  seq payload  offset
     0       jobs    0   hello       1
     1       jobs    1   world       2
+
+    A saved capture is read by its path; text in memory through ``io.StringIO``:
+
+    >>> _ = open("stdout.txt", "w").write("\\n".join(lines) + "\\n")
+    >>> read_pipe("stdout.txt")["payload"].tolist()
+    ['hello', 'world']
+    >>> import io
+    >>> read_pipe(io.StringIO("[2024-01-01T00:00:02 | jobs | 2] again\\n"))["seq"].tolist()
+    [2]
     """
     wanted = {keys} if isinstance(keys, str) else (set(keys) if keys is not None else None)
     cols = _Columns(payload)
     decoder = LineDecoder()
-    for lineno, line in enumerate(_lines(source), start=1):
+    name = os.fspath(path_or_file) if isinstance(path_or_file, (str, os.PathLike)) else None
+    source, what = _lines(path_or_file, lines)
+    for lineno, line in enumerate(source, start=1):
+        if not isinstance(line, str):
+            hint = "; open the file in text mode (encoding='utf-8')" if isinstance(line, bytes) else ""
+            raise TypeError(f"read_pipe reads text lines; {what} gave {type(line).__name__}{hint}")
         if line.endswith("\n"):
             line = line[:-1]
         if not line:
             continue
-        parsed = parse_line(line, lineno=lineno)
+        try:
+            parsed = parse_line(line, lineno=lineno)
+        except FormatError as exc:
+            raise (exc if name is None else exc.located(path=name)) from None
         resolved = decoder.resolve(parsed, now_ms=0)
         if wanted is not None and resolved.stream_key not in wanted:
             continue
-        ts = parsed.timestamp_ms
         cols.add(
             resolved.stream_key,
             resolved.shard_id,
             resolved.seq,
-            ts,
+            parsed.timestamp_ms,
             resolved.payload.encode("utf-8"),
             lineno,
         )
     return cols.frame("pipe", release=True)
 
 
-def _lines(source: Any) -> Iterable[str]:
-    if isinstance(source, os.PathLike) or (isinstance(source, str) and "\n" not in source and os.path.isfile(source)):
-        try:
-            with open(source, encoding="utf-8") as f:
-                return f.read().split("\n")
-        except UnicodeDecodeError as exc:
-            raise NbkitError(f"{os.fspath(source)}: not UTF-8 text (byte {exc.start}); not stdio lines") from None
-    if isinstance(source, str):
-        return source.split("\n")
-    if isinstance(source, bytes):
-        raise TypeError("read_pipe takes text lines; decode bytes first")
-    return source
+def _lines(
+    path_or_file: str | os.PathLike[str] | IO[str] | None, lines: Iterable[str] | None
+) -> tuple[Iterable[object], str]:
+    """``read_pipe``'s input as an iterable of lines, and what to call it in an error: a path's lines, a
+    text file (iterated), or the given lines; a wrong or ambiguous input raises, naming what to pass instead."""
+    if path_or_file is not None and lines is not None:
+        raise TypeError("read_pipe takes a path or file, or lines=..., not both")
+    if lines is not None:
+        if isinstance(lines, (str, bytes, bytearray)):
+            raise TypeError(
+                f"read_pipe(lines=...) takes an iterable of lines, not one {type(lines).__name__}: "
+                "pass lines=text.splitlines() (or read_pipe(io.StringIO(text)))"
+            )
+        return lines, "lines"
+    if path_or_file is None:
+        raise TypeError(
+            "read_pipe needs what to read: read_pipe('stdout.txt'), read_pipe(file) or read_pipe(lines=[...])"
+        )
+    if isinstance(path_or_file, str) and ("\n" in path_or_file or "\r" in path_or_file):
+        raise ValueError(
+            "read_pipe reads a str as a path, and this one holds line breaks, so it is content: pass "
+            "read_pipe(lines=text.splitlines()) or read_pipe(io.StringIO(text))"
+        )
+    if isinstance(path_or_file, (bytes, bytearray)):
+        raise TypeError("read_pipe takes text: a path as str, a text file, or lines=[...] of str; decode bytes first")
+    if isinstance(path_or_file, (str, os.PathLike)):
+        return _read_capture(os.fspath(path_or_file)), "the file"
+    if not callable(getattr(path_or_file, "read", None)):
+        raise TypeError(
+            f"read_pipe takes a path or a text file, not {type(path_or_file).__name__}; "
+            "pass lines in memory as read_pipe(lines=...)"
+        )
+    return path_or_file, "the file"
+
+
+def _read_capture(path: str) -> list[str]:
+    """A saved capture's lines: the file decoded as UTF-8 and split at ``\\n`` only, as on the pipe (a
+    ``\\r`` stays in its line). A missing file's error says how to pass lines that are in memory; bytes
+    that are not UTF-8 raise Utf8Error naming the line."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except FileNotFoundError as exc:
+        exc.add_note("read_pipe reads a str as a path; for lines in memory pass read_pipe(lines=[...])")
+        raise
+    try:
+        return data.decode("utf-8").split("\n")
+    except UnicodeDecodeError as exc:
+        line_start = data.rfind(b"\n", 0, exc.start) + 1
+        raise Utf8Error(
+            f"not UTF-8 text (byte {exc.start - line_start} of the line), so not a stdio line: a pipe line is "
+            "UTF-8 and binary payloads travel in rs1: envelopes",
+            path=path,
+            line=data.count(b"\n", 0, exc.start) + 1,
+        ) from None
 
 
 def concat_frames(*frames: pd.DataFrame) -> pd.DataFrame:
@@ -710,7 +788,7 @@ def concat_frames(*frames: pd.DataFrame) -> pd.DataFrame:
     >>> from nbkit import StreamWriter, concat_frames, read_pipe, read_stream
     >>> with StreamWriter("orders.ss") as writer:
     ...     _ = writer.write("orders", b"paid")
-    >>> both = concat_frames(read_stream("orders.ss"), read_pipe(["[2024-01-01T00:00:00 | jobs | 0] hello"]))
+    >>> both = concat_frames(read_stream("orders.ss"), read_pipe(lines=["[2024-01-01T00:00:00 | jobs | 0] hello"]))
     >>> both[["transport", "stream_key", "payload"]]
       transport stream_key payload
     0      file     orders    paid

@@ -23,7 +23,7 @@ a copy carries with its predecessor's sequence number (nbkit and ruststream both
    :func:`~nbkit.notebook.frames.concat_frames` put the upstream capture (a stage's stdin) first.
 
 Copies under a pipe stage's ``out_retry`` key link the same way: a stage's stdout alone holds its
-copies (their originals were on stdin); ``concat_frames(read_pipe(stdin), read_pipe(stdout))`` links
+copies (their originals were on stdin); ``concat_frames(read_pipe(lines=stdin), read_pipe(lines=stdout))`` links
 the first copies too. Records link only within one ``transport``.
 
 Limits: identical payloads with identical headers and no ``stream-sequence`` header are told apart
@@ -52,6 +52,7 @@ import numpy as np
 import pandas as pd
 
 from nbkit.wire.envelope import RETRY_COUNT_HEADER, SEQUENCE_HEADER
+from nbkit.wire.ssformat import MAX_U64
 
 __all__ = ["LINEAGE_COLUMNS", "LineageSummary", "STATES", "lineage", "summarize", "timeline_steps"]
 
@@ -72,13 +73,15 @@ LINEAGE_COLUMNS = (
 )
 #: What the file shows after a record: a copy of it follows; it is a dead-letter copy; nothing follows.
 STATES = ("copied-again", "dead-lettered", "no further copy")
+#: Stream keys ending so are dead-letter keys unless ``dead_letter_keys`` says otherwise.
 DEFAULT_DEAD_LETTER_SUFFIXES = (".dead", ".dlq")
+#: How callers name the dead-letter keys: one key, a collection of keys, or a predicate (None: the suffixes).
+DeadLetterKeys = str | Iterable[str] | Callable[[str], object] | None
 _REWRITTEN = (RETRY_COUNT_HEADER, SEQUENCE_HEADER)
 _NEEDED = ("stream_key", "seq", "timestamp", "payload", "retry_count", "headers")
-_MAX_U64 = (1 << 64) - 1
 
 
-def lineage(frame: pd.DataFrame, *, dead_letter_keys: Any = None) -> pd.DataFrame:
+def lineage(frame: pd.DataFrame, *, dead_letter_keys: DeadLetterKeys = None) -> pd.DataFrame:
     """Link each retry copy in a messages frame to the record it copies: one history per message.
 
     The linking rule, its limits and what the file cannot tell are in the module docstring
@@ -126,7 +129,7 @@ def lineage(frame: pd.DataFrame, *, dead_letter_keys: Any = None) -> pd.DataFram
     >>> from nbkit.wire.envelope import encode
     >>> copy = encode({"x-ruststream-retry-count": "1"}, b"pay 7", force_text=True).decode()
     >>> lines = [format_line(0, "jobs", 0, "pay 7"), format_line(3000, "jobs.retry", 0, copy)]
-    >>> lin = lineage(read_pipe(lines))
+    >>> lin = lineage(read_pipe(lines=lines))
     >>> lin[["message", "attempt", "stream_key", "delay", "state"]]
        message  attempt  stream_key           delay            state
     0        0        1        jobs             NaT     copied-again
@@ -251,7 +254,7 @@ def _sequence(value: Any) -> int | None:
     if not isinstance(value, str) or not value.isascii() or not value.isdigit():
         return None
     number = int(value)
-    return number if number <= _MAX_U64 else None
+    return number if number <= MAX_U64 else None
 
 
 def _group_codes(frame: pd.DataFrame, header_codes: np.ndarray, payload_codes: np.ndarray) -> np.ndarray:
@@ -349,7 +352,7 @@ def _rank_in_group(mask: np.ndarray, starts: np.ndarray, group: np.ndarray) -> n
 
 # -- histories -----------------------------------------------------------------------------------------
 def _histories(
-    frame: pd.DataFrame, pred: np.ndarray, counts: np.ndarray, ambiguous: int, dead_letter_keys: Any
+    frame: pd.DataFrame, pred: np.ndarray, counts: np.ndarray, ambiguous: int, dead_letter_keys: DeadLetterKeys
 ) -> pd.DataFrame:
     """The lineage frame from the predecessor links (``counts``: each record's retry count)."""
     n = len(frame)
@@ -368,7 +371,7 @@ def _histories(
     keys = frame["stream_key"].reset_index(drop=True)
     if not isinstance(keys.dtype, pd.CategoricalDtype):
         keys = keys.astype(object).astype("category")
-    dead_key = _dead_letter_predicate(dead_letter_keys)
+    dead_key = dead_letter_predicate(dead_letter_keys)
     dead_categories = np.array([dead_key(str(k)) for k in keys.cat.categories], dtype=bool)
     key_codes = keys.cat.codes.to_numpy()
     dead = np.zeros(n, dtype=bool) if not len(dead_categories) else dead_categories[key_codes] & (key_codes >= 0)
@@ -418,12 +421,34 @@ def _histories(
     return out
 
 
-def _dead_letter_predicate(dead_letter_keys: Any) -> Callable[[str], bool]:
-    """``dead_letter_keys`` (None, a key, keys or a predicate) as a predicate over stream keys."""
+def dead_letter_predicate(dead_letter_keys: DeadLetterKeys = None) -> Callable[[str], bool]:
+    """``dead_letter_keys`` as a predicate over stream keys (the one rule lineage and the plots share).
+
+    Parameters
+    ----------
+    dead_letter_keys : str, iterable of str or callable, optional
+        One dead-letter key, a collection of them, or a predicate ``key -> bool``; default (None): keys
+        ending in ``.dead`` or ``.dlq``.
+
+    Returns
+    -------
+    callable
+        ``key -> bool``: whether ``key`` is a dead-letter key.
+
+    Examples
+    --------
+    >>> from nbkit.notebook.lineage import dead_letter_predicate
+    >>> is_dead = dead_letter_predicate()
+    >>> is_dead("orders.dead"), is_dead("jobs.dlq"), is_dead("orders.retry")
+    (True, True, False)
+    >>> dead_letter_predicate(["parked"])("parked")
+    True
+    """
     if dead_letter_keys is None:
         return lambda key: key.endswith(DEFAULT_DEAD_LETTER_SUFFIXES)
     if callable(dead_letter_keys):
-        return lambda key: bool(dead_letter_keys(key))
+        predicate = dead_letter_keys
+        return lambda key: bool(predicate(key))
     if isinstance(dead_letter_keys, str):
         return {dead_letter_keys}.__contains__
     if isinstance(dead_letter_keys, Iterable):
@@ -534,7 +559,7 @@ class LineageSummary:
     --------
     >>> from nbkit import read_pipe
     >>> from nbkit.notebook.lineage import lineage, summarize
-    >>> summary = summarize(lineage(read_pipe(["[2024-01-01T00:00:00 | jobs | 0] hello"])))
+    >>> summary = summarize(lineage(read_pipe(lines=["[2024-01-01T00:00:00 | jobs | 0] hello"])))
     >>> summary.messages, summary.attempts.to_dict(), summary.dead_letters
     (1, {1: 1}, 0)
     """
@@ -562,7 +587,7 @@ class LineageSummary:
         --------
         >>> from nbkit import read_pipe
         >>> from nbkit.notebook.lineage import lineage, summarize
-        >>> print(summarize(lineage(read_pipe(["[2024-01-01T00:00:00 | jobs | 0] hi"]))).to_text())
+        >>> print(summarize(lineage(read_pipe(lines=["[2024-01-01T00:00:00 | jobs | 0] hi"]))).to_text())
         1 messages in 1 records (pipe)
         attempts needed:  1: 1  (attempts: messages)
         final state:      no further copy 1
@@ -605,7 +630,7 @@ class LineageSummary:
         --------
         >>> from nbkit import read_pipe
         >>> from nbkit.notebook.lineage import lineage, summarize
-        >>> summarize(lineage(read_pipe(["[2024-01-01T00:00:00 | jobs | 0] hi"]))).to_dict()["attempts"]
+        >>> summarize(lineage(read_pipe(lines=["[2024-01-01T00:00:00 | jobs | 0] hi"]))).to_dict()["attempts"]
         {'1': 1}
         """
         return {

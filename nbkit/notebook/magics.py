@@ -10,13 +10,15 @@ Every magic is a thin layer over :class:`~nbkit.notebook.session.Session`.
 from __future__ import annotations
 
 import textwrap
+from argparse import Namespace
 from typing import Any
 
+import pandas as pd
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
 from nbkit.errors import ConfigurationError
-from nbkit.notebook.session import Session
+from nbkit.notebook.session import Advanced, Pending, Session, Steps
 from nbkit.runtime.app import App
 from nbkit.runtime.broker import Broker
 from nbkit.runtime.clock import VirtualClock
@@ -44,6 +46,24 @@ def _position(text: str | None) -> FilePosition | None:
     raise ConfigurationError(f"--start-at takes beginning, end, seq:N or ts:MS, not {text!r}")
 
 
+def _refuse_other_transport_options(broker: Broker, args: Namespace) -> FileBroker | StdioBroker:
+    """Check that ``%%nbkit_handler``'s options belong to ``broker``'s transport, before anything changes."""
+    if isinstance(broker, FileBroker):
+        if args.out_retry is not None:
+            raise ConfigurationError(
+                "--out-retry is an option of a pipe (%nbkit_pipe); on a file, retry copies are appended "
+                "under the subscribed key itself"
+            )
+        return broker
+    if isinstance(broker, StdioBroker):
+        if args.replay or args.start_at is not None:
+            raise ConfigurationError(
+                "--replay and --start-at are options of a file (%nbkit_file); a pipe keeps no log to start in"
+            )
+        return broker
+    raise ConfigurationError(f"%%nbkit_handler registers on a FileBroker or a StdioBroker, not {broker!r}")
+
+
 @magics_class
 class NbkitMagics(Magics):
     """The current brokers and Session of this notebook, and the magics that drive them."""
@@ -56,18 +76,26 @@ class NbkitMagics(Magics):
 
     # -- state -------------------------------------------------------------------------------------
     @property
+    def user_ns(self) -> dict[str, Any]:
+        """The notebook's namespace, where the magics read inputs and bind brokers and the session."""
+        if self.shell is None:
+            raise ConfigurationError("the nbkit magics run inside IPython: %load_ext nbkit in a notebook")
+        namespace: dict[str, Any] = self.shell.user_ns
+        return namespace
+
+    @property
     def session(self) -> Session:
         """The Session over the current brokers, created at the first step (after handlers exist)."""
         if self._session is None:
             if not self.brokers:
                 raise ConfigurationError("no broker yet: start with %nbkit_file PATH or %nbkit_pipe")
             self._session = Session(App(*self.brokers), clock=self.clock)
-            self.shell.user_ns["nbkit_session"] = self._session
+            self.user_ns["nbkit_session"] = self._session
         return self._session
 
     def _broker(self, name: str | None) -> Broker:
         if name is not None:
-            broker = self.shell.user_ns.get(name)
+            broker = self.user_ns.get(name)
             if not isinstance(broker, Broker):
                 raise ConfigurationError(f"--broker {name!r} is not a FileBroker or StdioBroker in this notebook")
             if broker not in self.brokers:
@@ -98,7 +126,7 @@ class NbkitMagics(Magics):
             options["beacon_interval"] = args.beacon_interval
         broker = FileBroker(args.path.strip("'\""), **options)
         self._add(broker)
-        self.shell.user_ns[args.name] = broker
+        self.user_ns[args.name] = broker
         return broker
 
     @magic_arguments()
@@ -109,10 +137,10 @@ class NbkitMagics(Magics):
     def nbkit_pipe(self, line: str) -> StdioBroker:
         """Open a StdioBroker whose stdin is a notebook variable and whose stdout is captured."""
         args = parse_argstring(self.nbkit_pipe, line)
-        stdin = self.shell.user_ns[args.stdin] if args.stdin else []
+        stdin = self.user_ns[args.stdin] if args.stdin else []
         broker = StdioBroker(stdin=stdin, stdout=[], loopback=args.loopback)
         self._add(broker)
-        self.shell.user_ns[args.name] = broker
+        self.user_ns[args.name] = broker
         return broker
 
     # -- handlers ----------------------------------------------------------------------------------
@@ -135,46 +163,51 @@ class NbkitMagics(Magics):
         broker = self._broker(args.broker)
         if broker.connected:
             raise ConfigurationError("the session has started; run %nbkit_reset before changing handlers")
+        target = _refuse_other_transport_options(broker, args)
+        start_at = _position(args.start_at)
         source = "def __nbkit_handler__(delivery):\n" + textwrap.indent(cell.strip("\n") or "pass", "    ")
-        namespace = self.shell.user_ns
+        namespace = self.user_ns
         exec(compile(source, f"<nbkit handler {args.key}>", "exec"), namespace)
         handler = namespace.pop("__nbkit_handler__")
         handler.__name__ = f"handle_{args.key}".replace(".", "_").replace("-", "_")
-        broker.registrations[:] = [r for r in broker.registrations if r.name != args.key]
-        broker.include(
-            handler,
-            args.key,
-            max_attempts=args.max_attempts,
-            dead_letter=args.dead_letter,
-            out_retry=args.out_retry,
-            replay=args.replay,
-            start_at=_position(args.start_at),
-        )
+        target.registrations[:] = [r for r in target.registrations if r.name != args.key]
+        if isinstance(target, FileBroker):
+            target.subscriber(
+                args.key,
+                max_attempts=args.max_attempts,
+                dead_letter=args.dead_letter,
+                replay=args.replay,
+                start_at=start_at,
+            )(handler)
+        else:
+            target.subscriber(
+                args.key, max_attempts=args.max_attempts, dead_letter=args.dead_letter, out_retry=args.out_retry
+            )(handler)
 
     # -- driving -----------------------------------------------------------------------------------
     @magic_arguments()
     @argument("n", nargs="?", type=int, default=1, help="how many deliveries (default 1)")
     @line_magic
-    def nbkit_step(self, line: str):
+    def nbkit_step(self, line: str) -> Steps:
         """Deliver and settle the next N messages."""
         return self.session.step(parse_argstring(self.nbkit_step, line).n)
 
     @magic_arguments()
     @argument("--max", type=int, default=None, help="stop after this many deliveries")
     @line_magic
-    def nbkit_run(self, line: str):
+    def nbkit_run(self, line: str) -> Steps:
         """Deliver until nothing is left, moving the virtual clock to each delayed copy."""
         return self.session.run(max_deliveries=parse_argstring(self.nbkit_run, line).max)
 
     @magic_arguments()
     @argument("seconds", type=float, help="how far to move the virtual clock")
     @line_magic
-    def nbkit_advance(self, line: str):
+    def nbkit_advance(self, line: str) -> Advanced:
         """Move the virtual clock forward; delayed copies that fall due are published."""
         return self.session.advance(parse_argstring(self.nbkit_advance, line).seconds)
 
     @line_magic
-    def nbkit_events(self, line: str):
+    def nbkit_events(self, line: str) -> pd.DataFrame:
         """The settlement events so far, as a DataFrame: what happened (key, seq, attempt, outcome, action)
         first, then when and where (the full schema of :mod:`nbkit.runtime.events`)."""
         events = self.session.events
@@ -182,7 +215,7 @@ class NbkitMagics(Magics):
         return events[first + [c for c in events.columns if c not in first]]
 
     @line_magic
-    def nbkit_pending(self, line: str):
+    def nbkit_pending(self, line: str) -> Pending:
         """The delayed copies waiting in the process."""
         return self.session.pending
 

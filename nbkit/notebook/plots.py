@@ -33,16 +33,24 @@ in ``.dead`` or ``.dlq`` (``orders.dead``, ``jobs.dlq``).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 import pandas as pd
 
-from nbkit.notebook.lineage import timeline_steps
+from nbkit.notebook.lineage import DeadLetterKeys, dead_letter_predicate, timeline_steps
+from nbkit.runtime.settle import Action
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.axis import Axis
+    from matplotlib.figure import Figure
+
+_F = TypeVar("_F", bound=Callable[..., Any])
 
 __all__ = ["attempts", "dashboard", "dead_letters", "retry_delays", "timeline"]
 
-DEFAULT_DEAD_LETTER_SUFFIXES = (".dead", ".dlq")
 #: Up to this many distinct delays are drawn as one bar per delay; more become a histogram.
 MAX_DISTINCT_DELAYS = 12
 #: Observed delays (a lineage frame) get bars only up to this many distinct values: their labels are longer.
@@ -73,7 +81,7 @@ _DOCS = {
 }
 
 
-def _share_docs(func):
+def _share_docs(func: _F) -> _F:
     """Fill ``{data}``, ``{ax}``, ... in a docstring with the shared parameter text (written once)."""
     doc = func.__doc__ or ""
     for name, text in _DOCS.items():
@@ -106,20 +114,6 @@ def _frame_kind(data: pd.DataFrame) -> str:
     )
 
 
-def _dead_letter_predicate(dead_letter_keys) -> Callable[[str], bool]:
-    if dead_letter_keys is None:
-        return lambda key: key.endswith(DEFAULT_DEAD_LETTER_SUFFIXES)
-    if callable(dead_letter_keys):
-        return lambda key: bool(dead_letter_keys(key))
-    if isinstance(dead_letter_keys, str):
-        keys = {dead_letter_keys}
-    elif isinstance(dead_letter_keys, Iterable):
-        keys = set(dead_letter_keys)
-    else:
-        raise TypeError(f"dead_letter_keys takes a key, keys or a predicate, not {dead_letter_keys!r}")
-    return keys.__contains__
-
-
 def _require(data: pd.DataFrame, *names: str, kind: str) -> None:
     for name in names:
         if name not in data.columns:
@@ -134,7 +128,7 @@ def _utc(values: pd.Series) -> pd.Series:
 def _as_deliveries(
     data: pd.DataFrame,
     *,
-    dead_letter_keys=None,
+    dead_letter_keys: DeadLetterKeys = None,
     by: str | None = "transport",
 ) -> pd.DataFrame:
     """One small frame for every plot, whichever kind of frame came in.
@@ -162,14 +156,14 @@ def _as_deliveries(
     attempt = pd.array(data["attempt"], dtype="Int64")
     if kind == "events":
         action = data["action"].astype(object)
-        is_dead = (action == "dead-letter").to_numpy(dtype=bool)
+        is_dead = (action == Action.DEAD_LETTER).to_numpy(dtype=bool)
         delivered = np.ones(n, dtype=bool)
         delay = np.full(n, np.nan)
         if "delay" in data.columns:
             raw = pd.to_numeric(data["delay"], errors="coerce").to_numpy(dtype=float, na_value=np.nan)
             act = action.to_numpy()
-            delay = np.where(act == "delayed-copy", raw, delay)
-            delay = np.where(act == "copy", np.nan_to_num(raw, nan=0.0), delay)  # a copy now: 0 s
+            delay = np.where(act == Action.DELAYED_COPY, raw, delay)
+            delay = np.where(act == Action.COPY, np.nan_to_num(raw, nan=0.0), delay)  # a copy now: 0 s
         time = _utc(data["time"])
         if "written_at" in data.columns:
             written = _utc(data["written_at"])
@@ -181,7 +175,7 @@ def _as_deliveries(
         delay = np.where(is_dead, np.nan, observed)
         time = _utc(data["timestamp"])
     else:
-        is_dead_key = _dead_letter_predicate(dead_letter_keys)
+        is_dead_key = dead_letter_predicate(dead_letter_keys)
         keys = data["stream_key"].astype(object)
         is_dead = np.array([isinstance(k, str) and is_dead_key(k) for k in keys], dtype=bool)
         delivered = ~is_dead
@@ -251,7 +245,7 @@ def _transport_text(transports: list[str]) -> str:
     return " and ".join(transports)
 
 
-def _label(value) -> str:
+def _label(value: object) -> str:
     return "(missing)" if value is None or (not isinstance(value, str) and pd.isna(value)) else str(value)
 
 
@@ -281,7 +275,7 @@ def _pipe_output_only(d: pd.DataFrame) -> bool:
     return bool(len(pipe)) and not (pipe["attempt"] == 1).any()
 
 
-def _axes(ax):
+def _axes(ax: Axes | None) -> Axes:
     if ax is None:
         import matplotlib.pyplot as plt
 
@@ -289,7 +283,24 @@ def _axes(ax):
     return ax
 
 
-def _no_data(ax, reason: str):
+def _integer_ticks(axis: Axis) -> None:
+    """Whole-number ticks on a count axis: the default locator (a MaxNLocator) told to use integers."""
+    from matplotlib.ticker import MaxNLocator
+
+    locator = axis.get_major_locator()
+    if isinstance(locator, MaxNLocator):
+        locator.set_params(integer=True)
+
+
+def _root_figure(ax: Axes) -> Figure:
+    """The Figure ``ax`` is drawn on (through any subfigure): offsets in points are relative to its dpi."""
+    fig = ax.get_figure(root=True)
+    if fig is None:
+        raise ValueError("the Axes belongs to no Figure")
+    return fig
+
+
+def _no_data(ax: Axes, reason: str) -> Axes:
     """Leave ``ax`` empty with a sentence, in the panel, saying why there is nothing to draw."""
     ax.text(
         0.5,
@@ -307,7 +318,7 @@ def _no_data(ax, reason: str):
 
 
 def _grouped_bars(
-    ax,
+    ax: Axes,
     positions: np.ndarray,
     table: pd.DataFrame,
     groups: list[str],
@@ -333,7 +344,7 @@ def _grouped_bars(
         _top_legend(ax, title=title)
 
 
-def _top_legend(ax, *, title: str | None = None) -> None:
+def _top_legend(ax: Axes, *, title: str | None = None) -> None:
     """A one-row legend in the headroom above the data (the caller leaves ~25% free at the top)."""
     handles, labels = ax.get_legend_handles_labels()
     if handles:
@@ -352,7 +363,13 @@ def _top_legend(ax, *, title: str | None = None) -> None:
 
 # -- the plots -----------------------------------------------------------------------------------------
 @_share_docs
-def attempts(data: pd.DataFrame, *, ax=None, by: str | None = "transport", dead_letter_keys=None):
+def attempts(
+    data: pd.DataFrame,
+    *,
+    ax: Axes | None = None,
+    by: str | None = "transport",
+    dead_letter_keys: DeadLetterKeys = None,
+) -> Axes:
     """Bar chart of deliveries per attempt number (1, 2, 3, ...), one bar group per ``by`` value.
 
     Attempt 1 is the first delivery; attempt n the (n-1)-th retry copy. Attempt numbers with no
@@ -372,7 +389,7 @@ def attempts(data: pd.DataFrame, *, ax=None, by: str | None = "transport", dead_
     Examples
     --------
     >>> ax = attempts(session.events)                                      # doctest: +SKIP
-    >>> ax = attempts(concat_frames(read_stream("orders.ss"), read_pipe(out)))  # doctest: +SKIP
+    >>> ax = attempts(concat_frames(read_stream("orders.ss"), read_pipe(lines=out)))  # doctest: +SKIP
     """
     d = _as_deliveries(data, dead_letter_keys=dead_letter_keys, by=by)
     ax = _axes(ax)
@@ -406,12 +423,18 @@ def attempts(data: pd.DataFrame, *, ax=None, by: str | None = "transport", dead_
             gid="pipe-output-note",
         )
     ax.set_xticks(positions, [str(p) for p in positions])
-    ax.yaxis.get_major_locator().set_params(integer=True)
+    _integer_ticks(ax.yaxis)
     return ax
 
 
 @_share_docs
-def retry_delays(data: pd.DataFrame, *, ax=None, by: str | None = "transport", bins=None):
+def retry_delays(
+    data: pd.DataFrame,
+    *,
+    ax: Axes | None = None,
+    by: str | None = "transport",
+    bins: int | Sequence[float] | str | None = None,
+) -> Axes:
     """Distribution of the scheduled retry delays in seconds, per ``by`` value.
 
     Delays come from the ``delay`` column of an events frame (``delayed-copy`` rows, and ``copy``
@@ -463,16 +486,18 @@ def retry_delays(data: pd.DataFrame, *, ax=None, by: str | None = "transport", b
     else:
         colors = _colors(groups, by)
         values = [d.loc[d["group"] == g, "delay"].to_numpy() for g in groups]
+        if bins is None:
+            bins = _round_bins(d["delay"].to_numpy(dtype=float)).tolist() if observed else "auto"
         ax.hist(
             values,
-            bins=(_round_bins(d["delay"].to_numpy(dtype=float)) if observed else "auto") if bins is None else bins,
+            bins=bins,
             label=groups,
             color=[colors[g] for g in groups],
         )
         ax.set_ylim(0, ax.get_ylim()[1] * 1.3)  # headroom for the legend
         if by is not None:
             _top_legend(ax, title=None if by == "transport" else by)
-    ax.yaxis.get_major_locator().set_params(integer=True)
+    _integer_ticks(ax.yaxis)
     return ax
 
 
@@ -519,11 +544,11 @@ def _duration_text(width: pd.Timedelta) -> str:
 def dead_letters(
     data: pd.DataFrame,
     *,
-    ax=None,
+    ax: Axes | None = None,
     freq: str | None = None,
     by: str | None = "transport",
-    dead_letter_keys=None,
-):
+    dead_letter_keys: DeadLetterKeys = None,
+) -> Axes:
     """Dead-letter copies over time: a count per time bin, bars side by side per ``by`` value.
 
     The time axis spans the whole run the frame records (from its first to its last moment, not
@@ -601,11 +626,13 @@ def dead_letters(
     ax.set_ylabel(f"dead letters per {_duration_text(width)}")
     if len(back):
         _redriven_line(ax, back, start, width, n_bins, centers)
-    ax.yaxis.get_major_locator().set_params(integer=True)
+    _integer_ticks(ax.yaxis)
     return ax
 
 
-def _redriven_line(ax, back: pd.DataFrame, start, width, n_bins: int, centers: np.ndarray) -> None:
+def _redriven_line(
+    ax: Axes, back: pd.DataFrame, start: pd.Timestamp, width: pd.Timedelta, n_bins: int, centers: np.ndarray
+) -> None:
     """The redriven rows per bin of :func:`dead_letters`: a dashed black stem with a triangle in each bin
     that has any (none elsewhere: they come back at a moment, not gradually), with its legend entry."""
     which = ((back["time"] - start) // width).astype(int).clip(0, n_bins - 1)
@@ -636,6 +663,8 @@ TIMELINE_ENDS = {
 }
 TIMELINE_STATES = ("retried", *TIMELINE_ENDS)
 _DELIVERY_MARKERS = {"file": "o", "pipe": "D"}
+#: The actions that write (or schedule) a retry copy.
+_COPY_ACTIONS = frozenset({Action.COPY, Action.DELAYED_COPY})
 #: Columns of the steps frame every timeline input is normalised to (see :func:`_timeline_steps`).
 TIMELINE_STEP_COLUMNS = (
     "message", "transport", "attempt", "time", "delay", "copy_at", "state", "destination", "note",
@@ -650,7 +679,7 @@ def _timeline_steps_from_events(data: pd.DataFrame) -> pd.DataFrame:
     subscription). Otherwise a pipe lane ends with its copy written to stdout."""
     _require(data, "time", "transport", "stream_key", "seq", "action", "outcome", kind="events")
     rows = data.reset_index(drop=True)
-    col = {
+    col: dict[str, list[Any]] = {
         name: rows[name].astype(object).tolist() if name in rows.columns else [None] * len(rows)
         for name in (
             "transport",
@@ -676,7 +705,7 @@ def _timeline_steps_from_events(data: pd.DataFrame) -> pd.DataFrame:
         else np.full(len(rows), np.nan)
     )
 
-    def present(value) -> bool:
+    def present(value: object) -> bool:
         return value is not None and not (not isinstance(value, str) and pd.isna(value))
 
     lane_of: dict[tuple, int] = {}  # (transport, subscription, key, seq, attempt) of an awaited copy -> lane
@@ -698,7 +727,7 @@ def _timeline_steps_from_events(data: pd.DataFrame) -> pd.DataFrame:
             continues[last_row_of_lane[lane]] = True
         lane_ids.append(lane)
         last_row_of_lane[lane] = i
-        copied = col["action"][i] in ("copy", "delayed-copy") and present(col["copy_seq"][i])
+        copied = col["action"][i] in _COPY_ACTIONS and present(col["copy_seq"][i])
         if copied and present(col["attempt"][i]):
             awaited = (transport, reader, col["destination"][i], col["copy_seq"][i], int(col["attempt"][i]) + 1)
             lane_of[awaited] = lane
@@ -712,7 +741,7 @@ def _timeline_steps_from_events(data: pd.DataFrame) -> pd.DataFrame:
         error = str(col["error"][i]) if present(col["error"][i]) else ""
         at = pd.NaT
         d = np.nan
-        if action in ("copy", "delayed-copy"):
+        if action in _COPY_ACTIONS:
             d = 0.0 if np.isnan(delay[i]) else float(delay[i])
             if col["abandoned"][i] is True or error.startswith("copy lost"):
                 state, at = "lost", due[i] if present(due[i]) else time[i] + pd.Timedelta(seconds=d)
@@ -721,13 +750,13 @@ def _timeline_steps_from_events(data: pd.DataFrame) -> pd.DataFrame:
                 state, at = ("retried" if continues[i] else ended), written[i]
             else:
                 state, at = "pending", due[i] if present(due[i]) else time[i] + pd.Timedelta(seconds=d)
-        elif action == "dead-letter":
+        elif action == Action.DEAD_LETTER:
             state, at = "dead-letter", written[i] if present(written[i]) else time[i]
             if error.startswith("copy lost"):
                 state = "lost"
-        elif action == "rejected":
+        elif action == Action.REJECTED:
             state = "rejected"
-        else:  # "unsupported": acknowledging is not supported upstream; the message is settled
+        else:  # Action.UNSUPPORTED: acknowledging is not supported upstream; the message is settled
             state = "handled" if outcome == "ack" and not error else "dropped"
         states.append(state)
         notes.append("exception" if state == "dropped" and error else "")
@@ -805,7 +834,7 @@ def _time_unit(span_seconds: float) -> tuple[float, str]:
     return 1.0, "s"
 
 
-def timeline(events: pd.DataFrame, *, ax=None, max_lanes: int = 30):
+def timeline(events: pd.DataFrame, *, ax: Axes | None = None, max_lanes: int = 30) -> Axes:
     """Every message as a lane through time: its deliveries, the retry delays between them, its end.
 
     One lane (row) per message, file messages first, each in order of appearance. Each delivery is
@@ -856,7 +885,7 @@ def timeline(events: pd.DataFrame, *, ax=None, max_lanes: int = 30):
         steps = steps[steps["message"].isin(shown)]
     start = steps["time"].min()
 
-    def rel(values) -> np.ndarray:
+    def rel(values: pd.Series) -> np.ndarray:
         return ((pd.to_datetime(pd.Series(values), utc=True) - start).dt.total_seconds()).to_numpy(dtype=float)
 
     t = rel(steps["time"])
@@ -872,7 +901,7 @@ def timeline(events: pd.DataFrame, *, ax=None, max_lanes: int = 30):
 
     import matplotlib.transforms as mtransforms
 
-    end_shift = mtransforms.offset_copy(ax.transData, fig=ax.figure, x=11, y=0, units="points")
+    end_shift = mtransforms.offset_copy(ax.transData, fig=_root_figure(ax), x=11, y=0, units="points")
     # delays: delivery -> copy written (or due); waits: copy written -> delivered again
     for transport in ("file", "pipe"):
         mine = (transports == transport) & ~np.isnan(c) & ~np.isnan(delays)
@@ -880,7 +909,7 @@ def timeline(events: pd.DataFrame, *, ax=None, max_lanes: int = 30):
         dashed = mine & np.isin(states, ("lost", "pending"))
         color = _TRANSPORT_COLORS[transport]
         if solid.any():
-            ax.hlines(y[solid], t[solid], c[solid], colors=color, linewidth=2, label=None, gid=f"delay-{transport}")
+            ax.hlines(y[solid], t[solid], c[solid], colors=color, linewidth=2, gid=f"delay-{transport}")
         if dashed.any():
             ax.hlines(
                 y[dashed],
@@ -974,13 +1003,13 @@ def timeline(events: pd.DataFrame, *, ax=None, max_lanes: int = 30):
     right = ax.secondary_yaxis("right")
     right.set_yticks(range(len(shown)), [end_label.get(i, "") for i in range(len(shown))])
     right.tick_params(length=0, labelsize="small")
-    for lane, label in enumerate(right.get_yticklabels()):
-        label.set_color(end_color.get(lane, "0.2"))
+    for lane, tick in enumerate(right.get_yticklabels()):
+        tick.set_color(end_color.get(lane, "0.2"))
     ax.set_xlabel(f"time since the first delivery ({unit})")
     ax.set_xlim(-0.04 * max(span / per, 1), max(span / per, 1) * 1.08)
     ax.grid(axis="x", color="0.9")
     ax.set_axisbelow(True)
-    below_xlabel = mtransforms.offset_copy(ax.transAxes, fig=ax.figure, y=-34, units="points")
+    below_xlabel = mtransforms.offset_copy(ax.transAxes, fig=_root_figure(ax), y=-34, units="points")
     ax.legend(
         loc="upper center",
         bbox_to_anchor=(0.5, 0),
@@ -1017,9 +1046,9 @@ def dashboard(
     data: pd.DataFrame,
     *,
     figsize: tuple[float, float] = (13, 4),
-    dead_letter_keys=None,
+    dead_letter_keys: DeadLetterKeys = None,
     freq: str | None = None,
-):
+) -> Figure:
     """One Figure with three panels comparing file and pipe: attempts, retry delays, dead letters.
 
     ``data`` is an events frame or a messages frame (see :func:`attempts`); ``dead_letter_keys``

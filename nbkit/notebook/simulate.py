@@ -22,7 +22,7 @@ import math
 import os
 import random
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import pandas as pd
@@ -33,6 +33,7 @@ from nbkit.runtime.delivery import Delivery
 from nbkit.runtime.events import events_frame
 from nbkit.runtime.file_broker import FileBroker
 from nbkit.runtime.outcome import HandlerOutcome
+from nbkit.runtime.settle import Action
 from nbkit.runtime.stdio_broker import StdioBroker
 from nbkit.transport.positions import FilePosition
 from nbkit.wire.stdio_line import format_line
@@ -308,8 +309,9 @@ class _Trial:
         return HandlerOutcome.ack()
 
 
-def _options(policy: RetryPolicy) -> dict:
-    return {"max_attempts": policy.max_attempts, "dead_letter": DEAD_LETTER_KEY if policy.dead_letter else None}
+def _dead_letter_key(policy: RetryPolicy) -> str | None:
+    """The registration's dead-letter key: :data:`DEAD_LETTER_KEY` when the policy keeps dead letters."""
+    return DEAD_LETTER_KEY if policy.dead_letter else None
 
 
 def _drain(app: App) -> None:
@@ -318,7 +320,7 @@ def _drain(app: App) -> None:
         pass
 
 
-def _drive(app: App, clock: VirtualClock, workload: Workload, send) -> None:
+def _drive(app: App, clock: VirtualClock, workload: Workload, send: Callable[[int], None]) -> None:
     """Publish message ``i`` at its arrival time; deliver every copy at its due time in between;
     then run until no copy is left, and shut down."""
     with _quiet():
@@ -368,7 +370,12 @@ def _run_file(workload: Workload, policy: RetryPolicy, seed: int, path: str) -> 
     broker = FileBroker(path)
     app = App(broker, clock=clock, keep_events=None)
     trial = _Trial(workload, policy, seed, clock)
-    broker.subscriber(KEY, start_at=FilePosition.beginning(), **_options(policy))(trial.handle)
+    broker.subscriber(
+        KEY,
+        start_at=FilePosition.beginning(),
+        max_attempts=policy.max_attempts,
+        dead_letter=_dead_letter_key(policy),
+    )(trial.handle)
     originals = 0
 
     def send(message: int) -> None:
@@ -391,9 +398,14 @@ def _run_pipe(workload: Workload, policy: RetryPolicy, seed: int) -> tuple[list,
     broker = StdioBroker(stdin=[], stdout=out, loopback=True)
     app = App(broker, clock=clock, keep_events=None)
     trial = _Trial(workload, policy, seed, clock)
-    options = {**_options(policy), "out_retry": RETRY_KEY}
-    broker.subscriber(KEY, **options)(trial.handle)
-    broker.subscriber(RETRY_KEY, name=f"{KEY}-retries", **options)(trial.handle)
+    for key, name in ((KEY, None), (RETRY_KEY, f"{KEY}-retries")):
+        broker.subscriber(
+            key,
+            name=name,
+            max_attempts=policy.max_attempts,
+            dead_letter=_dead_letter_key(policy),
+            out_retry=RETRY_KEY,
+        )(trial.handle)
 
     def send(message: int) -> None:
         broker.feed(format_line(int(clock.now() * 1000), KEY, message - 1, _payload(message)))
@@ -545,8 +557,8 @@ def policy_summary(events: pd.DataFrame) -> pd.DataFrame:
                 "transport": transport,
                 "messages": len(first),
                 "delivered": int(acked.sum()),
-                "dead-lettered": int((ev["action"] == "dead-letter").sum()),
-                "rejected": int((ev["action"] == "rejected").sum()),
+                "dead-lettered": int((ev["action"] == Action.DEAD_LETTER).sum()),
+                "rejected": int((ev["action"] == Action.REJECTED).sum()),
                 "copies written": int(ev["written_at"].notna().sum()),
                 "bytes added": added.get(transport, pd.NA),
                 "mean to success (s)": round(float(to_success.mean()), 3) if len(to_success) else math.nan,

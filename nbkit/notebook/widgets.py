@@ -17,13 +17,19 @@ import html
 import io
 import math
 import os
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
 
 import ipywidgets as widgets
 import pandas as pd
 
 from nbkit.notebook.frames import read_stream
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+    from nbkit.notebook.session import Session
+    from nbkit.runtime.events import SettlementEvent
 
 __all__ = ["SessionPanel", "StreamBrowser"]
 
@@ -32,7 +38,7 @@ _CONTROL_KEEP_LINES = {i: v for i, v in _CONTROL.items() if i not in (9, 10)}
 _CONTROL_ONE_LINE = {**_CONTROL, 9: "\\t", 10: "\\n", 13: "\\r"}
 
 
-def _iso(value) -> str:
+def _iso(value: object) -> str:
     """ISO 8601 with a ``Z`` (milliseconds only when there are some); '' for a missing time."""
     if value is None or (not isinstance(value, str) and pd.isna(value)):
         return ""
@@ -66,7 +72,7 @@ def _heading(text: str) -> str:
     return f"<div class='nbkit-panel-heading' style='font-weight:bold;margin:0 0 0.3em 0'>{_e(text)}</div>"
 
 
-def _png(fig) -> bytes:
+def _png(fig: Figure) -> bytes:
     """An off-screen Figure as PNG bytes (no timestamp in the metadata, so equal charts give equal bytes)."""
     buf = io.BytesIO()
     fig.savefig(buf, format="png", metadata={"Software": None})
@@ -127,7 +133,7 @@ class SessionPanel(widgets.VBox):
     (True, 1)
     """
 
-    def __init__(self, session, *, plot: bool = True, log_lines: int = 8, timeline_lanes: int = 12) -> None:
+    def __init__(self, session: Session, *, plot: bool = True, log_lines: int = 8, timeline_lanes: int = 12) -> None:
         super().__init__()
         self.session = session
         self.log_lines = log_lines
@@ -178,8 +184,8 @@ class SessionPanel(widgets.VBox):
         """Plain text for consoles and notebook text comparisons (nbval): the session, not the widgets."""
         return f"SessionPanel({self.session.summary()})"
 
-    def _handler(self, label: str, action: Callable[[], str]):
-        def on_click(_button=None) -> None:
+    def _handler(self, label: str, action: Callable[[], str]) -> Callable[..., None]:
+        def on_click(_button: object = None) -> None:
             try:
                 note = action()
             except Exception as exc:  # shown in the panel, not lost in a callback
@@ -300,7 +306,7 @@ class SessionPanel(widgets.VBox):
         self._plot_key = key
 
 
-def _lanes(events) -> int:
+def _lanes(events: Iterable[SettlementEvent]) -> int:
     """About how many timeline lanes the events need (first deliveries and pipe lines), for sizing."""
     return sum(1 for e in events if e.attempt == 1 or e.transport == "pipe")
 
@@ -428,7 +434,7 @@ class StreamBrowser(widgets.VBox):
         """
         self.page = self._page - 1
 
-    def show(self, row) -> None:
+    def show(self, row: int) -> None:
         """Show the message at ``row`` (an index label of ``frame``) in ``detail``.
 
         Parameters
@@ -466,7 +472,7 @@ class StreamBrowser(widgets.VBox):
         )
 
     # -- drawing ---------------------------------------------------------------------------------------
-    def _filters_changed(self, _change=None) -> None:
+    def _filters_changed(self, _change: object = None) -> None:
         self._apply_filters()
 
     def _apply_filters(self) -> None:
@@ -521,7 +527,7 @@ class StreamBrowser(widgets.VBox):
             self._busy = False
         self._selection_changed()
 
-    def _selection_changed(self, _change=None) -> None:
+    def _selection_changed(self, _change: object = None) -> None:
         if self._busy:
             return
         row = self.selector.value

@@ -20,9 +20,8 @@ import struct
 import time
 import warnings
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
 from functools import partial
-from typing import NamedTuple
+from typing import Literal, NamedTuple, get_args
 
 from nbkit.errors import (
     ChecksumError,
@@ -106,19 +105,34 @@ class Message(NamedTuple):
 _message = partial(tuple.__new__, Message)
 
 
-@dataclass(frozen=True, slots=True)
-class ReadEnd:
-    """Why a read ended, and where.
+#: Why a read ended: the values of :attr:`ReadEnd.reason`.
+EndReason = Literal["eos", "end", "truncated", "removed", "idle", "error"]
+END_REASONS: tuple[EndReason, ...] = get_args(EndReason)
+
+
+class _ReadEndFields(NamedTuple):
+    """The fields of :class:`ReadEnd` (a named tuple: immutable, and JSON-friendly inside ``frame.attrs``)."""
+
+    reason: EndReason
+    offset: int
+    trailing_bytes: int = 0
+    error: NbkitError | None = None
+
+
+class ReadEnd(_ReadEndFields):
+    """Why a read ended, and where: a small immutable record whose ``str()`` is one sentence for people.
 
     ``reason`` is ``eos``, ``end`` (clean end of data), ``truncated`` (a partial frame at the
     tail: ``trailing_bytes`` from ``offset``), ``removed`` (file deleted while followed), ``idle`` (a
     follow read stopped after ``idle_timeout`` seconds without new data) or ``error`` (with
-    ``errors="stop"``; ``error`` holds the problem). A reader's ``end`` holds one once it has ended.
+    ``errors="stop"``; ``error`` holds the problem). A reader's ``end`` holds one once it has ended, and
+    ``read_stream`` puts it in ``frame.attrs["read_end"]``. It is a named tuple, so pandas can copy it with
+    the frame and ``DataFrame.to_parquet`` can store it (as a JSON list) with the other ``attrs``.
 
     Parameters
     ----------
-    reason : str
-        One of the reasons above.
+    reason : {"eos", "end", "truncated", "removed", "idle", "error"}
+        One of the reasons above; any other value raises ValueError.
     offset : int
         The byte offset where reading stopped.
     trailing_bytes : int
@@ -133,22 +147,45 @@ class ReadEnd:
     ...     _ = writer.write("orders", b"{}")
     >>> reader = StreamReader("orders.ss")
     >>> _ = list(reader)
-    >>> reader.end.reason, reader.end.describe()
-    ('end', 'ended at the end of the data (offset 168)')
+    >>> reader.end
+    ReadEnd(reason='end', offset=168, trailing_bytes=0, error=None)
+    >>> print(reader.end)
+    ended at the end of the data (offset 168)
     """
 
-    reason: str
-    offset: int
-    trailing_bytes: int = 0
-    error: NbkitError | None = None
+    __slots__ = ()
+
+    def __new__(
+        cls, reason: EndReason, offset: int, trailing_bytes: int = 0, error: NbkitError | None = None
+    ) -> ReadEnd:
+        if reason not in END_REASONS:
+            raise ValueError(f"ReadEnd reason {reason!r} is not one of {', '.join(END_REASONS)}")
+        return super().__new__(cls, reason, offset, trailing_bytes, error)
+
+    def __str__(self) -> str:
+        return self.describe()
+
+    def __copy__(self) -> ReadEnd:
+        return self  # immutable: a copy is the record itself
+
+    def __deepcopy__(self, memo: dict[int, object]) -> ReadEnd:
+        # pandas deep-copies ``frame.attrs`` on every operation; the record (and the error it may hold,
+        # whose constructor may not accept its own args back) is immutable, so it is shared, not copied.
+        return self
 
     def describe(self) -> str:
-        """One sentence for people: why and where the read ended.
+        """One sentence for people: why and where the read ended (what ``str(end)`` gives).
 
         Returns
         -------
         str
             For example ``"ended at the end-of-stream mark (offset 4096)"``.
+
+        Examples
+        --------
+        >>> from nbkit import ReadEnd
+        >>> ReadEnd("removed", 4096).describe()
+        'ended at offset 4096: the file was removed'
         """
         if self.reason == "eos":
             return f"ended at the end-of-stream mark (offset {self.offset})"
@@ -162,8 +199,8 @@ class ReadEnd:
         if self.reason == "removed":
             return f"ended at offset {self.offset}: the file was removed"
         if self.reason == "idle":
-            partial = f"; {self.trailing_bytes} trailing bytes are not a complete frame" if self.trailing_bytes else ""
-            return f"stopped following at offset {self.offset}: no new data within the idle timeout{partial}"
+            tail = f"; {self.trailing_bytes} trailing bytes are not a complete frame" if self.trailing_bytes else ""
+            return f"stopped following at offset {self.offset}: no new data within the idle timeout{tail}"
         return f"stopped at offset {self.offset}: {self.error}"
 
 
@@ -1012,6 +1049,7 @@ __all__ = [
     "FrameColumns",
     "Message",
     "NEED_MORE",
+    "EndReason",
     "ReadEnd",
     "StreamReader",
     "iter_messages",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import io
 
 import pandas as pd
 import pytest
@@ -41,7 +42,8 @@ def test_sample_schema_and_values(sample_path):
     assert df["timestamp"].iloc[-1] == pd.Timestamp("2023-09-15T08:39:38.564Z")
     assert (df["retry_count"] == 0).all() and (df["attempt"] == 1).all()
     assert set(df["transport"]) == {"file"}
-    assert df.attrs["read_end"].startswith("ended at the end-of-stream mark")
+    assert df.attrs["read_end"].reason == "eos"
+    assert str(df.attrs["read_end"]).startswith("ended at the end-of-stream mark")
 
 
 def test_include_internal_keeps_eos(sample_path):
@@ -178,7 +180,7 @@ def test_read_pipe_from_captured_stdout(tmp_path):
         return HandlerOutcome.retry_after(0)
 
     Session(App(broker)).run()
-    df = read_pipe(out)
+    df = read_pipe(lines=out)
     assert tuple(df.columns) == FRAME_COLUMNS
     assert list(df["stream_key"]) == ["jobs.retry", "jobs.retry"]
     assert list(df["seq"]) == [0, 1]
@@ -187,16 +189,16 @@ def test_read_pipe_from_captured_stdout(tmp_path):
     assert list(df["offset"]) == [1, 2]
     assert set(df["transport"]) == {"pipe"}
     assert df["timestamp"].iloc[0] == pd.Timestamp("2024-01-01T00:00:00Z")
-    # the same from a file and from one string
+    # the same from a file and from text in memory
     saved = tmp_path / "stdout.txt"
     saved.write_text("\n".join(out) + "\n")
     pd.testing.assert_frame_equal(read_pipe(saved), df)
     pd.testing.assert_frame_equal(read_pipe(str(saved)), df)
-    pd.testing.assert_frame_equal(read_pipe("\n".join(out)), df)
+    pd.testing.assert_frame_equal(read_pipe(io.StringIO("\n".join(out))), df)
 
 
 def test_read_pipe_fills_missing_fields_like_the_consumer():
-    df = read_pipe(["hello", "[k | 5] x", "[k] y"])
+    df = read_pipe(lines=["hello", "[k | 5] x", "[k] y"])
     assert list(df["stream_key"]) == ["broadcast", "k", "k"]
     assert list(df["seq"]) == [0, 5, 5]  # an explicit seq sets the counter (upstream quirk)
     assert df["timestamp"].isna().all()
@@ -206,11 +208,11 @@ def test_read_pipe_reports_the_bad_line():
     from nbkit import LineParseError
 
     with pytest.raises(LineParseError, match="line 2"):
-        read_pipe(["[a] ok", "[a | b] bad"])
+        read_pipe(lines=["[a] ok", "[a | b] bad"])
 
 
 def test_concat_file_and_pipe(sample_path):
-    both = concat_frames(read_stream(sample_path), read_pipe(["[event] x"]))
+    both = concat_frames(read_stream(sample_path), read_pipe(lines=["[event] x"]))
     assert len(both) == 28
     assert str(both["stream_key"].dtype) == "category"
     assert both["transport"].value_counts().to_dict() == {"file": 27, "pipe": 1}

@@ -76,7 +76,7 @@ def run_pipe(messages: Iterable[tuple[str, str]], handler: Handler, **options):
         advance(session, 1)
     session.run()
     session.close()
-    return concat_frames(read_pipe(stdin), read_pipe(session.output())), session.events
+    return concat_frames(read_pipe(lines=stdin), read_pipe(lines=session.output())), session.events
 
 
 def on_both(tmp_path: Path, messages, handler_factory: Callable[[], Handler], **options):
@@ -403,7 +403,7 @@ def test_rust_written_samples_give_a_lineage(tmp_path):
 
 
 def test_empty_frames_and_wrong_input(tmp_path):
-    empty = read_pipe([])
+    empty = read_pipe(lines=[])
     lin = lineage(empty)
     assert lin.empty and tuple(lin.columns) == LINEAGE_COLUMNS
     assert summarize(lin).messages == 0
@@ -452,7 +452,7 @@ def test_payload_hash_collisions_fall_back_to_exact_comparison(tmp_path, monkeyp
 
 def test_lines_without_timestamps_link_with_unknown_delays():
     copy = envelope.encode({envelope.RETRY_COUNT_HEADER: "1"}, b"job", force_text=True).decode()
-    lin = lineage(read_pipe(["[jobs] job", f"[jobs.retry] {copy}"]))
+    lin = lineage(read_pipe(lines=["[jobs] job", f"[jobs.retry] {copy}"]))
     assert lin["message"].tolist() == [0, 0] and lin["delay"].isna().all()
     summary = summarize(lin)
     assert summary.attempts.to_dict() == {2: 1} and summary.delays.empty

@@ -77,3 +77,23 @@ def test_errors_are_clear(ip):
         ip.run_cell_magic("nbkit_handler", "orders --start-at yesterday", "return None")
     with pytest.raises(ConfigurationError, match="dead_letter key"):
         ip.run_cell_magic("nbkit_handler", "orders --dead-letter 'bad key'", "return None")
+
+
+def test_magics_outside_ipython_say_where_they_run():
+    from nbkit.notebook.magics import NbkitMagics
+
+    with pytest.raises(ConfigurationError, match="run inside IPython"):
+        NbkitMagics(None).nbkit_pipe("--stdin lines")
+
+
+def test_an_option_of_the_other_transport_is_refused_and_the_handler_kept(ip):
+    ip.run_line_magic("nbkit_file", ip.user_ns["path"])
+    ip.run_cell_magic("nbkit_handler", "orders --start-at beginning", "return None")
+    with pytest.raises(ConfigurationError, match="--out-retry is an option of a pipe"):
+        ip.run_cell_magic("nbkit_handler", "orders --out-retry orders.retry", "return None")
+    assert [r.key for r in ip.user_ns["broker"].registrations] == ["orders"]  # the first handler stays
+    ip.user_ns["lines"] = ["[jobs] one"]
+    ip.run_line_magic("nbkit_forget", "")
+    ip.run_line_magic("nbkit_pipe", "--stdin lines")
+    with pytest.raises(ConfigurationError, match="--replay and --start-at are options of a file"):
+        ip.run_cell_magic("nbkit_handler", "jobs --out-retry jobs.retry --start-at beginning", "return None")

@@ -36,7 +36,7 @@ def texts(ax) -> list[str]:
 
 def messages(ran) -> pd.DataFrame:
     """What the runtime wrote: the file, and the pipe's stdout, as one read_* frame."""
-    return concat_frames(read_stream(ran.path), read_pipe(ran.out))
+    return concat_frames(read_stream(ran.path), read_pipe(lines=ran.out))
 
 
 # -- the normaliser ------------------------------------------------------------------------------------
@@ -157,13 +157,13 @@ def test_attempts_of_a_loopback_pipe_that_redelivers_its_own_copies():
     session.run()
     ax = attempts(session.events)
     assert heights(ax) == [[2, 2, 2]] and legend(ax) == ["pipe"]
-    ax = attempts(read_pipe(out), ax=plt.figure().gca())  # stdout: the copies (2, 3) and 2 dead letters
+    ax = attempts(read_pipe(lines=out), ax=plt.figure().gca())  # stdout: the copies (2, 3) and 2 dead letters
     assert heights(ax) == [[0, 2, 2]]
     # stdout holds only copies: the plot says so, in the legend and where attempt 1's bar would be
     assert legend(ax) == ["pipe (stdout: copies only)"]
     (note,) = [t for t in ax.texts if t.get_gid() == "pipe-output-note"]
     assert "stdin" in note.get_text() and note.get_position() == (1, 0)
-    ax = dead_letters(read_pipe(out), ax=plt.figure().gca())
+    ax = dead_letters(read_pipe(lines=out), ax=plt.figure().gca())
     assert heights(ax) == [[0, 0, 2]]  # 1 s bins over what stdout covers (+2 s to +4 s); both at +4 s
 
 
@@ -319,7 +319,7 @@ def test_dead_letters_rejects_a_bad_freq(ran):
 # -- empty data and the dashboard ----------------------------------------------------------------------
 def test_empty_data_gives_labelled_empty_axes(scenario):
     empty_events = scenario.session.events  # nothing ran yet
-    empty_messages = read_pipe([])
+    empty_messages = read_pipe(lines=[])
     assert empty_events.empty and empty_messages.empty
     for frame in (empty_events, empty_messages):
         for plot, xlabel in ((attempts, "attempt"), (retry_delays, "retry delay"), (dead_letters, "time")):

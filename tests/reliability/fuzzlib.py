@@ -671,7 +671,7 @@ def check_read_pipe(lines: list[str]) -> Outcome:
     out = Outcome()
     bad = _first_bad(lines)
     try:
-        frame = read_pipe(lines, payload="bytes")
+        frame = read_pipe(lines=lines, payload="bytes")
     except LineParseError as exc:
         assert exc.line == bad, f"read_pipe named line {exc.line}; the first bad line is {bad}"
         out.error = "LineParseError"

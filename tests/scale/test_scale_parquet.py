@@ -106,7 +106,7 @@ def test_json_mode_columns_are_typed_and_text_for_objects(tmp_path):
 
 
 def test_pipe_frame_round_trip(tmp_path):
-    frame = read_pipe(["[2024-01-01T00:00:00 | jobs | 0] hello", "no header line", "[jobs] second"])
+    frame = read_pipe(lines=["[2024-01-01T00:00:00 | jobs | 0] hello", "no header line", "[jobs] second"])
     out = tmp_path / "pipe.parquet"
     to_parquet(frame, out)
     pd.testing.assert_frame_equal(read_parquet(out), frame)
