@@ -44,7 +44,7 @@ import msgspec
 import numpy as np
 import pandas as pd
 
-from nbkit.errors import NbkitError
+from nbkit.errors import Utf8Error
 from nbkit.runtime.delivery import retry_count
 from nbkit.transport.file_reader import FrameColumns, StreamReader
 from nbkit.transport.positions import FilePosition, to_epoch_ms
@@ -684,7 +684,7 @@ def _lines(source: Any) -> Iterable[str]:
             with open(source, encoding="utf-8") as f:
                 return f.read().split("\n")
         except UnicodeDecodeError as exc:
-            raise NbkitError(f"{os.fspath(source)}: not UTF-8 text (byte {exc.start}); not stdio lines") from None
+            raise Utf8Error(f"not UTF-8 text (byte {exc.start}); not stdio lines", path=os.fspath(source)) from None
     if isinstance(source, str):
         return source.split("\n")
     if isinstance(source, bytes):

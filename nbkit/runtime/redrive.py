@@ -26,7 +26,7 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from nbkit.errors import ConfigurationError, NbkitError, StreamKeyError
+from nbkit.errors import ConfigurationError, InvalidKeyError, MissingFileError
 from nbkit.runtime.clock import Clock, RealClock
 from nbkit.runtime.delivery import retry_count
 from nbkit.transport.file_reader import StreamReader
@@ -289,7 +289,7 @@ def _check_keys(source: str, target: str) -> None:
     try:
         validate_key(source, what="source (dead-letter) key")
         validate_key(target, what="target key")
-    except StreamKeyError as exc:
+    except InvalidKeyError as exc:
         raise ConfigurationError(str(exc)) from None
     if source == target:
         raise ConfigurationError(
@@ -391,7 +391,7 @@ def redrive(
     select = _selector(where)
     path = os.fspath(path)
     if not os.path.isfile(path):
-        raise NbkitError(f"{path}: no such stream file (redrive appends to an existing file)")
+        raise MissingFileError(f"{path}: no such stream file (redrive appends to an existing file)")
     clock = clock or RealClock()
     if dry_run:
         dead, done = _scan(path, source, target)

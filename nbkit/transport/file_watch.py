@@ -172,7 +172,7 @@ class FileWatch:
             if item is None:
                 self._ended()
                 break
-            self._add(item)  # type: ignore[arg-type]
+            self._add(item)
         state.offset = reader.pos
         try:
             state.size = reader.size()  # of the file the reader has open, even once it is removed

@@ -159,7 +159,7 @@ class KeySummary:
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready form."""
-        return {name: getattr(self, name) for name in self.__slots__}  # type: ignore[attr-defined]
+        return {name: getattr(self, name) for name in self.__slots__}
 
 
 @dataclass(slots=True)
