@@ -52,6 +52,7 @@ import numpy as np
 import pandas as pd
 
 from nbkit.wire.envelope import RETRY_COUNT_HEADER, SEQUENCE_HEADER
+from nbkit.wire.ssformat import MAX_U64
 
 __all__ = ["LINEAGE_COLUMNS", "LineageSummary", "STATES", "lineage", "summarize", "timeline_steps"]
 
@@ -75,7 +76,6 @@ STATES = ("copied-again", "dead-lettered", "no further copy")
 DEFAULT_DEAD_LETTER_SUFFIXES = (".dead", ".dlq")
 _REWRITTEN = (RETRY_COUNT_HEADER, SEQUENCE_HEADER)
 _NEEDED = ("stream_key", "seq", "timestamp", "payload", "retry_count", "headers")
-_MAX_U64 = (1 << 64) - 1
 
 
 def lineage(frame: pd.DataFrame, *, dead_letter_keys: Any = None) -> pd.DataFrame:
@@ -251,7 +251,7 @@ def _sequence(value: Any) -> int | None:
     if not isinstance(value, str) or not value.isascii() or not value.isdigit():
         return None
     number = int(value)
-    return number if number <= _MAX_U64 else None
+    return number if number <= MAX_U64 else None
 
 
 def _group_codes(frame: pd.DataFrame, header_codes: np.ndarray, payload_codes: np.ndarray) -> np.ndarray:

@@ -34,6 +34,7 @@ from nbkit.transport.file_writer import StreamWriter
 from nbkit.wire import envelope
 from nbkit.wire.keys import validate_key
 from nbkit.wire.stdio_line import LineDecoder, LineFormatter
+from nbkit.wire.timestamps import isoformat_z
 
 __all__ = [
     "REDRIVEN_AT_HEADER",
@@ -303,7 +304,7 @@ def _redriven_headers(dead: DeadLetter, keep_count: bool, now_ms: int) -> dict:
         headers.pop(envelope.RETRY_COUNT_HEADER, None)
     headers[REDRIVEN_FROM_HEADER] = dead.ref
     at = dt.datetime.fromtimestamp(now_ms / 1000, dt.UTC)
-    headers[REDRIVEN_AT_HEADER] = at.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    headers[REDRIVEN_AT_HEADER] = isoformat_z(at, "milliseconds")
     return headers
 
 
