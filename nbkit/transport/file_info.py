@@ -8,7 +8,7 @@ and the number of messages recovered after it; ``on_bad_frames="error"`` stops a
 
 from __future__ import annotations
 
-import datetime as dt
+import dataclasses
 import os
 from dataclasses import dataclass
 from typing import Any
@@ -16,14 +16,9 @@ from typing import Any
 from nbkit.transport.damage import DamagedRegion, check_on_bad_frames
 from nbkit.transport.file_reader import ReadEnd, StreamReader
 from nbkit.wire.ssformat import FileHeader
+from nbkit.wire.timestamps import iso_utc
 
-__all__ = ["FileSummary", "StreamSummary", "summarize", "iso_utc"]
-
-
-def iso_utc(ms: int) -> str:
-    """ISO 8601 UTC text with exactly 3 millisecond digits and a ``Z``, e.g. ``2023-09-15T08:39:37.437Z``."""
-    t = dt.datetime(1970, 1, 1, tzinfo=dt.UTC) + dt.timedelta(milliseconds=ms)
-    return t.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"
+__all__ = ["FileSummary", "StreamSummary", "summarize"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,13 +36,7 @@ class StreamSummary:
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready form (timestamps also as ISO UTC text)."""
         return {
-            "stream_key": self.stream_key,
-            "shard_id": self.shard_id,
-            "count": self.count,
-            "first_seq": self.first_seq,
-            "last_seq": self.last_seq,
-            "first_timestamp_ms": self.first_timestamp_ms,
-            "last_timestamp_ms": self.last_timestamp_ms,
+            **dataclasses.asdict(self),
             "first_timestamp": iso_utc(self.first_timestamp_ms),
             "last_timestamp": iso_utc(self.last_timestamp_ms),
         }

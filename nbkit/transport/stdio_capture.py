@@ -11,11 +11,12 @@ still read. :func:`summarize_capture` counts messages, copies and dead letters p
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from nbkit.errors import FormatError, NbkitError
+from nbkit.errors import FormatError, NbkitError, Utf8Error
 from nbkit.wire import envelope
 from nbkit.wire.stdio_line import LineDecoder, parse_line
 
@@ -97,7 +98,7 @@ def read_capture(lines: Iterable[bytes | str], *, source: str = "stdin") -> Iter
             except UnicodeDecodeError as exc:
                 yield LineProblem(
                     lineno,
-                    FormatError(
+                    Utf8Error(
                         f"the line is not UTF-8 ({exc.reason} at byte {exc.start}); a stdio line is UTF-8 text",
                         path=source,
                         line=lineno,
@@ -159,7 +160,7 @@ class KeySummary:
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready form."""
-        return {name: getattr(self, name) for name in self.__slots__}
+        return dataclasses.asdict(self)
 
 
 @dataclass(slots=True)

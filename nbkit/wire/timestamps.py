@@ -17,6 +17,7 @@ __all__ = [
     "MAX_TEXT_MS",
     "MIN_TEXT_MS",
     "format_log_timestamp",
+    "iso_utc",
     "isoformat_z",
     "parse_log_timestamp",
     "parse_timestamp",
@@ -292,3 +293,27 @@ def isoformat_z(moment: dt.datetime, timespec: str = "auto") -> str:
     '2024-01-01T00:00:00.000Z'
     """
     return moment.isoformat(timespec=timespec).replace("+00:00", "Z")
+
+
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+
+
+def iso_utc(ms: int) -> str:
+    """ISO 8601 UTC text with exactly 3 millisecond digits and a ``Z`` (the TS decoder's form, §13.3).
+
+    Parameters
+    ----------
+    ms : int
+        Epoch milliseconds, 0 .. 9999-12-31T23:59:59.999.
+
+    Returns
+    -------
+    str
+        For example ``"2023-09-15T08:39:37.437Z"``.
+
+    Examples
+    --------
+    >>> iso_utc(1694767177437)
+    '2023-09-15T08:39:37.437Z'
+    """
+    return isoformat_z(_EPOCH + dt.timedelta(milliseconds=ms), "milliseconds")
