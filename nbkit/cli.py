@@ -266,57 +266,11 @@ def _cmd_info(args: argparse.Namespace) -> int:
     """Summarize a stream file: header, size, streams, beacons, end of stream, damage."""
     if args.source == "stdio":
         return _info_capture(args)
-    s = summarize(args.file)
-    out = sys.stdout
+    summary = summarize(args.file)
     if args.json:
-        out.write(json.dumps(s.to_dict(), indent=2, ensure_ascii=False) + "\n")
-        return 0
-    d = s.to_dict()
-    h = d["header"]
-    rows = [
-        ("file", s.path),
-        ("file name", h["file_name"]),
-        ("created at", f"{h['created_at']} ({h['created_at_ms']} ms)"),
-        ("beacon interval", f"{h['beacon_interval']} bytes"),
-        ("size", f"{s.size} bytes"),
-        ("messages", f"{s.message_count} in {len(s.streams)} stream{'s' if len(s.streams) != 1 else ''}"),
-        ("beacons", str(s.beacon_count)),
-        ("end of stream", f"yes (at offset {s.eos_offset})" if s.has_eos else "no"),
-    ]
-    end = s.end
-    if end.reason == "truncated":
-        rows.append(
-            (
-                "trailing data",
-                f"{end.trailing_bytes} bytes at offset {end.offset} are not a "
-                "complete frame (a writer may be mid-write, or stopped mid-frame)",
-            )
-        )
-    elif end.reason == "error":
-        rows.append(("damaged", f"reading stopped at offset {end.offset}: {end.error}"))
-    for region, n in zip(s.damaged, s.recovered_after, strict=True):
-        rows.append(("damaged", f"{region.describe()}; {n} message{'s' if n != 1 else ''} recovered after it"))
-    width = max(len(k) for k, _ in rows)
-    for k, v in rows:
-        out.write(f"{k:<{width}}  {v}\n")
-    if s.streams:
-        table = [("stream", "shard", "messages", "seq", "first timestamp", "last timestamp")]
-        for st in d["streams"]:
-            seq = str(st["first_seq"]) if st["first_seq"] == st["last_seq"] else f"{st['first_seq']}..{st['last_seq']}"
-            table.append(
-                (
-                    st["stream_key"],
-                    str(st["shard_id"]),
-                    str(st["count"]),
-                    seq,
-                    st["first_timestamp"],
-                    st["last_timestamp"],
-                )
-            )
-        widths = [max(len(row[i]) for row in table) for i in range(6)]
-        out.write("\n")
-        for row in table:
-            out.write("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() + "\n")
+        sys.stdout.write(json.dumps(summary.to_dict(), indent=2, ensure_ascii=False) + "\n")
+    else:
+        sys.stdout.write(summary.to_text())
     return 0
 
 
@@ -401,43 +355,11 @@ def _info_capture(args: argparse.Namespace) -> int:
     from nbkit.transport.stdio_capture import read_capture, summarize_capture
 
     name, lines = _capture_lines(args.file)
-    s = summarize_capture(read_capture(lines, source=name), source=name, dead_letter_keys=args.dead_letter_keys)
-    out = sys.stdout
+    summary = summarize_capture(read_capture(lines, source=name), source=name, dead_letter_keys=args.dead_letter_keys)
     if args.json:
-        out.write(json.dumps(s.to_dict(), indent=2, ensure_ascii=False) + "\n")
-        return 0
-    rows = [
-        ("capture", name),
-        ("lines", str(s.lines)),
-        ("messages", f"{s.messages} under {len(s.keys)} key{'s' if len(s.keys) != 1 else ''}"),
-        ("retry copies", f"{s.copies} (messages with an {envelope.RETRY_COUNT_HEADER} header)"),
-        ("dead letters", str(s.dead_letters)),
-        ("malformed lines", str(len(s.problems)) + (f" (first: line {s.problems[0].line})" if s.problems else "")),
-    ]
-    width = max(len(k) for k, _ in rows)
-    for k, v in rows:
-        out.write(f"{k:<{width}}  {v}\n")
-    if s.keys:
-        table = [("key", "messages", "copies", "max retry count", "dead letter", "first timestamp", "last timestamp")]
-        for ks in s.keys.values():
-            table.append(
-                (
-                    ks.stream_key,
-                    str(ks.count),
-                    str(ks.copies),
-                    str(ks.max_retry_count),
-                    "yes" if ks.dead_letter else "",
-                    "-" if ks.first_timestamp_ms is None else format_log_timestamp(ks.first_timestamp_ms),
-                    "-" if ks.last_timestamp_ms is None else format_log_timestamp(ks.last_timestamp_ms),
-                )
-            )
-        widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
-        out.write("\n")
-        for row in table:
-            out.write("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() + "\n")
-    for problem in s.problems[:20]:
-        out.write(f"\n{problem.error}" if problem is s.problems[0] else f"{problem.error}")
-        out.write("\n")
+        sys.stdout.write(json.dumps(summary.to_dict(), indent=2, ensure_ascii=False) + "\n")
+    else:
+        sys.stdout.write(summary.to_text())
     return 0
 
 
