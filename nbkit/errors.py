@@ -34,7 +34,9 @@ its stdlib base (``except FileNotFoundError``, ``except ValueError``)::
     └── AckError                             acknowledgement failed (unsupported on files and pipes)
 
 The ``OSError`` ones carry ``errno`` (``errno.ENOENT``, ``errno.ENOSPC``, ...) but no ``filename``: the
-message already names the file, so ``str(err)`` is that message alone.
+message already names the file, so ``str(err)`` is that message alone. ``AckError`` has no stdlib base:
+none means "the broker cannot acknowledge". Upstream's ``FileRemoved`` (stream-file-format.md §12) is
+no error in nbkit: a followed file that is removed ends the read with ``ReadEnd("removed", ...)``.
 """
 
 from __future__ import annotations
