@@ -737,7 +737,9 @@ def _cmd_export(args: argparse.Namespace) -> int:
                 include_internal=args.include_internal,
                 on_bad_frames=args.on_bad_frames,
             )
-        except ImportError as exc:
+        except MissingExtraError:
+            raise
+        except ImportError as exc:  # pyarrow there but broken: still one line
             raise MissingExtraError(str(exc)) from None
     for w in caught:  # e.g. a partial frame at the tail: one line, as the other commands say it
         _note(str(w.message))
