@@ -129,14 +129,15 @@ def _add_cat(p: argparse.ArgumentParser) -> None:
         help="keep reading as the file grows, like tail -f; ends at the end-of-stream mark, when the "
         "file is removed, or on Ctrl-C",
     )
-    p.add_argument(
-        "--key",
-        action="append",
-        metavar="KEY",
-        dest="keys",
-        help="only messages of this stream key (repeatable)",
-    )
+    _add_key_filter(p)
     _add_on_bad_frames(p)
+
+
+def _add_key_filter(p: argparse.ArgumentParser) -> None:
+    """``--key KEY`` (repeatable): only the messages of these stream keys."""
+    p.add_argument(
+        "--key", action="append", metavar="KEY", dest="keys", help="only messages of this stream key (repeatable)"
+    )
 
 
 def _add_on_bad_frames(p: argparse.ArgumentParser) -> None:
@@ -702,13 +703,7 @@ def _cmd_repair(args: argparse.Namespace) -> int:
 def _add_export(p: argparse.ArgumentParser) -> None:
     p.add_argument("file", metavar="FILE", help="the .ss stream file")
     p.add_argument("-o", "--output", required=True, metavar="OUT", help="the Parquet file to write")
-    p.add_argument(
-        "--key",
-        action="append",
-        metavar="KEY",
-        dest="keys",
-        help="only messages of this stream key (repeatable)",
-    )
+    _add_key_filter(p)
     p.add_argument(
         "--payload",
         choices=("auto", "bytes", "text", "json"),
