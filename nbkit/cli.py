@@ -52,18 +52,15 @@ from nbkit.wire.keys import INTERNAL_KEY, INTERNAL_KEYS, validate_key
 from nbkit.wire.ssdecode import (
     TextFormat,
     dumps,
-    escape_controls,
     format_beacon,
+    format_captured,
     format_header,
     format_message,
-    json_payload,
-    log_payload,
     parse_comment,
     parse_header_json,
     parse_message_json,
 )
 from nbkit.wire.ssformat import DEFAULT_BEACON_INTERVAL, EOS_PAYLOAD, MAX_U64, FileHeader
-from nbkit.wire.timestamps import format_log_timestamp
 
 if TYPE_CHECKING:
     from nbkit.runtime.app import App
@@ -323,29 +320,19 @@ def _cat_capture(args: argparse.Namespace, keys: frozenset[str] | None) -> int:
             seen.add(item.stream_key)
             continue
         shown += 1
-        ts = "-" if item.timestamp_ms is None else format_log_timestamp(item.timestamp_ms)
-        if args.format == "ndjson":
-            head = {
-                "stream_key": item.stream_key,
-                "shard_id": item.shard_id,
-                "sequence": item.seq,
-                "timestamp": None if item.timestamp_ms is None else ts,
-                "line": item.line,
-            }
-            headers = {k: escape_controls(v) if isinstance(v, bytes) else v for k, v in item.headers.items()}
-            body = None if args.header_only else json_payload(item.payload)
-            out.write(dumps({"header": head, "headers": headers, "payload": body}) + "\n")
-            continue
-        prefix = f"[{ts} | {item.stream_key} | {item.seq} | {item.shard_id}]"
-        if args.format == "stdio":
-            text = envelope.encode(item.headers, item.payload, force_text=True).decode("utf-8")
-            out.write(f"{prefix} {text}\n" if text and not args.header_only else prefix + "\n")
-            continue
-        shown_headers = " ".join(f"{k}={escape_controls(v)}" for k, v in item.headers.items())
-        parts = [prefix] + ([f"{{{shown_headers}}}"] if shown_headers else [])
-        if not args.header_only:
-            parts.append(log_payload(item.payload))
-        out.write(" ".join(parts) + "\n")
+        out.write(
+            format_captured(
+                args.format,
+                item.line,
+                item.stream_key,
+                item.shard_id,
+                item.seq,
+                item.timestamp_ms,
+                item.headers,
+                item.payload,
+                header_only=args.header_only,
+            )
+        )
     out.flush()
     status = _no_such_key(name, keys, shown, seen)
     return 1 if problems else status

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal, NamedTuple
 
 from nbkit.wire import envelope
@@ -24,6 +24,7 @@ __all__ = [
     "dumps",
     "escape_controls",
     "format_beacon",
+    "format_captured",
     "format_header",
     "format_message",
     "json_payload",
@@ -396,6 +397,73 @@ def format_message(
         if not text:
             return head_text + "\n"
     return f"{head_text} {text}\n"
+
+
+def format_captured(
+    fmt: TextFormat,
+    line: int,
+    stream_key: str,
+    shard_id: int,
+    seq: int,
+    timestamp_ms: int | None,
+    headers: Mapping[str, str | bytes],
+    payload: bytes,
+    *,
+    header_only: bool = False,
+) -> str:
+    """One message of a pipe capture (``nbkit cat --from stdio``) as a line of ``fmt``, its envelope
+    opened: a line without a timestamp shows ``-`` (``null`` in ndjson).
+
+    ``log``: ``[ts | key | seq | shard] {name=value ...} payload``, control characters escaped;
+    ``ndjson``: ``{"header":{..., "line":N},"headers":{...},"payload":P}``; ``stdio``: the line again,
+    with the headers and payload in the text envelope.
+
+    Parameters
+    ----------
+    fmt : {"log", "ndjson", "stdio"}
+        The format.
+    line : int
+        The message's line number in the capture.
+    stream_key, shard_id, seq, timestamp_ms
+        Its fields, as the pipe consumer resolved them (``timestamp_ms`` None when the line has none).
+    headers : mapping of str to str or bytes
+        The headers decoded from its envelope.
+    payload : bytes
+        The payload without the envelope.
+    header_only : bool
+        Leave the payload out.
+
+    Returns
+    -------
+    str
+        The line, with its ``\\n``.
+
+    Examples
+    --------
+    >>> format_captured("log", 3, "jobs", 0, 2, None, {"x-ruststream-retry-count": "1"}, b"work")
+    '[- | jobs | 2 | 0] {x-ruststream-retry-count=1} work\\n'
+    """
+    ts = "-" if timestamp_ms is None else format_log_timestamp(timestamp_ms)
+    if fmt == "ndjson":
+        head = {
+            "stream_key": stream_key,
+            "shard_id": shard_id,
+            "sequence": seq,
+            "timestamp": None if timestamp_ms is None else ts,
+            "line": line,
+        }
+        shown = {k: escape_controls(v) if isinstance(v, bytes) else v for k, v in headers.items()}
+        body = None if header_only else json_payload(payload)
+        return dumps({"header": head, "headers": shown, "payload": body}) + "\n"
+    prefix = f"[{ts} | {stream_key} | {seq} | {shard_id}]"
+    if fmt == "stdio":
+        text = envelope.encode(headers, payload, force_text=True).decode("utf-8")
+        return f"{prefix} {text}\n" if text and not header_only else prefix + "\n"
+    pairs = " ".join(f"{k}={escape_controls(v)}" for k, v in headers.items())
+    parts = [prefix] + ([f"{{{pairs}}}"] if pairs else [])
+    if not header_only:
+        parts.append(log_payload(payload))
+    return " ".join(parts) + "\n"
 
 
 # -- reading ndjson (nbkit write) ----------------------------------------------------------------------

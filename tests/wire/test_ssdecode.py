@@ -12,6 +12,7 @@ from nbkit.wire.ssdecode import (
     dumps,
     escape_controls,
     format_beacon,
+    format_captured,
     format_header,
     format_message,
     json_payload,
@@ -142,3 +143,21 @@ def test_payload_bytes_inverts_json_payload() -> None:
     assert payload_bytes(json_payload(b"[1,2]")) == b"\x01\x02"  # the one ambiguity of the ndjson rule
     assert dumps({"é": 1}) == '{"é":1}'
     assert escape_controls(b"\xff\t") == "\\xff\\t"
+
+
+def test_captured_messages_show_their_opened_envelope() -> None:
+    headers = {"x-ruststream-retry-count": "1", "raw": b"\xff\n"}
+    args = (7, "jobs", 0, 2, None, headers, b"a\nb")
+    assert format_captured("log", *args) == "[- | jobs | 2 | 0] {x-ruststream-retry-count=1 raw=\\xff\\n} a\\nb\n"
+    assert (
+        format_captured("log", *args, header_only=True)
+        == "[- | jobs | 2 | 0] {x-ruststream-retry-count=1 raw=\\xff\\n}\n"
+    )
+    doc = loads_strict(format_captured("ndjson", *args))
+    assert doc["header"] == {"stream_key": "jobs", "shard_id": 0, "sequence": 2, "timestamp": None, "line": 7}
+    assert doc["headers"] == {"x-ruststream-retry-count": "1", "raw": "\\xff\\n"} and doc["payload"] == "a\nb"
+    line = format_captured("stdio", 7, "jobs", 0, 2, T, headers, b"a\nb")
+    head = "[2023-09-15T08:39:37.437 | jobs | 2 | 0]"
+    assert line.startswith(head + " rs") and line.count("\n") == 1
+    assert envelope.decode(line[len(head) + 1 : -1].encode()) == (headers, b"a\nb")
+    assert format_captured("stdio", 7, "jobs", 0, 2, T, {}, b"") == head + "\n"
