@@ -19,43 +19,58 @@ line is the help text) and register ``("NAME", _add_NAME, _cmd_NAME)`` in :data:
 from __future__ import annotations
 
 import argparse
-import calendar
 import dataclasses
-import datetime as dt
 import itertools
 import json
-import math
 import os
 import platform
-import re
 import select
 import stat
 import sys
 import time
 import traceback
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 import nbkit
-from nbkit.errors import FormatError, NbkitError
+from nbkit.errors import (
+    FormatError,
+    InvalidArgumentError,
+    MissingExtraError,
+    MissingFileError,
+    NbkitError,
+    PathIsDirectoryError,
+    Utf8Error,
+)
 from nbkit.transport.damage import BAD_FRAME_CHOICES, DamagedRegion
 from nbkit.transport.file_info import summarize
 from nbkit.transport.file_reader import Message, ReadEnd, StreamReader
 from nbkit.transport.file_writer import StreamWriter
-from nbkit.transport.polling import NEED_MORE
 from nbkit.transport.repair import repair
 from nbkit.wire import core, envelope
 from nbkit.wire.keys import INTERNAL_KEY, INTERNAL_KEYS, validate_key
-from nbkit.wire.ssformat import DEFAULT_BEACON_INTERVAL, EOS_PAYLOAD, FileHeader, Marker
-from nbkit.wire.stdio_line import format_log_timestamp
+from nbkit.wire.ssdecode import (
+    TextFormat,
+    dumps,
+    format_beacon,
+    format_captured,
+    format_header,
+    format_message,
+    parse_comment,
+    parse_header_json,
+    parse_message_json,
+)
+from nbkit.wire.ssformat import DEFAULT_BEACON_INTERVAL, EOS_PAYLOAD, MAX_U64, FileHeader
 
-__all__ = ["main", "build_parser", "parse_log_timestamp"]
+if TYPE_CHECKING:
+    from nbkit.runtime.app import App
+
+__all__ = ["main", "build_parser"]
 
 PROG = "nbkit"
 #: Exit status when stdout's reader has gone away (128 + SIGPIPE), as a shell shows for ``cat``.
 EXIT_BROKEN_PIPE = 141
 EXIT_INTERRUPTED = 130
-_JSON_SEPARATORS = (",", ":")
 
 Handler = Callable[[argparse.Namespace], int]
 AddArguments = Callable[[argparse.ArgumentParser], None]
@@ -64,92 +79,9 @@ AddArguments = Callable[[argparse.ArgumentParser], None]
 # -- shared helpers ------------------------------------------------------------------------------
 
 
-def _dumps(value: Any) -> str:
-    """Compact JSON that keeps non-ASCII text as is (as serde_json prints it)."""
-    return json.dumps(value, separators=_JSON_SEPARATORS, ensure_ascii=False)
-
-
 def _note(message: str) -> None:
     """One informational line on stderr (never on stdout, which carries data)."""
     print(f"{PROG}: {message}", file=sys.stderr)
-
-
-def _header_json(header: FileHeader) -> dict[str, Any]:
-    return {
-        "file_name": header.file_name,
-        "created_at": format_log_timestamp(header.created_at_ms),
-        "beacon_interval": header.beacon_interval,
-    }
-
-
-def _message_header_json(key: str, shard: int, seq: int, ts: int) -> dict[str, Any]:
-    return {"stream_key": key, "shard_id": shard, "sequence": seq, "timestamp": format_log_timestamp(ts)}
-
-
-def _markers_json(markers: Sequence[Marker]) -> list[dict[str, Any]]:
-    return [
-        {
-            "header": _message_header_json(m.stream_key, m.shard_id, m.seq, m.timestamp_ms),
-            "running_checksum": m.running_checksum,
-        }
-        for m in markers
-    ]
-
-
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
-
-
-def _finite_float(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):
-        raise ValueError(f"{text} is out of range")
-    return value
-
-
-def _loads_strict(text: str) -> Any:
-    """``json.loads`` without Python's extensions (NaN, Infinity, 1e999 -> inf); raises ValueError."""
-    try:
-        value = json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float)
-    except RecursionError:
-        raise ValueError("nested too deeply") from None
-    if "\\u" in text:  # escapes can produce lone surrogates, which are not Unicode text
-        try:
-            _dumps(value).encode("utf-8")
-        except UnicodeEncodeError:
-            raise ValueError("lone surrogate in a \\u escape") from None
-    return value
-
-
-def _json_payload(payload: bytes) -> Any:
-    """ndjson payload (§13.2): the JSON value when UTF-8 JSON, else a string, else a list of bytes."""
-    try:
-        text = payload.decode("utf-8")
-    except UnicodeDecodeError:
-        return list(payload)
-    try:
-        return _loads_strict(text)
-    except ValueError:
-        return text
-
-
-_LOG_TS_RE = re.compile(r"(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?Z?")
-
-
-def parse_log_timestamp(text: str) -> int:
-    """Epoch ms of ``YYYY-MM-DDTHH:MM:SS[.f]`` (UTC; a ``Z`` is allowed), the inverse of
-    :func:`~nbkit.wire.stdio_line.format_log_timestamp`; digits below the millisecond are dropped."""
-    m = _LOG_TS_RE.fullmatch(text)
-    if m is None:
-        raise ValueError(f"timestamp {text!r} is not YYYY-MM-DDTHH:MM:SS[.fff] (UTC)")
-    year, month, day, hour, minute, second = (int(g) for g in m.groups()[:6])
-    try:
-        dt.datetime(year, month, day, hour, minute, second)
-    except ValueError as exc:
-        raise ValueError(f"timestamp {text!r} is not a valid date and time ({exc})") from None
-    frac = m.group(7) or "0"
-    secs = calendar.timegm((year, month, day, hour, minute, second, 0, 0, 0))
-    return secs * 1000 + int(frac[:3].ljust(3, "0"))
 
 
 def _check_keys(keys: Sequence[str] | None) -> frozenset[str] | None:
@@ -194,14 +126,15 @@ def _add_cat(p: argparse.ArgumentParser) -> None:
         help="keep reading as the file grows, like tail -f; ends at the end-of-stream mark, when the "
         "file is removed, or on Ctrl-C",
     )
-    p.add_argument(
-        "--key",
-        action="append",
-        metavar="KEY",
-        dest="keys",
-        help="only messages of this stream key (repeatable)",
-    )
+    _add_key_filter(p)
     _add_on_bad_frames(p)
+
+
+def _add_key_filter(p: argparse.ArgumentParser) -> None:
+    """``--key KEY`` (repeatable): only the messages of these stream keys."""
+    p.add_argument(
+        "--key", action="append", metavar="KEY", dest="keys", help="only messages of this stream key (repeatable)"
+    )
 
 
 def _add_on_bad_frames(p: argparse.ArgumentParser) -> None:
@@ -223,49 +156,18 @@ def _note_new_damage(path: str, damaged: list[DamagedRegion], told: int) -> int:
     return len(damaged)
 
 
-#: ``log`` text: control characters (C0, DEL, C1) as escapes, so a payload cannot move the cursor,
-#: clear the screen or split the line on a terminal (``\n`` -> ``\\n``, ESC -> ``\\x1b``)
-_CONTROL_ESCAPES = {
-    c: {9: "\\t", 10: "\\n", 13: "\\r"}.get(c, f"\\x{c:02x}") for c in (*range(0x20), *range(0x7F, 0xA0))
-}
-
-
-def _escaped(value: str | bytes) -> str:
-    """A header value or payload as one line of log text (bytes that are not UTF-8 as escapes)."""
-    if isinstance(value, bytes):
-        value = value.decode("utf-8", errors="backslashreplace")
-    return value.translate(_CONTROL_ESCAPES)
-
-
 class _CatPrinter:
-    """Turns messages and beacons into the lines of one ``cat`` format."""
+    """Prints the lines of one ``cat`` format (:mod:`nbkit.wire.ssdecode` renders them), leaving out in
+    ``stdio`` what a stdio line cannot carry."""
 
-    def __init__(self, fmt: str, header_only: bool, out: TextIO) -> None:
+    def __init__(self, fmt: TextFormat, header_only: bool, out: TextIO) -> None:
         self.fmt = fmt
         self.header_only = header_only
         self.write = out.write
         self.empty_key_warned = False
 
-    def header(self, header: FileHeader) -> None:
-        if self.fmt == "log":
-            self.write(f"# {_dumps(_header_json(header))}\n")
-        elif self.fmt == "ndjson":
-            self.write(f"/* {_dumps(_header_json(header))} */\n")
-
-    def beacon(self, markers: Sequence[Marker]) -> None:
-        if self.fmt == "log":
-            self.write(f"# {_dumps(_markers_json(markers))}\n")
-        elif self.fmt == "ndjson":
-            self.write(f"/* {_dumps(_markers_json(markers))} */\n")
-
     def message(self, m: Message) -> None:
-        fmt = self.fmt
-        if fmt == "ndjson":
-            payload = None if self.header_only else _json_payload(m.payload)
-            head = _message_header_json(m.stream_key, m.shard_id, m.seq, m.timestamp_ms)
-            self.write(_dumps({"header": head, "payload": payload}) + "\n")
-            return
-        if fmt == "stdio":
+        if self.fmt == "stdio":
             if m.stream_key in INTERNAL_KEYS:
                 return
             if not m.stream_key:  # the reader accepts an empty key; a stdio header cannot carry one
@@ -273,22 +175,11 @@ class _CatPrinter:
                     _note("warning: skipping messages with an empty stream key (a stdio line cannot carry it)")
                     self.empty_key_warned = True
                 return
-        head = f"[{format_log_timestamp(m.timestamp_ms)} | {m.stream_key} | {m.seq} | {m.shard_id}]"
-        if self.header_only:
-            self.write(head + "\n")
-            return
-        if fmt == "log":
-            try:
-                text = m.payload.decode("utf-8").translate(_CONTROL_ESCAPES)
-            except UnicodeDecodeError:
-                text = "<BINARY BLOB>"
-        else:  # stdio: binary, multi-line and padded payloads travel enveloped, as the publisher does
-            headers, body = envelope.decode(m.payload)  # a copy's headers stay on its line
-            text = envelope.encode(headers, body, force_text=True).decode("utf-8")
-            if not text:  # `[..] ` would read back as the payload " "; `[..]` reads back as ""
-                self.write(head + "\n")
-                return
-        self.write(f"{head} {text}\n")
+        self.write(
+            format_message(
+                self.fmt, m.stream_key, m.shard_id, m.seq, m.timestamp_ms, m.payload, header_only=self.header_only
+            )
+        )
 
 
 def _cmd_cat(args: argparse.Namespace) -> int:
@@ -303,31 +194,28 @@ def _cmd_cat(args: argparse.Namespace) -> int:
     salvage = "error" if args.on_bad_frames == "error" else "skip"  # the CLI prints its own warnings
     warn = args.on_bad_frames == "warn"
     told = 0
+
+    def tell() -> None:
+        """Flush what is printed; say which regions were found damaged since the last time."""
+        nonlocal told
+        out.flush()
+        if warn and len(reader.damaged) > told:
+            told = _note_new_damage(args.file, reader.damaged, told)
+
     with StreamReader(args.file, follow=args.follow, poll_max=0.25, keys=keys, on_bad_frames=salvage) as reader:
-        printer.header(reader.header)
+        out.write(format_header(args.format, reader.header))
+        reader.on_wait = tell  # follow mode: show what we have before waiting for the file to grow
         beacon_offset = None
-        delay = reader.poll_min
-        while True:
-            item = reader.poll()
+        for msg in reader:
             if warn and len(reader.damaged) > told:
-                out.flush()
-                told = _note_new_damage(args.file, reader.damaged, told)
-            if item is None:
-                break
-            if item is NEED_MORE:  # follow mode: show what we have, then wait for the file to grow
-                out.flush()
-                time.sleep(delay)
-                delay = min(delay * 2, reader.poll_max)
-                continue
-            delay = reader.poll_min
-            msg: Message = item  # type: ignore[assignment]
+                tell()
             printer.message(msg)
             shown += 1
             last = reader.last_beacon
             if last is not None and last.offset != beacon_offset:
                 beacon_offset = last.offset
-                printer.beacon(last.markers)
-        out.flush()
+                out.write(format_beacon(args.format, last.markers))
+        tell()
         _report_end(args.file, reader.end)
     if keys is not None and not shown:  # only now pay for a second pass, to name the keys the file has
         return _no_such_key(args.file, keys, shown, {s.stream_key for s in summarize(args.file).streams})
@@ -376,57 +264,11 @@ def _cmd_info(args: argparse.Namespace) -> int:
     """Summarize a stream file: header, size, streams, beacons, end of stream, damage."""
     if args.source == "stdio":
         return _info_capture(args)
-    s = summarize(args.file)
-    out = sys.stdout
+    summary = summarize(args.file)
     if args.json:
-        out.write(json.dumps(s.to_dict(), indent=2, ensure_ascii=False) + "\n")
-        return 0
-    d = s.to_dict()
-    h = d["header"]
-    rows = [
-        ("file", s.path),
-        ("file name", h["file_name"]),
-        ("created at", f"{h['created_at']} ({h['created_at_ms']} ms)"),
-        ("beacon interval", f"{h['beacon_interval']} bytes"),
-        ("size", f"{s.size} bytes"),
-        ("messages", f"{s.message_count} in {len(s.streams)} stream{'s' if len(s.streams) != 1 else ''}"),
-        ("beacons", str(s.beacon_count)),
-        ("end of stream", f"yes (at offset {s.eos_offset})" if s.has_eos else "no"),
-    ]
-    end = s.end
-    if end.reason == "truncated":
-        rows.append(
-            (
-                "trailing data",
-                f"{end.trailing_bytes} bytes at offset {end.offset} are not a "
-                "complete frame (a writer may be mid-write, or stopped mid-frame)",
-            )
-        )
-    elif end.reason == "error":
-        rows.append(("damaged", f"reading stopped at offset {end.offset}: {end.error}"))
-    for region, n in zip(s.damaged, s.recovered_after, strict=True):
-        rows.append(("damaged", f"{region.describe()}; {n} message{'s' if n != 1 else ''} recovered after it"))
-    width = max(len(k) for k, _ in rows)
-    for k, v in rows:
-        out.write(f"{k:<{width}}  {v}\n")
-    if s.streams:
-        table = [("stream", "shard", "messages", "seq", "first timestamp", "last timestamp")]
-        for st in d["streams"]:
-            seq = str(st["first_seq"]) if st["first_seq"] == st["last_seq"] else f"{st['first_seq']}..{st['last_seq']}"
-            table.append(
-                (
-                    st["stream_key"],
-                    str(st["shard_id"]),
-                    str(st["count"]),
-                    seq,
-                    st["first_timestamp"],
-                    st["last_timestamp"],
-                )
-            )
-        widths = [max(len(row[i]) for row in table) for i in range(6)]
-        out.write("\n")
-        for row in table:
-            out.write("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() + "\n")
+        sys.stdout.write(json.dumps(summary.to_dict(), indent=2, ensure_ascii=False) + "\n")
+    else:
+        sys.stdout.write(summary.to_text())
     return 0
 
 
@@ -443,9 +285,9 @@ def _capture_lines(path: str) -> tuple[str, Iterator[bytes]]:
     try:
         f = open(path, "rb")  # noqa: SIM115 (closed when the generator ends)
     except FileNotFoundError:
-        raise NbkitError(f"{path}: no such file") from None
+        raise MissingFileError(f"{path}: no such file") from None
     except IsADirectoryError:
-        raise NbkitError(f"{path}: is a directory, not a capture of stdio lines") from None
+        raise PathIsDirectoryError(f"{path}: is a directory, not a capture of stdio lines") from None
 
     def lines() -> Iterator[bytes]:
         with f:
@@ -460,7 +302,7 @@ def _cat_capture(args: argparse.Namespace, keys: frozenset[str] | None) -> int:
     from nbkit.transport.stdio_capture import LineProblem, read_capture
 
     if args.follow:
-        raise NbkitError(
+        raise InvalidArgumentError(
             "--follow reads growing stream files; for a pipe, read the stage's output as it comes "
             "(... | nbkit cat --from stdio -)"
         )
@@ -478,32 +320,19 @@ def _cat_capture(args: argparse.Namespace, keys: frozenset[str] | None) -> int:
             seen.add(item.stream_key)
             continue
         shown += 1
-        ts = "-" if item.timestamp_ms is None else format_log_timestamp(item.timestamp_ms)
-        if args.format == "ndjson":
-            head = {
-                "stream_key": item.stream_key,
-                "shard_id": item.shard_id,
-                "sequence": item.seq,
-                "timestamp": None if item.timestamp_ms is None else ts,
-                "line": item.line,
-            }
-            headers = {k: _escaped(v) if isinstance(v, bytes) else v for k, v in item.headers.items()}
-            body = None if args.header_only else _json_payload(item.payload)
-            out.write(_dumps({"header": head, "headers": headers, "payload": body}) + "\n")
-            continue
-        prefix = f"[{ts} | {item.stream_key} | {item.seq} | {item.shard_id}]"
-        if args.format == "stdio":
-            text = envelope.encode(item.headers, item.payload, force_text=True).decode("utf-8")
-            out.write(f"{prefix} {text}\n" if text and not args.header_only else prefix + "\n")
-            continue
-        shown_headers = " ".join(f"{k}={_escaped(v)}" for k, v in item.headers.items())
-        parts = [prefix] + ([f"{{{shown_headers}}}"] if shown_headers else [])
-        if not args.header_only:
-            try:
-                parts.append(item.payload.decode("utf-8").translate(_CONTROL_ESCAPES))
-            except UnicodeDecodeError:
-                parts.append("<BINARY BLOB>")
-        out.write(" ".join(parts) + "\n")
+        out.write(
+            format_captured(
+                args.format,
+                item.line,
+                item.stream_key,
+                item.shard_id,
+                item.seq,
+                item.timestamp_ms,
+                item.headers,
+                item.payload,
+                header_only=args.header_only,
+            )
+        )
     out.flush()
     status = _no_such_key(name, keys, shown, seen)
     return 1 if problems else status
@@ -514,43 +343,11 @@ def _info_capture(args: argparse.Namespace) -> int:
     from nbkit.transport.stdio_capture import read_capture, summarize_capture
 
     name, lines = _capture_lines(args.file)
-    s = summarize_capture(read_capture(lines, source=name), source=name, dead_letter_keys=args.dead_letter_keys)
-    out = sys.stdout
+    summary = summarize_capture(read_capture(lines, source=name), source=name, dead_letter_keys=args.dead_letter_keys)
     if args.json:
-        out.write(json.dumps(s.to_dict(), indent=2, ensure_ascii=False) + "\n")
-        return 0
-    rows = [
-        ("capture", name),
-        ("lines", str(s.lines)),
-        ("messages", f"{s.messages} under {len(s.keys)} key{'s' if len(s.keys) != 1 else ''}"),
-        ("retry copies", f"{s.copies} (messages with an {envelope.RETRY_COUNT_HEADER} header)"),
-        ("dead letters", str(s.dead_letters)),
-        ("malformed lines", str(len(s.problems)) + (f" (first: line {s.problems[0].line})" if s.problems else "")),
-    ]
-    width = max(len(k) for k, _ in rows)
-    for k, v in rows:
-        out.write(f"{k:<{width}}  {v}\n")
-    if s.keys:
-        table = [("key", "messages", "copies", "max retry count", "dead letter", "first timestamp", "last timestamp")]
-        for ks in s.keys.values():
-            table.append(
-                (
-                    ks.stream_key,
-                    str(ks.count),
-                    str(ks.copies),
-                    str(ks.max_retry_count),
-                    "yes" if ks.dead_letter else "",
-                    "-" if ks.first_timestamp_ms is None else format_log_timestamp(ks.first_timestamp_ms),
-                    "-" if ks.last_timestamp_ms is None else format_log_timestamp(ks.last_timestamp_ms),
-                )
-            )
-        widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
-        out.write("\n")
-        for row in table:
-            out.write("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() + "\n")
-    for problem in s.problems[:20]:
-        out.write(f"\n{problem.error}" if problem is s.problems[0] else f"{problem.error}")
-        out.write("\n")
+        sys.stdout.write(json.dumps(summary.to_dict(), indent=2, ensure_ascii=False) + "\n")
+    else:
+        sys.stdout.write(summary.to_text())
     return 0
 
 
@@ -593,84 +390,19 @@ def _stdin_lines() -> Iterator[tuple[int, str]]:
         try:
             yield n, raw.decode("utf-8")
         except UnicodeDecodeError as exc:
-            raise FormatError(
-                f"the line is not UTF-8 ({exc.reason} at byte {exc.start})", path="stdin", line=n
-            ) from None
+            raise Utf8Error(f"the line is not UTF-8 ({exc.reason} at byte {exc.start})", path="stdin", line=n) from None
 
 
 def _line_error(lineno: int, detail: str) -> FormatError:
     return FormatError(detail, path="stdin", line=lineno)
 
 
-def _comment(text: str) -> str | None:
-    """The inside of a ``/* ... */`` line, or None when the line is not a comment."""
-    if not text.startswith("/*"):
-        return None
-    if not text.endswith("*/"):
-        raise ValueError("a comment line must end with */")
-    return text[2:-2].strip()
-
-
-def _parse_header_line(body: str, lineno: int) -> FileHeader:
+def _comment(text: str, lineno: int) -> str | None:
+    """:func:`~nbkit.wire.ssdecode.parse_comment` of stdin's line ``lineno``; its error names the line."""
     try:
-        obj = json.loads(body)
-        name, created, interval = obj["file_name"], obj["created_at"], obj["beacon_interval"]
-        if not isinstance(name, str):
-            raise ValueError("file_name must be a string")
-        created_ms = created if isinstance(created, int) else parse_log_timestamp(created)
-        if not isinstance(interval, int) or isinstance(interval, bool):
-            raise ValueError("beacon_interval must be an integer")
-    except (ValueError, KeyError, TypeError) as exc:
-        raise _line_error(
-            lineno,
-            f"invalid header line ({exc}); expected "
-            '/* {"file_name":..,"created_at":"YYYY-MM-DDTHH:MM:SS.f","beacon_interval":N} */',
-        ) from None
-    return FileHeader(name, created_ms, interval)
-
-
-def _u64(value: Any, what: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 1 << 64:
-        raise ValueError(f"{what} must be an unsigned 64-bit integer, not {_dumps(value)}")
-    return value
-
-
-def _payload_bytes(value: Any) -> bytes:
-    """The inverse of the ndjson payload rule: string -> UTF-8, list of byte values -> bytes, else JSON."""
-    if isinstance(value, str):
-        try:
-            return value.encode("utf-8")
-        except UnicodeEncodeError:
-            raise ValueError("the payload string holds a lone surrogate (not Unicode text)") from None
-    if isinstance(value, list) and all(isinstance(b, int) and not isinstance(b, bool) and 0 <= b <= 255 for b in value):
-        return bytes(value)
-    return _dumps(value).encode("utf-8")
-
-
-def _parse_message_line(text: str, lineno: int) -> tuple[str, int, int | None, int | None, bytes]:
-    """Key, shard, sequence, timestamp and payload of one ndjson message line; only ``stream_key`` is
-    required in the header (shard 0, the stream's next sequence and the current time otherwise)."""
-    try:
-        obj = _loads_strict(text)
-        if not isinstance(obj, dict) or not isinstance(obj.get("header"), dict) or "payload" not in obj:
-            raise ValueError(
-                'expected {"header":{"stream_key":..,"shard_id":..,"sequence":..,"timestamp":..},"payload":..}'
-            )
-        h = obj["header"]
-        key = h.get("stream_key")
-        if not isinstance(key, str):
-            raise ValueError("header.stream_key must be a string")
-        shard = 0 if h.get("shard_id") is None else _u64(h.get("shard_id"), "header.shard_id")
-        seq = None if h.get("sequence") is None else _u64(h.get("sequence"), "header.sequence")
-        ts = h.get("timestamp")
-        if isinstance(ts, str):
-            ts = parse_log_timestamp(ts)
-        elif ts is not None and (isinstance(ts, bool) or not isinstance(ts, int)):
-            raise ValueError("header.timestamp must be YYYY-MM-DDTHH:MM:SS[.fff] or epoch milliseconds")
-        payload = _payload_bytes(obj["payload"])
+        return parse_comment(text)
     except ValueError as exc:
-        raise _line_error(lineno, f"invalid message line: {exc}") from None
-    return key, shard, seq, ts, payload
+        raise _line_error(lineno, str(exc)) from None
 
 
 def _is_new_file(path: str) -> bool:
@@ -694,12 +426,12 @@ def _cmd_write(args: argparse.Namespace) -> int:
             first = (lineno, text)
             break
     if first is not None:
-        try:
-            body = _comment(first[1])
-        except ValueError as exc:
-            raise _line_error(first[0], str(exc)) from None
+        body = _comment(first[1], first[0])
         if body is not None and body.startswith("{"):
-            header = _parse_header_line(body, first[0])
+            try:
+                header = parse_header_json(body)
+            except ValueError as exc:
+                raise _line_error(first[0], str(exc)) from None
             first = None
     options: dict[str, Any] = {"flush_every": 64, "lock_timeout": args.lock_timeout, "strict_seq": True}
     interval = args.beacon_interval
@@ -776,21 +508,21 @@ def _write_lines(
             text = raw.strip()
             if not text:
                 continue
-            try:
-                body = _comment(text)
-            except ValueError as exc:
-                raise _line_error(lineno, str(exc)) from None
+            body = _comment(text, lineno)
             if body is not None:
                 if body.startswith("{"):
                     _note(f"note: stdin, line {lineno}: a second header line is ignored")
                 continue  # beacons are rebuilt by the writer
-            key, shard, seq, ts, payload = _parse_message_line(text, lineno)
+            try:
+                key, shard, seq, ts, payload = parse_message_json(text)
+            except ValueError as exc:
+                raise _line_error(lineno, f"invalid message line: {exc}") from None
             if eos_line is not None:
                 raise _line_error(lineno, f"a message after the end-of-stream mark of line {eos_line}")
             try:
                 writer.write(key, payload, seq=seq, shard_id=shard, timestamp_ms=ts)
             except NbkitError as exc:
-                detail = exc.detail if isinstance(exc, FormatError) else str(exc)
+                detail = getattr(exc, "detail", None) or str(exc)
                 raise _line_error(lineno, detail) from None
             if key == INTERNAL_KEY and payload == EOS_PAYLOAD:
                 eos_line = lineno
@@ -817,7 +549,7 @@ def _add_run(p: argparse.ArgumentParser) -> None:
     )
 
 
-def load_app(target: str):
+def load_app(target: str) -> App:
     """Import ``MODULE:ATTR`` (from the current directory first) and return an :class:`nbkit.App`."""
     from nbkit.errors import ConfigurationError
     from nbkit.runtime.app import App
@@ -921,7 +653,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     from nbkit.notebook.demo import run_demo
 
     if args.orders < 1:
-        raise NbkitError(f"--orders must be at least 1, not {args.orders}")
+        raise InvalidArgumentError(f"--orders must be at least 1, not {args.orders}")
     result = run_demo(args.out, orders=args.orders, seed=args.seed, png=not args.no_png)
     print(
         f"nbkit demo: {args.orders} orders, up to 4 attempts each, retry_after(2**attempt s), "
@@ -958,13 +690,7 @@ def _cmd_repair(args: argparse.Namespace) -> int:
 def _add_export(p: argparse.ArgumentParser) -> None:
     p.add_argument("file", metavar="FILE", help="the .ss stream file")
     p.add_argument("-o", "--output", required=True, metavar="OUT", help="the Parquet file to write")
-    p.add_argument(
-        "--key",
-        action="append",
-        metavar="KEY",
-        dest="keys",
-        help="only messages of this stream key (repeatable)",
-    )
+    _add_key_filter(p)
     p.add_argument(
         "--payload",
         choices=("auto", "bytes", "text", "json"),
@@ -993,8 +719,10 @@ def _cmd_export(args: argparse.Namespace) -> int:
                 include_internal=args.include_internal,
                 on_bad_frames=args.on_bad_frames,
             )
-        except ImportError as exc:
-            raise NbkitError(str(exc)) from None
+        except MissingExtraError:
+            raise
+        except ImportError as exc:  # pyarrow there but broken: still one line
+            raise MissingExtraError(str(exc)) from None
     for w in caught:  # e.g. a partial frame at the tail: one line, as the other commands say it
         _note(str(w.message))
     _note(f"wrote {rows} messages to {args.output}")
@@ -1045,8 +773,8 @@ def _cmd_redrive(args: argparse.Namespace) -> int:
                 with open(args.file, encoding="utf-8") as f:
                     result = redrive_lines(f, **options)
             except UnicodeDecodeError as exc:
-                raise NbkitError(
-                    f"{args.file}: not UTF-8 text (byte {exc.start}): a capture holds stdio lines"
+                raise Utf8Error(
+                    f"not UTF-8 text (byte {exc.start}): a capture holds stdio lines", path=args.file
                 ) from None
         if args.dry_run:
             result = dataclasses.replace(result, dry_run=True)
@@ -1103,7 +831,7 @@ def _parse_headers(specs: list[str]) -> dict[str, str]:
     for spec in specs:
         name, sep, value = spec.partition(":")
         if not sep or not name.strip():
-            raise NbkitError(f"-H {spec!r}: expected NAME:VALUE, e.g. -H x-tenant:acme")
+            raise InvalidArgumentError(f"-H {spec!r}: expected NAME:VALUE, e.g. -H x-tenant:acme")
         headers[name.strip()] = value.strip()
     return headers
 
@@ -1111,8 +839,8 @@ def _parse_headers(specs: list[str]) -> dict[str, str]:
 def _cmd_publish(args: argparse.Namespace) -> int:
     """Append messages to a stream file that a running service may be reading and writing."""
     validate_key(args.key)
-    if args.shard < 0 or args.shard >= 1 << 64:
-        raise NbkitError(f"--shard {args.shard}: a shard id is an unsigned 64-bit integer")
+    if not 0 <= args.shard <= MAX_U64:
+        raise InvalidArgumentError(f"--shard {args.shard}: a shard id is an unsigned 64-bit integer")
     headers = _parse_headers(args.headers)
     if args.payload is not None:
         payloads: Iterator[bytes] = iter([args.payload.encode("utf-8")])
@@ -1141,9 +869,9 @@ def _cmd_watch(args: argparse.Namespace) -> int:
     from nbkit.transport.file_watch import FileWatch, render_text
 
     if args.every <= 0:
-        raise NbkitError(f"--every {args.every:g}: the refresh interval must be more than 0 seconds")
+        raise InvalidArgumentError(f"--every {args.every:g}: the refresh interval must be more than 0 seconds")
     if not os.path.exists(args.file):
-        raise NbkitError(f"{args.file}: no such file; start the service first (or give the stream file's path)")
+        raise MissingFileError(f"{args.file}: no such file; start the service first (or give the stream file's path)")
     out = sys.stdout
     tty = out.isatty()
     with FileWatch(args.file, latest=max(args.latest, 0) or 1) as watch:
@@ -1204,7 +932,9 @@ def _cmd_lineage(args: argparse.Namespace) -> int:
         warnings.simplefilter("always")
         for path in args.files:
             if not os.path.isfile(path):
-                raise NbkitError(f"{path}: no such file (lineage reads a .ss file, or stdio lines with --from stdio)")
+                raise MissingFileError(
+                    f"{path}: no such file (lineage reads a .ss file, or stdio lines with --from stdio)"
+                )
             if args.source == "file":
                 frames.append(read_stream(path, progress=False))
             else:
@@ -1214,7 +944,7 @@ def _cmd_lineage(args: argparse.Namespace) -> int:
     frame = frames[0] if len(frames) == 1 else concat_frames(*frames)
     summary = summarize(lineage(frame, dead_letter_keys=args.dead_letter_keys))
     if args.json:
-        print(_dumps({"files": list(args.files), **summary.to_dict()}))
+        print(dumps({"files": list(args.files), **summary.to_dict()}))
     else:
         print(", ".join(args.files))
         print(summary.to_text())

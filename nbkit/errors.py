@@ -1,6 +1,48 @@
-"""One exception hierarchy for nbkit: every error says what went wrong, where, and how to fix it."""
+"""One exception hierarchy for nbkit: every error says what went wrong, where, and how to fix it.
+
+Every class derives from :class:`NbkitError` (``except NbkitError`` catches whatever nbkit raises on
+purpose) and also from the standard exception it is, so code that knows nothing of nbkit can catch it by
+its stdlib base (``except FileNotFoundError``, ``except ValueError``)::
+
+    NbkitError(Exception)                    the CLI prints it as one line ``nbkit: ...``; exit_code 1
+    ├── FormatError(ValueError)              bytes on disk or a line on a pipe break the formats
+    │   ├── ByteMarkError                    no ``Ss`` magic: not a stream file
+    │   ├── VersionError                     format version other than 1
+    │   ├── ChecksumError                    a payload's CRC-16 does not match
+    │   ├── StreamKeyError                   a key read from a file or a line breaks the key rules
+    │   ├── Utf8Error                        text that must be UTF-8 is not
+    │   ├── TimestampRangeError              a timestamp outside the representable years
+    │   ├── TruncatedError                   data ends inside a header, frame or beacon
+    │   ├── BeaconIntervalError              a beacon interval the format cannot use
+    │   ├── LineParseError                   a stdio line's ``[...]`` header breaks the grammar
+    │   └── PayloadTooLargeError             a payload or name over its size field
+    ├── InvalidArgumentError(ValueError)     a value passed to a call or a command-line option
+    │   └── InvalidKeyError                  a stream key argument breaks the key rules
+    ├── ConfigurationError(ValueError)       a broker, subscriber or app that cannot work; exit_code 2
+    │   └── RetryDestinationError            a pipe registration without ``out_retry``
+    ├── ClosedError(ValueError)              a writer used after close (as a closed Python file)
+    │   └── NotConnectedError                a broker used after shutdown
+    ├── SeekError(LookupError)               a seek to a position the file does not hold
+    ├── MissingFileError(FileNotFoundError)  a file to read (or append to) does not exist
+    ├── PathIsDirectoryError(IsADirectoryError)  a path names a directory, not a file
+    ├── FilePermissionError(PermissionError) the file cannot be read or written with these rights
+    ├── OutputExistsError(FileExistsError)   an output file exists and may not be replaced
+    ├── FileIOError(OSError)                 reading or writing failed at the OS (full disk, I/O error)
+    ├── FileLimitError(OSError)              a write would grow the file past its size limit (EFBIG)
+    ├── WriterLockedError(TimeoutError)      a stream file's write lock was not free in time
+    ├── MissingExtraError(ImportError)       an optional dependency (an extra) is not installed
+    └── AckError                             acknowledgement failed (unsupported on files and pipes)
+
+The ``OSError`` ones carry ``errno`` (``errno.ENOENT``, ``errno.ENOSPC``, ...) but no ``filename``: the
+message already names the file, so ``str(err)`` is that message alone. ``AckError`` has no stdlib base:
+none means "the broker cannot acknowledge". Upstream's ``FileRemoved`` (stream-file-format.md §12) is
+no error in nbkit: a followed file that is removed ends the read with ``ReadEnd("removed", ...)``.
+"""
 
 from __future__ import annotations
+
+import errno as _errno
+from typing import Any
 
 
 class NbkitError(Exception):
@@ -15,15 +57,27 @@ class NbkitError(Exception):
     >>> try:
     ...     StreamWriter("orders.ss").write("no spaces allowed", b"{}")
     ... except NbkitError as err:
-    ...     print(type(err).__name__, err.exit_code)
-    StreamKeyError 1
+    ...     print(type(err).__name__, err.exit_code, isinstance(err, ValueError))
+    InvalidKeyError 1 True
     """
 
     exit_code = 1
 
 
-class FormatError(NbkitError):
-    """Bytes on disk or a line on a pipe do not follow the SeaStreamer formats.
+def _where(detail: str, path: str | None, offset: int | None, line: int | None) -> str:
+    """``detail`` behind the place it concerns: ``path, byte offset N, line L: detail``."""
+    where = []
+    if path is not None:
+        where.append(str(path))
+    if offset is not None:
+        where.append(f"byte offset {offset}")
+    if line is not None:
+        where.append(f"line {line}")
+    return f"{', '.join(where)}: {detail}" if where else detail
+
+
+class FormatError(NbkitError, ValueError):
+    """Bytes on disk or a line on a pipe do not follow the SeaStreamer formats (also a ``ValueError``).
 
     ``path`` and ``offset`` (a byte offset) or ``line`` (a 1-based line number) say where; the message
     starts with them.
@@ -65,14 +119,7 @@ class FormatError(NbkitError):
         super().__init__(self._render())
 
     def _render(self) -> str:
-        where = []
-        if self.path is not None:
-            where.append(str(self.path))
-        if self.offset is not None:
-            where.append(f"byte offset {self.offset}")
-        if self.line is not None:
-            where.append(f"line {self.line}")
-        return f"{', '.join(where)}: {self.detail}" if where else self.detail
+        return _where(self.detail, self.path, self.offset, self.line)
 
     def located(self, *, path: str | None = None, offset: int | None = None) -> FormatError:
         """Return a copy of this error that also names the file and absolute offset.
@@ -138,23 +185,30 @@ class ChecksumError(FormatError):
     128 True
     """
 
-    def __init__(self, message: str, *, received: int = 0, computed: int = 0, **where) -> None:
+    def __init__(self, message: str, *, received: int = 0, computed: int = 0, **where: Any) -> None:
         self.received = received
         self.computed = computed
         super().__init__(message, **where)
 
 
 class StreamKeyError(FormatError):
-    """A stream key is empty where one is required, too long, or has characters outside [A-Za-z0-9._-].
+    """A stream key read from a file or a stdio line is too long or has characters outside [A-Za-z0-9._-].
+
+    The data is damaged (or was not written by SeaStreamer); ``offset`` or ``line`` says where. A key
+    passed as an argument that breaks the same rules raises :class:`InvalidKeyError` instead.
 
     Examples
     --------
-    >>> from nbkit import StreamKeyError, StreamWriter
+    >>> from nbkit import StreamKeyError, StreamReader, StreamWriter
+    >>> with StreamWriter("keys.ss") as writer:
+    ...     _ = writer.write("orders", b"{}")
+    >>> data = open("keys.ss", "rb").read().replace(b"orders", b"ord rs")   # damage the key in the file
+    >>> _ = open("keys.ss", "wb").write(data)
     >>> try:
-    ...     StreamWriter("orders.ss").write("bad key!", b"{}")
+    ...     list(StreamReader("keys.ss"))
     ... except StreamKeyError as err:
-    ...     print(err)
-    stream key 'bad key!' has characters ' !' outside [A-Za-z0-9._-]; use letters, digits, '.', '_' or '-'
+    ...     print(err.offset is not None, isinstance(err, ValueError))
+    True True
     """
 
 
@@ -207,13 +261,147 @@ class PayloadTooLargeError(FormatError):
     """A payload longer than the u32 size field (4 GiB - 1) or a name over its limit."""
 
 
-class FileLimitError(FormatError):
-    """A write would grow the stream file past its size limit."""
+class InvalidArgumentError(NbkitError, ValueError):
+    """A value passed to an nbkit call or a command-line option cannot be used (also a ``ValueError``).
+
+    Examples
+    --------
+    >>> from nbkit.errors import InvalidArgumentError
+    >>> from nbkit.transport.repair import repair
+    >>> from nbkit import StreamWriter
+    >>> StreamWriter("orders.ss").close()
+    >>> try:
+    ...     repair("orders.ss", "orders.ss")
+    ... except ValueError as err:
+    ...     print(type(err).__name__, err)
+    InvalidArgumentError orders.ss: is the file being repaired; write the copy to another path
+    """
 
 
-class WriterLockedError(NbkitError):
+class InvalidKeyError(InvalidArgumentError):
+    """A stream key given as an argument is not a str, is empty, too long, or has characters outside
+    [A-Za-z0-9._-]. (A damaged key read from a file raises :class:`StreamKeyError`.)
+
+    Examples
+    --------
+    >>> from nbkit import InvalidKeyError, StreamWriter
+    >>> try:
+    ...     StreamWriter("orders.ss").write("bad key!", b"{}")
+    ... except InvalidKeyError as err:
+    ...     print(err)
+    stream key 'bad key!' has characters ' !' outside [A-Za-z0-9._-]; use letters, digits, '.', '_' or '-'
+    """
+
+
+class _OSError(NbkitError, OSError):
+    """An nbkit error that is also an ``OSError``: the message names the file; ``errno`` says which error.
+
+    Parameters
+    ----------
+    message : str
+        What went wrong, where, and how to fix it (``str(err)`` is this text alone).
+    errno : int, optional
+        The OS error number (``errno.ENOENT``, ...); the class's own when left out.
+    """
+
+    ERRNO: int | None = None
+
+    def __init__(self, message: str, *, errno: int | None = None) -> None:
+        super().__init__(message)
+        self.errno = self.ERRNO if errno is None else errno
+
+
+class MissingFileError(_OSError, FileNotFoundError):
+    """A file nbkit was asked to read or append to does not exist (also a ``FileNotFoundError``).
+
+    Examples
+    --------
+    >>> from nbkit import StreamReader
+    >>> try:
+    ...     StreamReader("nowhere.ss")
+    ... except FileNotFoundError as err:
+    ...     print(type(err).__name__, err)
+    MissingFileError nowhere.ss: no such file; check the path
+    """
+
+    ERRNO = _errno.ENOENT
+
+
+class PathIsDirectoryError(_OSError, IsADirectoryError):
+    """A path names a directory where a file is needed (also an ``IsADirectoryError``).
+
+    Examples
+    --------
+    >>> import os
+    >>> from nbkit import StreamReader
+    >>> os.mkdir("folder.ss")
+    >>> try:
+    ...     StreamReader("folder.ss")
+    ... except IsADirectoryError as err:
+    ...     print(type(err).__name__, err)
+    PathIsDirectoryError folder.ss: is a directory, not a stream file
+    """
+
+    ERRNO = _errno.EISDIR
+
+
+class FilePermissionError(_OSError, PermissionError):
+    """The file cannot be read or written with the process's rights (also a ``PermissionError``)."""
+
+    ERRNO = _errno.EACCES
+
+
+class OutputExistsError(_OSError, FileExistsError):
+    """An output file already exists and the call may not replace it (also a ``FileExistsError``).
+
+    Examples
+    --------
+    >>> from nbkit import StreamWriter
+    >>> from nbkit.transport.repair import repair
+    >>> StreamWriter("orders.ss").close()
+    >>> StreamWriter("copy.ss").close()
+    >>> try:
+    ...     repair("orders.ss", "copy.ss")
+    ... except FileExistsError as err:
+    ...     print(type(err).__name__)
+    OutputExistsError
+    """
+
+    ERRNO = _errno.EEXIST
+
+
+class FileIOError(_OSError):
+    """Reading or writing a file failed in the operating system (a full disk, an I/O error); ``errno``
+    is the OS error's. Nothing already in the file is lost."""
+
+
+class FileLimitError(_OSError):
+    """A write would grow the stream file past its size limit (also an ``OSError``, ``errno`` EFBIG).
+
+    ``path`` and ``offset`` say where the refused frame would have started.
+
+    Parameters
+    ----------
+    message : str
+        What is wrong, and how to fix it.
+    path : str, optional
+        The stream file.
+    offset : int, optional
+        The byte offset the frame would have started at.
+    """
+
+    ERRNO = _errno.EFBIG
+
+    def __init__(self, message: str, *, path: str | None = None, offset: int | None = None) -> None:
+        self.detail = message
+        self.path = path
+        self.offset = offset
+        super().__init__(_where(message, path, offset, None))
+
+
+class WriterLockedError(NbkitError, TimeoutError):
     """A stream file's write lock was not free in time: an exclusive writer holds it, or an append waited
-    longer than ``lock_timeout`` for another writer's.
+    longer than ``lock_timeout`` for another writer's (also a ``TimeoutError``).
 
     Examples
     --------
@@ -228,12 +416,14 @@ class WriterLockedError(NbkitError):
     """
 
 
-class FileRemovedError(NbkitError):
-    """The stream file was removed while it was being followed."""
+class MissingExtraError(NbkitError, ImportError):
+    """A feature needs an optional dependency that is not installed (also an ``ImportError``); the
+    message names the ``pip install`` that adds it."""
 
 
-class SeekError(NbkitError):
-    """A seek asked for a position the file does not hold (a sequence or instant past its end).
+class SeekError(NbkitError, LookupError):
+    """A seek asked for a position the file does not hold (a sequence or instant past its end); also a
+    ``LookupError``.
 
     Examples
     --------
@@ -280,8 +470,8 @@ class AckError(NbkitError):
         super().__init__(self.TEXTS[kind])
 
 
-class ConfigurationError(NbkitError):
-    """A broker, subscriber or app was configured in a way that cannot work.
+class ConfigurationError(NbkitError, ValueError):
+    """A broker, subscriber or app was configured in a way that cannot work (also a ``ValueError``).
 
     Raised when the object is built or the app starts, never in the middle of a run. ``nbkit run`` exits
     with status 2.
@@ -317,7 +507,24 @@ class RetryDestinationError(ConfigurationError):
     """
 
 
-class NotConnectedError(NbkitError):
+class ClosedError(NbkitError, ValueError):
+    """A writer was used after it was closed (also a ``ValueError``, as a closed Python file raises).
+
+    Examples
+    --------
+    >>> from nbkit import StreamWriter
+    >>> from nbkit.errors import ClosedError
+    >>> writer = StreamWriter("orders.ss")
+    >>> writer.close()
+    >>> try:
+    ...     writer.write("orders", b"{}")
+    ... except ClosedError as err:
+    ...     print(err)
+    orders.ss: the writer is closed
+    """
+
+
+class NotConnectedError(ClosedError):
     """A broker was used after shutdown: ``stream transport is not connected``."""
 
     def __init__(self, message: str = "stream transport is not connected") -> None:

@@ -23,7 +23,7 @@ from typing import Any
 import ipywidgets as widgets
 
 from nbkit.transport.file_watch import FileWatch, WatchState, sparkline
-from nbkit.wire.stdio_line import format_log_timestamp
+from nbkit.wire.timestamps import format_log_timestamp
 
 __all__ = ["LiveMonitor"]
 

@@ -25,6 +25,7 @@ from nbkit.runtime.delivery import Delivery
 from nbkit.runtime.events import SettlementEvent
 from nbkit.runtime.file_broker import FileBroker
 from nbkit.runtime.stdio_broker import StdioBroker
+from nbkit.wire.timestamps import isoformat_z
 
 ACTIONS = ("unsupported", "copy", "delayed-copy", "dead-letter", "rejected")
 
@@ -59,7 +60,7 @@ def _capturing(lines: list[str]):
 def _iso(seconds: float | dt.datetime) -> str:
     """A clock time as ISO 8601 with a ``Z``."""
     when = seconds if isinstance(seconds, dt.datetime) else utc(seconds)
-    return when.isoformat().replace("+00:00", "Z")
+    return isoformat_z(when)
 
 
 def _table(cls: str, head: tuple[str, ...], rows: list[tuple], caption: str = "") -> str:

@@ -24,6 +24,7 @@ import ipywidgets as widgets
 import pandas as pd
 
 from nbkit.notebook.frames import read_stream
+from nbkit.wire.timestamps import isoformat_z
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -45,7 +46,7 @@ def _iso(value: object) -> str:
     ts = pd.Timestamp(value)
     ts = ts.tz_localize("UTC") if ts.tzinfo is None else ts.tz_convert("UTC")
     spec = "milliseconds" if ts.microsecond else "seconds"
-    return ts.isoformat(timespec=spec).replace("+00:00", "Z")
+    return isoformat_z(ts, spec)
 
 
 def _preview(payload: Any, width: int = 60) -> str:

@@ -11,8 +11,8 @@ from typing import Any
 from nbkit.errors import AckError
 from nbkit.transport.positions import FilePosition
 from nbkit.wire.envelope import RETRY_COUNT_HEADER
-
-_MAX_U64 = (1 << 64) - 1
+from nbkit.wire.ssformat import MAX_U64
+from nbkit.wire.timestamps import isoformat_z
 
 
 def retry_count(headers: dict[str, Any]) -> int:
@@ -29,7 +29,7 @@ def retry_count(headers: dict[str, Any]) -> int:
     if not text.isascii() or not text.isdigit():
         return 0
     value = int(text)
-    return value if value <= _MAX_U64 else 0
+    return value if value <= MAX_U64 else 0
 
 
 @dataclass(eq=False, slots=True)
@@ -197,7 +197,7 @@ class Delivery:
             ("stream key", self.stream_key),
             ("sequence", self.seq),
             ("attempt", self.attempt),
-            ("timestamp", self.timestamp.isoformat().replace("+00:00", "Z")),
+            ("timestamp", isoformat_z(self.timestamp)),
             ("headers", ", ".join(f"{k}: {v}" for k, v in self.headers.items()) or "(none)"),
             ("payload", self.preview(80)),
         ]

@@ -31,6 +31,8 @@ import datetime as dt
 import html
 from typing import NamedTuple
 
+from nbkit.wire.timestamps import isoformat_z
+
 EVENT_COLUMNS = (
     "time",
     "transport",
@@ -168,7 +170,7 @@ class SettlementEvent(NamedTuple):
 
 def _show(value: object) -> str:
     if isinstance(value, float) and value > 1e8:
-        return dt.datetime.fromtimestamp(value, dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+        return isoformat_z(dt.datetime.fromtimestamp(value, dt.UTC), "milliseconds")
     return str(value)
 
 

@@ -5,7 +5,14 @@ from __future__ import annotations
 import logging
 import os
 
-from nbkit.errors import ConfigurationError, FormatError, NbkitError, SeekError, WriterLockedError
+from nbkit.errors import (
+    ConfigurationError,
+    FormatError,
+    MissingFileError,
+    PathIsDirectoryError,
+    SeekError,
+    WriterLockedError,
+)
 from nbkit.runtime import logs
 from nbkit.runtime.broker import Broker, Published, Subscription, as_payload
 from nbkit.runtime.delivery import Delivery
@@ -216,9 +223,9 @@ class FileBroker(Broker):
             return list(self.subscriptions)
         exists = os.path.exists(self.path)
         if not exists and self.existing_only:
-            raise NbkitError(f"stream connect error on '{self.path}': no such file (existing_only is set)")
+            raise MissingFileError(f"stream connect error on '{self.path}': no such file (existing_only is set)")
         if os.path.isdir(self.path):
-            raise NbkitError(f"stream connect error on '{self.path}': is a directory, not a stream file")
+            raise PathIsDirectoryError(f"stream connect error on '{self.path}': is a directory, not a stream file")
         if not exists or os.path.getsize(self.path) <= HEADER_SIZE:
             # upstream primes a fresh file so a live consumer can open on it
             try:

@@ -6,7 +6,7 @@ import json
 import os
 import tempfile
 
-from nbkit.errors import NbkitError
+from nbkit.errors import FileIOError, FormatError
 from nbkit.transport.positions import FilePosition
 from nbkit.wire.keys import validate_key
 
@@ -69,12 +69,16 @@ class PositionStore:
                 data = json.load(f)
         except FileNotFoundError:
             return {}
-        except (OSError, ValueError) as exc:
-            raise NbkitError(f"{self.path}: cannot read the position store ({exc}); fix or delete it") from None
+        except OSError as exc:
+            raise FileIOError(
+                f"{self.path}: cannot read the position store ({exc}); fix or delete it", errno=exc.errno
+            ) from None
+        except ValueError as exc:
+            raise FormatError(f"cannot read the position store ({exc}); fix or delete it", path=self.path) from None
         if not isinstance(data, dict) or not all(
             isinstance(k, str) and isinstance(v, int) and v >= 0 for k, v in data.items()
         ):
-            raise NbkitError(f"{self.path}: a position store maps stream keys to sequence numbers")
+            raise FormatError("a position store maps stream keys to sequence numbers", path=self.path)
         return dict(data)
 
     def get(self, key: str) -> int | None:

@@ -26,7 +26,7 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from nbkit.errors import ConfigurationError, NbkitError, StreamKeyError
+from nbkit.errors import ConfigurationError, InvalidKeyError, MissingFileError
 from nbkit.runtime.clock import Clock, RealClock
 from nbkit.runtime.delivery import retry_count
 from nbkit.transport.file_reader import StreamReader
@@ -34,6 +34,7 @@ from nbkit.transport.file_writer import StreamWriter
 from nbkit.wire import envelope
 from nbkit.wire.keys import validate_key
 from nbkit.wire.stdio_line import LineDecoder, LineFormatter
+from nbkit.wire.timestamps import isoformat_z
 
 __all__ = [
     "REDRIVEN_AT_HEADER",
@@ -289,7 +290,7 @@ def _check_keys(source: str, target: str) -> None:
     try:
         validate_key(source, what="source (dead-letter) key")
         validate_key(target, what="target key")
-    except StreamKeyError as exc:
+    except InvalidKeyError as exc:
         raise ConfigurationError(str(exc)) from None
     if source == target:
         raise ConfigurationError(
@@ -303,7 +304,7 @@ def _redriven_headers(dead: DeadLetter, keep_count: bool, now_ms: int) -> dict:
         headers.pop(envelope.RETRY_COUNT_HEADER, None)
     headers[REDRIVEN_FROM_HEADER] = dead.ref
     at = dt.datetime.fromtimestamp(now_ms / 1000, dt.UTC)
-    headers[REDRIVEN_AT_HEADER] = at.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    headers[REDRIVEN_AT_HEADER] = isoformat_z(at, "milliseconds")
     return headers
 
 
@@ -391,7 +392,7 @@ def redrive(
     select = _selector(where)
     path = os.fspath(path)
     if not os.path.isfile(path):
-        raise NbkitError(f"{path}: no such stream file (redrive appends to an existing file)")
+        raise MissingFileError(f"{path}: no such stream file (redrive appends to an existing file)")
     clock = clock or RealClock()
     if dry_run:
         dead, done = _scan(path, source, target)

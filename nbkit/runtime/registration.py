@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from nbkit.errors import ConfigurationError, StreamKeyError
+from nbkit.errors import ConfigurationError, InvalidKeyError
 from nbkit.runtime.settle import Declaration
 from nbkit.transport.positions import FilePosition
 from nbkit.wire.keys import validate_key
@@ -50,7 +50,7 @@ def make_registration(
             validate_key(dead_letter, what="dead_letter key")
         if out_retry is not None:
             validate_key(out_retry, what="out_retry key")
-    except StreamKeyError as exc:
+    except InvalidKeyError as exc:
         raise ConfigurationError(str(exc)) from None
     if max_attempts is not None and (
         isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or not 1 <= max_attempts < 1 << 32

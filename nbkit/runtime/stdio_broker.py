@@ -11,7 +11,7 @@ from collections import deque
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from nbkit.errors import ConfigurationError, NbkitError, RetryDestinationError, Utf8Error
+from nbkit.errors import ConfigurationError, InvalidArgumentError, NbkitError, RetryDestinationError, Utf8Error
 from nbkit.runtime import logs
 from nbkit.runtime.broker import Broker, Published, Subscription, as_payload
 from nbkit.runtime.delivery import Delivery
@@ -403,7 +403,9 @@ class StdioBroker(Broker):
             self._valid_keys.add(key)
         data = as_payload(payload)
         if not data and not headers:
-            raise NbkitError("invalid descriptor: stdio drops empty lines; an empty message cannot be transmitted")
+            raise InvalidArgumentError(
+                "invalid descriptor: stdio drops empty lines; an empty message cannot be transmitted"
+            )
         text = envelope.encode(headers or {}, data, force_text=True).decode("utf-8")
         now = self.clock.now()
         seq = self.formatter.next_seq(key)

@@ -15,6 +15,8 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
+from nbkit.errors import MissingExtraError
+
 __all__ = ["EXTRA", "require"]
 
 #: The optional extra that brings Dask, distributed and pyarrow.
@@ -22,12 +24,12 @@ EXTRA = "scale"
 
 
 def require(module: str, *, feature: str) -> ModuleType:
-    """Import ``module`` or raise an ImportError saying which extra to install for ``feature``."""
+    """Import ``module`` or raise a MissingExtraError (an ImportError) saying which extra to install for ``feature``."""
     try:
         return importlib.import_module(module)
     except ImportError as exc:
         top = module.split(".")[0]
-        raise ImportError(
+        raise MissingExtraError(
             f"{feature} needs {top!r}, which is not installed; install nbkit's optional extra: "
             f"pip install 'nbkit[{EXTRA}]'  (Dask, distributed and pyarrow)"
         ) from exc

@@ -46,7 +46,7 @@ from typing import Any
 
 import pandas as pd
 
-from nbkit.errors import NbkitError
+from nbkit.errors import FormatError
 from nbkit.notebook.frames import FRAME_COLUMNS, _expand_json
 from nbkit.scale import require
 from nbkit.scale.partitions import (
@@ -433,10 +433,10 @@ def read_parquet(path: str | os.PathLike) -> pd.DataFrame:
     table = pq.read_table(os.fspath(path))
     raw = (table.schema.metadata or {}).get(_META_KEY)
     if raw is None:
-        raise NbkitError(f"{os.fspath(path)}: not written by nbkit.to_parquet (no 'nbkit' schema metadata)")
+        raise FormatError("not written by nbkit.to_parquet (no 'nbkit' schema metadata)", path=os.fspath(path))
     info = json.loads(raw)
     if info.get("format") != LAYOUT_VERSION:
-        raise NbkitError(f"{os.fspath(path)}: Parquet layout {info.get('format')} is not {LAYOUT_VERSION}")
+        raise FormatError(f"Parquet layout {info.get('format')} is not {LAYOUT_VERSION}", path=os.fspath(path))
     mode = info["payload"]
     names = set(table.column_names)
 

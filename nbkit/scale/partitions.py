@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from nbkit.errors import FormatError, NbkitError, SeekError
+from nbkit.errors import FormatError, SeekError
 from nbkit.notebook.frames import Selection, _Columns, _in_window, _json_values, selection
 from nbkit.transport.file_reader import CHUNK, ReadEnd, StreamReader
 from nbkit.transport.positions import FilePosition
@@ -348,7 +348,7 @@ def conform_json(
     extra = [c[len("payload.") :] for c in have if c[len("payload.") :] not in fields]
     if extra:
         at = _first_offset(frame, [f"payload.{e}" for e in extra])
-        raise NbkitError(
+        raise FormatError(
             f"{where}payload field(s) {', '.join(map(repr, extra))} first appear at byte offset {at}, "
             f"after the sample that fixed the json columns ({', '.join(map(repr, fields)) or 'none'}); "
             "pass json_fields={name: dtype, ...} naming every field, or a larger sample="
@@ -384,7 +384,7 @@ def _convert(series: pd.Series, dtype: Any, name: str, where: str) -> pd.Series:
     except (TypeError, ValueError, OverflowError):
         ok = False
     if not ok:
-        raise NbkitError(
+        raise FormatError(
             f"{where}payload field {name!r} has values that dtype {dtype} cannot hold "
             f"(its values here are {series.dtype}; e.g. a missing value or another type after the sample); "
             f"pass json_fields={{{name!r}: 'object', ...}} (or another dtype that holds them)"

@@ -8,22 +8,41 @@ and the number of messages recovered after it; ``on_bad_frames="error"`` stops a
 
 from __future__ import annotations
 
-import datetime as dt
+import dataclasses
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from nbkit.transport.damage import DamagedRegion, check_on_bad_frames
 from nbkit.transport.file_reader import ReadEnd, StreamReader
 from nbkit.wire.ssformat import FileHeader
+from nbkit.wire.timestamps import iso_utc
 
-__all__ = ["FileSummary", "StreamSummary", "summarize", "iso_utc"]
+__all__ = ["FileSummary", "StreamSummary", "summarize", "text_table"]
 
 
-def iso_utc(ms: int) -> str:
-    """ISO 8601 UTC text with exactly 3 millisecond digits and a ``Z``, e.g. ``2023-09-15T08:39:37.437Z``."""
-    t = dt.datetime(1970, 1, 1, tzinfo=dt.UTC) + dt.timedelta(milliseconds=ms)
-    return t.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"
+def text_table(rows: Sequence[Sequence[str]]) -> list[str]:
+    """Rows of text as aligned columns, two spaces apart, trailing spaces removed (the first row is the
+    title row of ``nbkit info``, ``nbkit info --from stdio`` and ``nbkit watch``).
+
+    Parameters
+    ----------
+    rows : sequence of sequence of str
+        The cells, every row as long as the first.
+
+    Returns
+    -------
+    list of str
+        One line per row, without newlines.
+
+    Examples
+    --------
+    >>> text_table([("key", "messages"), ("orders", "12")])
+    ['key     messages', 'orders  12']
+    """
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows]
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,13 +60,7 @@ class StreamSummary:
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready form (timestamps also as ISO UTC text)."""
         return {
-            "stream_key": self.stream_key,
-            "shard_id": self.shard_id,
-            "count": self.count,
-            "first_seq": self.first_seq,
-            "last_seq": self.last_seq,
-            "first_timestamp_ms": self.first_timestamp_ms,
-            "last_timestamp_ms": self.last_timestamp_ms,
+            **dataclasses.asdict(self),
             "first_timestamp": iso_utc(self.first_timestamp_ms),
             "last_timestamp": iso_utc(self.last_timestamp_ms),
         }
@@ -88,6 +101,62 @@ class FileSummary:
         if self.end.reason == "eos" and self.eos_offset is not None:
             return f"ended at the end-of-stream mark (offset {self.eos_offset})"
         return self.end.describe()
+
+    def to_text(self) -> str:
+        """What ``nbkit info`` prints: one ``name  value`` row per fact, then the table of streams.
+
+        Returns
+        -------
+        str
+            Lines ending with a newline.
+        """
+        d = self.to_dict()
+        h = d["header"]
+        n = len(self.streams)
+        rows = [
+            ("file", self.path),
+            ("file name", h["file_name"]),
+            ("created at", f"{h['created_at']} ({h['created_at_ms']} ms)"),
+            ("beacon interval", f"{h['beacon_interval']} bytes"),
+            ("size", f"{self.size} bytes"),
+            ("messages", f"{self.message_count} in {n} stream{'s' if n != 1 else ''}"),
+            ("beacons", str(self.beacon_count)),
+            ("end of stream", f"yes (at offset {self.eos_offset})" if self.has_eos else "no"),
+        ]
+        end = self.end
+        if end.reason == "truncated":
+            rows.append(
+                (
+                    "trailing data",
+                    f"{end.trailing_bytes} bytes at offset {end.offset} are not a "
+                    "complete frame (a writer may be mid-write, or stopped mid-frame)",
+                )
+            )
+        elif end.reason == "error":
+            rows.append(("damaged", f"reading stopped at offset {end.offset}: {end.error}"))
+        for region, count in zip(self.damaged, self.recovered_after, strict=True):
+            rows.append(
+                ("damaged", f"{region.describe()}; {count} message{'s' if count != 1 else ''} recovered after it")
+            )
+        width = max(len(k) for k, _ in rows)
+        lines = [f"{k:<{width}}  {v}" for k, v in rows]
+        if self.streams:
+            table = [("stream", "shard", "messages", "seq", "first timestamp", "last timestamp")]
+            for st in d["streams"]:
+                first, last = st["first_seq"], st["last_seq"]
+                seq = str(first) if first == last else f"{first}..{last}"
+                table.append(
+                    (
+                        st["stream_key"],
+                        str(st["shard_id"]),
+                        str(st["count"]),
+                        seq,
+                        st["first_timestamp"],
+                        st["last_timestamp"],
+                    )
+                )
+            lines += ["", *text_table(table)]
+        return "\n".join(lines) + "\n"
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready form, used by ``nbkit info --json``."""

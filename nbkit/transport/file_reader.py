@@ -25,11 +25,12 @@ from typing import Literal, NamedTuple, get_args
 
 from nbkit.errors import (
     ChecksumError,
-    FileRemovedError,
+    FilePermissionError,
     FormatError,
+    MissingFileError,
     NbkitError,
+    PathIsDirectoryError,
     SeekError,
-    StreamKeyError,
     TimestampRangeError,
     TruncatedError,
 )
@@ -308,6 +309,8 @@ class StreamReader:
         self.poll_max = poll_max
         self.idle_timeout = idle_timeout
         self.stop_at_eos = stop_at_eos
+        #: Follow mode: called before each wait for the file to grow (``nbkit cat -f`` flushes its output).
+        self.on_wait: Callable[[], None] | None = None
         self.end: ReadEnd | None = None
         self.beacons_seen = 0
         self.last_beacon: Beacon | None = None
@@ -844,6 +847,8 @@ class StreamReader:
                 if self.idle_timeout is not None and waited >= self.idle_timeout:
                     self.end = ReadEnd("idle", self.pos, max(0, self.size() - self.pos))
                     return
+                if self.on_wait is not None:
+                    self.on_wait()
                 time.sleep(delay)
                 waited += delay
                 delay = min(delay * 2, self.poll_max)
@@ -1015,14 +1020,14 @@ def _open_for_reading(path: str) -> int:
     try:
         fd = os.open(path, os.O_RDONLY)
     except FileNotFoundError:
-        raise NbkitError(f"{path}: no such file; check the path") from None
+        raise MissingFileError(f"{path}: no such file; check the path") from None
     except IsADirectoryError:
-        raise NbkitError(f"{path}: is a directory, not a stream file") from None
+        raise PathIsDirectoryError(f"{path}: is a directory, not a stream file") from None
     except PermissionError:
-        raise NbkitError(f"{path}: permission denied; the file must be readable") from None
+        raise FilePermissionError(f"{path}: permission denied; the file must be readable") from None
     if os.path.isdir(path):
         os.close(fd)
-        raise NbkitError(f"{path}: is a directory, not a stream file")
+        raise PathIsDirectoryError(f"{path}: is a directory, not a stream file")
     return fd
 
 
@@ -1054,6 +1059,4 @@ __all__ = [
     "StreamReader",
     "iter_messages",
     "read_header",
-    "FileRemovedError",
-    "StreamKeyError",
 ]

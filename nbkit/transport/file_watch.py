@@ -19,11 +19,13 @@ import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from nbkit.transport.file_info import text_table
 from nbkit.transport.file_reader import Message, StreamReader
 from nbkit.transport.polling import NEED_MORE
 from nbkit.transport.stdio_capture import is_dead_letter_key
 from nbkit.wire import envelope
 from nbkit.wire.keys import INTERNAL_KEYS
+from nbkit.wire.ssdecode import escape_controls
 
 __all__ = ["FileWatch", "KeyActivity", "LatestMessage", "WatchState", "render_text", "sparkline"]
 
@@ -172,7 +174,7 @@ class FileWatch:
             if item is None:
                 self._ended()
                 break
-            self._add(item)  # type: ignore[arg-type]
+            self._add(item)
         state.offset = reader.pos
         try:
             state.size = reader.size()  # of the file the reader has open, even once it is removed
@@ -295,9 +297,7 @@ def render_text(state: WatchState, *, window: float = 10.0, latest: int = 5, wid
                     spread,
                 )
             )
-        widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
-        lines.append("")
-        lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in table]
+        lines += ["", *text_table(table)]
     totals = state.attempt_totals()
     if totals:
         lines.append("")
@@ -310,21 +310,13 @@ def render_text(state: WatchState, *, window: float = 10.0, latest: int = 5, wid
         lines.append("latest messages:")
         for m in shown:
             head = f"  {m['stream_key']} seq {m['seq']}"
-            headers = " ".join(f"{k}={_one_line(v)}" for k, v in m["headers"].items())
-            text = head + (f" {{{headers}}}" if headers else "") + " " + _one_line(m["payload"])
+            headers = " ".join(f"{k}={escape_controls(v)}" for k, v in m["headers"].items())
+            text = head + (f" {{{headers}}}" if headers else "") + " " + escape_controls(m["payload"])
             lines.append(text if len(text) <= width else text[: width - 1] + "…")
     return "\n".join(lines) + "\n"
 
 
-_ESCAPES = {c: {9: "\\t", 10: "\\n", 13: "\\r"}.get(c, f"\\x{c:02x}") for c in (*range(0x20), *range(0x7F, 0xA0))}
 _BARS = " ▁▂▃▄▅▆▇█"
-
-
-def _one_line(value: str | bytes) -> str:
-    """A header value or payload as one line: bytes that are not UTF-8 and control characters escaped."""
-    if isinstance(value, bytes):
-        value = value.decode("utf-8", errors="backslashreplace")
-    return value.translate(_ESCAPES)
 
 
 def sparkline(counts: list[int]) -> str:

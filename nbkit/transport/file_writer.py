@@ -25,7 +25,18 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import NoReturn
 
-from nbkit.errors import FileLimitError, FormatError, NbkitError, TruncatedError, WriterLockedError
+from nbkit.errors import (
+    ClosedError,
+    FileIOError,
+    FileLimitError,
+    FilePermissionError,
+    FormatError,
+    MissingFileError,
+    NbkitError,
+    PathIsDirectoryError,
+    TruncatedError,
+    WriterLockedError,
+)
 from nbkit.transport.file_reader import StreamReader
 from nbkit.wire.crc import CRC_INIT, crc16
 from nbkit.wire.keys import INTERNAL_KEY, validate_key
@@ -271,9 +282,14 @@ class StreamWriter:
                 self.offset = HEADER_SIZE
                 self._catch_up(size)
                 self.appended = True
+        except NbkitError:  # e.g. WriterLockedError, itself an OSError: as it is
+            self.close()
+            raise
         except OSError as exc:  # e.g. a full disk or a read-only file system while writing the header
             self.close()
-            raise NbkitError(f"{self.path}: cannot write the stream file ({exc.strerror or exc})") from exc
+            raise FileIOError(
+                f"{self.path}: cannot write the stream file ({exc.strerror or exc})", errno=exc.errno
+            ) from exc
         except BaseException:
             self.close()
             raise
@@ -320,19 +336,19 @@ class StreamWriter:
         except FileNotFoundError:
             if not existing_only:
                 folder = os.path.dirname(self.path) or "."
-                raise NbkitError(f"{self.path}: the directory {folder} does not exist; create it first") from None
-            raise NbkitError(
+                raise MissingFileError(f"{self.path}: the directory {folder} does not exist; create it first") from None
+            raise MissingFileError(
                 f"{self.path}: no such file (existing_only is set); create it first or drop existing_only"
             ) from None
         except IsADirectoryError:
-            raise NbkitError(f"{self.path}: is a directory, not a stream file") from None
+            raise PathIsDirectoryError(f"{self.path}: is a directory, not a stream file") from None
         except PermissionError:
             if not os.path.lexists(self.path):
                 folder = os.path.dirname(self.path) or "."
-                raise NbkitError(
+                raise FilePermissionError(
                     f"{self.path}: permission denied: cannot create a file in {folder}; the directory must be writable"
                 ) from None
-            raise NbkitError(f"{self.path}: permission denied; the file must be writable") from None
+            raise FilePermissionError(f"{self.path}: permission denied; the file must be writable") from None
 
     def _lock(self) -> None:
         """Take the file's lock, waiting up to ``lock_timeout`` seconds for its holder to let go."""
@@ -381,7 +397,7 @@ class StreamWriter:
         lock stays held while messages wait in the buffer of a ``flush_every > 1`` writer)."""
         if not self._held:
             if self._fd < 0:
-                raise NbkitError(f"{self.path}: the writer is closed")
+                raise ClosedError(f"{self.path}: the writer is closed")
             self._lock()
             try:
                 size = os.fstat(self._fd).st_size
@@ -527,9 +543,10 @@ class StreamWriter:
             # frame of stale bytes after the last valid frame (format spec §8): that is the end of data.
             end = None
         if end is not None and end.reason == "error":
-            raise NbkitError(
-                f"{self.path}: cannot append: {end.error}. Appending would overwrite the frames after "
-                "the damage; copy the good part out first (nbkit cat ... | nbkit write NEW)."
+            raise FormatError(
+                f"cannot append: {end.error}. Appending would overwrite the frames after "
+                "the damage; copy the good part out first (nbkit cat ... | nbkit write NEW).",
+                path=self.path,
             )
         if resume < size:
             self.truncated_bytes = size - resume
@@ -625,7 +642,7 @@ class StreamWriter:
 
         Raises
         ------
-        StreamKeyError
+        InvalidKeyError
             If the key is not a valid stream key.
         FileLimitError
             If the frame would take the file past ``size_limit`` (nothing is written).
@@ -688,7 +705,7 @@ class StreamWriter:
         """``write`` checking everything: the key, the payload's type, every field's range, beacons,
         the size limit; then it sets up ``write``'s fast path for the key."""
         if self._fd < 0:
-            raise NbkitError(f"{self.path}: the writer is closed")
+            raise ClosedError(f"{self.path}: the writer is closed")
         prefix = self._prefixes.get(stream_key) if type(stream_key) is str else None
         if prefix is None:
             prefix = self._key_prefix(stream_key)
@@ -850,10 +867,11 @@ class StreamWriter:
             pass  # the next writer cuts the partial frame off when it resumes
         fd, self._fd = self._fd, -1
         os.close(fd)
-        raise NbkitError(
+        raise FileIOError(
             f"{self.path}: writing at byte offset {synced} failed ({exc.strerror or exc}); the last "
             f"{count} message(s) are not in the file, which ends at its last complete frame. The writer is "
-            "closed: fix the cause (free disk space) and open a new writer to continue"
+            "closed: fix the cause (free disk space) and open a new writer to continue",
+            errno=exc.errno,
         ) from exc
 
     def write_eos(self) -> Written:

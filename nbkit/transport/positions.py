@@ -6,7 +6,7 @@ import datetime as dt
 from dataclasses import dataclass
 
 from nbkit.errors import TimestampRangeError
-from nbkit.wire.ssformat import MAX_TIMESTAMP_MS
+from nbkit.wire.ssformat import MAX_TIMESTAMP_MS, MAX_U64
 
 
 def to_epoch_ms(t: int | float | dt.datetime) -> int:
@@ -99,7 +99,7 @@ class FilePosition:
         ValueError
             If ``n`` is not an unsigned 64-bit integer.
         """
-        if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n < 1 << 64:
+        if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= MAX_U64:
             raise ValueError(f"a sequence position is an unsigned 64-bit integer, not {n!r}")
         return cls("sequence", n)
 

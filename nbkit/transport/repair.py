@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from nbkit.errors import FormatError, NbkitError
+from nbkit.errors import FormatError, InvalidArgumentError, OutputExistsError
 from nbkit.transport.damage import DamagedRegion
 from nbkit.transport.file_reader import ReadEnd, StreamReader
 from nbkit.transport.file_writer import StreamWriter
@@ -103,9 +103,9 @@ def repair(source: str | os.PathLike, output: str | os.PathLike, *, force: bool 
     src, dst = os.fspath(source), os.fspath(output)
     if os.path.exists(dst):
         if os.path.exists(src) and os.path.samefile(src, dst):
-            raise NbkitError(f"{dst}: is the file being repaired; write the copy to another path")
+            raise InvalidArgumentError(f"{dst}: is the file being repaired; write the copy to another path")
         if not force:
-            raise NbkitError(f"{dst}: already exists; choose another output path or pass --force to replace it")
+            raise OutputExistsError(f"{dst}: already exists; choose another output path or pass --force to replace it")
     partial = f"{dst}.{os.getpid()}.repairing"
     rejected: list[tuple[int, str]] = []
     kept = 0

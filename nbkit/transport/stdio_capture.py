@@ -11,13 +11,16 @@ still read. :func:`summarize_capture` counts messages, copies and dead letters p
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from nbkit.errors import FormatError, NbkitError
+from nbkit.errors import FormatError, NbkitError, Utf8Error
+from nbkit.transport.file_info import text_table
 from nbkit.wire import envelope
 from nbkit.wire.stdio_line import LineDecoder, parse_line
+from nbkit.wire.timestamps import format_log_timestamp
 
 __all__ = [
     "CaptureSummary",
@@ -97,7 +100,7 @@ def read_capture(lines: Iterable[bytes | str], *, source: str = "stdin") -> Iter
             except UnicodeDecodeError as exc:
                 yield LineProblem(
                     lineno,
-                    FormatError(
+                    Utf8Error(
                         f"the line is not UTF-8 ({exc.reason} at byte {exc.start}); a stdio line is UTF-8 text",
                         path=source,
                         line=lineno,
@@ -159,7 +162,7 @@ class KeySummary:
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready form."""
-        return {name: getattr(self, name) for name in self.__slots__}  # type: ignore[attr-defined]
+        return dataclasses.asdict(self)
 
 
 @dataclass(slots=True)
@@ -173,6 +176,47 @@ class CaptureSummary:
     dead_letters: int = 0
     keys: dict[str, KeySummary] = field(default_factory=dict)
     problems: list[LineProblem] = field(default_factory=list)
+
+    def to_text(self) -> str:
+        """What ``nbkit info --from stdio`` prints: the counts, a table per key, the first 20 problems.
+
+        Returns
+        -------
+        str
+            Lines ending with a newline.
+        """
+        n = len(self.keys)
+        first = f" (first: line {self.problems[0].line})" if self.problems else ""
+        rows = [
+            ("capture", self.source),
+            ("lines", str(self.lines)),
+            ("messages", f"{self.messages} under {n} key{'s' if n != 1 else ''}"),
+            ("retry copies", f"{self.copies} (messages with an {envelope.RETRY_COUNT_HEADER} header)"),
+            ("dead letters", str(self.dead_letters)),
+            ("malformed lines", f"{len(self.problems)}{first}"),
+        ]
+        width = max(len(k) for k, _ in rows)
+        lines = [f"{k:<{width}}  {v}" for k, v in rows]
+        if self.keys:
+            table = [
+                ("key", "messages", "copies", "max retry count", "dead letter", "first timestamp", "last timestamp")
+            ]
+            for ks in self.keys.values():
+                table.append(
+                    (
+                        ks.stream_key,
+                        str(ks.count),
+                        str(ks.copies),
+                        str(ks.max_retry_count),
+                        "yes" if ks.dead_letter else "",
+                        "-" if ks.first_timestamp_ms is None else format_log_timestamp(ks.first_timestamp_ms),
+                        "-" if ks.last_timestamp_ms is None else format_log_timestamp(ks.last_timestamp_ms),
+                    )
+                )
+            lines += ["", *text_table(table)]
+        if self.problems:
+            lines += ["", *(str(problem.error) for problem in self.problems[:20])]
+        return "\n".join(lines) + "\n"
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready form (problems as line number and message)."""

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import re
 
-from nbkit.errors import StreamKeyError
+from nbkit.errors import InvalidKeyError
 
+#: The longest stream key, in characters (one length byte in a frame; upstream's limit is 249).
 MAX_KEY_LEN = 249
 #: Key of the end-of-stream mark written by SeaStreamer (payload ``EOS``).
 INTERNAL_KEY = "SEA_STREAMER_INTERNAL"
@@ -18,7 +19,7 @@ BROADCAST_KEY = "broadcast"
 #: Keys that are bookkeeping, not user data; DataFrames leave them out unless asked.
 INTERNAL_KEYS = frozenset({INTERNAL_KEY, PRIMING_KEY})
 
-_KEY_RE = re.compile(r"[A-Za-z0-9._-]{1,249}")
+_KEY_RE = re.compile(rf"[A-Za-z0-9._-]{{1,{MAX_KEY_LEN}}}")
 
 
 def is_valid_key(key: str) -> bool:
@@ -27,16 +28,16 @@ def is_valid_key(key: str) -> bool:
 
 
 def validate_key(key: str, *, what: str = "stream key") -> str:
-    """Return ``key`` unchanged, or raise StreamKeyError saying what is wrong with it and how to fix it."""
+    """Return ``key`` unchanged, or raise InvalidKeyError saying what is wrong with it and how to fix it."""
     if not isinstance(key, str):
-        raise StreamKeyError(f"{what} must be a str, not {type(key).__name__}")
+        raise InvalidKeyError(f"{what} must be a str, not {type(key).__name__}")
     if not key:
-        raise StreamKeyError(f"{what} must be non-empty (1-{MAX_KEY_LEN} characters of [A-Za-z0-9._-])")
+        raise InvalidKeyError(f"{what} must be non-empty (1-{MAX_KEY_LEN} characters of [A-Za-z0-9._-])")
     if len(key) > MAX_KEY_LEN:
-        raise StreamKeyError(f"{what} {key[:20]!r}... is {len(key)} characters long; the limit is {MAX_KEY_LEN}")
+        raise InvalidKeyError(f"{what} {key[:20]!r}... is {len(key)} characters long; the limit is {MAX_KEY_LEN}")
     if _KEY_RE.fullmatch(key) is None:
         bad = sorted({c for c in key if not (c.isascii() and (c.isalnum() or c in "._-"))})
-        raise StreamKeyError(
+        raise InvalidKeyError(
             f"{what} {key!r} has characters {''.join(bad)!r} outside [A-Za-z0-9._-]; "
             "use letters, digits, '.', '_' or '-'"
         )

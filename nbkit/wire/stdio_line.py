@@ -10,134 +10,29 @@ import re
 from functools import partial
 from typing import NamedTuple
 
-from nbkit.errors import LineParseError, StreamKeyError, TimestampRangeError
+from nbkit.errors import LineParseError
 from nbkit.wire.core import pick
+from nbkit.wire.keys import BROADCAST_KEY, MAX_KEY_LEN, is_valid_key, validate_key
 from nbkit.wire.rust_text import RUST_WHITESPACE
+from nbkit.wire.ssformat import MAX_U64
+from nbkit.wire.timestamps import parse_timestamp, second_text, timestamp_problem
 
 __all__ = [
-    "BROADCAST_KEY",
     "LineDecoder",
     "LineFormatter",
     "ResolvedLine",
     "StdioLine",
     "format_line",
-    "format_log_timestamp",
     "parse_line",
 ]
 
-#: Stream key given to a line whose header names no key; such a line goes to every consumer.
-BROADCAST_KEY = "broadcast"
-
-U64_MAX = 2**64 - 1
-_MAX_KEY_LEN = 249
-_KEY_RE = re.compile(r"[A-Za-z0-9._-]{1,249}")
 _KEY_CHARS_RE = re.compile(r"[A-Za-z0-9._-]+")
 _U64_RE = re.compile(r"\+?[0-9]+")
-_TS_BASE = r"([+-]?)([0-9]{4})-([0-9]{2})-([0-9]{2})T([0-9]{2}):([0-9]{2}):([0-9]{2})"
-_TS_RE = re.compile(_TS_BASE + r"(?:\.([0-9]{1,9}))?")
-_TS_BASE_RE = re.compile(_TS_BASE)
 _TS_LIKE_RE = re.compile(r"[+-]?[0-9]{4}-[0-9]{2}-[0-9]{2}T")
-_DAYS_IN_MONTH = (31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
-_MS_PER_DAY = 86_400_000
 
-
-# --------------------------------------------------------------------------- calendar arithmetic
-
-
-def _is_leap(year: int) -> bool:
-    return year % 4 == 0 and (year % 100 != 0 or year % 400 == 0)
-
-
-def _days_from_civil(year: int, month: int, day: int) -> int:
-    """Days since 1970-01-01 of a proleptic Gregorian date (works for negative years too)."""
-    year -= month <= 2
-    era = year // 400
-    yoe = year - era * 400
-    doy = (153 * (month + (-3 if month > 2 else 9)) + 2) // 5 + day - 1
-    return era * 146_097 + yoe * 365 + yoe // 4 - yoe // 100 + doy - 719_468
-
-
-def _civil_from_days(days: int) -> tuple[int, int, int]:
-    """Inverse of :func:`_days_from_civil`: (year, month, day)."""
-    days += 719_468
-    era = days // 146_097
-    doe = days - era * 146_097
-    yoe = (doe - doe // 1460 + doe // 36_524 - doe // 146_096) // 365
-    doy = doe - (365 * yoe + yoe // 4 - yoe // 100)
-    mp = (5 * doy + 2) // 153
-    day = doy - (153 * mp + 2) // 5 + 1
-    month = mp + 3 if mp < 10 else mp - 9
-    return yoe + era * 400 + (month <= 2), month, day
-
-
-# Years -9999..9999 are what the parser's 4-digit (optionally signed) year can express.
-_MIN_MS = _days_from_civil(-9999, 1, 1) * _MS_PER_DAY
-_MAX_MS = _days_from_civil(10000, 1, 1) * _MS_PER_DAY - 1
-
-
-def _field_problem(year: int, month: int, day: int, hour: int, minute: int, second: int) -> str | None:
-    """Why these calendar fields are not a valid date and time, or None when they are."""
-    if not 1 <= month <= 12:
-        return f"month {month:02d} is not 01-12"
-    last = 29 if month == 2 and _is_leap(year) else _DAYS_IN_MONTH[month - 1]
-    if not 1 <= day <= last:
-        return f"day {day:02d} does not exist in {year:04d}-{month:02d}"
-    if hour > 23:
-        return f"hour {hour:02d} is not 00-23"
-    if minute > 59:
-        return f"minute {minute:02d} is not 00-59"
-    if second > 59:
-        return f"second {second:02d} is not 00-59"
-    return None
-
-
-_ts_cache: tuple[str, int | None] = ("", None)
-
-
-def _parse_timestamp(part: str) -> int | None:
-    """Epoch milliseconds (UTC) of ``YYYY-MM-DDTHH:MM:SS[.f]``, or None when ``part`` is not one.
-
-    The last text parsed is remembered: consecutive lines mostly carry the same second."""
-    global _ts_cache
-    cached = _ts_cache
-    if cached[0] == part:
-        return cached[1]
-    ms = _parse_timestamp_text(part)
-    _ts_cache = (part, ms)
-    return ms
-
-
-def _parse_timestamp_text(part: str) -> int | None:
-    m = _TS_RE.fullmatch(part)
-    if m is None:
-        return None
-    sign, y, mo, d, h, mi, s, frac = m.groups()
-    year, month, day = int(y), int(mo), int(d)
-    hour, minute, second = int(h), int(mi), int(s)
-    if sign == "-":
-        year = -year
-    if _field_problem(year, month, day, hour, minute, second) is not None:
-        return None
-    ms = int(frac[:3].ljust(3, "0")) if frac else 0
-    return _days_from_civil(year, month, day) * _MS_PER_DAY + (hour * 3600 + minute * 60 + second) * 1000 + ms
-
-
-def _timestamp_problem(part: str) -> str:
-    """Explain why a timestamp-looking ``part`` did not parse (only called on the error path)."""
-    m = _TS_BASE_RE.match(part)
-    if m is None:
-        return "expected YYYY-MM-DDTHH:MM:SS or YYYY-MM-DDTHH:MM:SS.f (UTC, no zone suffix)"
-    rest = part[m.end() :]
-    if rest == ".":
-        return "a trailing '.' must be followed by 1-9 fraction digits"
-    if re.fullmatch(r"\.[0-9]{10,}", rest):
-        return f"{len(rest) - 1} fraction digits; at most 9 are allowed"
-    if rest and not re.fullmatch(r"\.[0-9]{1,9}", rest):
-        return f"unexpected {rest!r} after the seconds (no zone suffix is allowed; the time is UTC)"
-    sign, y, mo, d, h, mi, s = m.groups()
-    year = -int(y) if sign == "-" else int(y)
-    problem = _field_problem(year, int(mo), int(d), int(h), int(mi), int(s))
-    return problem or "not a valid timestamp"
+#: The timestamp helpers under the names the compiled twin (``_speedups.pyx``) looks up in this module.
+_parse_timestamp = parse_timestamp
+_second_text = second_text
 
 
 # --------------------------------------------------------------------------------------- parsing
@@ -162,7 +57,7 @@ def _parse_u64(part: str) -> int | None:
     if _U64_RE.fullmatch(part) is None:
         return None
     value = int(part)
-    return value if value <= U64_MAX else None
+    return value if value <= MAX_U64 else None
 
 
 def _part_error(
@@ -186,20 +81,20 @@ def _part_error(
             if any_filled:
                 msg = f"second timestamp {q} in header {h}: only the first field may be a timestamp"
             else:
-                msg = f"invalid timestamp {q} in header {h}: {_timestamp_problem(part)}"
+                msg = f"invalid timestamp {q} in header {h}: {timestamp_problem(part)}"
         elif _KEY_CHARS_RE.fullmatch(part):
-            msg = f"stream key of {len(part)} characters in header {h} exceeds {_MAX_KEY_LEN}"
+            msg = f"stream key of {len(part)} characters in header {h} exceeds {MAX_KEY_LEN}"
         elif numeric:
             msg = (
                 f"{q} in header {h} is not a stream key ('+' is not a key character), and a "
                 "sequence number is only allowed after a stream key"
             )
         elif any_filled:
-            msg = f"invalid stream key {q} in header {h}: expected 1-{_MAX_KEY_LEN} of [A-Za-z0-9._-]"
+            msg = f"invalid stream key {q} in header {h}: expected 1-{MAX_KEY_LEN} of [A-Za-z0-9._-]"
         else:
             msg = (
                 f"invalid header field {q} in header {h}: expected a timestamp "
-                f"(YYYY-MM-DDTHH:MM:SS[.f]) or a stream key (1-{_MAX_KEY_LEN} of [A-Za-z0-9._-])"
+                f"(YYYY-MM-DDTHH:MM:SS[.f]) or a stream key (1-{MAX_KEY_LEN} of [A-Za-z0-9._-])"
             )
     elif shard is not None:
         msg = (
@@ -209,8 +104,8 @@ def _part_error(
     else:
         what = "sequence" if seq is None else "shard id"
         if numeric:
-            msg = f"{what} {part} exceeds u64 (max {U64_MAX}) in header {h}"
-        elif _KEY_RE.fullmatch(part) and part[0] not in "0123456789+-":
+            msg = f"{what} {part} exceeds u64 (max {MAX_U64}) in header {h}"
+        elif is_valid_key(part) and part[0] not in "0123456789+-":
             msg = f"second stream key {q} in header {h}"
         else:
             msg = f"invalid {what} {q} in header {h}: expected ASCII digits with an optional leading '+'"
@@ -230,7 +125,7 @@ def parse_line(line: str, *, lineno: int | None = None) -> StdioLine:
 #: which :func:`_parse_fields` reads with one match; anything else takes the general path.
 _CANONICAL = re.compile(
     r"\[([+-]?[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]{1,9})?)"  # as _TS_RE
-    r" \| ([A-Za-z0-9._-]{1,249}) \| (\+?[0-9]+)(?: \| (\+?[0-9]+))?\]"  # as _KEY_RE, _U64_RE
+    r" \| ([A-Za-z0-9._-]{1,249}) \| (\+?[0-9]+)(?: \| (\+?[0-9]+))?\]"  # as is_valid_key, _U64_RE
 )
 
 
@@ -242,7 +137,7 @@ def _parse_fields(line: str, lineno: int | None) -> tuple[int | None, str | None
         ts = _parse_timestamp(ts_text)
         seq = int(seq_text)
         shard = None if shard_text is None else int(shard_text)
-        if ts is not None and seq <= U64_MAX and (shard is None or shard <= U64_MAX):
+        if ts is not None and seq <= MAX_U64 and (shard is None or shard <= MAX_U64):
             rest = line[m.end() :]
             return ts, key, seq, shard, rest.lstrip(RUST_WHITESPACE) or rest
     return _parse_general(line, lineno)
@@ -267,7 +162,7 @@ def _parse_general(line: str, lineno: int | None) -> tuple[int | None, str | Non
                 ts = ms
                 continue
         if key is None:
-            if _KEY_RE.fullmatch(part):
+            if is_valid_key(part):
                 key = part
                 continue
         elif shard is None:
@@ -343,7 +238,7 @@ class LineDecoder:
         slot = (stream_key, shard)
         if seq is None:
             seq = self._counters.get(slot, 0)
-            self._counters[slot] = (seq + 1) & U64_MAX  # u64 arithmetic, wrapping like release Rust
+            self._counters[slot] = (seq + 1) & MAX_U64  # u64 arithmetic, wrapping like release Rust
         else:
             self._counters[slot] = seq
         return _new_resolved_line((now_ms if ts is None else ts, stream_key, seq, shard, payload, key is None))
@@ -355,26 +250,6 @@ _new_resolved_line = partial(tuple.__new__, ResolvedLine)
 
 
 # ------------------------------------------------------------------------------------ formatting
-
-_second_cache: tuple[int, str] = (0, "1970-01-01T00:00:00")
-
-
-def _second_text(sec: int) -> str:
-    """``YYYY-MM-DDTHH:MM:SS`` (UTC) of an epoch second; the last one is cached for the hot path."""
-    global _second_cache
-    cached = _second_cache
-    if cached[0] == sec:
-        return cached[1]
-    if not _MIN_MS <= sec * 1000 <= _MAX_MS:
-        raise TimestampRangeError(f"timestamp {sec * 1000} ms lies outside years -9999..9999")
-    days, rem = divmod(sec, 86_400)
-    year, month, day = _civil_from_days(days)
-    hour, rem = divmod(rem, 3600)
-    minute, second = divmod(rem, 60)
-    ys = f"{year:04d}" if year >= 0 else f"-{-year:04d}"
-    text = f"{ys}-{month:02d}-{day:02d}T{hour:02d}:{minute:02d}:{second:02d}"
-    _second_cache = (sec, text)
-    return text
 
 
 def format_line(timestamp_ms: int, stream_key: str, seq: int, payload: str) -> str:
@@ -388,12 +263,6 @@ def format_line(timestamp_ms: int, stream_key: str, seq: int, payload: str) -> s
 #: The pure-Python twin, kept under its own name for the twin tests and benchmarks.
 format_line_pure = format_line
 format_line = pick("format_line", format_line_pure)  # noqa: F811 (the twin this process runs)
-
-
-def format_log_timestamp(ms: int) -> str:
-    """``YYYY-MM-DDTHH:MM:SS.f`` with the shortest fraction (912→.912, 910→.91, 0→.0), no Z (§13.1)."""
-    sec, frac = divmod(ms, 1000)
-    return f"{_second_text(sec)}.{f'{frac:03d}'.rstrip('0') or '0'}"
 
 
 class LineFormatter:
@@ -414,10 +283,7 @@ class LineFormatter:
             return None
         seq = self._seqs.get(stream_key)
         if seq is None:
-            if _KEY_RE.fullmatch(stream_key) is None:
-                raise StreamKeyError(
-                    f"stream key {_quote(stream_key)} must be 1-{_MAX_KEY_LEN} characters of [A-Za-z0-9._-]"
-                )
+            validate_key(stream_key)
             seq = 0
         self._seqs[stream_key] = seq + 1
         return format_line(timestamp_ms, stream_key, seq, payload)

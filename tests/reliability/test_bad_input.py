@@ -25,7 +25,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from nbkit import App, FileBroker, StdioBroker, StreamReader, StreamWriter, cli
-from nbkit.errors import ConfigurationError, NbkitError, PayloadTooLargeError, StreamKeyError
+from nbkit.errors import ConfigurationError, InvalidKeyError, NbkitError, PayloadTooLargeError
 from nbkit.notebook.frames import read_stream
 from nbkit.runtime.position_store import PositionStore
 from nbkit.transport.file_info import summarize
@@ -150,9 +150,9 @@ def test_invalid_or_oversized_keys(tmp_path: Path, key: str, words: str) -> None
     rc, _, err = run_cli(["cat", "--key", key or "''", str(path)])
     if key:
         assert rc == 1 and "--key" in err and err.count("\n") == 1, err
-    with pytest.raises(StreamKeyError, match="stream key"):
+    with pytest.raises(InvalidKeyError, match="stream key"):
         FileBroker(tmp_path / "k2.ss").publish(key, b"x")
-    with pytest.raises(StreamKeyError):
+    with pytest.raises(InvalidKeyError):
         StdioBroker(stdout=[]).publish(key, b"x")
 
 

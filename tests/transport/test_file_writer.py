@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 from nbkit.errors import (
     BeaconIntervalError,
     ByteMarkError,
+    InvalidKeyError,
     NbkitError,
-    StreamKeyError,
     TruncatedError,
     WriterLockedError,
 )
@@ -320,7 +320,7 @@ def test_an_exclusive_writer_refuses_a_writer_in_another_process(tmp_path: Path,
 def test_invalid_keys_are_refused(tmp_path: Path, key: str, why: str) -> None:
     path = tmp_path / "k.ss"
     with StreamWriter(path) as w:
-        with pytest.raises(StreamKeyError, match=why):
+        with pytest.raises(InvalidKeyError, match=why):
             w.write(key, b"x")
         w.write("ok", b"y")
     assert [m.stream_key for m in iter_messages(path)] == ["ok"]  # nothing of the refused write

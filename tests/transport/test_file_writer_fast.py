@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from nbkit.errors import FileLimitError, NbkitError, StreamKeyError
+from nbkit.errors import FileLimitError, InvalidKeyError, NbkitError
 from nbkit.transport import file_writer
 from nbkit.transport.file_reader import iter_messages
 from nbkit.transport.file_writer import StreamWriter, Written
@@ -185,9 +185,9 @@ def test_errors_on_a_known_key_are_the_checking_paths(tmp_path: Path) -> None:
         w.write("a", b"known")
         with pytest.raises(TypeError, match="payload must be bytes, not str"):
             w.write("a", "text")  # type: ignore[arg-type]
-        with pytest.raises(StreamKeyError, match="must be a str, not list"):
+        with pytest.raises(InvalidKeyError, match="must be a str, not list"):
             w.write(["a"], b"x")  # type: ignore[arg-type]
-        with pytest.raises(StreamKeyError, match="must be a str, not bytes"):
+        with pytest.raises(InvalidKeyError, match="must be a str, not bytes"):
             w.write(b"a", b"x")  # type: ignore[arg-type]
         w.clock_ms = lambda: next(values)
         for _ in range(3):

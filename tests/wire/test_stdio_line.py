@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nbkit.errors import FormatError, LineParseError, StreamKeyError, TimestampRangeError
+from nbkit.errors import FormatError, InvalidKeyError, LineParseError, TimestampRangeError
 from nbkit.wire.rust_text import RUST_WHITESPACE
 from nbkit.wire.stdio_line import (
     LineDecoder,
@@ -16,9 +16,9 @@ from nbkit.wire.stdio_line import (
     ResolvedLine,
     StdioLine,
     format_line,
-    format_log_timestamp,
     parse_line,
 )
+from nbkit.wire.timestamps import format_log_timestamp
 
 U64_MAX = 2**64 - 1
 
@@ -392,7 +392,7 @@ def test_line_formatter_counts_per_key_and_skips_empty_payloads():
 
 @pytest.mark.parametrize("key", ["", "a b", "a|b", "k" * 250, "caf\u00e9"])
 def test_line_formatter_rejects_bad_keys(key):
-    with pytest.raises(StreamKeyError):
+    with pytest.raises(InvalidKeyError):
         LineFormatter().format(key, "x", 0)
 
 
