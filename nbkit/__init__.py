@@ -16,7 +16,7 @@ from nbkit.errors import (
     WriterLockedError,
 )
 from nbkit.runtime.app import App
-from nbkit.runtime.clock import RealClock, VirtualClock
+from nbkit.runtime.clock import Clock, RealClock, VirtualClock
 from nbkit.runtime.delivery import Delivery
 from nbkit.runtime.events import SettlementEvent
 from nbkit.runtime.file_broker import FileBroker
@@ -77,6 +77,7 @@ __all__ = [
     "Action",
     "App",
     "ChecksumError",
+    "Clock",
     "ConfigurationError",
     "DamagedRegion",
     "DamageWarning",
