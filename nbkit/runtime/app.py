@@ -197,7 +197,7 @@ class App:
         pandas.DataFrame
             The events kept in ``events``, with UTC times.
         """
-        return events_frame(list(self.events))
+        return events_frame(self.events)
 
     def all_ended(self) -> bool:
         """Every subscription has ended (or, under loopback, can only receive this app's own copies).

@@ -8,6 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
+from nbkit.runtime.outcome import OutcomeKind
+
 
 class Action(StrEnum):
     """What the runtime does with a settled delivery (the ``action`` of a :class:`~nbkit.SettlementEvent`).
@@ -44,6 +46,7 @@ class Declaration:
 
     @property
     def declares_nothing(self) -> bool:
+        """Neither a cap nor a dead-letter key: a plain ``retry()`` then is an unsupported requeue."""
         return self.max_attempts is None and self.dead_letter is None
 
 
@@ -58,7 +61,13 @@ class Decision:
     at_cap: bool = False
 
 
-def decide(kind: str, delay: float | None, attempt: int, decl: Declaration, transport: str) -> Decision:
+# the decisions that depend on nothing but the outcome: immutable, so decide() hands out these
+_ACK = Decision(Action.UNSUPPORTED, unsupported_call="ack")
+_DROP = Decision(Action.UNSUPPORTED, unsupported_call="nack(requeue=false)")
+_REQUEUE = Decision(Action.UNSUPPORTED, unsupported_call="nack(requeue=true)")
+
+
+def decide(kind: OutcomeKind, delay: float | None, attempt: int, decl: Declaration, transport: str) -> Decision:
     """Decide what settling a delivery does on the file or pipe transport.
 
     ``kind`` is the outcome (ack, drop, retry, retry_after); ``attempt`` counts from 1.
@@ -68,12 +77,12 @@ def decide(kind: str, delay: float | None, attempt: int, decl: Declaration, tran
     if transport not in ("file", "pipe"):
         raise ValueError(f"transport must be 'file' or 'pipe', not {transport!r}")
     if kind == "ack":
-        return Decision(Action.UNSUPPORTED, unsupported_call="ack")
+        return _ACK
     if kind == "drop":
-        return Decision(Action.UNSUPPORTED, unsupported_call="nack(requeue=false)")
+        return _DROP
     if kind == "retry":
         if decl.declares_nothing:
-            return Decision(Action.UNSUPPORTED, unsupported_call="nack(requeue=true)")
+            return _REQUEUE
         delay = 0.0
     elif kind != "retry_after":
         raise ValueError(f"unknown outcome {kind!r}")
