@@ -289,21 +289,29 @@ class App:
         action = decision.action
         now = self.clock.now()
         destination = self._destination(decision, broker, reg)
-        event = SettlementEvent(
-            time=now,
-            transport=transport,
-            subscription=reg.name,
-            stream_key=delivery.stream_key,
-            shard_id=delivery.shard_id,
-            seq=delivery.seq,
-            attempt=attempt,
-            outcome=outcome.kind,
-            action=action.value,
-            delay=decision.delay,
-            destination=destination,
-            due=now + decision.delay if action is Action.DELAYED_COPY and decision.delay is not None else None,
-            error=error,
-            redriven=REDRIVEN_FROM_HEADER in delivery.headers,
+        # SettlementEvent._make (namedtuple's documented constructor from an iterable, length-checked), with
+        # the values in field order: bench/dispatch.py measured it 0.75 µs per delivery faster than keyword
+        # construction (12% of the replay at ERROR); tests/runtime/test_events.py pins the field order
+        event = SettlementEvent._make(
+            (
+                now,  # time
+                transport,
+                reg.name,  # subscription
+                delivery.stream_key,
+                delivery.shard_id,
+                delivery.seq,
+                attempt,
+                outcome.kind,  # outcome
+                action.value,  # action
+                decision.delay,  # delay
+                destination,
+                now + decision.delay if action is Action.DELAYED_COPY and decision.delay is not None else None,  # due
+                None,  # written_at: set when the copy is written
+                None,  # copy_seq: likewise
+                False,  # abandoned
+                error,
+                REDRIVEN_FROM_HEADER in delivery.headers,  # redriven
+            )
         )
         settled = (reg.name, delivery.stream_key, delivery.seq, attempt)  # what the log records name
         if destination is None:  # unsupported, or rejected: nothing is written

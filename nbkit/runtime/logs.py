@@ -152,9 +152,18 @@ def _log(
     level: it names the runtime code that called :func:`emit` or :func:`ack_failed`, found by logging's own
     stacklevel walk (``Logger.findCaller``), and is built by :class:`_Records`."""
     path, lineno, func, _ = logger.findCaller(False, _STACKLEVEL)
-    extra: dict[str, object] = {"nbkit_text": text, "nbkit_fields": fields}
-    if delivery is not None:
-        extra.update(zip(DELIVERY_FIELDS, delivery, strict=True))
+    if delivery is None:
+        extra: dict[str, object] = {"nbkit_text": text, "nbkit_fields": fields}
+    else:
+        subscription, stream_key, seq, attempt = delivery  # DELIVERY_FIELDS
+        extra = {
+            "nbkit_text": text,
+            "nbkit_fields": fields,
+            "subscription": subscription,
+            "stream_key": stream_key,
+            "seq": seq,
+            "attempt": attempt,
+        }
     logger.handle(_RECORDS.make(logger, level, path, lineno, func, message, extra))
 
 
@@ -167,13 +176,17 @@ class _Records:
     (logger, level, source line) is made by ``makeRecord``, as logging does, and kept as a prototype; each
     later record is a copy of its attributes with what changes set afresh: the message, the creation time,
     the thread (and the asyncio task where logging records it) and the caller's ``extra``. A record factory
-    (``logging.setLogRecordFactory``), a Logger class with its own ``makeRecord``, or a new process (fork)
-    gets records made by ``makeRecord`` every time.
+    (``logging.setLogRecordFactory``) or a Logger class with its own ``makeRecord`` gets records made by
+    ``makeRecord`` every time; a forked child starts over (its process id and name differ).
     """
 
     def __init__(self) -> None:
-        # per (logger, level, path, line, function): the first record's attributes, its time in ns, its process
-        self._prototypes: dict[tuple[str, int, str, int, str], tuple[dict[str, Any], int, int]] = {}
+        # per (logger, level, path, line, function): the first record's attributes, and its time in ns
+        self._prototypes: dict[tuple[str, int, str, int, str], tuple[dict[str, Any], int]] = {}
+
+    def forget(self) -> None:
+        """Drop every prototype (a forked child's records name another process)."""
+        self._prototypes.clear()
 
     def make(
         self,
@@ -190,15 +203,14 @@ class _Records:
             return logger.makeRecord(logger.name, level, path, lineno, message, (), None, func, extra)
         key = (logger.name, level, path, lineno, func)
         found = self._prototypes.get(key)
-        pid = os.getpid()
-        if found is None or found[2] != pid:
+        if found is None:
             made = logger.makeRecord(logger.name, level, path, lineno, message, (), None, func, extra)
             if len(self._prototypes) >= 256:  # a fixed few source lines log through here; stay bounded anyway
                 self._prototypes.clear()
             prototype = {k: v for k, v in vars(made).items() if k not in extra}
-            self._prototypes[key] = (prototype, round(made.created * 1e9), pid)
+            self._prototypes[key] = (prototype, round(made.created * 1e9))
             return made
-        prototype, created_ns, _ = found
+        prototype, created_ns = found
         record = _new_record(logging.LogRecord)
         attrs = record.__dict__
         attrs.update(prototype)
@@ -233,6 +245,7 @@ def _task_name() -> str | None:
 _MAKE_RECORD = logging.Logger.makeRecord
 _new_record = logging.LogRecord.__new__
 _RECORDS = _Records()
+os.register_at_fork(after_in_child=_RECORDS.forget)
 
 
 def _render(value: object) -> str:

@@ -4,6 +4,7 @@ that every record carries."""
 from __future__ import annotations
 
 import logging
+import os
 
 from nbkit import App, FileBroker, HandlerOutcome, StdioBroker
 
@@ -165,3 +166,32 @@ def test_a_record_factory_is_honoured(clock):
     finally:
         logging.setLogRecordFactory(old)
     assert [r.custom for r in records] == [True] * 3 and made == records
+
+
+def test_a_forked_child_records_its_own_process(clock):
+    """Records are built from the first one of their source line: a forked child must not reuse its parent's."""
+    from nbkit.runtime import logs
+
+    seen: list[logging.LogRecord] = []
+    handler = logging.Handler()
+    handler.emit = seen.append  # type: ignore[method-assign]
+    logs.APP.addHandler(handler)
+    try:
+        for _ in range(2):  # the second record is built from the first one's attributes
+            logs.emit(logs.APP, logging.WARNING, "test record")
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: log once more, report the record's process id and name
+            try:
+                logs.emit(logs.APP, logging.WARNING, "test record")
+                os.write(write, f"{seen[-1].process} {os.getpid()}".encode())
+            finally:
+                os._exit(0)
+        os.close(write)
+        reported = os.read(read, 100).decode().split()
+        os.waitpid(pid, 0)
+        os.close(read)
+    finally:
+        logs.APP.removeHandler(handler)
+    assert [r.process for r in seen] == [os.getpid()] * 2
+    assert reported[0] == reported[1] != str(os.getpid())
