@@ -288,7 +288,7 @@ class App:
         decision = decide(outcome.kind, outcome.delay, attempt, reg.declaration, transport)
         action = decision.action
         now = self.clock.now()
-        destination = self._destination(decision, broker, reg)
+        destination = None if decision.destination is None else self._destination(decision, broker, reg)
         # SettlementEvent._make (namedtuple's documented constructor from an iterable, length-checked), with
         # the values in field order: bench/dispatch.py measured it 0.75 µs per delivery faster than keyword
         # construction (12% of the replay at ERROR); tests/runtime/test_events.py pins the field order
@@ -302,7 +302,7 @@ class App:
                 delivery.seq,
                 attempt,
                 outcome.kind,  # outcome
-                action.value,  # action
+                decision.action_name,  # action
                 decision.delay,  # delay
                 destination,
                 now + decision.delay if action is Action.DELAYED_COPY and decision.delay is not None else None,  # due

@@ -5,7 +5,7 @@ It reads like runtime-semantics §1.2 and §1.5; all I/O (logging, publishing co
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 
 from nbkit.runtime.outcome import OutcomeKind
@@ -52,13 +52,21 @@ class Declaration:
 
 @dataclass(frozen=True, slots=True)
 class Decision:
-    """The action, the delay before a copy (seconds), which destination, and the call that was unsupported."""
+    """The action, the delay before a copy (seconds), which destination, and the call that was unsupported.
+
+    ``action_name`` is the action's value, as a settlement event records it (read once per delivery, and an
+    enum's ``.value`` is a descriptor call on Python 3.11).
+    """
 
     action: Action
     delay: float | None = None
     destination: str | None = None  # "retry" or "dead_letter" (resolved to a key by the caller)
     unsupported_call: str | None = None  # "ack", "nack(requeue=false)", "nack(requeue=true)"
     at_cap: bool = False
+    action_name: str = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "action_name", self.action.value)
 
 
 # the decisions that depend on nothing but the outcome: immutable, so decide() hands out these
