@@ -302,6 +302,12 @@ class Session:
         -------
         Steps
             A list of :class:`~nbkit.SettlementEvent` that shows one line per event.
+
+        Raises
+        ------
+        ConfigurationError
+            If a handler is async and an event loop is running (a notebook cell): ``await session.astep()``
+            there instead; the delivery waits for it.
         """
         self._begin()
         out = Steps()
