@@ -19,7 +19,7 @@ from nbkit.errors import (
     WriterLockedError,
 )
 from nbkit.runtime.app import App
-from nbkit.runtime.clock import RealClock, VirtualClock
+from nbkit.runtime.clock import Clock, RealClock, VirtualClock
 from nbkit.runtime.delivery import Delivery
 from nbkit.runtime.events import SettlementEvent
 from nbkit.runtime.file_broker import FileBroker
@@ -86,6 +86,7 @@ __all__ = [
     "Action",
     "App",
     "ChecksumError",
+    "Clock",
     "ConfigurationError",
     "DamagedRegion",
     "DamageWarning",

@@ -12,6 +12,7 @@ PUBLIC = {
     "Action",
     "App",
     "ChecksumError",
+    "Clock",
     "ConfigurationError",
     "DamagedRegion",
     "DamageWarning",

@@ -2,6 +2,7 @@
 
 A Session starts no threads and never sleeps: time moves only with ``advance`` (or ``run``, which
 jumps to the next delayed copy when nothing else is left), so every notebook run is reproducible.
+Async handlers run on the notebook's own event loop: ``await session.astep()`` / ``await session.arun()``.
 """
 
 from __future__ import annotations
@@ -13,7 +14,9 @@ import html
 import logging
 import os
 from collections import Counter
+from collections.abc import Awaitable, Callable, Coroutine, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import pandas as pd
 
@@ -24,10 +27,14 @@ from nbkit.runtime.clock import VirtualClock, utc
 from nbkit.runtime.delivery import Delivery
 from nbkit.runtime.events import SettlementEvent
 from nbkit.runtime.file_broker import FileBroker
+from nbkit.runtime.settle import Action
 from nbkit.runtime.stdio_broker import StdioBroker
 from nbkit.wire.timestamps import isoformat_z
 
-ACTIONS = ("unsupported", "copy", "delayed-copy", "dead-letter", "rejected")
+ACTIONS = tuple(action.value for action in Action)
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
 
 
 class _LogCapture(logging.Handler):
@@ -43,7 +50,7 @@ class _LogCapture(logging.Handler):
 
 
 @contextlib.contextmanager
-def _capturing(lines: list[str]):
+def _capturing(lines: list[str]) -> Iterator[None]:
     logger = logging.getLogger("nbkit")
     handler = _LogCapture(lines)
     level = logger.level
@@ -63,7 +70,7 @@ def _iso(seconds: float | dt.datetime) -> str:
     return isoformat_z(when)
 
 
-def _table(cls: str, head: tuple[str, ...], rows: list[tuple], caption: str = "") -> str:
+def _table(cls: str, head: tuple[str, ...], rows: Sequence[tuple[object, ...]], caption: str = "") -> str:
     """An HTML table of plain values (escaped), left-aligned like a DataFrame's."""
     cells = "".join(
         "<tr>" + "".join(f"<td style='text-align:left'>{html.escape(str(v))}</td>" for v in row) + "</tr>"
@@ -80,15 +87,15 @@ def _then(e: SettlementEvent) -> str:
         return f"copy lost: {e.error.removeprefix('copy lost: ')}"
     if e.abandoned:
         return "delayed copy lost (not written)"
-    if e.action in ("copy", "delayed-copy"):
+    if e.action in (Action.COPY, Action.DELAYED_COPY):
         when = f"written as #{e.copy_seq}" if e.written_at is not None else f"due {_iso(e.due or e.time)}"
         return f"{when}; delivered next as attempt {e.attempt + 1}"
-    if e.action == "dead-letter":
+    if e.action == Action.DEAD_LETTER:
         return f"retry count {e.attempt} = the attempts made"
     return ""
 
 
-class Steps(list):
+class Steps(list[SettlementEvent]):
     """The events one call produced; shows as a table in a notebook and as sentences in text.
 
     The last column, "then", says what the settlement wrote: a retry copy and the attempt it will
@@ -131,7 +138,7 @@ class Advanced(Steps):
         later = f"next due {_iso(self.next_due)}" if self.next_due is not None else "none pending"
         return f"{moved}: no delayed copy fell due ({later})"
 
-    def _copy_line(self, e: SettlementEvent) -> tuple:
+    def _copy_line(self, e: SettlementEvent) -> tuple[str, str, str, str, int, int]:
         written = _iso(e.written_at) if e.written_at is not None else "not written"
         to = f"{e.destination} #{e.copy_seq}" if e.copy_seq is not None else f"{e.destination} (lost)"
         return (written, e.transport, f"{e.stream_key} #{e.seq}, attempt {e.attempt}", to, e.attempt, e.attempt + 1)
@@ -179,7 +186,7 @@ class PendingView:
         )
 
 
-class Pending(list):
+class Pending(list["PendingView"]):
     """The delayed copies waiting in the process, earliest first; each shows the attempt it will be
     delivered as."""
 
@@ -195,13 +202,26 @@ class Pending(list):
         return _table("nbkit-pending", head, [(_iso(p.due), p.destination, p.copy_of, p.attempt) for p in self])
 
 
-def _logged(method):
+def _logged(method: Callable[Concatenate[Session, _P], _R]) -> Callable[Concatenate[Session, _P], _R]:
     """Run a Session method with the runtime's log lines going to ``session.log``."""
 
     @functools.wraps(method)
-    def wrapper(self, *args, **kwargs):
+    def wrapper(self: Session, *args: _P.args, **kwargs: _P.kwargs) -> _R:
         with _capturing(self.log):
             return method(self, *args, **kwargs)
+
+    return wrapper
+
+
+def _alogged(
+    method: Callable[Concatenate[Session, _P], Awaitable[_R]],
+) -> Callable[Concatenate[Session, _P], Coroutine[Any, Any, _R]]:
+    """:func:`_logged` for a coroutine method: the log lines are captured until it returns."""
+
+    @functools.wraps(method)
+    async def wrapper(self: Session, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        with _capturing(self.log):
+            return await method(self, *args, **kwargs)
 
     return wrapper
 
@@ -210,8 +230,10 @@ class Session:
     """Step an :class:`~nbkit.App` through its deliveries on a virtual clock.
 
     Nothing happens until you call :meth:`step`, :meth:`advance` or :meth:`run`, so every output is
-    reproducible. The session keeps every settlement (``events``), the runtime's log lines (``log``) and
-    can start over (:meth:`reset`). ``nbkit.widgets.SessionPanel(session)`` puts buttons on it.
+    reproducible. With async handlers, use ``await session.astep()`` and ``await session.arun()`` in a
+    notebook cell: they await the handlers on the notebook's event loop (no thread is started). The
+    session keeps every settlement (``events``), the runtime's log lines (``log``) and can start over
+    (:meth:`reset`). ``nbkit.widgets.SessionPanel(session)`` puts buttons on it.
 
     Parameters
     ----------
@@ -281,11 +303,55 @@ class Session:
         -------
         Steps
             A list of :class:`~nbkit.SettlementEvent` that shows one line per event.
+
+        Raises
+        ------
+        ConfigurationError
+            If a handler is async and an event loop is running (a notebook cell): ``await session.astep()``
+            there instead; the delivery waits for it.
         """
         self._begin()
         out = Steps()
         for _ in range(n):
             event = self.app.step()
+            if event is None:
+                break
+            out.append(event)
+        return out
+
+    @_alogged
+    async def astep(self, n: int = 1) -> Steps:
+        """:meth:`step` for async handlers: ``await session.astep()`` in a notebook cell.
+
+        The handlers are awaited on the running event loop (the notebook's), as ``step`` runs sync ones.
+
+        Parameters
+        ----------
+        n : int
+            The most deliveries to make.
+
+        Returns
+        -------
+        Steps
+            A list of :class:`~nbkit.SettlementEvent` that shows one line per event.
+
+        Examples
+        --------
+        >>> import asyncio
+        >>> from nbkit import App, StdioBroker, Session
+        >>> broker = StdioBroker(stdin=["[jobs] a", "[jobs] b"], stdout=[])
+        >>> @broker.subscriber("jobs", out_retry="jobs.retry")
+        ... async def handle(delivery):
+        ...     await asyncio.sleep(0)  # e.g. a call to another service
+        >>> session = Session(App(broker))
+        >>> asyncio.run(session.astep(2))  # in a notebook cell: await session.astep(2)
+        pipe jobs #0 attempt 1: ack -> acknowledgement unsupported (logged); nothing written
+        pipe jobs #1 attempt 1: ack -> acknowledgement unsupported (logged); nothing written
+        """
+        self._begin()
+        out = Steps()
+        for _ in range(n):
+            event = await self.app.astep()
             if event is None:
                 break
             out.append(event)
@@ -314,12 +380,56 @@ class Session:
             event = self.app.step()
             if event is not None:
                 out.append(event)
-                continue
-            due = self.app.next_due()
-            if due is None:
+            elif not self._fire_next_copy():
                 break
-            self.app.fire_due(until=due)
         return out
+
+    @_alogged
+    async def arun(self, *, max_deliveries: int | None = None) -> Steps:
+        """:meth:`run` for async handlers: ``await session.arun()`` in a notebook cell.
+
+        Parameters
+        ----------
+        max_deliveries : int, optional
+            The most deliveries (default: the session's ``max_deliveries``).
+
+        Returns
+        -------
+        Steps
+            The settlement events of this run.
+
+        Examples
+        --------
+        >>> import asyncio
+        >>> from nbkit import App, HandlerOutcome, StdioBroker, Session
+        >>> broker = StdioBroker(stdin=["[jobs] a"], stdout=[])
+        >>> @broker.subscriber("jobs", out_retry="jobs", max_attempts=2, dead_letter="jobs.dead")
+        ... async def handle(delivery):
+        ...     return HandlerOutcome.retry_after(5)
+        >>> session = Session(App(broker))
+        >>> asyncio.run(session.arun())  # in a notebook cell: await session.arun()
+        pipe jobs #0 attempt 1: retry_after -> copy to 'jobs' due in 5 s, to be delivered as attempt 2
+        >>> len(session.output()), str(session.now)  # the copy was written at its due time
+        (1, '2024-01-01 00:00:05+00:00')
+        """
+        self._begin()
+        limit = self.max_deliveries if max_deliveries is None else max_deliveries
+        out = Steps()
+        while len(out) < limit:
+            event = await self.app.astep()
+            if event is not None:
+                out.append(event)
+            elif not self._fire_next_copy():
+                break
+        return out
+
+    def _fire_next_copy(self) -> bool:
+        """Nothing is ready: jump the clock to the next delayed copy and write it; False if none is pending."""
+        due = self.app.next_due()
+        if due is None:
+            return False
+        self.app.fire_due(until=due)
+        return True
 
     @_logged
     def advance(self, seconds: float | dt.timedelta) -> Advanced:

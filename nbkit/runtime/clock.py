@@ -1,31 +1,93 @@
-"""Injected time: a real clock for services, a virtual clock for tests and notebooks."""
+"""Injected time: a real clock for services, a virtual clock for tests and notebooks.
+
+The clock owns waiting, as Trio's ``MockClock`` does: the app asks the clock how long to really sleep
+before a deadline (:meth:`Clock.sleep_time`) and tells it when a deadline has come
+(:meth:`Clock.reach`), so the app never asks which clock it has. A real clock sleeps the time out and
+does nothing when the deadline comes; a virtual clock never sleeps and jumps to the deadline instead.
+"""
 
 from __future__ import annotations
 
 import datetime as dt
 import time
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 
+@runtime_checkable
 class Clock(Protocol):
-    """Seconds since the Unix epoch; the runtime never reads time any other way."""
+    """What the runtime needs of time: the time now, how long to wait for a deadline, and its arrival.
 
-    virtual: bool
+    Times are seconds since the Unix epoch; the runtime never reads time any other way.
+    :class:`RealClock` and :class:`VirtualClock` implement it; any object with these three methods will do.
 
-    def now(self) -> float: ...
+    Examples
+    --------
+    >>> from nbkit import Clock, RealClock, VirtualClock
+    >>> def wait_for(clock: Clock, deadline: float) -> float:
+    ...     pause = clock.sleep_time(deadline)  # real seconds to sleep (a virtual clock: none)
+    ...     clock.reach(deadline)  # the deadline has come (a virtual clock jumps to it)
+    ...     return pause
+    >>> clock = VirtualClock(100.0)
+    >>> wait_for(clock, 160.0), clock.now()
+    (0.0, 160.0)
+    >>> isinstance(RealClock(), Clock), isinstance(clock, Clock)
+    (True, True)
+    """
+
+    def now(self) -> float:
+        """The time now.
+
+        Returns
+        -------
+        float
+            Epoch seconds.
+        """
+        ...
+
+    def sleep_time(self, deadline: float) -> float:
+        """How many real seconds to sleep before ``deadline`` comes on this clock.
+
+        Parameters
+        ----------
+        deadline : float
+            Epoch seconds.
+
+        Returns
+        -------
+        float
+            Seconds, 0 if the deadline has come (or if the clock jumps to it instead).
+        """
+        ...
+
+    def reach(self, deadline: float) -> None:
+        """``deadline`` has come: a clock that does not move by itself moves to it (never backwards).
+
+        Parameters
+        ----------
+        deadline : float
+            Epoch seconds.
+
+        Returns
+        -------
+        None
+        """
+        ...
 
 
 class RealClock:
     """Wall-clock time (``time.time``): what ``App`` uses unless told otherwise.
 
+    Waiting for a deadline means sleeping until it; when it comes there is nothing to do.
+
     Examples
     --------
     >>> from nbkit import RealClock
-    >>> RealClock().now() > 1_700_000_000
+    >>> clock = RealClock()
+    >>> clock.now() > 1_700_000_000
     True
+    >>> clock.sleep_time(clock.now() - 5)  # a deadline already past: no sleep
+    0.0
     """
-
-    virtual = False
 
     def now(self) -> float:
         """Seconds since the Unix epoch, now.
@@ -34,8 +96,51 @@ class RealClock:
         -------
         float
             ``time.time()``.
+
+        Examples
+        --------
+        >>> RealClock().now() > 1_700_000_000
+        True
         """
         return time.time()
+
+    def sleep_time(self, deadline: float) -> float:
+        """How long to sleep until ``deadline``: the time left, never negative.
+
+        Parameters
+        ----------
+        deadline : float
+            Epoch seconds.
+
+        Returns
+        -------
+        float
+            ``max(0, deadline - now())`` seconds.
+
+        Examples
+        --------
+        >>> clock = RealClock()
+        >>> 0 < clock.sleep_time(clock.now() + 60) <= 60
+        True
+        """
+        return max(0.0, deadline - time.time())
+
+    def reach(self, deadline: float) -> None:
+        """Nothing: real time reaches a deadline by itself.
+
+        Parameters
+        ----------
+        deadline : float
+            Epoch seconds (unused).
+
+        Returns
+        -------
+        None
+
+        Examples
+        --------
+        >>> RealClock().reach(0.0)
+        """
 
     def __repr__(self) -> str:
         return "RealClock()"
@@ -46,7 +151,10 @@ DEFAULT_VIRTUAL_START = dt.datetime(2024, 1, 1, tzinfo=dt.UTC)
 
 
 class VirtualClock:
-    """Time that moves only when told to (``advance``), so every run is reproducible.
+    """Time that moves only when told to, so every run is reproducible.
+
+    It moves with :meth:`advance`, :meth:`set`, or when the app reaches a deadline (:meth:`reach`: the
+    clock jumps to it instead of sleeping). It never goes backwards, except to its start on :meth:`reset`.
 
     Parameters
     ----------
@@ -62,9 +170,9 @@ class VirtualClock:
     90.0
     >>> clock
     VirtualClock(2024-01-01T00:01:30+00:00)
+    >>> clock.sleep_time(clock.now() + 3600)  # waiting takes no real time: the clock jumps instead
+    0.0
     """
-
-    virtual = True
 
     def __init__(self, start: float | dt.datetime = DEFAULT_VIRTUAL_START) -> None:
         if isinstance(start, dt.datetime):
@@ -112,19 +220,82 @@ class VirtualClock:
         self._now = self.start
 
     def set(self, t: float) -> None:
-        """Move forward to ``t`` (never backwards).
+        """Move forward to ``t``; an earlier time is refused, as :meth:`advance` refuses a negative step.
 
         Parameters
         ----------
         t : float
-            Epoch seconds; an earlier time leaves the clock where it is.
+            Epoch seconds, not before :meth:`now`.
 
         Returns
         -------
         None
+
+        Raises
+        ------
+        ValueError
+            If ``t`` is earlier than the clock's time.
+
+        Examples
+        --------
+        >>> clock = VirtualClock(100.0)
+        >>> clock.set(130.0)
+        >>> clock.now()
+        130.0
+        >>> clock.set(120.0)
+        Traceback (most recent call last):
+        ...
+        ValueError: a clock cannot go back: set(120.0) is 10 s before its time 130.0; use reset() to start over
         """
-        if t > self._now:
-            self._now = t
+        if t < self._now:
+            raise ValueError(
+                f"a clock cannot go back: set({t!r}) is {self._now - t:g} s before its time {self._now!r}; "
+                "use reset() to start over"
+            )
+        self._now = float(t)
+
+    def sleep_time(self, deadline: float) -> float:
+        """No real time: a virtual clock does not wait for a deadline, it jumps to it (:meth:`reach`).
+
+        Parameters
+        ----------
+        deadline : float
+            Epoch seconds (unused).
+
+        Returns
+        -------
+        float
+            Always 0.0.
+
+        Examples
+        --------
+        >>> VirtualClock(100.0).sleep_time(1e9)
+        0.0
+        """
+        return 0.0
+
+    def reach(self, deadline: float) -> None:
+        """The deadline has come: jump forward to it (a deadline already past leaves the clock where it is).
+
+        Parameters
+        ----------
+        deadline : float
+            Epoch seconds.
+
+        Returns
+        -------
+        None
+
+        Examples
+        --------
+        >>> clock = VirtualClock(100.0)
+        >>> clock.reach(160.0)
+        >>> clock.reach(130.0)  # already past: no move
+        >>> clock.now()
+        160.0
+        """
+        if deadline > self._now:
+            self._now = deadline
 
     def __repr__(self) -> str:
         return f"VirtualClock({utc(self._now).isoformat()})"

@@ -29,7 +29,14 @@ from __future__ import annotations
 
 import datetime as dt
 import html
-from typing import NamedTuple
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, NamedTuple
+
+from nbkit.runtime.outcome import OUTCOME_KINDS, OutcomeKind
+from nbkit.runtime.settle import Action
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 from nbkit.wire.timestamps import isoformat_z
 
@@ -71,10 +78,10 @@ class SettlementEvent(NamedTuple):
         The registration's name and the message's key.
     shard_id, seq, attempt : int
         The message's shard and sequence number, and the delivery's attempt (from 1).
-    outcome : str
-        What the handler returned (``ack``, ``drop``, ``retry``, ``retry_after``).
+    outcome : {"ack", "drop", "retry", "retry_after"}
+        What the handler returned (an exception counts as ``drop``).
     action : str
-        What the runtime did (an :class:`~nbkit.Action` value).
+        What the runtime did: an :class:`~nbkit.Action` value (``Action`` members compare equal to it).
     delay : float, optional
         Seconds before a delayed copy.
     destination : str, optional
@@ -109,7 +116,7 @@ class SettlementEvent(NamedTuple):
     shard_id: int
     seq: int
     attempt: int
-    outcome: str
+    outcome: OutcomeKind
     action: str
     delay: float | None = None
     destination: str | None = None
@@ -135,15 +142,15 @@ class SettlementEvent(NamedTuple):
         """
         action = self.action
         then = f", to be delivered as attempt {self.attempt + 1}"
-        if action == "unsupported":
+        if action == Action.UNSUPPORTED:
             what = "acknowledgement unsupported (logged); nothing written"
-        elif action == "copy":
+        elif action == Action.COPY:
             what = f"copy written to {self.destination!r} at once{then}"
-        elif action == "delayed-copy" and self.written_at is not None:
+        elif action == Action.DELAYED_COPY and self.written_at is not None:
             what = f"copy to {self.destination!r} written after {self.delay:g} s{then}"
-        elif action == "delayed-copy":
+        elif action == Action.DELAYED_COPY:
             what = f"copy to {self.destination!r} due in {self.delay:g} s{then}"
-        elif action == "dead-letter":
+        elif action == Action.DEAD_LETTER:
             what = (
                 f"copy written to dead-letter key {self.destination!r} with retry count {self.attempt} "
                 f"(the {self.attempt} attempt{'' if self.attempt == 1 else 's'} made)"
@@ -174,10 +181,11 @@ def _show(value: object) -> str:
     return str(value)
 
 
-def events_frame(events: list[SettlementEvent]):
+def events_frame(events: Iterable[SettlementEvent]) -> pd.DataFrame:
     """The events as a pandas DataFrame with the documented schema (one row per settlement)."""
     import pandas as pd
 
+    events = list(events)
     cols = {name: [getattr(e, name) for e in events] for name in EVENT_COLUMNS}
     frame = pd.DataFrame(
         {
@@ -188,10 +196,8 @@ def events_frame(events: list[SettlementEvent]):
             "shard_id": pd.array(cols["shard_id"], dtype="Int64"),
             "seq": pd.array(cols["seq"], dtype="Int64"),
             "attempt": pd.array(cols["attempt"], dtype="Int64"),
-            "outcome": pd.Categorical(cols["outcome"], categories=["ack", "drop", "retry", "retry_after"]),
-            "action": pd.Categorical(
-                cols["action"], categories=["unsupported", "copy", "delayed-copy", "dead-letter", "rejected"]
-            ),
+            "outcome": pd.Categorical(cols["outcome"], categories=list(OUTCOME_KINDS)),
+            "action": pd.Categorical(cols["action"], categories=[action.value for action in Action]),
             "delay": pd.array(cols["delay"], dtype="Float64"),
             "destination": pd.Series(cols["destination"], dtype="category"),
             "due": _times(cols["due"]),
@@ -206,7 +212,7 @@ def events_frame(events: list[SettlementEvent]):
     return frame
 
 
-def _times(values: list[float | None]):
+def _times(values: list[float | None]) -> pd.DatetimeIndex:
     import pandas as pd
 
     ms = [None if v is None else round(v * 1000) for v in values]

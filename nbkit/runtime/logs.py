@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import logging
+import os
 import sys
+import threading
+import time
+from typing import Any
 
 from nbkit.errors import AckError
 
@@ -132,29 +136,116 @@ class DeliveryFormatter(logging.Formatter):
         return super().formatMessage(record) + delivery_suffix(record)
 
 
+#: Frames from :func:`_log` up to the runtime code whose line a record names: _log, emit / ack_failed, the caller.
+_STACKLEVEL = 3
+
+
 def _log(
-    logger: logging.Logger, level: int, message: str, text: str, fields: dict, delivery: Delivery | None = None
+    logger: logging.Logger,
+    level: int,
+    message: str,
+    text: str,
+    fields: dict[str, object],
+    delivery: Delivery | None = None,
 ) -> None:
-    """``logger.log(level, message)`` for an enabled level, with the record's source set to the runtime
-    code that logs (two frames up) instead of the stack walk ``logging`` does for every record."""
-    caller = sys._getframe(2)
-    code = caller.f_code
-    extra: dict[str, object] = {"nbkit_text": text, "nbkit_fields": fields}
-    if delivery is not None:
-        extra.update(zip(DELIVERY_FIELDS, delivery, strict=True))
-    logger.handle(
-        logger.makeRecord(
-            logger.name,
-            level,
-            code.co_filename,
-            caller.f_lineno,
-            message,
-            None,
-            None,
-            code.co_name,
-            extra,
-        )
-    )
+    """Hand ``logger`` the record ``logger.log(level, message, extra=..., stacklevel=3)`` makes, for an enabled
+    level: it names the runtime code that called :func:`emit` or :func:`ack_failed`, found by logging's own
+    stacklevel walk (``Logger.findCaller``), and is built by :class:`_Records`."""
+    path, lineno, func, _ = logger.findCaller(False, _STACKLEVEL)
+    if delivery is None:
+        extra: dict[str, object] = {"nbkit_text": text, "nbkit_fields": fields}
+    else:
+        subscription, stream_key, seq, attempt = delivery  # DELIVERY_FIELDS
+        extra = {
+            "nbkit_text": text,
+            "nbkit_fields": fields,
+            "subscription": subscription,
+            "stream_key": stream_key,
+            "seq": seq,
+            "attempt": attempt,
+        }
+    logger.handle(_RECORDS.make(logger, level, path, lineno, func, message, extra))
+
+
+class _Records:
+    """Makes the ``LogRecord`` that ``Logger.makeRecord`` makes, with less work per record.
+
+    A settling service logs the same WARNING from the same line for every delivery, and most of what
+    ``LogRecord.__init__`` works out is the same each time: the level's name, the file name and module
+    (``os.path`` calls), the process and its name (a multiprocessing lookup). So the first record from a
+    (logger, level, source line) is made by ``makeRecord``, as logging does, and kept as a prototype; each
+    later record is a copy of its attributes with what changes set afresh: the message, the creation time,
+    the thread (and the asyncio task where logging records it) and the caller's ``extra``. A record factory
+    (``logging.setLogRecordFactory``) or a Logger class with its own ``makeRecord`` gets records made by
+    ``makeRecord`` every time; a forked child starts over (its process id and name differ).
+    """
+
+    def __init__(self) -> None:
+        # per (logger, level, path, line, function): the first record's attributes, and its time in ns
+        self._prototypes: dict[tuple[str, int, str, int, str], tuple[dict[str, Any], int]] = {}
+
+    def forget(self) -> None:
+        """Drop every prototype (a forked child's records name another process)."""
+        self._prototypes.clear()
+
+    def make(
+        self,
+        logger: logging.Logger,
+        level: int,
+        path: str,
+        lineno: int,
+        func: str,
+        message: str,
+        extra: dict[str, object],
+    ) -> logging.LogRecord:
+        """The record ``logger.makeRecord(logger.name, level, path, lineno, message, (), None, func, extra)`` makes."""
+        if logging.getLogRecordFactory() is not logging.LogRecord or type(logger).makeRecord is not _MAKE_RECORD:
+            return logger.makeRecord(logger.name, level, path, lineno, message, (), None, func, extra)
+        key = (logger.name, level, path, lineno, func)
+        found = self._prototypes.get(key)
+        if found is None:
+            made = logger.makeRecord(logger.name, level, path, lineno, message, (), None, func, extra)
+            if len(self._prototypes) >= 256:  # a fixed few source lines log through here; stay bounded anyway
+                self._prototypes.clear()
+            prototype = {k: v for k, v in vars(made).items() if k not in extra}
+            self._prototypes[key] = (prototype, round(made.created * 1e9))
+            return made
+        prototype, created_ns = found
+        record = _new_record(logging.LogRecord)
+        attrs = record.__dict__
+        attrs.update(prototype)
+        now_ns = time.time_ns()
+        attrs["msg"] = message
+        attrs["created"] = now_ns / 1e9
+        attrs["msecs"] = (now_ns % 1_000_000_000) // 1_000_000 + 0.0
+        attrs["relativeCreated"] = prototype["relativeCreated"] + (now_ns - created_ns) / 1e6
+        if logging.logThreads:
+            attrs["thread"] = threading.get_ident()
+            attrs["threadName"] = threading.current_thread().name
+        if "taskName" in attrs:  # Python 3.12+
+            attrs["taskName"] = _task_name()
+        attrs.update(extra)
+        return record
+
+
+def _task_name() -> str | None:
+    """The running asyncio task's name, as ``LogRecord`` records it (Python 3.12+, ``logging.logAsyncioTasks``)."""
+    if not getattr(logging, "logAsyncioTasks", False):
+        return None
+    asyncio = sys.modules.get("asyncio")
+    if asyncio is None:
+        return None
+    try:
+        task = asyncio.current_task()
+    except RuntimeError:  # no running loop
+        return None
+    return None if task is None else task.get_name()
+
+
+_MAKE_RECORD = logging.Logger.makeRecord
+_new_record = logging.LogRecord.__new__
+_RECORDS = _Records()
+os.register_at_fork(after_in_child=_RECORDS.forget)
 
 
 def _render(value: object) -> str:

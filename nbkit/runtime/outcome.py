@@ -5,6 +5,12 @@ from __future__ import annotations
 import datetime as dt
 import math
 from dataclasses import dataclass
+from typing import Literal, get_args
+
+#: What a handler can ask for: the ``kind`` of a :class:`HandlerOutcome` (and ``outcome`` of an event).
+OutcomeKind = Literal["ack", "drop", "retry", "retry_after"]
+#: The outcome kinds, in the order the events frame lists them.
+OUTCOME_KINDS: tuple[OutcomeKind, ...] = get_args(OutcomeKind)
 
 #: The longest delay a copy may be given: 10**11 s (about 3,170 years). A copy's due time becomes its frame
 #: timestamp and a datetime; beyond this a due time could pass year 9999, the last one either can hold.
@@ -38,7 +44,9 @@ class HandlerOutcome:
     """How a handler settles a delivery; ``kind`` is ``ack``, ``drop``, ``retry`` or ``retry_after``.
 
     Build one with the class methods and return it from a handler (returning None means ``ack()``, raising
-    means ``drop()``). What each does on a file and on a pipe: the user guide's outcome table.
+    means ``drop()``). What each does on a file and on a pipe: the user guide's outcome table. The
+    constructor checks what it is given: an unknown kind, a ``retry_after`` without a valid delay, or a
+    delay on another kind is a ValueError.
 
     Parameters
     ----------
@@ -54,10 +62,27 @@ class HandlerOutcome:
     HandlerOutcome.retry_after(2)
     >>> HandlerOutcome.retry_after(2).delay, HandlerOutcome.ack().is_ack
     (2.0, True)
+    >>> HandlerOutcome("retyr")
+    Traceback (most recent call last):
+    ...
+    ValueError: unknown outcome kind 'retyr': a HandlerOutcome is one of 'ack', 'drop', 'retry', 'retry_after'
     """
 
-    kind: str
+    kind: OutcomeKind
     delay: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in OUTCOME_KINDS:
+            raise ValueError(
+                f"unknown outcome kind {self.kind!r}: a HandlerOutcome is one of "
+                + ", ".join(repr(kind) for kind in OUTCOME_KINDS)
+            )
+        if self.kind == "retry_after":
+            if self.delay is None:
+                raise ValueError("a retry_after outcome needs a delay: HandlerOutcome.retry_after(seconds)")
+            object.__setattr__(self, "delay", to_seconds(self.delay))
+        elif self.delay is not None:
+            raise ValueError(f"only retry_after takes a delay, not {self.kind!r} (delay={self.delay!r})")
 
     @classmethod
     def ack(cls) -> HandlerOutcome:
@@ -114,7 +139,7 @@ class HandlerOutcome:
         if type(delay) is int or type(delay) is float:  # a handler returns the same few delays again and again
             outcome = _RETRY_AFTER.get(delay)
             if outcome is None:
-                outcome = cls("retry_after", to_seconds(delay))
+                outcome = cls("retry_after", delay)
                 if len(_RETRY_AFTER) < 256:
                     _RETRY_AFTER[delay] = outcome
             return outcome

@@ -486,7 +486,7 @@ def redrive_lines(
     out: list[str] = []
     for d in todo:
         text = envelope.encode(_redriven_headers(d, keep_count, now_ms), d.payload, force_text=True).decode("utf-8")
-        line = formatter.format(target, text, now_ms)  # never None: the redrive headers make the text non-empty
-        if line is not None:
-            out.append(line)
+        formatted = formatter.format(target, text, now_ms)  # never None: the redrive headers make the text non-empty
+        if formatted is not None:
+            out.append(formatted)
     return RedriveResult(source, target, tuple(todo), tuple(d for d in chosen if d.ref in done), lines=tuple(out))

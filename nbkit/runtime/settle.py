@@ -5,8 +5,10 @@ It reads like runtime-semantics §1.2 and §1.5; all I/O (logging, publishing co
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
+
+from nbkit.runtime.outcome import OutcomeKind
 
 
 class Action(StrEnum):
@@ -44,21 +46,36 @@ class Declaration:
 
     @property
     def declares_nothing(self) -> bool:
+        """Neither a cap nor a dead-letter key: a plain ``retry()`` then is an unsupported requeue."""
         return self.max_attempts is None and self.dead_letter is None
 
 
 @dataclass(frozen=True, slots=True)
 class Decision:
-    """The action, the delay before a copy (seconds), which destination, and the call that was unsupported."""
+    """The action, the delay before a copy (seconds), which destination, and the call that was unsupported.
+
+    ``action_name`` is the action's value, as a settlement event records it (read once per delivery, and an
+    enum's ``.value`` is a descriptor call on Python 3.11).
+    """
 
     action: Action
     delay: float | None = None
     destination: str | None = None  # "retry" or "dead_letter" (resolved to a key by the caller)
     unsupported_call: str | None = None  # "ack", "nack(requeue=false)", "nack(requeue=true)"
     at_cap: bool = False
+    action_name: str = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "action_name", self.action.value)
 
 
-def decide(kind: str, delay: float | None, attempt: int, decl: Declaration, transport: str) -> Decision:
+# the decisions that depend on nothing but the outcome: immutable, so decide() hands out these
+_ACK = Decision(Action.UNSUPPORTED, unsupported_call="ack")
+_DROP = Decision(Action.UNSUPPORTED, unsupported_call="nack(requeue=false)")
+_REQUEUE = Decision(Action.UNSUPPORTED, unsupported_call="nack(requeue=true)")
+
+
+def decide(kind: OutcomeKind, delay: float | None, attempt: int, decl: Declaration, transport: str) -> Decision:
     """Decide what settling a delivery does on the file or pipe transport.
 
     ``kind`` is the outcome (ack, drop, retry, retry_after); ``attempt`` counts from 1.
@@ -68,12 +85,12 @@ def decide(kind: str, delay: float | None, attempt: int, decl: Declaration, tran
     if transport not in ("file", "pipe"):
         raise ValueError(f"transport must be 'file' or 'pipe', not {transport!r}")
     if kind == "ack":
-        return Decision(Action.UNSUPPORTED, unsupported_call="ack")
+        return _ACK
     if kind == "drop":
-        return Decision(Action.UNSUPPORTED, unsupported_call="nack(requeue=false)")
+        return _DROP
     if kind == "retry":
         if decl.declares_nothing:
-            return Decision(Action.UNSUPPORTED, unsupported_call="nack(requeue=true)")
+            return _REQUEUE
         delay = 0.0
     elif kind != "retry_after":
         raise ValueError(f"unknown outcome {kind!r}")

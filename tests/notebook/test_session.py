@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
+import threading
 
 import pytest
 
@@ -199,3 +201,66 @@ def test_reprs(tmp_path):
     delivery_html = session.last_delivery._repr_html_()
     assert "&lt;b&gt;x&lt;/b&gt;" in delivery_html and "<b>x</b>" not in delivery_html
     assert "delayed-copy" in session.last_event._repr_html_()
+
+
+# ---------------------------------------------------------------- async handlers: astep / arun on the caller's loop
+
+
+def make_async_pipe_session(stdin, handler):
+    broker = StdioBroker(stdin=stdin, stdout=[])
+    broker.subscriber("jobs", out_retry="jobs.retry")(handler)
+    return Session(App(broker))
+
+
+def test_astep_and_arun_await_async_handlers_on_the_running_loop(monkeypatch):
+    loops = []
+
+    async def handler(d):
+        loops.append(asyncio.get_running_loop())
+        await asyncio.sleep(0)
+        return HandlerOutcome.retry_after(5) if d.text == "b" else None
+
+    session = make_async_pipe_session(["[jobs] a", "[jobs] b", "[jobs] c"], handler)
+    monkeypatch.setattr(threading.Thread, "start", lambda *a, **k: pytest.fail("a thread was started"))
+    threads = threading.active_count()
+
+    async def cell():
+        first = await session.astep()
+        rest = await session.arun()
+        return asyncio.get_running_loop(), first, rest
+
+    loop, first, rest = asyncio.run(cell())
+    assert threading.active_count() == threads
+    assert loops == [loop] * 3
+    assert [e.seq for e in first] == [0] and [(e.seq, e.action) for e in rest] == [
+        (1, "delayed-copy"),
+        (2, "unsupported"),
+    ]
+    assert session.last_event.seq == 2 and session.app.events[1].written_at is not None  # arun waited out the copy
+    assert str(session.now) == "2024-01-01 00:00:05+00:00"
+    assert sum("ack / nack failed" in line for line in session.log) == 2  # the log is captured as by step()
+
+
+def test_step_with_an_async_handler_inside_a_running_loop_says_to_await_astep():
+    async def handler(d):
+        return None
+
+    session = make_async_pipe_session(["[jobs] a"], handler)
+
+    async def cell():
+        with pytest.raises(ConfigurationError, match=r"await session\.astep\(\)"):
+            session.step()
+        return await session.astep()
+
+    steps = asyncio.run(cell())
+    assert [e.seq for e in steps] == [0]  # the delivery step() could not settle is settled by astep()
+
+
+def test_step_with_an_async_handler_outside_a_loop_still_works():
+    seen = []
+
+    async def handler(d):
+        seen.append(d.text)
+
+    session = make_async_pipe_session(["[jobs] a", "[jobs] b"], handler)
+    assert [e.seq for e in session.run()] == [0, 1] and seen == ["a", "b"]

@@ -1,12 +1,13 @@
-"""``async def`` handlers under ``step()``, ``run()`` and ``run_async()``, on both transports."""
+"""``async def`` handlers under ``step()``, ``astep()``, ``run()`` and ``run_async()``, on both transports."""
 
 from __future__ import annotations
 
 import asyncio
+import threading
 
 import pytest
 
-from nbkit import App, FileBroker, HandlerOutcome, StdioBroker
+from nbkit import App, ConfigurationError, FileBroker, HandlerOutcome, StdioBroker
 
 from .helpers import RETRY, START, drain, lines, records, seed
 
@@ -73,21 +74,68 @@ def test_async_handlers(transport, mode, ss, clock):
     assert app.stopped
 
 
-def test_step_inside_a_running_event_loop(clock):
-    """A notebook cell runs inside an event loop: step() must still run an async handler."""
+def test_step_inside_a_running_event_loop_asks_for_astep(clock):
+    """A notebook cell runs inside an event loop: step() cannot run an async handler there and says what to
+    call instead; the delivery is kept, and astep() settles it on that loop."""
     seen: list = []
     out: list[str] = []
     app = _pipe_app(out, clock, seen)
 
     async def cell():
-        app.start()
-        return drain(app)
+        with pytest.raises(ConfigurationError, match=r"await session\.astep\(\)"):
+            app.step()
+        assert seen == []  # the handler did not run
+        return [await app.astep() for _ in range(4)]
 
     events = asyncio.run(cell())
-    assert [e.outcome for e in events] == ["ack", "drop", "retry_after"]
+    assert [e.outcome for e in events[:3]] == ["ack", "drop", "retry_after"] and events[3] is None
     assert seen == [(b"ok", 1), (b"boom", 1), (b"again", 1)]
     app.shutdown()
     assert lines(out)[0].payload == b"again"
+
+
+def test_astep_awaits_on_the_running_loop_without_threads(clock, monkeypatch):
+    loops = []
+
+    async def handler(d):
+        loops.append(asyncio.get_running_loop())
+        await asyncio.sleep(0)
+        return HandlerOutcome.retry_after(2) if d.attempt == 1 else None
+
+    def no_threads(*args, **kwargs):
+        raise AssertionError("nbkit started a thread")
+
+    broker = StdioBroker(stdin=["[jobs] a", "[jobs] b"], stdout=[])
+    broker.subscriber("jobs", out_retry="jobs.retry")(handler)
+    app = App(broker, clock=clock)
+    monkeypatch.setattr(threading.Thread, "start", no_threads)
+    before = threading.active_count()
+
+    async def main():
+        events = [await app.astep(), await app.astep(), await app.astep()]
+        return asyncio.get_running_loop(), events
+
+    outer, events = asyncio.run(main())
+    assert threading.active_count() == before
+    assert loops == [outer, outer]
+    assert [e.outcome for e in events[:2]] == ["retry_after", "retry_after"] and events[2] is None
+    assert [e.written_at for e in app.fire_due(START + 2)] == [START + 2, START + 2]
+
+
+def test_step_outside_a_loop_runs_async_handlers_on_the_apps_own_loop(clock, monkeypatch):
+    loops = []
+
+    async def handler(d):
+        loops.append(asyncio.get_running_loop())
+
+    monkeypatch.setattr(threading.Thread, "start", lambda *a, **k: pytest.fail("nbkit started a thread"))
+    broker = StdioBroker(stdin=["[jobs] a", "[jobs] b"], stdout=[])
+    broker.subscriber("jobs", out_retry="jobs.retry")(handler)
+    app = App(broker, clock=clock)
+    assert [app.step().outcome, app.step().outcome] == ["ack", "ack"]
+    assert loops[0] is loops[1] and not loops[0].is_closed()
+    app.shutdown()
+    assert loops[0].is_closed()
 
 
 def test_run_async_awaits_on_the_running_loop(clock):

@@ -167,3 +167,22 @@ def test_settlement_event_describe():
     )
     with pytest.raises(AttributeError):
         ev.seq = 4  # type: ignore[misc]
+
+
+def test_the_event_fields_are_in_the_documented_order():
+    """The app builds each event from its values in field order (``SettlementEvent._make``): pin that order."""
+    assert SettlementEvent._fields == events_module.EVENT_COLUMNS
+
+
+def test_each_event_field_holds_what_its_name_says(mixed_app):
+    """An event built from values in field order: every field by name, for a delayed copy written later."""
+    [later] = [e for e in mixed_app.events if e.outcome == "retry_after" and e.delay == 2.5]
+    assert (later.transport, later.subscription, later.stream_key, later.shard_id) == ("pipe", "jobs", "jobs", 0)
+    assert (later.attempt, later.outcome, later.action, later.destination) == (
+        1,
+        "retry_after",
+        "delayed-copy",
+        "jobs.retry",
+    )
+    assert later.due == later.time + 2.5 == later.written_at
+    assert later.copy_seq is not None and later.abandoned is False and later.error is None and later.redriven is False

@@ -261,3 +261,33 @@ def test_retry_after_accepts_the_longest_delay():
     from nbkit.runtime.outcome import MAX_DELAY_SECONDS
 
     assert HandlerOutcome.retry_after(MAX_DELAY_SECONDS).delay == MAX_DELAY_SECONDS
+
+
+# ---------------------------------------------------------------- the constructor checks what it is given
+
+
+def test_an_unknown_kind_is_refused_naming_the_valid_ones():
+    with pytest.raises(ValueError, match="unknown outcome kind 'retyr'.*'ack', 'drop', 'retry', 'retry_after'"):
+        HandlerOutcome("retyr")
+
+
+@pytest.mark.parametrize(
+    ("kind", "delay", "message"),
+    [
+        ("retry_after", None, "needs a delay"),
+        ("retry_after", -1, "zero or positive"),
+        ("retry_after", float("inf"), "too long"),
+        ("ack", 5, "only retry_after takes a delay"),
+        ("retry", 0.0, "only retry_after takes a delay"),
+    ],
+)
+def test_a_delay_is_checked_by_the_constructor(kind, delay, message):
+    with pytest.raises(ValueError, match=message):
+        HandlerOutcome(kind, delay)
+
+
+def test_the_constructor_makes_what_the_class_methods_make():
+    assert HandlerOutcome("ack") == HandlerOutcome.ack()
+    assert HandlerOutcome("retry_after", 2) == HandlerOutcome.retry_after(2)
+    assert HandlerOutcome("retry_after", 2).delay == 2.0 and isinstance(HandlerOutcome("retry_after", 2).delay, float)
+    assert HandlerOutcome.retry_after(dt.timedelta(minutes=1)).delay == 60.0
