@@ -3,8 +3,9 @@
 wire -> transport -> runtime -> tabular -> notebook -> scale -> cli. Each layer may import its own layer and the
 ones below it, and ``nbkit.errors`` (the one hierarchy every layer raises). The top-level namespaces users type
 (``nbkit``, ``nbkit.plot``, ``nbkit.widgets``, ``nbkit.exercises``, ``nbkit.dask``, ``python -m nbkit``) share the
-top with the CLI (which reads ``nbkit.__version__``). An import of an underscore name (or module) from another package is a leak, whatever the layers.
-The walk covers every import statement, including the lazy ones inside functions.
+top with the CLI (which reads ``nbkit.__version__``). An import of an underscore name (or module) from another
+package is a leak, whatever the layers. The walk covers every import statement, including the lazy ones inside
+functions.
 """
 
 from __future__ import annotations
