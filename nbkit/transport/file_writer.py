@@ -23,7 +23,7 @@ import time
 from collections import namedtuple
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from nbkit.errors import FileLimitError, FormatError, NbkitError, TruncatedError, WriterLockedError
 from nbkit.transport.file_reader import StreamReader
@@ -352,21 +352,17 @@ class StreamWriter:
                 fcntl.flock(self._fd, fcntl.LOCK_UN)
 
     # -- shared appends ----------------------------------------------------------------------------
-    def _shared_write(
-        self,
-        stream_key: str,
-        payload: bytes,
-        *,
-        seq: int | None = None,
-        shard_id: int = 0,
-        timestamp_ms: int | None = None,
-    ) -> Written:
-        """``write`` of a shared writer: lock, catch up with the others' appends, append, unlock (the
-        lock stays held while messages wait in the buffer of a ``flush_every > 1`` writer)."""
+    def _shared_write(self, stream_key: str, payload: bytes, **fields: Any) -> Written:
+        """``write`` of a shared writer (``fields``: its keywords): lock, catch up with the others'
+        appends, append, unlock (the lock stays held while messages wait in the buffer of a
+        ``flush_every > 1`` writer)."""
         if not self._held:
             if self._fd < 0:
                 raise NbkitError(f"{self.path}: the writer is closed")
-            self._lock()
+            if _try_lock(self._fd):  # the usual case: nobody holds it
+                self._held = True
+            else:
+                self._lock()
             try:
                 size = os.fstat(self._fd).st_size
                 if size != self.offset:
@@ -375,9 +371,7 @@ class StreamWriter:
                 self._release()
                 raise
         try:
-            written = StreamWriter.write(
-                self, stream_key, payload, seq=seq, shard_id=shard_id, timestamp_ms=timestamp_ms
-            )
+            written = StreamWriter.write(self, stream_key, payload, **fields)
         finally:
             if not self._pending:
                 self._release()
