@@ -665,7 +665,12 @@ class StreamWriter:
             prefix = self._key_prefix(stream_key)
         state = self._streams.get((stream_key, shard_id))
         if seq is None:
-            seq = 1 if state is None else state.seq + 1
+            if state is None:
+                seq = 1
+            else:
+                seq = state.seq + 1
+                if shard_id == 0:  # a stream read from the file (resumed, caught up): _hot from now on
+                    self._hot[stream_key] = (prefix[1:], state)
         elif self.strict_seq and stream_key != INTERNAL_KEY:
             self._check_increasing(stream_key, shard_id, seq)
         return prefix[1:], state, seq

@@ -98,3 +98,27 @@ def test_a_bytes_like_payload_is_stored_as_its_bytes(tmp_path: Path) -> None:
         checking = w.write("k", items, seq=w.next_seq("k"))
     assert [m.payload for m in iter_messages(path)] == [b"first", b"ba", bytes(range(8)), bytes(range(8))]
     assert checking.end - checking.offset == short[1].end - short[1].offset
+
+
+def test_streams_read_from_the_file_take_the_short_route(tmp_path: Path, monkeypatch) -> None:
+    """Appending to an existing file: each stream is looked up once, then its key is known (shared
+    mode, where another writer's frames are read first, and exclusive mode)."""
+    path = tmp_path / "resume.ss"
+    with StreamWriter(path, clock_ms=lambda: 1) as w:
+        for key in ("a", "b"):
+            w.write(key, b"first")
+    looked_up = []
+    real = StreamWriter._stream_of
+
+    def counting(self, key, *args):
+        looked_up.append(key)
+        return real(self, key, *args)
+
+    monkeypatch.setattr(StreamWriter, "_stream_of", counting)
+    for exclusive in (True, False):
+        looked_up.clear()
+        with StreamWriter(path, clock_ms=lambda: 2, exclusive=exclusive) as w:
+            landed = [w.write(key, b"again") for key in ("a", "b") * 20]
+        assert sorted(looked_up) == ["a", "b"]
+        assert [x.seq for x in landed[-2:]] == ([21, 21] if exclusive else [41, 41])
+    assert [m.seq for m in iter_messages(path) if m.stream_key == "b"] == list(range(1, 42))
