@@ -266,7 +266,7 @@ class StreamWriter:
         if not exclusive:
             self._release()
             # every append goes through _shared_write (lock, catch up, write, unlock); an instance
-            # attribute, so the exclusive writer's ``write`` stays the bare fast path
+            # attribute, so the exclusive writer's ``write`` is the method itself, with no check of the mode
             self.write = self._shared_write  # type: ignore[method-assign]
 
     @property
@@ -290,8 +290,8 @@ class StreamWriter:
         self._restop()
 
     def _restop(self) -> None:
-        """Set ``_stop``: the fast path takes a frame ending before it, where no beacon boundary, fold
-        of the running checksums or size limit is reached (``end < _stop`` is its one check)."""
+        """Set ``_stop``: ``write`` cuts nothing and checks no size limit for a frame ending before it,
+        where no beacon boundary, fold of the running checksums or size limit is reached."""
         offset = self.offset
         interval = self.header.beacon_interval
         self._stop = min(offset - offset % interval + interval, self._fold_at, self._size_limit - 6)
@@ -404,7 +404,7 @@ class StreamWriter:
 
     def _restart_state(self) -> None:
         """Forget every stream's state; the next catch-up reads the file from its first frame."""
-        for state in self._streams.values():  # the fast path holds these objects: reset them in place
+        for state in self._streams.values():  # _hot holds these objects: reset them in place
             state.seq = state.ts = 0
             state.running = CRC_INIT
             state.crcs.clear()

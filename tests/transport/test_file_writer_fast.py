@@ -1,6 +1,8 @@
-"""StreamWriter.write's fast path (a known key on shard 0, bytes, the default seq and clock): the same
-bytes as the reference layout (beacons, running checksums, folds), the same errors, settings changed
-after opening honoured, and ``Written`` as a value (equality, hashing, immutability, pickling)."""
+"""StreamWriter.write's short route (a known key on shard 0, the default seq, a frame reaching no beacon
+boundary, fold or size limit): the same bytes as the reference layout (beacons, running checksums,
+folds), the same errors, settings changed after opening honoured, and ``Written`` as a value
+(equality, hashing, immutability, pickling). test_file_writer_parity.py compares it with the checking
+route message for message."""
 
 from __future__ import annotations
 
@@ -229,7 +231,7 @@ def test_short_writes_on_the_fast_path_are_completed(tmp_path: Path, monkeypatch
 
 
 def test_large_and_varied_payloads(tmp_path: Path, layout) -> None:
-    """Payload sizes past the per-size frame packers (and more sizes than are kept) give the same bytes."""
+    """Empty, small and large payloads (past 64 KiB, past several beacon intervals) give the reference bytes."""
     path = tmp_path / "varied.ss"
     expected = []
     with StreamWriter(path, beacon_interval=4096, file_name="f.ss", created_at_ms=1, clock_ms=_clock()) as w:
