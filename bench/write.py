@@ -129,18 +129,16 @@ def main(argv: list[str] | None = None) -> int:
             "the os.write loop"
         )
         m = min(n, args.fsync_messages)
-        timings = {}
-        for _ in range(args.repeat):  # interleaved: the four runs see the same load
-            for label, every, sync in (
-                ("1", 1, False),
-                ("1 fsync", 1, True),
-                ("b", args.batch, False),
-                ("b fsync", args.batch, True),
-            ):
-                run = lambda every=every, sync=sync: write_all_discard(every, fsync=sync, count=m)  # noqa: E731
-                t = c.time_it(run, 1, setup=fresh)
-                timings.setdefault(label, []).append(t)
-        best = {label: sorted(ts, key=lambda t: t.wall)[len(ts) // 2] for label, ts in timings.items()}  # medians
+        best = interleaved(
+            {
+                "1": lambda: write_all_discard(1, count=m),
+                "1 fsync": lambda: write_all_discard(1, fsync=True, count=m),
+                "b": lambda: write_all_discard(args.batch, count=m),
+                "b fsync": lambda: write_all_discard(args.batch, fsync=True, count=m),
+            },
+            args.repeat,
+            setup=fresh,
+        )
         c.row(f"fsync=False, flush_every=1 ({m:,} messages)", best["1"], m)
         c.row("fsync=True,  flush_every=1 (an fsync per message)", best["1 fsync"], m)
         c.row(f"fsync=False, flush_every={args.batch}", best["b"], m)
