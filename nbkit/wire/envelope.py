@@ -119,8 +119,13 @@ def _u32(n: int, what: str) -> bytes:
 
 def _build_block(headers: Mapping[str, HeaderValue]) -> tuple[bytes, bytes]:
     """Return (prefix, block): the ``rs1:`` text block when every header survives a line, else ``rs2:``."""
-    if all(":" not in n and _survives_a_line(n) and _survives_a_line(v) for n, v in headers.items()):
-        return _RS1, b"".join([n.encode("utf-8") + b": " + _as_bytes(v) + b"\n" for n, v in headers.items()])
+    lines = []
+    for n, v in headers.items():
+        if ":" in n or not (_survives_a_line(n) and _survives_a_line(v)):
+            break
+        lines.append(b"%s: %s\n" % (n.encode("utf-8"), _as_bytes(v)))
+    else:
+        return _RS1, b"".join(lines)
     parts: list[bytes] = []
     for name, value in headers.items():
         raw_name = name.encode("utf-8")
