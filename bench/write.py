@@ -5,10 +5,12 @@ sees each message at once) appending N messages over 4 keys, JSON payloads of ab
 the default sequence numbers and clock. Baseline (the syscall bound): a loop of os.write calls
 handing the OS exactly the bytes nbkit wrote for each message (frame, plus a beacon where one falls),
 prepared in advance. Also batched mode (flush_every=N) against os.write of the same N-message blocks.
-These runs use ``exclusive=True`` (the lock taken once, for the writer's life).
+The target is checked with ``exclusive=True`` (the lock taken once, for the writer's life): the write
+path itself. The same writes in the default shared mode (a lock, an fstat and an unlock around each
+append, the others' frames read first when the file grew) are timed beside them. These runs are
+interleaved: each round runs every side once, so all see the same load; medians of wall and CPU time.
 
-Shared appends (the default mode: the lock taken for each append, the others' frames read first):
-one process writing all N messages, shared against exclusive; then 4 processes writing N/4 each at
+Shared appends from several processes: 4 processes writing N/4 each at
 the same time (shared: interleaved; exclusive: each waits for the previous one to close), timed from
 the moment all four are ready until the last one ends.
 
@@ -21,11 +23,13 @@ The cost of durability: ``fsync=True`` (an os.fsync after every flush) on the fi
 
 from __future__ import annotations
 
+import gc
 import multiprocessing
 import os
 import statistics
 import sys
 import time
+from collections.abc import Callable
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # this checkout's nbkit
 
@@ -99,28 +103,42 @@ def main(argv: list[str] | None = None) -> int:
             c.remove(path)
             c.remove(raw)
 
-        t_nb = c.time_it(write_all_discard, args.repeat, setup=fresh)
-        t_os = c.time_it(lambda: os_write_loop(chunks), args.repeat, setup=fresh)
-        t_nbb = c.time_it(lambda: write_all_discard(args.batch), args.repeat, setup=fresh)
-        t_osb = c.time_it(lambda: os_write_loop(blocks), args.repeat, setup=fresh)
-        c.row("StreamWriter.write, flush_every=1", t_nb, n)
-        c.row("os.write per message (the syscall bound)", t_os, n)
-        c.row(f"StreamWriter.write, flush_every={args.batch}", t_nbb, n)
-        c.row(f"os.write per {args.batch}-message block", t_osb, n)
-        print(f"   batched: {c.ratio(t_nbb, t_osb)} its block-write bound; flush_every=1 takes {c.ratio(t_nb, t_nbb)}")
+        # interleaved: each round runs every side once, so they all see the same load; medians
+        timed = interleaved(
+            {
+                "os": lambda: os_write_loop(chunks),
+                "exclusive": lambda: write_all_discard(1, exclusive=True),
+                "shared": lambda: write_all_discard(1, exclusive=False),
+                "os batch": lambda: os_write_loop(blocks),
+                "batch": lambda: write_all_discard(args.batch),
+            },
+            args.repeat,
+            setup=fresh,
+        )
+        c.row("StreamWriter.write, flush_every=1, exclusive", timed["exclusive"], n)
+        c.row("StreamWriter.write, flush_every=1, shared", timed["shared"], n)
+        c.row("os.write per message (the syscall bound)", timed["os"], n)
+        c.row(f"StreamWriter.write, flush_every={args.batch}", timed["batch"], n)
+        c.row(f"os.write per {args.batch}-message block", timed["os batch"], n)
+        print(
+            f"   batched: {c.ratio(timed['batch'], timed['os batch'])} its block-write bound; "
+            f"flush_every=1 takes {c.ratio(timed['exclusive'], timed['batch'])}"
+        )
+        print(
+            f"   shared (a lock, an fstat and an unlock around each append): {c.ratio(timed['shared'], timed['os'])} "
+            "the os.write loop"
+        )
         m = min(n, args.fsync_messages)
-        timings = {}
-        for _ in range(args.repeat):  # interleaved: the four runs see the same load
-            for label, every, sync in (
-                ("1", 1, False),
-                ("1 fsync", 1, True),
-                ("b", args.batch, False),
-                ("b fsync", args.batch, True),
-            ):
-                run = lambda every=every, sync=sync: write_all_discard(every, fsync=sync, count=m)  # noqa: E731
-                t = c.time_it(run, 1, setup=fresh)
-                timings.setdefault(label, []).append(t)
-        best = {label: sorted(ts, key=lambda t: t.wall)[len(ts) // 2] for label, ts in timings.items()}  # medians
+        best = interleaved(
+            {
+                "1": lambda: write_all_discard(1, count=m),
+                "1 fsync": lambda: write_all_discard(1, fsync=True, count=m),
+                "b": lambda: write_all_discard(args.batch, count=m),
+                "b fsync": lambda: write_all_discard(args.batch, fsync=True, count=m),
+            },
+            args.repeat,
+            setup=fresh,
+        )
         c.row(f"fsync=False, flush_every=1 ({m:,} messages)", best["1"], m)
         c.row("fsync=True,  flush_every=1 (an fsync per message)", best["1 fsync"], m)
         c.row(f"fsync=False, flush_every={args.batch}", best["b"], m)
@@ -131,14 +149,12 @@ def main(argv: list[str] | None = None) -> int:
         )
         results.append(
             c.verdict(
-                f"flush_every=1 within {TARGET:g}x of the os.write loop",
-                t_nb.wall / t_os.wall <= TARGET,
-                c.ratio(t_nb, t_os),
+                f"flush_every=1 (exclusive: the write path itself) within {TARGET:g}x of the os.write loop",
+                timed["exclusive"].wall / timed["os"].wall <= TARGET,
+                c.ratio(timed["exclusive"], timed["os"]),
             )
         )
-        print("   shared appends (lock per append) against exclusive (lock held):")
-        t_sh1 = c.time_it(lambda: write_all_discard(1, exclusive=False), args.repeat, setup=fresh)
-        t_ex1 = c.time_it(lambda: write_all_discard(1, exclusive=True), args.repeat, setup=fresh)
+        print("   shared appends (lock per append) against exclusive (lock held), 4 processes:")
         runs4: dict[bool, list[float]] = {False: [], True: []}
         for _ in range(max(1, args.repeat)):  # interleaved, as the load on the machine varies
             for exclusive in (False, True):
@@ -146,15 +162,34 @@ def main(argv: list[str] | None = None) -> int:
                 runs4[exclusive].append(in_processes(path, items, 4, exclusive=exclusive))
                 check_file(path, n)
         t_sh4, t_ex4 = statistics.median(runs4[False]), statistics.median(runs4[True])
-        c.row("shared, 1 process", t_sh1, n)
-        c.row("exclusive, 1 process", t_ex1, n)
         c.row("shared, 4 processes at once", t_sh4, n)
         c.row("exclusive, 4 processes taking turns", t_ex4, n)
         print(
-            f"   1 process: shared takes {t_sh1.wall / t_ex1.wall:.2f}x exclusive's time; 4 processes: "
+            f"   1 process: shared takes {timed['shared'].wall / timed['exclusive'].wall:.2f}x exclusive's time; "
+            "4 processes: "
             f"{t_sh4 / t_ex4:.2f}x (wall clock, {os.cpu_count()} cores)"
         )
     return c.finish(results)
+
+
+def interleaved(runs: dict[str, Callable[[], object]], repeat: int, setup: Callable[[], object]) -> dict[str, c.Timing]:
+    """Run every run once per round (``setup`` untimed before each), a warm-up round and then
+    ``repeat`` timed rounds, so all see the same load; the medians of each run's wall and CPU time."""
+    walls: dict[str, list[float]] = {label: [] for label in runs}
+    cpus: dict[str, list[float]] = {label: [] for label in runs}
+    for round_ in range(max(1, repeat) + 1):
+        for label, run in runs.items():
+            setup()
+            gc.collect()
+            cpu, wall = time.process_time(), time.perf_counter()
+            run()
+            if round_:  # round 0 warms up
+                walls[label].append(time.perf_counter() - wall)
+                cpus[label].append(time.process_time() - cpu)
+    return {
+        label: c.Timing(statistics.median(walls[label]), statistics.median(cpus[label]), walls[label], None)
+        for label in runs
+    }
 
 
 def _child(path: str, items: list[tuple[str, bytes]], exclusive: bool, ready, go) -> None:

@@ -23,7 +23,7 @@ import time
 from collections import namedtuple
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from nbkit.errors import (
     ClosedError,
@@ -41,11 +41,9 @@ from nbkit.transport.file_reader import StreamReader
 from nbkit.wire.crc import CRC_INIT, crc16
 from nbkit.wire.keys import INTERNAL_KEY, validate_key
 from nbkit.wire.ssformat import (
-    CR,
     DEFAULT_BEACON_INTERVAL,
     EOS_PAYLOAD,
     HEADER_SIZE,
-    MAX_TIMESTAMP_MS,
     Beacon,
     FileHeader,
     Marker,
@@ -63,22 +61,13 @@ STALE_TAIL_MAX = 56
 DEFAULT_SIZE_LIMIT = 16 << 30
 
 
-#: Payload CRCs a stream keeps before folding them into its running checksum (bounds the list; the
-#: fast path of ``write`` does not count them, _FOLD_BYTES bounds them there).
+#: Payload CRCs a stream keeps before folding them into its running checksum, when frames of other
+#: writers are accounted (a catch-up); this writer's own frames are folded every _FOLD_BYTES instead.
 _FOLD_AT = 4096
 #: Bytes written between two folds of every stream's pending payload CRCs: at most 1 MiB / 33 (the
 #: smallest frame) CRCs wait, however many streams there are.
 _FOLD_BYTES = 1 << 20
-_LATER = object()
-_HEAD = struct.Struct(">QQQI")  # shard, seq, ts, payload size: the frame layout of encode_frame
-_CRC_END = struct.Struct(">Hc")
-#: (key prefix length << 32) + payload size -> the ``pack`` of a Struct laying out a whole shard-0
-#: frame (prefix, shard 0, seq, ts, size, payload, crc, CR): one call, one copy of the payload
-_FRAME_PACKS: dict[int, Callable[..., bytes]] = {}
-_FRAME_PACKS_MAX = 4096  # Structs kept (a few hundred bytes each); other sizes are concatenated
-_FRAME_PACK_SIZE_MAX = 1 << 16  # larger payloads are concatenated (the copy outweighs the call)
-_ZERO = 0  # ``shard_id is _ZERO``: the default shard, tested by identity (an int 0 is a cached object)
-_tuple_new = tuple.__new__
+_tuple_new = tuple.__new__  # builds a Written without its __new__'s argument handling (one per message)
 
 
 @dataclass(slots=True)
@@ -135,21 +124,16 @@ class Written(_WrittenFields):
     __hash__ = tuple.__hash__
 
 
-def _frame_pack(prefix_len: int, size: int) -> Callable[..., bytes]:
-    """The frame packer for a key prefix and payload size: a Struct's ``pack``, kept in _FRAME_PACKS
-    while there is room, else one concatenating the pieces (same bytes, same struct.error)."""
-    if size > _FRAME_PACK_SIZE_MAX or len(_FRAME_PACKS) >= _FRAME_PACKS_MAX:
-        return _concat_frame
-    pack = _FRAME_PACKS[(prefix_len << 32) + size] = struct.Struct(f">{prefix_len}s8xQQI{size}sHc").pack
-    return pack
-
-
-def _concat_frame(prefix: bytes, seq: int, ts: int, size: int, payload: bytes, crc: int, cr: bytes) -> bytes:
-    return b"".join((prefix, _HEAD.pack(0, seq, ts, size), payload, _CRC_END.pack(crc, cr)))
-
-
 def _now_ms() -> int:
+    """The default clock: now, in epoch milliseconds."""
     return time.time_ns() // 1_000_000
+
+
+def _as_payload(payload: object) -> bytes:
+    """A bytes-like payload as bytes (a memoryview's bytes, not its items); anything else is refused."""
+    if not isinstance(payload, (bytes, bytearray, memoryview)):
+        raise TypeError(f"payload must be bytes, not {type(payload).__name__}")
+    return bytes(payload)
 
 
 class StreamWriter:
@@ -244,9 +228,9 @@ class StreamWriter:
         self._size_limit = size_limit
         self._streams: dict[tuple[str, int], _StreamState] = {}
         self._prefixes: dict[str, bytes] = {}  # key -> its frame prefix (length byte + key), once validated
-        #: key -> (frame prefix, its length << 32 (for _FRAME_PACKS), state, state.crcs.append) of the
-        #: key's stream on shard 0, for the fast path of ``write``; emptied when the writer closes
-        self._hot: dict[str, tuple[bytes, int, _StreamState, Callable[[int], None]]] = {}
+        #: key -> (its ASCII bytes, its stream's state on shard 0) for a key this writer has written on
+        #: shard 0: what ``write`` need not look up or check again; emptied when the writer closes
+        self._hot: dict[str, tuple[bytes, _StreamState]] = {}
         self._beacon_count = 0
         self._pending: list[bytes] = []
         self._pending_count = 0
@@ -298,7 +282,7 @@ class StreamWriter:
         if not exclusive:
             self._release()
             # every append goes through _shared_write (lock, catch up, write, unlock); an instance
-            # attribute, so the exclusive writer's ``write`` stays the bare fast path
+            # attribute, so the exclusive writer's ``write`` is the method itself, with no check of the mode
             self.write = self._shared_write  # type: ignore[method-assign]
 
     @property
@@ -322,8 +306,8 @@ class StreamWriter:
         self._restop()
 
     def _restop(self) -> None:
-        """Set ``_stop``: the fast path takes a frame ending before it, where no beacon boundary, fold
-        of the running checksums or size limit is reached (``end < _stop`` is its one check)."""
+        """Set ``_stop``: ``write`` cuts nothing and checks no size limit for a frame ending before it,
+        where no beacon boundary, fold of the running checksums or size limit is reached."""
         offset = self.offset
         interval = self.header.beacon_interval
         self._stop = min(offset - offset % interval + interval, self._fold_at, self._size_limit - 6)
@@ -384,21 +368,17 @@ class StreamWriter:
                 fcntl.flock(self._fd, fcntl.LOCK_UN)
 
     # -- shared appends ----------------------------------------------------------------------------
-    def _shared_write(
-        self,
-        stream_key: str,
-        payload: bytes,
-        *,
-        seq: int | None = None,
-        shard_id: int = 0,
-        timestamp_ms: int | None = None,
-    ) -> Written:
-        """``write`` of a shared writer: lock, catch up with the others' appends, append, unlock (the
-        lock stays held while messages wait in the buffer of a ``flush_every > 1`` writer)."""
+    def _shared_write(self, stream_key: str, payload: bytes, **fields: Any) -> Written:
+        """``write`` of a shared writer (``fields``: its keywords): lock, catch up with the others'
+        appends, append, unlock (the lock stays held while messages wait in the buffer of a
+        ``flush_every > 1`` writer)."""
         if not self._held:
             if self._fd < 0:
                 raise ClosedError(f"{self.path}: the writer is closed")
-            self._lock()
+            if _try_lock(self._fd):  # the usual case: nobody holds it
+                self._held = True
+            else:
+                self._lock()
             try:
                 size = os.fstat(self._fd).st_size
                 if size != self.offset:
@@ -407,9 +387,7 @@ class StreamWriter:
                 self._release()
                 raise
         try:
-            written = StreamWriter.write(
-                self, stream_key, payload, seq=seq, shard_id=shard_id, timestamp_ms=timestamp_ms
-            )
+            written = StreamWriter.write(self, stream_key, payload, **fields)
         finally:
             if not self._pending:
                 self._release()
@@ -442,7 +420,7 @@ class StreamWriter:
 
     def _restart_state(self) -> None:
         """Forget every stream's state; the next catch-up reads the file from its first frame."""
-        for state in self._streams.values():  # the fast path holds these objects: reset them in place
+        for state in self._streams.values():  # _hot holds these objects: reset them in place
             state.seq = state.ts = 0
             state.running = CRC_INIT
             state.crcs.clear()
@@ -647,85 +625,87 @@ class StreamWriter:
         FileLimitError
             If the frame would take the file past ``size_limit`` (nothing is written).
         """
-        # The fast path (one message costs little more than its os.write): a key this writer has
-        # written before on shard 0, a bytes payload, the default seq and clock, a frame that ends
-        # before the next beacon boundary. Anything else, and every error, goes through _write, which
-        # checks everything and sets the fast path up for a valid key.
-        if seq is None and timestamp_ms is None and shard_id is _ZERO and payload.__class__ is bytes:
+        # One path for every message; the first message of a stream (on shard 0, with the default seq)
+        # puts its key in _hot, and the next ones skip what that proved: the key is valid, the stream
+        # has its state, no strict_seq check applies. The frame encoder checks every field, and a
+        # frame ending before _stop reaches no beacon boundary, checksum fold or size limit.
+        try:
+            hot = self._hot.get(stream_key) if seq is None and shard_id == 0 else None
+        except TypeError:  # not a key (unhashable): _stream_of says what is wrong
+            hot = None
+        if hot is None:
+            raw_key, state, seq = self._stream_of(stream_key, shard_id, seq)
+        else:
+            raw_key, state = hot
+            seq = state.seq + 1
+        if payload.__class__ is not bytes:
+            payload = _as_payload(payload)
+        if timestamp_ms is None:
+            clock = self.clock_ms
+            timestamp_ms = time.time_ns() // 1_000_000 if clock is _now_ms else clock()
+        try:  # the wire encoder (compiled when the compiled core is active); it says which field is wrong
+            frame, crc = encode_frame(raw_key, shard_id, seq, timestamp_ms, payload)
+        except FormatError as exc:
+            raise exc.located(path=self.path) from None
+        start = self.offset
+        end = start + len(frame)
+        if state is None or end >= self._stop:
+            return self._write_at_mark(frame, crc, stream_key, shard_id, seq, timestamp_ms, raw_key, state)
+        if seq > state.seq:  # an explicit seq may be lower (without strict_seq)
+            state.seq = seq
+        if timestamp_ms > state.ts:
+            state.ts = timestamp_ms
+        state.crcs.append(crc)  # folded every _FOLD_BYTES (_stop) into the running checksum
+        self.offset = end
+        if self._direct:  # the default: straight to the OS
             try:
-                prefix, kbase, state, note = self._hot[stream_key]
-            except (KeyError, TypeError):  # a new key, or not a key: _write checks it
-                pass
-            else:
-                clock = self.clock_ms
-                if clock is _now_ms:
-                    ts = time.time_ns() // 1_000_000
-                else:
-                    ts = clock()
-                    if ts.__class__ is not int or ts > MAX_TIMESTAMP_MS:  # _write says what is wrong
-                        return self._write(stream_key, payload, None, shard_id, ts)
-                seq = state.seq + 1
-                crc = crc16(payload)
-                size = len(payload)
-                pack = _FRAME_PACKS.get(kbase + size)
-                if pack is None:
-                    pack = _frame_pack(len(prefix), size)
-                try:
-                    frame = pack(prefix, seq, ts, size, payload, crc, CR)
-                except struct.error:  # seq or size past its field (or a negative timestamp)
-                    return self._write(stream_key, payload, None, shard_id, ts)
-                start = self.offset
-                total = len(frame)
-                end = start + total
-                if end < self._stop:  # no beacon boundary, fold or size limit reached
-                    state.seq = seq
-                    if ts > state.ts:
-                        state.ts = ts
-                    note(crc)
-                    self.offset = end
-                    if self._direct:
-                        try:
-                            n = os.write(self._fd, frame)
-                        except OSError as exc:
-                            self._failed(exc, 1, start)
-                        if n != total:
-                            self._send_rest(frame, n, 1, start)
-                    else:
-                        self._pending.append(frame)
-                        self._pending_count += 1
-                        if self._pending_count >= self._flush_every:
-                            self.flush()
-                    return _tuple_new(Written, (stream_key, shard_id, seq, ts, start, end))
-                return self._write(stream_key, payload, None, shard_id, ts)
-        return self._write(stream_key, payload, seq, shard_id, timestamp_ms)
+                n = os.write(self._fd, frame)
+            except OSError as exc:
+                self._failed(exc, 1, start)
+            if n != end - start:
+                self._send_rest(frame, n, 1, start)
+        else:
+            self._pending.append(frame)
+            self._pending_count += 1
+            if self._pending_count >= self._flush_every:
+                self.flush()
+        return _tuple_new(Written, (stream_key, shard_id, seq, timestamp_ms, start, end))
 
-    def _write(
-        self, stream_key: str, payload: bytes, seq: int | None, shard_id: int, timestamp_ms: int | None
-    ) -> Written:
-        """``write`` checking everything: the key, the payload's type, every field's range, beacons,
-        the size limit; then it sets up ``write``'s fast path for the key."""
+    def _stream_of(self, stream_key: str, shard_id: int, seq: int | None) -> tuple[bytes, _StreamState | None, int]:
+        """For ``write`` of a key not in _hot: refuse a closed writer, an invalid key and (``strict_seq``)
+        a seq that does not increase; return the key's bytes, the stream's state (None for a new
+        stream) and the sequence number."""
         if self._fd < 0:
             raise ClosedError(f"{self.path}: the writer is closed")
         prefix = self._prefixes.get(stream_key) if type(stream_key) is str else None
         if prefix is None:
             prefix = self._key_prefix(stream_key)
-        if type(payload) is not bytes:
-            if not isinstance(payload, (bytes, bytearray, memoryview)):
-                raise TypeError(f"payload must be bytes, not {type(payload).__name__}")
-            payload = bytes(payload)
-        streams = self._streams
+        state = self._streams.get((stream_key, shard_id))
         if seq is None:
-            state = streams.get((stream_key, shard_id))
-            seq = 1 if state is None else state.seq + 1
-        else:
-            state = _LATER  # looked up once the fields are known to be valid, as before
-            if self.strict_seq and stream_key != INTERNAL_KEY:
-                self._check_increasing(stream_key, shard_id, seq)
-        ts = self.clock_ms() if timestamp_ms is None else timestamp_ms
-        try:  # the wire encoder (compiled when the compiled core is active); it says which field is wrong
-            frame, crc = encode_frame(prefix[1:], shard_id, seq, ts, payload)
-        except FormatError as exc:
-            raise exc.located(path=self.path) from None
+            if state is None:
+                seq = 1
+            else:
+                seq = state.seq + 1
+                if shard_id == 0:  # a stream read from the file (resumed, caught up): _hot from now on
+                    self._hot[stream_key] = (prefix[1:], state)
+        elif self.strict_seq and stream_key != INTERNAL_KEY:
+            self._check_increasing(stream_key, shard_id, seq)
+        return prefix[1:], state, seq
+
+    def _write_at_mark(
+        self,
+        frame: bytes,
+        crc: int,
+        stream_key: str,
+        shard_id: int,
+        seq: int,
+        ts: int,
+        raw_key: bytes,
+        state: _StreamState | None,
+    ) -> Written:
+        """``write`` of an encoded frame that starts a stream or reaches ``_stop``: check the size limit,
+        account the message, cut the frame at each beacon boundary it reaches (§6), fold the running
+        checksums once ``_FOLD_BYTES`` went by, and give a stream on shard 0 its _hot entry."""
         start = self.offset
         total = len(frame)
         if start + total + 7 > self._size_limit:
@@ -734,26 +714,22 @@ class StreamWriter:
                 path=self.path,
                 offset=start,
             )
-        if state is _LATER:
-            state = streams.get((stream_key, shard_id))
         if state is None:
-            state = streams[(stream_key, shard_id)] = _StreamState(seq, ts, CRC_INIT)
+            state = self._streams[(stream_key, shard_id)] = _StreamState(seq, ts, CRC_INIT)
         state.note(seq, ts, crc)
-        interval = self.header.beacon_interval
-        if start % interval + total < interval:  # the frame ends before the next beacon boundary
-            offset = self.offset = start + total
-            self._settle(stream_key, shard_id, prefix, state)
-            if self._direct:  # the default: straight to the OS
-                self._send(frame, 1)
-                return _tuple_new(Written, (stream_key, shard_id, seq, ts, start, offset))
-            self._pending.append(frame)
-        else:
-            offset, self.offset = self._cut(frame, start)
-            self._settle(stream_key, shard_id, prefix, state)
+        end, self.offset = self._cut(frame, start)
+        if self.offset >= self._fold_at:
+            for st in self._streams.values():
+                if st.crcs:
+                    st.checksum()
+            self._fold_at = self.offset + _FOLD_BYTES
+        self._restop()
+        if shard_id == 0 and type(stream_key) is str and stream_key not in self._hot:
+            self._hot[stream_key] = (raw_key, state)
         self._pending_count += 1
         if self._pending_count >= self._flush_every:
             self.flush()
-        return _tuple_new(Written, (stream_key, shard_id, seq, ts, start, offset))
+        return _tuple_new(Written, (stream_key, shard_id, seq, ts, start, end))
 
     def _check_increasing(self, stream_key: str, shard_id: int, seq: object) -> None:
         """``strict_seq``: refuse an explicit sequence number that does not pass the stream's last."""
@@ -765,18 +741,6 @@ class StreamWriter:
                 f"{known.seq}; leave the sequence out to get {known.seq + 1}",
                 path=self.path,
             )
-
-    def _settle(self, stream_key: str, shard_id: int, prefix: bytes, state: _StreamState) -> None:
-        """After ``_write`` moved the offset: fold the payload CRCs the fast path noted once
-        ``_FOLD_BYTES`` went by, set the fast path's next stop, and give the stream a fast path."""
-        if self.offset >= self._fold_at:
-            for st in self._streams.values():
-                if st.crcs:
-                    st.checksum()
-            self._fold_at = self.offset + _FOLD_BYTES
-        self._restop()
-        if shard_id is _ZERO and type(stream_key) is str and stream_key not in self._hot:
-            self._hot[stream_key] = (prefix, len(prefix) << 32, state, state.crcs.append)
 
     def _cut(self, frame: bytes, offset: int) -> tuple[int, int]:
         """Queue a frame that reaches a beacon boundary: its pieces with a beacon at each boundary
@@ -917,7 +881,7 @@ class StreamWriter:
     def __enter__(self) -> StreamWriter:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
 

@@ -297,3 +297,134 @@ def format_line(timestamp_ms, str stream_key, seq, str payload):
             _cached_sec = <long long>sec
             _cached_text = text
     return u"[" + text + u" | " + stream_key + u" | " + str(seq) + u"] " + payload + u"\n"
+
+
+# ------------------------------------------------------------------------------------- envelope
+
+cdef extern from "Python.h":
+    bint PyUnicode_IS_ASCII(object)
+    void* PyUnicode_DATA(object)
+    Py_ssize_t PyUnicode_GET_LENGTH(object)
+    void* PyMem_Malloc(size_t)
+    void PyMem_Free(void*)
+
+cdef const char* _B64 = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+_pure_envelope_encode = None
+
+
+cdef inline bint _plain_header_text(object text, bint name) noexcept:
+    """True for a str of printable ASCII, not starting or ending with a space; a name also has no
+    ``:`` and no uppercase letter (what the envelope's ASCII-lowercasing would change)."""
+    cdef Py_ssize_t n, i
+    cdef const uint8_t* p
+    cdef uint8_t c
+    if type(text) is not str or not PyUnicode_IS_ASCII(text):
+        return False
+    n = PyUnicode_GET_LENGTH(text)
+    p = <const uint8_t*>PyUnicode_DATA(text)
+    if n and (p[0] == 32 or p[n - 1] == 32):
+        return False
+    for i in range(n):
+        c = p[i]
+        if c < 32 or c > 126 or (name and (c == 58 or (c >= 65 and c <= 90))):
+            return False
+    return True
+
+
+cdef inline bint _plain_line_payload(bytes payload) noexcept:
+    """True for an ASCII payload a stdio line carries verbatim: no ``\\n``, no whitespace at either end."""
+    cdef Py_ssize_t n = PyBytes_GET_SIZE(payload), i
+    cdef const uint8_t* p = <const uint8_t*>PyBytes_AS_STRING(payload)
+    if n and ((9 <= p[0] <= 13) or p[0] == 32 or (9 <= p[n - 1] <= 13) or p[n - 1] == 32):
+        return False
+    for i in range(n):
+        if p[i] > 127 or p[i] == 10:
+            return False
+    return True
+
+
+cdef void _b64(const uint8_t* src, Py_ssize_t n, uint8_t* dst) noexcept nogil:
+    """Standard base64 with padding, no newline (``binascii.b2a_base64(..., newline=False)``)."""
+    cdef Py_ssize_t i = 0
+    cdef uint32_t v
+    while i + 3 <= n:
+        v = (<uint32_t>src[i] << 16) | (<uint32_t>src[i + 1] << 8) | src[i + 2]
+        dst[0] = _B64[v >> 18]
+        dst[1] = _B64[(v >> 12) & 63]
+        dst[2] = _B64[(v >> 6) & 63]
+        dst[3] = _B64[v & 63]
+        i += 3
+        dst += 4
+    if n - i == 1:
+        v = <uint32_t>src[i] << 16
+        dst[0] = _B64[v >> 18]
+        dst[1] = _B64[(v >> 12) & 63]
+        dst[2] = 61
+        dst[3] = 61
+    elif n - i == 2:
+        v = (<uint32_t>src[i] << 16) | (<uint32_t>src[i + 1] << 8)
+        dst[0] = _B64[v >> 18]
+        dst[1] = _B64[(v >> 12) & 63]
+        dst[2] = _B64[(v >> 6) & 63]
+        dst[3] = 61
+
+
+def envelope_encode(headers, payload, *, force_text):
+    """The compiled :func:`nbkit.wire.envelope.encode`: the payload verbatim, or its ``rs1:`` envelope.
+
+    Compiled: no headers and a bytes payload that needs no envelope (returned as is), and a dict of
+    headers whose names are lowercase printable ASCII without ``:`` and whose values are printable
+    ASCII str, neither padded with spaces (the ``rs1:`` text block as is). Everything else goes to
+    the pure twin, which builds the other envelopes and raises every error."""
+    global _pure_envelope_encode
+    cdef Py_ssize_t block_len = 0, plen, raw_len, k
+    cdef uint8_t* raw
+    cdef uint8_t* w
+    cdef const uint8_t* p
+    cdef bytes out
+    if type(payload) is bytes and (headers is None or type(headers) is dict):
+        plen = PyBytes_GET_SIZE(payload)
+        p = <const uint8_t*>PyBytes_AS_STRING(payload)
+        if not headers:
+            if not (plen >= 4 and p[0] == 114 and p[1] == 115 and (p[2] == 49 or p[2] == 50) and p[3] == 58):
+                if not force_text or _plain_line_payload(<bytes>payload):
+                    return payload
+        else:
+            for name, value in (<dict>headers).items():
+                if not (_plain_header_text(name, True) and _plain_header_text(value, False)):
+                    break
+                block_len += PyUnicode_GET_LENGTH(name) + PyUnicode_GET_LENGTH(value) + 3
+            else:
+                if block_len <= 0xFFFFFFFF:
+                    raw_len = 4 + block_len + plen
+                    raw = <uint8_t*>PyMem_Malloc(raw_len)
+                    if raw == NULL:
+                        raise MemoryError()
+                    try:
+                        raw[0] = <uint8_t>(block_len >> 24)
+                        raw[1] = <uint8_t>(block_len >> 16)
+                        raw[2] = <uint8_t>(block_len >> 8)
+                        raw[3] = <uint8_t>block_len
+                        w = raw + 4
+                        for name, value in (<dict>headers).items():
+                            k = PyUnicode_GET_LENGTH(name)
+                            memcpy(w, PyUnicode_DATA(name), k)
+                            w[k] = 58
+                            w[k + 1] = 32
+                            w += k + 2
+                            k = PyUnicode_GET_LENGTH(value)
+                            memcpy(w, PyUnicode_DATA(value), k)
+                            w[k] = 10
+                            w += k + 1
+                        memcpy(w, p, plen)
+                        out = PyBytes_FromStringAndSize(NULL, 4 + (raw_len + 2) // 3 * 4)
+                        w = <uint8_t*>PyBytes_AS_STRING(out)
+                        memcpy(w, b"rs1:", 4)
+                        _b64(raw, raw_len, w + 4)
+                    finally:
+                        PyMem_Free(raw)
+                    return out
+    if _pure_envelope_encode is None:
+        from nbkit.wire.envelope import encode_pure
+        _pure_envelope_encode = encode_pure
+    return _pure_envelope_encode(headers, payload, force_text=force_text)

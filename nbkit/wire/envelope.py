@@ -13,6 +13,7 @@ from binascii import b2a_base64
 from collections.abc import Mapping
 
 from nbkit.errors import PayloadTooLargeError
+from nbkit.wire.core import pick
 from nbkit.wire.rust_text import RUST_WHITESPACE
 
 __all__ = [
@@ -44,13 +45,31 @@ def _ascii_lower(name: str) -> str:
     return name.lower() if name.isascii() else name.translate(_ASCII_LOWER)
 
 
-def _normalise(headers: Mapping[str, HeaderValue] | None) -> Headers:
-    """Lowercase names keeping first-insertion order; a later duplicate replaces the value in place."""
+def _normalise(headers: Mapping[str, HeaderValue] | None) -> Mapping[str, HeaderValue]:
+    """Lowercase names keeping first-insertion order; a later duplicate replaces the value in place.
+
+    A dict whose names are all already lowercase (the usual case) is returned as it is, not copied."""
+    if not headers:
+        return {}
+    if type(headers) is dict and _plain_names(tuple(headers)):
+        return headers
     out: Headers = {}
-    if headers:
-        for name, value in headers.items():
-            out[name.lower() if name.isascii() else name.translate(_ASCII_LOWER)] = value
+    for name, value in headers.items():
+        out[_ascii_lower(name)] = value
     return out
+
+
+def _plain_names(names: tuple[str, ...]) -> bool:
+    """True when every name is a str that ASCII-lowercasing leaves as it is (cached: services reuse a few)."""
+    plain = _PLAIN_NAMES.get(names)
+    if plain is None:
+        plain = all(type(n) is str and _ascii_lower(n) == n for n in names)
+        if len(_PLAIN_NAMES) < 256:
+            _PLAIN_NAMES[names] = plain
+    return plain
+
+
+_PLAIN_NAMES: dict[tuple[str, ...], bool] = {}
 
 
 def _text_fits(text: str) -> bool:
@@ -98,25 +117,15 @@ def _u32(n: int, what: str) -> bytes:
     return _U32.pack(n)
 
 
-def _build_block(headers: Headers) -> tuple[bytes, bytes]:
+def _build_block(headers: Mapping[str, HeaderValue]) -> tuple[bytes, bytes]:
     """Return (prefix, block): the ``rs1:`` text block when every header survives a line, else ``rs2:``."""
     lines = []
-    for n, v in headers.items():  # the usual case: printable ASCII text, not padded
-        if (
-            ":" in n
-            or type(v) is not str
-            or not (n.isascii() and v.isascii() and n.isprintable() and v.isprintable())
-            or n[:1] == " "
-            or n[-1:] == " "
-            or v[:1] == " "
-            or v[-1:] == " "
-        ):
+    for n, v in headers.items():
+        if ":" in n or not (_survives_a_line(n) and _survives_a_line(v)):
             break
-        lines.append(f"{n}: {v}\n")
+        lines.append(b"%s: %s\n" % (n.encode("utf-8"), _as_bytes(v)))
     else:
-        return _RS1, "".join(lines).encode("ascii")
-    if all(":" not in n and _survives_a_line(n) and _survives_a_line(v) for n, v in headers.items()):
-        return _RS1, b"".join(n.encode("utf-8") + b": " + _as_bytes(v) + b"\n" for n, v in headers.items())
+        return _RS1, b"".join(lines)
     parts: list[bytes] = []
     for name, value in headers.items():
         raw_name = name.encode("utf-8")
@@ -136,16 +145,6 @@ def encode(headers: Mapping[str, HeaderValue] | None, payload: bytes, *, force_t
     Header names are ASCII-lowercased (a later duplicate replaces the earlier value in place); str
     values are UTF-8 encoded, bytes values are kept as-is (only ``rs2:`` preserves non-UTF-8 bytes).
     """
-    if headers and _plain_names(tuple(headers)):
-        # the usual retry copy: lowercase names, printable ASCII values without spaces -> rs1 as is
-        values = tuple(headers.values())
-        try:
-            joined = "".join(values)
-        except TypeError:  # a bytes value
-            joined = None
-        if joined is not None and joined.isascii() and joined.isprintable() and " " not in joined:
-            block = "".join([f"{n}: {v}\n" for n, v in zip(headers, values, strict=True)]).encode("ascii")
-            return _RS1 + b2a_base64(_U32.pack(len(block)) + block + payload, newline=False)
     normalised = _normalise(headers)
     if not needs_envelope(normalised, payload, force_text):
         return payload
@@ -153,27 +152,9 @@ def encode(headers: Mapping[str, HeaderValue] | None, payload: bytes, *, force_t
     return prefix + b2a_base64(_u32(len(block), "header block") + block + payload, newline=False)
 
 
-def _plain_names(names: tuple) -> bool:
-    """True when every header name is already what ``_normalise`` makes of it and goes into an ``rs1``
-    block as it is: lowercase printable ASCII, no ``:``, not padded (cached: services reuse a few)."""
-    plain = _PLAIN_NAMES.get(names)
-    if plain is None:
-        plain = all(
-            type(n) is str
-            and n.isascii()
-            and n.isprintable()
-            and n == n.lower()
-            and ":" not in n
-            and n[:1] != " "
-            and n[-1:] != " "
-            for n in names
-        )
-        if len(_PLAIN_NAMES) < 256:
-            _PLAIN_NAMES[names] = plain
-    return plain
-
-
-_PLAIN_NAMES: dict[tuple, bool] = {}
+#: The pure-Python twin, kept under its own name for the twin tests and benchmarks.
+encode_pure = encode
+encode = pick("envelope_encode", encode_pure)  # noqa: F811 (the twin this process runs)
 
 
 def _b64decode_strict(text: bytes) -> bytes | None:

@@ -1,6 +1,8 @@
-"""StreamWriter.write's fast path (a known key on shard 0, bytes, the default seq and clock): the same
-bytes as the reference layout (beacons, running checksums, folds), the same errors, settings changed
-after opening honoured, and ``Written`` as a value (equality, hashing, immutability, pickling)."""
+"""StreamWriter.write's short route (a known key on shard 0, the default seq, a frame reaching no beacon
+boundary, fold or size limit): the same bytes as the reference layout (beacons, running checksums,
+folds), the same errors, settings changed after opening honoured, and ``Written`` as a value
+(equality, hashing, immutability, pickling). test_file_writer_parity.py compares it with the checking
+route message for message."""
 
 from __future__ import annotations
 
@@ -114,13 +116,13 @@ def test_running_checksums_survive_the_fold(tmp_path: Path, layout, monkeypatch)
     """Past ``_FOLD_BYTES`` of fast writes, the pending payload CRCs are folded: beacons keep matching."""
     path = tmp_path / "fold.ss"
     checked = []
-    real_write = StreamWriter._write
+    real_write = StreamWriter._write_at_mark
 
     def counting(self, *args):
         checked.append(args[0])
         return real_write(self, *args)
 
-    monkeypatch.setattr(StreamWriter, "_write", counting)
+    monkeypatch.setattr(StreamWriter, "_write_at_mark", counting)
     # I = 1024 puts one marker in each beacon, round robin over 200 streams: "a", written most of the
     # time, is a marker once in 200 beacons; meanwhile its payload CRCs wait, folded every _FOLD_BYTES
     others = [f"s{i:03d}" for i in range(199)]
@@ -138,7 +140,7 @@ def test_running_checksums_survive_the_fold(tmp_path: Path, layout, monkeypatch)
             n += 1
     assert most <= file_writer._FOLD_BYTES // 33 + 1  # bounded by the fold (33: the smallest frame)
     assert path.read_bytes() == layout("f.ss", 1, 1024, expected)
-    assert len(checked) < n / 5  # most writes took the fast path (the rest: new keys, beacon boundaries)
+    assert len(checked) < n / 5  # most writes reach no mark (the rest: new streams, beacon boundaries, folds)
 
 
 def test_settings_changed_after_opening_apply(tmp_path: Path) -> None:
@@ -229,7 +231,7 @@ def test_short_writes_on_the_fast_path_are_completed(tmp_path: Path, monkeypatch
 
 
 def test_large_and_varied_payloads(tmp_path: Path, layout) -> None:
-    """Payload sizes past the per-size frame packers (and more sizes than are kept) give the same bytes."""
+    """Empty, small and large payloads (past 64 KiB, past several beacon intervals) give the reference bytes."""
     path = tmp_path / "varied.ss"
     expected = []
     with StreamWriter(path, beacon_interval=4096, file_name="f.ss", created_at_ms=1, clock_ms=_clock()) as w:
