@@ -10,6 +10,7 @@ import json
 import os
 import random
 from dataclasses import dataclass
+from typing import Any
 
 import pandas as pd
 
@@ -73,7 +74,7 @@ def run_file(path: str, orders: list[dict], *, spacing: float = 1.0) -> Session:
     if os.path.exists(path):
         os.remove(path)
     broker = FileBroker(path, end_with_eos=True)
-    options = {"max_attempts": MAX_ATTEMPTS, "dead_letter": DEAD_LETTER}
+    options: dict[str, Any] = {"max_attempts": MAX_ATTEMPTS, "dead_letter": DEAD_LETTER}
     broker.subscriber("orders", start_at=FilePosition.beginning(), **options)(handle_order)
     session = Session(App(broker))
     _drive(session, lambda i, text: broker.publish("orders", text), orders, spacing)
@@ -84,7 +85,7 @@ def run_pipe(orders: list[dict], *, spacing: float = 1.0) -> Session:
     """The same service as a pipe stage: copies go to stdout under ``orders.retry``; with loopback
     the stage reads them back, as the next stage of a ``... | stage | stage`` chain would."""
     broker = StdioBroker(stdin=[], stdout=[], loopback=True)
-    options = {"max_attempts": MAX_ATTEMPTS, "dead_letter": DEAD_LETTER, "out_retry": RETRY_KEY}
+    options: dict[str, Any] = {"max_attempts": MAX_ATTEMPTS, "dead_letter": DEAD_LETTER, "out_retry": RETRY_KEY}
     broker.subscriber("orders", **options)(handle_order)
     broker.subscriber(RETRY_KEY, name="orders-retries", **options)(handle_order)
     session = Session(App(broker))

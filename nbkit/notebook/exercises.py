@@ -664,7 +664,11 @@ def _keep_count_run(max_attempts: int, keep_count: bool) -> tuple[int, str]:
     from nbkit.runtime.redrive import REDRIVEN_FROM_HEADER, redrive
     from nbkit.transport.positions import FilePosition
 
-    options = {"start_at": FilePosition.beginning(), "max_attempts": max_attempts, "dead_letter": "orders.dead"}
+    options: dict[str, Any] = {
+        "start_at": FilePosition.beginning(),
+        "max_attempts": max_attempts,
+        "dead_letter": "orders.dead",
+    }
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "orders.ss")
         broken = FileBroker(path)

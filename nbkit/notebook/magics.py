@@ -141,14 +141,13 @@ class NbkitMagics(Magics):
         handler = namespace.pop("__nbkit_handler__")
         handler.__name__ = f"handle_{args.key}".replace(".", "_").replace("-", "_")
         broker.registrations[:] = [r for r in broker.registrations if r.name != args.key]
-        broker.include(
+        given = {"out_retry": args.out_retry, "replay": args.replay or None, "start_at": _position(args.start_at)}
+        broker.include(  # only the transport options given: a file takes no out_retry, a pipe no replay/start_at
             handler,
             args.key,
             max_attempts=args.max_attempts,
             dead_letter=args.dead_letter,
-            out_retry=args.out_retry,
-            replay=args.replay,
-            start_at=_position(args.start_at),
+            **{option: value for option, value in given.items() if value is not None},
         )
 
     # -- driving -----------------------------------------------------------------------------------

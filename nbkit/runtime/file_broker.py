@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Callable
 
 from nbkit.errors import ConfigurationError, FormatError, NbkitError, SeekError, WriterLockedError
 from nbkit.runtime import logs
-from nbkit.runtime.broker import Broker, Published, Subscription, as_payload
+from nbkit.runtime.broker import Broker, Published, Subscription, as_payload, registrator
 from nbkit.runtime.delivery import Delivery
-from nbkit.runtime.registration import Registration
+from nbkit.runtime.position_store import PositionStore
+from nbkit.runtime.registration import FileRegistration, Handler, common_options
 from nbkit.transport.file_reader import StreamReader
 from nbkit.transport.file_writer import StreamWriter
 from nbkit.transport.polling import NEED_MORE, NeedMore
@@ -22,7 +24,9 @@ from nbkit.wire.ssformat import DEFAULT_BEACON_INTERVAL, HEADER_SIZE, check_writ
 class FileSubscription(Subscription):
     """Deliveries of one stream key: a live tail (``replay=False``) or a replay that ends."""
 
-    def __init__(self, broker: FileBroker, registration: Registration) -> None:
+    registration: FileRegistration
+
+    def __init__(self, broker: FileBroker, registration: FileRegistration) -> None:
         super().__init__(broker, registration)
         # the reader skips the other keys' frames (and the EOS mark: its ``end`` then says "eos")
         self.reader = StreamReader(broker.path, follow=not registration.replay, keys=registration.key)
@@ -104,7 +108,7 @@ class FileSubscription(Subscription):
         self.reader.close()
 
 
-class FileBroker(Broker):
+class FileBroker(Broker[FileRegistration]):
     """A broker over one stream file: subscriptions read it, publishes and retry copies append to it.
 
     Appends are shared by default: other processes (``nbkit publish``, another service, a notebook)
@@ -178,13 +182,81 @@ class FileBroker(Broker):
     def __repr__(self) -> str:
         return f"FileBroker({self.path!r})"
 
-    def _check_registration(self, registration: Registration) -> None:
-        if registration.out_retry is not None and registration.out_retry != registration.key:
+    @registrator
+    def subscriber(
+        self,
+        key: str,
+        *,
+        name: str | None = None,
+        replay: bool = False,
+        start_at: FilePosition | None = None,
+        max_attempts: int | None = None,
+        dead_letter: str | None = None,
+        checkpoint: PositionStore | None = None,
+    ) -> Callable[[Handler], Handler]:
+        """Register the decorated function as the handler of stream ``key``; returns it unchanged.
+
+        Options are checked here, when the decorator is made; an option of the pipe transport
+        (``out_retry``) is refused with a message saying so. On a file, retry copies are appended
+        under the subscription's own key.
+
+        Parameters
+        ----------
+        key : str
+            The stream key to subscribe to.
+        name : str, optional
+            The registration's name in events and logs (default: the key).
+        replay : bool
+            Read from the beginning (or ``start_at``) and end at the end of the file, instead of following it.
+        start_at : FilePosition, optional
+            Where the subscription starts (default: the beginning for a replay, the tip for a live one).
+        max_attempts : int, optional
+            The cap on attempts, counting the first delivery.
+        dead_letter : str, optional
+            The key spent deliveries are copied to.
+        checkpoint : PositionStore, optional
+            Saves ``seq + 1`` after every settlement; resume with ``start_at=store.position(key)``.
+
+        Returns
+        -------
+        callable
+            A decorator that registers the handler and returns it unchanged.
+
+        Raises
+        ------
+        ConfigurationError
+            If an option is not one of these, or its value is not valid.
+
+        Examples
+        --------
+        >>> from nbkit import FileBroker, HandlerOutcome
+        >>> broker = FileBroker("orders.ss")
+        >>> @broker.subscriber("orders", replay=True, max_attempts=3, dead_letter="orders.dead")
+        ... def handle(delivery):
+        ...     return HandlerOutcome.retry_after(5)
+        >>> [r.name for r in broker.registrations]
+        ['orders']
+        """
+        common = common_options(key, name=name, max_attempts=max_attempts, dead_letter=dead_letter)
+        if start_at is not None and not isinstance(start_at, FilePosition):
             raise ConfigurationError(
-                f"subscription `{registration.name}`: on a stream file retry copies are appended under the "
-                f"subscription's own key {registration.key!r}; out_retry={registration.out_retry!r} "
-                "is not supported on FileBroker (drop the option)"
+                f"start_at takes a FilePosition (FilePosition.beginning(), .end(), .sequence(n), "
+                f".timestamp(t)), not {start_at!r}"
             )
+        if checkpoint is not None and not isinstance(checkpoint, PositionStore):
+            raise ConfigurationError(
+                f"checkpoint takes a PositionStore (nbkit.PositionStore(path)), not {checkpoint!r}"
+            )
+
+        def register(handler: Handler) -> Handler:
+            self._register(
+                FileRegistration(
+                    **common, handler=handler, replay=bool(replay), start_at=start_at, checkpoint=checkpoint
+                )
+            )
+            return handler
+
+        return register
 
     @property
     def writer(self) -> StreamWriter:
@@ -260,7 +332,7 @@ class FileBroker(Broker):
         written = self.writer.write(key, data, timestamp_ms=timestamp_ms)
         return Published(key, written.seq, written.timestamp_ms / 1000)
 
-    def retry_destination(self, registration: Registration) -> str:
+    def retry_destination(self, registration: FileRegistration) -> str:
         """The key a registration's retry copies go to: on a file, the registration's own key.
 
         Parameters
