@@ -11,7 +11,7 @@ from typing import Any, Generic, NamedTuple, TypeVar
 from nbkit.errors import ConfigurationError, NotConnectedError
 from nbkit.runtime.clock import Clock, RealClock
 from nbkit.runtime.delivery import Delivery
-from nbkit.runtime.registration import Handler, Registration, check_handler
+from nbkit.runtime.registration import Handler, Registration
 from nbkit.transport.polling import NeedMore
 
 
@@ -107,9 +107,20 @@ class Broker(ABC, Generic[R]):
         self.subscriber(key, **options)(handler)
         return self.registrations[-1]
 
+    def _decorator(self, build: Callable[[Handler], R]) -> Callable[[Handler], Handler]:
+        """The decorator ``subscriber`` returns: it registers ``build(handler)`` and returns the handler unchanged."""
+
+        def register(handler: Handler) -> Handler:
+            self._register(build(handler))
+            return handler
+
+        return register
+
     def _register(self, registration: R) -> None:
-        """Add a checked registration; refused after connecting and for a name already taken."""
-        check_handler(registration.key, registration.handler)
+        """Add a registration; refused for a handler that cannot be called, after connecting, and for a name
+        already taken."""
+        if not callable(registration.handler):
+            raise ConfigurationError(f"the handler for {registration.key!r} is not callable: {registration.handler!r}")
         if self.connected:
             raise ConfigurationError("register subscribers before the app starts")
         if any(r.name == registration.name for r in self.registrations):
@@ -126,10 +137,6 @@ class Broker(ABC, Generic[R]):
         ----------
         clock : RealClock or VirtualClock
             The app's clock.
-
-        Returns
-        -------
-        None
         """
         self.clock = clock
 
@@ -150,30 +157,14 @@ class Broker(ABC, Generic[R]):
 
     @abstractmethod
     def publish(self, key: str, payload: bytes | str, headers: dict | None = None) -> Published:
-        """Write one message under ``key``; headers travel in the rs1/rs2 envelope.
+        """Write one message under ``key``, its headers in the rs1/rs2 envelope (each transport documents how)."""
 
-        Parameters
-        ----------
-        key : str
-            The stream key.
-        payload : bytes or str
-            The payload (str is encoded as UTF-8).
-        headers : dict, optional
-            Headers to send with it.
-
-        Returns
-        -------
-        Published
-            A named tuple: ``stream_key``, ``seq``, ``time``.
-        """
-
-    @abstractmethod
     def retry_destination(self, registration: R) -> str:
-        """The key a registration's retry copies go to.
+        """The key a registration's retry copies go to: on a file its own key, on a pipe its ``out_retry``.
 
         Parameters
         ----------
-        registration : Registration
+        registration : FileRegistration or PipeRegistration
             One of this broker's registrations.
 
         Returns
@@ -181,42 +172,23 @@ class Broker(ABC, Generic[R]):
         str
             The stream key of its retry copies.
         """
+        return registration.retry_key
 
     def flush(self) -> None:
-        """Push buffered output out (called when the app goes idle).
-
-        Returns
-        -------
-        None
-        """
+        """Push buffered output out (called when the app goes idle)."""
 
     @abstractmethod
     def shutdown(self) -> None:
-        """Flush and close; the broker cannot publish afterwards.
-
-        Returns
-        -------
-        None
-        """
+        """Flush and close; the broker cannot publish afterwards."""
 
     def reset(self) -> None:
-        """Back to the configured, unconnected state, so a fresh App can connect it again.
-
-        Returns
-        -------
-        None
-        """
+        """Back to the configured, unconnected state, so a fresh App can connect it again."""
         self.abort()
         self.connected = False
         self.closed = False
 
     def abort(self) -> None:
-        """Stop as a killed process would: close everything, flush nothing more, write no EOS.
-
-        Returns
-        -------
-        None
-        """
+        """Stop as a killed process would: close everything, flush nothing more, write no EOS."""
         for sub in self.subscriptions:
             sub.close()
         self.closed = True

@@ -138,18 +138,16 @@ class FileBroker(Broker[FileRegistration]):
 
     Examples
     --------
-    >>> from nbkit import App, FileBroker, FilePosition, HandlerOutcome, Session
-    >>> broker = FileBroker("orders.ss")
-    >>> @broker.subscriber("orders", start_at=FilePosition.beginning(), max_attempts=2, dead_letter="orders.dead")
-    ... def handle(delivery):
-    ...     return HandlerOutcome.retry_after(5)
-    >>> session = Session(App(broker))
-    >>> broker.publish("orders", '{"id": 1}').seq
-    1
-    >>> for event in session.run():
-    ...     print(event.describe())
-    file orders #1 attempt 1: retry_after -> copy to 'orders' due in 5 s, to be delivered as attempt 2
-    file orders #2 attempt 2: retry_after -> copy written to dead-letter key 'orders.dead' with retry count 2 (...)
+    >>> from nbkit import App, FileBroker, Session
+    >>> broker = FileBroker("jobs.ss", end_with_eos=True)
+    >>> @broker.subscriber("jobs", replay=True)
+    ... def work(delivery):
+    ...     print(f"#{delivery.seq} {delivery.text} {delivery.headers}")
+    >>> broker.publish("jobs", "first").seq, broker.publish("jobs", "second", {"trace": "a1"}).seq
+    (1, 2)
+    >>> _ = Session(App(broker)).run()
+    #1 first {'stream-sequence': '1'}
+    #2 second {'trace': 'a1', 'stream-sequence': '2'}
     """
 
     transport = "file"
@@ -248,15 +246,11 @@ class FileBroker(Broker[FileRegistration]):
                 f"checkpoint takes a PositionStore (nbkit.PositionStore(path)), not {checkpoint!r}"
             )
 
-        def register(handler: Handler) -> Handler:
-            self._register(
-                FileRegistration(
-                    **common, handler=handler, replay=bool(replay), start_at=start_at, checkpoint=checkpoint
-                )
+        return self._decorator(
+            lambda handler: FileRegistration(
+                **common, handler=handler, replay=bool(replay), start_at=start_at, checkpoint=checkpoint
             )
-            return handler
-
-        return register
+        )
 
     @property
     def writer(self) -> StreamWriter:
@@ -332,50 +326,20 @@ class FileBroker(Broker[FileRegistration]):
         written = self.writer.write(key, data, timestamp_ms=timestamp_ms)
         return Published(key, written.seq, written.timestamp_ms / 1000)
 
-    def retry_destination(self, registration: FileRegistration) -> str:
-        """The key a registration's retry copies go to: on a file, the registration's own key.
-
-        Parameters
-        ----------
-        registration : Registration
-            One of this broker's registrations.
-
-        Returns
-        -------
-        str
-            The registration's stream key.
-        """
-        return registration.key
-
     def abort(self) -> None:
-        """Stop as a killed process would: close the subscriptions and the file, write no EOS.
-
-        Returns
-        -------
-        None
-        """
+        """Stop as a killed process would: close the subscriptions and the file, write no EOS."""
         super().abort()
         if self._writer is not None:
             self._writer.close()
 
     def reset(self) -> None:
-        """Back to the configured, unconnected state (the file is not touched), so a fresh App can connect it.
-
-        Returns
-        -------
-        None
-        """
+        """Back to the configured, unconnected state (the file is not touched), so a fresh App can connect it."""
         super().reset()
         self._writer = None
         self.subscriptions = []
 
     def shutdown(self) -> None:
-        """Close subscriptions; write the end-of-stream mark if ``end_with_eos``; release the file.
-
-        Returns
-        -------
-        None
-        """
+        """Close subscriptions; write the end-of-stream mark if ``end_with_eos``; release the file."""
         if self.closed:
             return
         for sub in self.subscriptions:

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypedDict
 
-from nbkit.errors import ConfigurationError, StreamKeyError
+from nbkit.errors import ConfigurationError, RetryDestinationError, StreamKeyError
 from nbkit.runtime.position_store import PositionStore
 from nbkit.runtime.settle import Declaration
 from nbkit.transport.positions import FilePosition
@@ -42,6 +42,11 @@ class Registration:
         """True when the handler is a coroutine function."""
         return inspect.iscoroutinefunction(self.handler)
 
+    @property
+    def retry_key(self) -> str:
+        """The key retry copies go to: the subscription's own key (a file appends them there)."""
+        return self.key
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class FileRegistration(Registration):
@@ -56,6 +61,13 @@ class PipeRegistration(Registration):
     """A pipe subscription: the key its retry copies are written under (the app refuses to start without one)."""
 
     out_retry: str | None = None
+
+    @property
+    def retry_key(self) -> str:
+        """The key retry copies go to: ``out_retry`` (the broker refuses to connect a registration without one)."""
+        if self.out_retry is None:
+            raise RetryDestinationError(f"subscription `{self.name}` names no out_retry key for its retry copies")
+        return self.out_retry
 
 
 class CommonOptions(TypedDict):
@@ -121,10 +133,6 @@ def check_key(key: str, what: str) -> None:
     what : str
         Which option it was given as (``"out_retry key"``).
 
-    Returns
-    -------
-    None
-
     Raises
     ------
     ConfigurationError
@@ -139,31 +147,3 @@ def check_key(key: str, what: str) -> None:
         validate_key(key, what=what)
     except StreamKeyError as exc:
         raise ConfigurationError(str(exc)) from None
-
-
-def check_handler(key: str, handler: object) -> None:
-    """Refuse a handler that cannot be called.
-
-    Parameters
-    ----------
-    key : str
-        The stream key it is registered for (named in the error).
-    handler : object
-        What was decorated.
-
-    Returns
-    -------
-    None
-
-    Raises
-    ------
-    ConfigurationError
-        If ``handler`` is not callable.
-
-    Examples
-    --------
-    >>> from nbkit.runtime.registration import check_handler
-    >>> check_handler("orders", print)
-    """
-    if not callable(handler):
-        raise ConfigurationError(f"the handler for {key!r} is not callable: {handler!r}")

@@ -181,11 +181,7 @@ class StdioBroker(Broker[PipeRegistration]):
         if out_retry is not None:
             check_key(out_retry, "out_retry key")
 
-        def register(handler: Handler) -> Handler:
-            self._register(PipeRegistration(**common, handler=handler, out_retry=out_retry))
-            return handler
-
-        return register
+        return self._decorator(lambda handler: PipeRegistration(**common, handler=handler, out_retry=out_retry))
 
     def connect(self) -> list[Subscription]:
         """Refuse registrations without ``out_retry`` (spec §5.3), then open stdin.
@@ -223,19 +219,30 @@ class StdioBroker(Broker[PipeRegistration]):
         if line is NEED_MORE:
             return False
         lineno = source.lineno
-        resolved = self.decoder.decode(line, lineno=lineno, now_ms=int(round(self.clock.now() * 1000)))
-        headers, payload = envelope.decode(resolved.payload.encode("utf-8"))
-        key = resolved.stream_key
-        seq = resolved.seq
+        timestamp_ms, key, seq, shard, text, broadcast = self.decoder.decode(
+            line, lineno=lineno, now_ms=int(round(self.clock.now() * 1000))
+        )
+        headers, payload = envelope.decode(text.encode("utf-8"))
+        headers[SEQUENCE_HEADER] = str(seq)
+        first = True
         for sub in self.subscriptions:
-            if resolved.broadcast or sub.registration.key == key:
-                own = dict(headers)
-                own[SEQUENCE_HEADER] = str(seq)
+            if broadcast or sub.registration.key == key:
+                # each delivery has its own headers: the first takes the decoded dict, the others a copy
                 sub.queue.append(
                     Delivery(
-                        payload, own, key, resolved.shard_id, seq, resolved.timestamp_ms, "pipe", sub.name, None, lineno
+                        payload,
+                        headers if first else dict(headers),
+                        key,
+                        shard,
+                        seq,
+                        timestamp_ms,
+                        "pipe",
+                        sub.name,
+                        None,
+                        lineno,
                     )
                 )
+                first = False
         return True
 
     def feed(self, line: str) -> None:
@@ -247,10 +254,6 @@ class StdioBroker(Broker[PipeRegistration]):
         ----------
         line : str
             One line in the stdio format, ``[timestamp | key | seq] payload`` (or a bare payload).
-
-        Returns
-        -------
-        None
         """
         if self.source is None:
             raise ConfigurationError("feed() needs a connected broker: start the app or session first")
@@ -273,7 +276,8 @@ class StdioBroker(Broker[PipeRegistration]):
         Published
             A named tuple: ``stream_key``, ``seq`` (the line's sequence), ``time``.
         """
-        self._check_open()
+        if self.closed:
+            self._check_open()
         if type(key) is not str or key not in self._valid_keys:
             validate_key(key)
             self._valid_keys.add(key)
@@ -292,12 +296,7 @@ class StdioBroker(Broker[PipeRegistration]):
         return Published(key, seq, now)
 
     def reset(self) -> None:
-        """Back to the configured, unconnected state: stdin is opened again, sequences start again at 0.
-
-        Returns
-        -------
-        None
-        """
+        """Back to the configured, unconnected state: stdin is opened again, sequences start again at 0."""
         super().reset()
         self.source = None
         self.source_ended = False
@@ -307,39 +306,12 @@ class StdioBroker(Broker[PipeRegistration]):
         self.decoder = LineDecoder()
         self.formatter = LineFormatter()
 
-    def retry_destination(self, registration: PipeRegistration) -> str:
-        """The key a registration's retry copies go to: its ``out_retry`` (stdout, for the next stage).
-
-        Parameters
-        ----------
-        registration : PipeRegistration
-            One of this broker's registrations.
-
-        Returns
-        -------
-        str
-            Its ``out_retry`` key.
-        """
-        if registration.out_retry is None:  # connect() refuses such a registration before anything is read
-            raise RetryDestinationError(_refusal_message(registration.name, registration.key))
-        return registration.out_retry
-
     def flush(self) -> None:
-        """Write out the buffered stdout lines.
-
-        Returns
-        -------
-        None
-        """
+        """Write out the buffered stdout lines."""
         self.sink.flush()
 
     def shutdown(self) -> None:
-        """End the subscriptions and write out what is buffered; nothing can be published afterwards.
-
-        Returns
-        -------
-        None
-        """
+        """End the subscriptions and write out what is buffered; nothing can be published afterwards."""
         if self.closed:
             return
         for sub in self.subscriptions:

@@ -119,10 +119,6 @@ class LineSource:
         ----------
         line : str
             One line, without its ``\\n``.
-
-        Returns
-        -------
-        None
         """
         self._queue.append(line)
 
@@ -280,10 +276,6 @@ class LineSink:
         ----------
         line : str
             The line, with its ``\\n``.
-
-        Returns
-        -------
-        None
         """
         if self._fd is not None:
             self._buffer.append(line)
@@ -301,10 +293,6 @@ class LineSink:
 
     def flush(self) -> None:
         """Write out what is buffered (and flush a file object).
-
-        Returns
-        -------
-        None
 
         Raises
         ------
