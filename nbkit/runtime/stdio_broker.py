@@ -122,6 +122,8 @@ class StdioBroker(Broker[PipeRegistration]):
         self.decoder = LineDecoder()
         self.formatter = LineFormatter()
         self.subscriptions: list[StdioSubscription] = []
+        #: (key, subscription name, its queue's append) per subscription: where ``_pump`` routes a line
+        self._routes: list[tuple[str, str, Callable[[Delivery], None]]] = []
         self.source_ended = False
         self._valid_keys: set[str] = set()  # keys publish() has validated
 
@@ -203,7 +205,8 @@ class StdioBroker(Broker[PipeRegistration]):
             if reg.out_retry is None:
                 raise RetryDestinationError(_refusal_message(reg.name, reg.key))
         self.source = source = LineSource(self._stdin_arg)
-        self.subscriptions = [StdioSubscription(self, r, source) for r in self.registrations]
+        self.subscriptions = subs = [StdioSubscription(self, r, source) for r in self.registrations]
+        self._routes = [(sub.registration.key, sub.name, sub.queue.append) for sub in subs]
         self.connected = True
         return list(self.subscriptions)
 
@@ -225,10 +228,10 @@ class StdioBroker(Broker[PipeRegistration]):
         headers, payload = envelope.decode(text.encode("utf-8"))
         headers[SEQUENCE_HEADER] = str(seq)
         first = True
-        for sub in self.subscriptions:
-            if broadcast or sub.registration.key == key:
+        for wanted, name, deliver in self._routes:
+            if broadcast or wanted == key:
                 # each delivery has its own headers: the first takes the decoded dict, the others a copy
-                sub.queue.append(
+                deliver(
                     Delivery(
                         payload,
                         headers if first else dict(headers),
@@ -237,7 +240,7 @@ class StdioBroker(Broker[PipeRegistration]):
                         seq,
                         timestamp_ms,
                         "pipe",
-                        sub.name,
+                        name,
                         None,
                         lineno,
                     )
@@ -301,6 +304,7 @@ class StdioBroker(Broker[PipeRegistration]):
         self.source = None
         self.source_ended = False
         self.subscriptions = []
+        self._routes = []
         if self.sink.lines is not None:
             self.sink.lines.clear()
         self.decoder = LineDecoder()
