@@ -13,10 +13,15 @@ it back (also a subprocess, same files). Floor: ``cat``.
 
 from __future__ import annotations
 
+import gc
 import os
+import resource
 import shutil
+import statistics
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # this checkout's nbkit
 
@@ -62,6 +67,29 @@ main()
 """
 
 
+def _children_cpu() -> float:
+    """CPU seconds of the finished child processes (every timed command here is one)."""
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return kids.ru_utime + kids.ru_stime
+
+
+def interleaved(fns: list[Callable[[], object]], repeat: int) -> list[c.Timing]:
+    """Time each of ``fns`` ``repeat`` times in rounds (one warm-up round first); their median timings."""
+    for fn in fns:
+        fn()
+    walls: list[list[float]] = [[] for _ in fns]
+    cpus: list[list[float]] = [[] for _ in fns]
+    for _ in range(max(1, repeat)):
+        for i, fn in enumerate(fns):
+            gc.collect()
+            c0 = _children_cpu()
+            t = time.perf_counter()
+            fn()
+            walls[i].append(time.perf_counter() - t)
+            cpus[i].append(_children_cpu() - c0)
+    return [c.Timing(statistics.median(w), statistics.median(u), w, None) for w, u in zip(walls, cpus, strict=True)]
+
+
 def main(argv: list[str] | None = None) -> int:
     args = c.parser(__doc__.splitlines()[0]).parse_args(argv)
     n = args.messages
@@ -78,26 +106,31 @@ def main(argv: list[str] | None = None) -> int:
             for i in range(n):
                 _, seq, ts, data = c.message_fields(i)
                 f.write(format_line(ts, "jobs", i, data.decode()))
-        out = os.path.join(tmp, "out.txt")
         print(f"   data: {os.path.getsize(lines) / 1e6:,.1f} MB of stdio lines")
+        cat = shutil.which("cat") or "cat"
+        commands = {
+            "nbkit": [sys.executable, "-m", "nbkit", "run", "service:app"],
+            "bare": [sys.executable, "bare.py"],
+            "cat": [cat],
+        }
 
-        def run(cmd: list[str]) -> None:
-            with open(lines, "rb") as stdin, open(out, "wb") as stdout:
-                subprocess.run(cmd, stdin=stdin, stdout=stdout, cwd=tmp, env=env, check=True)
+        def out(name: str) -> str:
+            return os.path.join(tmp, f"out-{name}.txt")
 
-        def count_lines() -> int:
-            with open(out, "rb") as f:
+        def run(name: str) -> None:
+            with open(lines, "rb") as stdin, open(out(name), "wb") as stdout:
+                subprocess.run(commands[name], stdin=stdin, stdout=stdout, cwd=tmp, env=env, check=True)
+
+        def count_lines(name: str) -> int:
+            with open(out(name), "rb") as f:
                 return sum(1 for _ in f)
 
-        nbkit_cmd = [sys.executable, "-m", "nbkit", "run", "service:app"]
-        t_nb = c.time_it(lambda: run(nbkit_cmd), args.repeat)
-        produced = count_lines()
-        with open(out, "rb") as f:
+        # interleaved: each round runs all three, so a change in the machine's load hits them alike
+        t_nb, t_bare, t_cat = interleaved([lambda name=name: run(name) for name in commands], args.repeat)
+        produced = count_lines("nbkit")
+        assert count_lines("bare") == n
+        with open(out("nbkit"), "rb") as f:
             first = f.readline().decode().rstrip("\n")
-        t_bare = c.time_it(lambda: run([sys.executable, "bare.py"]), args.repeat)
-        assert count_lines() == n
-        cat = shutil.which("cat") or "cat"
-        t_cat = c.time_it(lambda: run([cat]), args.repeat)
         print(f"   nbkit wrote {produced:,} lines for {n:,}; the first: {first[:100]}")
         c.row("nbkit run service:app", t_nb, n, "(per line, process start included)")
         c.row("bare Python loop (regex parse, write back)", t_bare, n)

@@ -617,7 +617,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     import logging
 
     from nbkit.runtime.logs import DeliveryFormatter
-    from nbkit.runtime.stdio_broker import StdoutClosedError
+    from nbkit.transport.pipe_io import StdoutClosedError
 
     before = list(logging.getLogger().handlers)
     logging.basicConfig(

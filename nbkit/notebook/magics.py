@@ -170,8 +170,8 @@ class NbkitMagics(Magics):
         exec(compile(source, f"<nbkit handler {args.key}>", "exec"), namespace)
         handler = namespace.pop("__nbkit_handler__")
         handler.__name__ = f"handle_{args.key}".replace(".", "_").replace("-", "_")
-        target.registrations[:] = [r for r in target.registrations if r.name != args.key]
         if isinstance(target, FileBroker):
+            target.registrations[:] = [r for r in target.registrations if r.name != args.key]
             target.subscriber(
                 args.key,
                 max_attempts=args.max_attempts,
@@ -180,6 +180,7 @@ class NbkitMagics(Magics):
                 start_at=start_at,
             )(handler)
         else:
+            target.registrations[:] = [r for r in target.registrations if r.name != args.key]
             target.subscriber(
                 args.key, max_attempts=args.max_attempts, dead_letter=args.dead_letter, out_retry=args.out_retry
             )(handler)

@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
+import functools
+import inspect
 from abc import ABC, abstractmethod
-from collections.abc import Callable
-from typing import Any, NamedTuple
+from collections.abc import Callable, Sequence
+from typing import Any, Generic, NamedTuple, TypeVar
 
 from nbkit.errors import ConfigurationError, NotConnectedError
 from nbkit.runtime.clock import Clock, RealClock
 from nbkit.runtime.delivery import Delivery
-from nbkit.runtime.registration import Registration, make_registration
+from nbkit.runtime.registration import Handler, Registration
 from nbkit.transport.polling import NeedMore
-from nbkit.transport.positions import FilePosition
 
 
 class Published(NamedTuple):
@@ -25,7 +26,7 @@ class Published(NamedTuple):
 class Subscription(ABC):
     """One registration's open feed of deliveries; ``poll()`` never blocks."""
 
-    def __init__(self, broker: Broker, registration: Registration) -> None:
+    def __init__(self, broker: Broker[Any], registration: Registration) -> None:
         self.broker = broker
         self.registration = registration
         self.ended = False
@@ -33,6 +34,7 @@ class Subscription(ABC):
 
     @property
     def name(self) -> str:
+        """The registration's name."""
         return self.registration.name
 
     @abstractmethod
@@ -49,91 +51,37 @@ class Subscription(ABC):
         return None
 
     def close(self) -> None:
+        """Stop the feed; ``poll()`` returns None from now on."""
         self.ended = True
 
 
-class Broker(ABC):
-    """Base of FileBroker and StdioBroker: ``@broker.subscriber(...)`` registers handlers."""
+#: The registration record a broker makes (:class:`FileRegistration` or :class:`PipeRegistration`).
+R = TypeVar("R", bound=Registration)
+#: A broker's ``subscriber`` method, as :func:`registrator` wraps it.
+S = TypeVar("S", bound=Callable[..., Any])
+
+
+class Broker(ABC, Generic[R]):
+    """Base of FileBroker and StdioBroker: ``@broker.subscriber(...)`` registers handlers.
+
+    Each transport declares its own ``subscriber`` with the options it takes (wrapped in
+    :func:`registrator`, so an option of the other transport fails when the decorator is made, with a
+    message naming the broker that takes it); :meth:`include` is the same without the decorator.
+    """
 
     transport = "?"
+    #: ``subscriber(key, **options)`` of the transport: returns a decorator registering a handler.
+    subscriber: Callable[..., Callable[[Handler], Handler]]
 
     def __init__(self) -> None:
-        self.registrations: list[Registration] = []
+        self.registrations: list[R] = []
+        self.subscriptions: Sequence[Subscription] = ()
         self.clock: Clock = RealClock()
         self.connected = False
         self.closed = False
 
-    def subscriber(
-        self,
-        key: str,
-        *,
-        name: str | None = None,
-        replay: bool = False,
-        start_at: FilePosition | None = None,
-        max_attempts: int | None = None,
-        dead_letter: str | None = None,
-        out_retry: str | None = None,
-        checkpoint: Any = None,
-    ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-        """Register the decorated function as the handler of stream ``key``; returns it unchanged.
-
-        ``max_attempts`` counts the first delivery; ``dead_letter`` names the key spent deliveries go
-        to; ``out_retry`` names where a pipe's retry copies go (required on pipes); ``replay`` and
-        ``start_at`` choose where a file subscription starts; ``checkpoint`` saves positions.
-
-        Parameters
-        ----------
-        key : str
-            The stream key to subscribe to.
-        name : str, optional
-            The registration's name in events and logs (default: the key).
-        replay : bool
-            File: read from the beginning and end at the end of the file.
-        start_at : FilePosition, optional
-            File: where the subscription starts (default: the tip, for a live one).
-        max_attempts : int, optional
-            The cap on attempts, counting the first delivery.
-        dead_letter : str, optional
-            The key spent deliveries are copied to.
-        out_retry : str, optional
-            Pipe: the key retry copies are written under (required on a pipe).
-        checkpoint : PositionStore, optional
-            Saves ``seq + 1`` after every settlement.
-
-        Returns
-        -------
-        callable
-            A decorator that registers the handler and returns it unchanged.
-
-        Examples
-        --------
-        >>> from nbkit import FileBroker, HandlerOutcome
-        >>> broker = FileBroker("orders.ss")
-        >>> @broker.subscriber("orders", replay=True, max_attempts=3, dead_letter="orders.dead")
-        ... def handle(delivery):
-        ...     return HandlerOutcome.retry_after(5)
-        >>> [r.name for r in broker.registrations]
-        ['orders']
-        """
-
-        def register(handler: Callable[..., Any]) -> Callable[..., Any]:
-            self.include(
-                handler,
-                key,
-                name=name,
-                replay=replay,
-                start_at=start_at,
-                max_attempts=max_attempts,
-                dead_letter=dead_letter,
-                out_retry=out_retry,
-                checkpoint=checkpoint,
-            )
-            return handler
-
-        return register
-
-    def include(self, handler: Callable[..., Any], key: str, **options: Any) -> Registration:
-        """Register ``handler`` for ``key`` (the non-decorator form of :meth:`subscriber`).
+    def include(self, handler: Handler, key: str, **options: Any) -> R:
+        """Register ``handler`` for ``key`` (the non-decorator form of ``subscriber``).
 
         Parameters
         ----------
@@ -142,27 +90,45 @@ class Broker(ABC):
         key : str
             The stream key.
         **options
-            The keyword arguments of :meth:`subscriber`.
+            The keyword arguments of this broker's ``subscriber``.
 
         Returns
         -------
-        Registration
+        FileRegistration or PipeRegistration
             The registration made.
+
+        Examples
+        --------
+        >>> from nbkit import FileBroker
+        >>> broker = FileBroker("orders.ss")
+        >>> broker.include(print, "orders", replay=True).name
+        'orders'
         """
+        self.subscriber(key, **options)(handler)
+        return self.registrations[-1]
+
+    def _decorator(self, build: Callable[[Handler], R]) -> Callable[[Handler], Handler]:
+        """The decorator ``subscriber`` returns: it registers ``build(handler)`` and returns the handler unchanged."""
+
+        def register(handler: Handler) -> Handler:
+            self._register(build(handler))
+            return handler
+
+        return register
+
+    def _register(self, registration: R) -> None:
+        """Add a registration; refused for a handler that cannot be called, after connecting, and for a name
+        already taken."""
+        if not callable(registration.handler):
+            raise ConfigurationError(f"the handler for {registration.key!r} is not callable: {registration.handler!r}")
         if self.connected:
             raise ConfigurationError("register subscribers before the app starts")
-        registration = make_registration(key, handler, **options)
-        self._check_registration(registration)
         if any(r.name == registration.name for r in self.registrations):
             raise ConfigurationError(
                 f"a subscription named {registration.name!r} is already registered on this broker; "
                 "pass name=... to tell them apart"
             )
         self.registrations.append(registration)
-        return registration
-
-    def _check_registration(self, registration: Registration) -> None:
-        """Transport-specific checks at registration time (overridden)."""
 
     def bind_clock(self, clock: Clock) -> None:
         """Use ``clock`` for timestamps of everything this broker writes (the app does this when it starts).
@@ -171,10 +137,6 @@ class Broker(ABC):
         ----------
         clock : RealClock or VirtualClock
             The app's clock.
-
-        Returns
-        -------
-        None
         """
         self.clock = clock
 
@@ -195,30 +157,14 @@ class Broker(ABC):
 
     @abstractmethod
     def publish(self, key: str, payload: bytes | str, headers: dict | None = None) -> Published:
-        """Write one message under ``key``; headers travel in the rs1/rs2 envelope.
+        """Write one message under ``key``, its headers in the rs1/rs2 envelope (each transport documents how)."""
+
+    def retry_destination(self, registration: R) -> str:
+        """The key a registration's retry copies go to: on a file its own key, on a pipe its ``out_retry``.
 
         Parameters
         ----------
-        key : str
-            The stream key.
-        payload : bytes or str
-            The payload (str is encoded as UTF-8).
-        headers : dict, optional
-            Headers to send with it.
-
-        Returns
-        -------
-        Published
-            A named tuple: ``stream_key``, ``seq``, ``time``.
-        """
-
-    @abstractmethod
-    def retry_destination(self, registration: Registration) -> str:
-        """The key a registration's retry copies go to.
-
-        Parameters
-        ----------
-        registration : Registration
+        registration : FileRegistration or PipeRegistration
             One of this broker's registrations.
 
         Returns
@@ -226,43 +172,24 @@ class Broker(ABC):
         str
             The stream key of its retry copies.
         """
+        return registration.retry_key
 
     def flush(self) -> None:
-        """Push buffered output out (called when the app goes idle).
-
-        Returns
-        -------
-        None
-        """
+        """Push buffered output out (called when the app goes idle)."""
 
     @abstractmethod
     def shutdown(self) -> None:
-        """Flush and close; the broker cannot publish afterwards.
-
-        Returns
-        -------
-        None
-        """
+        """Flush and close; the broker cannot publish afterwards."""
 
     def reset(self) -> None:
-        """Back to the configured, unconnected state, so a fresh App can connect it again.
-
-        Returns
-        -------
-        None
-        """
+        """Back to the configured, unconnected state, so a fresh App can connect it again."""
         self.abort()
         self.connected = False
         self.closed = False
 
     def abort(self) -> None:
-        """Stop as a killed process would: close everything, flush nothing more, write no EOS.
-
-        Returns
-        -------
-        None
-        """
-        for sub in getattr(self, "subscriptions", []):
+        """Stop as a killed process would: close everything, flush nothing more, write no EOS."""
+        for sub in self.subscriptions:
             sub.close()
         self.closed = True
 
@@ -276,3 +203,68 @@ def as_payload(payload: bytes | bytearray | memoryview | str) -> bytes:
     if isinstance(payload, (bytes, bytearray, memoryview)):
         return bytes(payload)
     raise TypeError(f"a payload is bytes or str, not {type(payload).__name__} (use json.dumps for objects)")
+
+
+def registrator(subscriber: S) -> S:
+    """Wrap a broker's ``subscriber`` so that an option it does not take fails at once, clearly.
+
+    Python's own error for an unexpected keyword names neither the transport the option belongs to nor
+    the options this one takes; this says both (the accepted options are read from ``subscriber``'s
+    signature, those of the other brokers from theirs, so each list is written once: in a signature).
+
+    Parameters
+    ----------
+    subscriber : callable
+        A ``Broker`` subclass's ``subscriber(self, key, *, ...)`` method.
+
+    Returns
+    -------
+    callable
+        The same method, checking its keyword arguments first.
+
+    Examples
+    --------
+    >>> from nbkit import FileBroker
+    >>> FileBroker("orders.ss").subscriber("orders", out_retry="orders.retry")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    nbkit.errors.ConfigurationError: out_retry is a pipe option (StdioBroker.subscriber); FileBroker.subscriber ...
+    """
+    taken = _options(subscriber)
+
+    @functools.wraps(subscriber)
+    def checked(self: Broker[Any], *args: Any, **options: Any) -> Any:
+        for option in options:
+            if option not in taken:
+                raise ConfigurationError(_wrong_option(type(self), option, taken))
+        return subscriber(self, *args, **options)
+
+    return checked  # type: ignore[return-value]  # functools.wraps keeps the signature mypy checks callers against
+
+
+def _options(subscriber: Callable[..., Any]) -> tuple[str, ...]:
+    """The keyword-only options of a ``subscriber`` method, in the order of its signature."""
+    params = inspect.signature(inspect.unwrap(subscriber)).parameters.values()
+    return tuple(p.name for p in params if p.kind is inspect.Parameter.KEYWORD_ONLY)
+
+
+def _wrong_option(broker: type[Broker[Any]], option: str, taken: tuple[str, ...]) -> str:
+    """Which broker takes ``option`` (if one does) and what ``broker.subscriber`` takes instead."""
+    own = f"{broker.__name__}.subscriber takes: {', '.join(taken)}"
+    owners = [b for b in _brokers() if option in _options(b.subscriber)]
+    if owners:
+        where = ", ".join(f"{b.__name__}.subscriber" for b in owners)
+        return f"{option} is a {owners[0].transport} option ({where}); {own}"
+    return f"{broker.__name__}.subscriber has no option {option!r}; {own}"
+
+
+def _brokers() -> list[type[Broker[Any]]]:
+    """Every concrete broker class defined so far (the transports' subclasses of Broker)."""
+    found: list[type[Broker[Any]]] = []
+    pending = Broker.__subclasses__()
+    while pending:
+        cls = pending.pop()
+        pending += cls.__subclasses__()
+        if "subscriber" in vars(cls):
+            found.append(cls)
+    return sorted(found, key=lambda b: b.__name__)

@@ -132,11 +132,6 @@ class Delivery:
     def ack(self) -> None:
         """Always raises ``AckError('unsupported')``: file and pipe transports cannot acknowledge.
 
-        Returns
-        -------
-        None
-            It never returns.
-
         Raises
         ------
         AckError
@@ -152,15 +147,10 @@ class Delivery:
         requeue : bool
             Whether to ask for a requeue (ignored: it raises either way).
 
-        Returns
-        -------
-        None
-            It never returns.
-
         Raises
         ------
         AckError
-            Always, with kind ``unsupported``.
+            Always (kind ``unsupported``): return ``HandlerOutcome.retry()`` to have the message again.
         """
         raise AckError("unsupported")
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Callable
 
 from nbkit.errors import (
     ConfigurationError,
@@ -14,9 +15,10 @@ from nbkit.errors import (
     WriterLockedError,
 )
 from nbkit.runtime import logs
-from nbkit.runtime.broker import Broker, Published, Subscription, as_payload
+from nbkit.runtime.broker import Broker, Published, Subscription, as_payload, registrator
 from nbkit.runtime.delivery import Delivery
-from nbkit.runtime.registration import Registration
+from nbkit.runtime.position_store import PositionStore
+from nbkit.runtime.registration import FileRegistration, Handler, common_options
 from nbkit.transport.file_reader import StreamReader
 from nbkit.transport.file_writer import StreamWriter
 from nbkit.transport.polling import NEED_MORE, NeedMore
@@ -29,7 +31,9 @@ from nbkit.wire.ssformat import DEFAULT_BEACON_INTERVAL, HEADER_SIZE, check_writ
 class FileSubscription(Subscription):
     """Deliveries of one stream key: a live tail (``replay=False``) or a replay that ends."""
 
-    def __init__(self, broker: FileBroker, registration: Registration) -> None:
+    registration: FileRegistration
+
+    def __init__(self, broker: FileBroker, registration: FileRegistration) -> None:
         super().__init__(broker, registration)
         # the reader skips the other keys' frames (and the EOS mark: its ``end`` then says "eos")
         self.reader = StreamReader(broker.path, follow=not registration.replay, keys=registration.key)
@@ -111,7 +115,7 @@ class FileSubscription(Subscription):
         self.reader.close()
 
 
-class FileBroker(Broker):
+class FileBroker(Broker[FileRegistration]):
     """A broker over one stream file: subscriptions read it, publishes and retry copies append to it.
 
     Appends are shared by default: other processes (``nbkit publish``, another service, a notebook)
@@ -141,18 +145,16 @@ class FileBroker(Broker):
 
     Examples
     --------
-    >>> from nbkit import App, FileBroker, FilePosition, HandlerOutcome, Session
-    >>> broker = FileBroker("orders.ss")
-    >>> @broker.subscriber("orders", start_at=FilePosition.beginning(), max_attempts=2, dead_letter="orders.dead")
-    ... def handle(delivery):
-    ...     return HandlerOutcome.retry_after(5)
-    >>> session = Session(App(broker))
-    >>> broker.publish("orders", '{"id": 1}').seq
-    1
-    >>> for event in session.run():
-    ...     print(event.describe())
-    file orders #1 attempt 1: retry_after -> copy to 'orders' due in 5 s, to be delivered as attempt 2
-    file orders #2 attempt 2: retry_after -> copy written to dead-letter key 'orders.dead' with retry count 2 (...)
+    >>> from nbkit import App, FileBroker, Session
+    >>> broker = FileBroker("jobs.ss", end_with_eos=True)
+    >>> @broker.subscriber("jobs", replay=True)
+    ... def work(delivery):
+    ...     print(f"#{delivery.seq} {delivery.text} {delivery.headers}")
+    >>> broker.publish("jobs", "first").seq, broker.publish("jobs", "second", {"trace": "a1"}).seq
+    (1, 2)
+    >>> _ = Session(App(broker)).run()
+    #1 first {'stream-sequence': '1'}
+    #2 second {'trace': 'a1', 'stream-sequence': '2'}
     """
 
     transport = "file"
@@ -185,13 +187,77 @@ class FileBroker(Broker):
     def __repr__(self) -> str:
         return f"FileBroker({self.path!r})"
 
-    def _check_registration(self, registration: Registration) -> None:
-        if registration.out_retry is not None and registration.out_retry != registration.key:
+    @registrator
+    def subscriber(
+        self,
+        key: str,
+        *,
+        name: str | None = None,
+        replay: bool = False,
+        start_at: FilePosition | None = None,
+        max_attempts: int | None = None,
+        dead_letter: str | None = None,
+        checkpoint: PositionStore | None = None,
+    ) -> Callable[[Handler], Handler]:
+        """Register the decorated function as the handler of stream ``key``; returns it unchanged.
+
+        Options are checked here, when the decorator is made; an option of the pipe transport
+        (``out_retry``) is refused with a message saying so. On a file, retry copies are appended
+        under the subscription's own key.
+
+        Parameters
+        ----------
+        key : str
+            The stream key to subscribe to.
+        name : str, optional
+            The registration's name in events and logs (default: the key).
+        replay : bool
+            Read from the beginning (or ``start_at``) and end at the end of the file, instead of following it.
+        start_at : FilePosition, optional
+            Where the subscription starts (default: the beginning for a replay, the tip for a live one).
+        max_attempts : int, optional
+            The cap on attempts, counting the first delivery.
+        dead_letter : str, optional
+            The key spent deliveries are copied to.
+        checkpoint : PositionStore, optional
+            Saves ``seq + 1`` after every settlement; resume with ``start_at=store.position(key)``.
+
+        Returns
+        -------
+        callable
+            A decorator that registers the handler and returns it unchanged.
+
+        Raises
+        ------
+        ConfigurationError
+            If an option is not one of these, or its value is not valid.
+
+        Examples
+        --------
+        >>> from nbkit import FileBroker, HandlerOutcome
+        >>> broker = FileBroker("orders.ss")
+        >>> @broker.subscriber("orders", replay=True, max_attempts=3, dead_letter="orders.dead")
+        ... def handle(delivery):
+        ...     return HandlerOutcome.retry_after(5)
+        >>> [r.name for r in broker.registrations]
+        ['orders']
+        """
+        common = common_options(key, name=name, max_attempts=max_attempts, dead_letter=dead_letter)
+        if start_at is not None and not isinstance(start_at, FilePosition):
             raise ConfigurationError(
-                f"subscription `{registration.name}`: on a stream file retry copies are appended under the "
-                f"subscription's own key {registration.key!r}; out_retry={registration.out_retry!r} "
-                "is not supported on FileBroker (drop the option)"
+                f"start_at takes a FilePosition (FilePosition.beginning(), .end(), .sequence(n), "
+                f".timestamp(t)), not {start_at!r}"
             )
+        if checkpoint is not None and not isinstance(checkpoint, PositionStore):
+            raise ConfigurationError(
+                f"checkpoint takes a PositionStore (nbkit.PositionStore(path)), not {checkpoint!r}"
+            )
+
+        return self._decorator(
+            lambda handler: FileRegistration(
+                **common, handler=handler, replay=bool(replay), start_at=start_at, checkpoint=checkpoint
+            )
+        )
 
     @property
     def writer(self) -> StreamWriter:
@@ -267,50 +333,20 @@ class FileBroker(Broker):
         written = self.writer.write(key, data, timestamp_ms=timestamp_ms)
         return Published(key, written.seq, written.timestamp_ms / 1000)
 
-    def retry_destination(self, registration: Registration) -> str:
-        """The key a registration's retry copies go to: on a file, the registration's own key.
-
-        Parameters
-        ----------
-        registration : Registration
-            One of this broker's registrations.
-
-        Returns
-        -------
-        str
-            The registration's stream key.
-        """
-        return registration.key
-
     def abort(self) -> None:
-        """Stop as a killed process would: close the subscriptions and the file, write no EOS.
-
-        Returns
-        -------
-        None
-        """
+        """Stop as a killed process would: close the subscriptions and the file, write no EOS."""
         super().abort()
         if self._writer is not None:
             self._writer.close()
 
     def reset(self) -> None:
-        """Back to the configured, unconnected state (the file is not touched), so a fresh App can connect it.
-
-        Returns
-        -------
-        None
-        """
+        """Back to the configured, unconnected state (the file is not touched), so a fresh App can connect it."""
         super().reset()
         self._writer = None
         self.subscriptions = []
 
     def shutdown(self) -> None:
-        """Close subscriptions; write the end-of-stream mark if ``end_with_eos``; release the file.
-
-        Returns
-        -------
-        None
-        """
+        """Close subscriptions; write the end-of-stream mark if ``end_with_eos``; release the file."""
         if self.closed:
             return
         for sub in self.subscriptions:

@@ -121,10 +121,6 @@ class PositionStore:
             The stream key.
         next_seq : int
             The sequence to resume at (the last one handled, plus one).
-
-        Returns
-        -------
-        None
         """
         validate_key(key)
         self._positions[key] = int(next_seq)

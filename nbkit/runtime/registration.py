@@ -1,57 +1,116 @@
-"""A handler mounted on a broker with its options (``@broker.subscriber(key, ...)``)."""
+"""A handler mounted on a broker with its options (``@broker.subscriber(key, ...)``).
+
+The options every transport takes (``name``, ``max_attempts``, ``dead_letter``) are checked once, in
+:func:`common_options`; each broker's ``subscriber`` adds its own (a file's ``replay``, ``start_at`` and
+``checkpoint``, a pipe's ``out_retry``) and builds its record, :class:`FileRegistration` or
+:class:`PipeRegistration`.
+"""
 
 from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
-from nbkit.errors import ConfigurationError, InvalidKeyError
+from nbkit.errors import ConfigurationError, InvalidKeyError, RetryDestinationError
+from nbkit.runtime.position_store import PositionStore
 from nbkit.runtime.settle import Declaration
 from nbkit.transport.positions import FilePosition
 from nbkit.wire.keys import validate_key
 
+#: A handler: ``handler(delivery)`` returning None, a HandlerOutcome, or an awaitable of one.
+Handler = Callable[..., Any]
 
-@dataclass(frozen=True, slots=True)
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Registration:
-    """One subscription: the stream key, the handler and its settlement options."""
+    """One subscription: the stream key, the handler, its name and its settlement options.
+
+    ``checkpoint`` is the position store the app saves ``seq + 1`` to after each settlement; only a
+    file subscription takes one (a pipe has no positions), so on a pipe it is always None.
+    """
 
     key: str
-    handler: Callable[..., Any]
+    handler: Handler
     name: str
-    replay: bool = False
-    start_at: FilePosition | None = None
     declaration: Declaration = Declaration()
-    out_retry: str | None = None
-    checkpoint: Any = None  # a PositionStore, saved after each settle
+    checkpoint: PositionStore | None = None
 
     @property
     def is_async(self) -> bool:
+        """True when the handler is a coroutine function."""
         return inspect.iscoroutinefunction(self.handler)
 
+    @property
+    def retry_key(self) -> str:
+        """The key retry copies go to: the subscription's own key (a file appends them there)."""
+        return self.key
 
-def make_registration(
-    key: str,
-    handler: Callable[..., Any],
-    *,
-    name: str | None = None,
-    replay: bool = False,
-    start_at: FilePosition | None = None,
-    max_attempts: int | None = None,
-    dead_letter: str | None = None,
-    out_retry: str | None = None,
-    checkpoint: Any = None,
-) -> Registration:
-    """Check every option and build a Registration; errors say which option is wrong and why."""
-    try:
-        validate_key(key, what="subscription stream key")
-        if dead_letter is not None:
-            validate_key(dead_letter, what="dead_letter key")
-        if out_retry is not None:
-            validate_key(out_retry, what="out_retry key")
-    except InvalidKeyError as exc:
-        raise ConfigurationError(str(exc)) from None
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FileRegistration(Registration):
+    """A file subscription: where it starts, and whether it is a replay that ends at the end of the file."""
+
+    replay: bool = False
+    start_at: FilePosition | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PipeRegistration(Registration):
+    """A pipe subscription: the key its retry copies are written under (the app refuses to start without one)."""
+
+    out_retry: str | None = None
+
+    @property
+    def retry_key(self) -> str:
+        """The key retry copies go to: ``out_retry`` (the broker refuses to connect a registration without one)."""
+        if self.out_retry is None:
+            raise RetryDestinationError(f"subscription `{self.name}` names no out_retry key for its retry copies")
+        return self.out_retry
+
+
+class CommonOptions(TypedDict):
+    """The checked fields every registration has, as :func:`common_options` returns them."""
+
+    key: str
+    name: str
+    declaration: Declaration
+
+
+def common_options(key: str, *, name: str | None, max_attempts: int | None, dead_letter: str | None) -> CommonOptions:
+    """Check the options every transport takes; errors say which option is wrong and why.
+
+    Parameters
+    ----------
+    key : str
+        The subscription's stream key.
+    name : str or None
+        The registration's name (None: the key).
+    max_attempts : int or None
+        The cap on attempts, counting the first delivery.
+    dead_letter : str or None
+        The key spent deliveries are copied to.
+
+    Returns
+    -------
+    CommonOptions
+        ``key``, ``name`` and ``declaration``, ready for a registration's constructor.
+
+    Raises
+    ------
+    ConfigurationError
+        If the key, the dead-letter key, ``max_attempts`` or the name is not valid.
+
+    Examples
+    --------
+    >>> from nbkit.runtime.registration import common_options
+    >>> common_options("orders", name=None, max_attempts=3, dead_letter="orders.dead")["name"]
+    'orders'
+    """
+    check_key(key, "subscription stream key")
+    if dead_letter is not None:
+        check_key(dead_letter, "dead_letter key")
     if max_attempts is not None and (
         isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or not 1 <= max_attempts < 1 << 32
     ):
@@ -59,22 +118,32 @@ def make_registration(
             f"max_attempts must be a whole number from 1 to {2**32 - 1} (it counts the first delivery), "
             f"not {max_attempts!r}"
         )
-    if start_at is not None and not isinstance(start_at, FilePosition):
-        raise ConfigurationError(
-            f"start_at takes a FilePosition (FilePosition.beginning(), .end(), .sequence(n), "
-            f".timestamp(t)), not {start_at!r}"
-        )
-    if not callable(handler):
-        raise ConfigurationError(f"the handler for {key!r} is not callable: {handler!r}")
-    if checkpoint is not None and not hasattr(checkpoint, "save"):
-        raise ConfigurationError("checkpoint takes a PositionStore (nbkit.PositionStore(path))")
-    return Registration(
-        key=key,
-        handler=handler,
-        name=name or key,
-        replay=replay,
-        start_at=start_at,
-        declaration=Declaration(max_attempts, dead_letter),
-        out_retry=out_retry,
-        checkpoint=checkpoint,
-    )
+    if name is not None and not isinstance(name, str):
+        raise ConfigurationError(f"name takes a string (the registration's name in events and logs), not {name!r}")
+    return CommonOptions(key=key, name=name or key, declaration=Declaration(max_attempts, dead_letter))
+
+
+def check_key(key: str, what: str) -> None:
+    """Refuse a stream key option that is not valid, as a configuration error naming the option.
+
+    Parameters
+    ----------
+    key : str
+        The stream key given.
+    what : str
+        Which option it was given as (``"out_retry key"``).
+
+    Raises
+    ------
+    ConfigurationError
+        If ``key`` is not a valid stream key.
+
+    Examples
+    --------
+    >>> from nbkit.runtime.registration import check_key
+    >>> check_key("orders.retry", "out_retry key")
+    """
+    try:
+        validate_key(key, what=what)
+    except InvalidKeyError as exc:
+        raise ConfigurationError(str(exc)) from None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass
+from typing import Final, Literal, get_args
 
 from nbkit.errors import TimestampRangeError
 from nbkit.wire.ssformat import MAX_TIMESTAMP_MS, MAX_U64
@@ -25,6 +26,13 @@ def to_epoch_ms(t: int | float | dt.datetime) -> int:
     if not 0 <= ms <= MAX_TIMESTAMP_MS:
         raise TimestampRangeError(f"'{ms}' is not a valid timestamp: outside year 1970..9999")
     return ms
+
+
+#: What a :class:`FilePosition` counts; ``beginning`` and ``end`` carry no value, the others an integer.
+PositionKind = Literal["beginning", "end", "sequence", "timestamp", "beacon"]
+#: Every kind, in the order of the class methods.
+POSITION_KINDS: Final[tuple[PositionKind, ...]] = get_args(PositionKind)
+_VALUELESS: Final = ("beginning", "end")
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,10 +61,26 @@ class FilePosition:
     1700000000000
     >>> FilePosition.end() == FilePosition("end")
     True
+    >>> FilePosition("start")
+    Traceback (most recent call last):
+    ...
+    ValueError: 'start' is not a FilePosition kind; the kinds are beginning, end, sequence, timestamp, beacon
     """
 
-    kind: str
+    kind: PositionKind
     value: int | None = None
+
+    def __post_init__(self) -> None:
+        """Refuse an unknown kind, and a value that does not match the kind (the class methods check its range)."""
+        if self.kind not in POSITION_KINDS:
+            raise ValueError(f"{self.kind!r} is not a FilePosition kind; the kinds are {', '.join(POSITION_KINDS)}")
+        if self.kind in _VALUELESS:
+            if self.value is not None:
+                raise ValueError(f"FilePosition.{self.kind}() takes no value, not {self.value!r}")
+        elif isinstance(self.value, bool) or not isinstance(self.value, int):
+            raise ValueError(
+                f"a {self.kind} position needs an integer value (use FilePosition.{self.kind}(n)), not {self.value!r}"
+            )
 
     @classmethod
     def beginning(cls) -> FilePosition:

@@ -203,7 +203,7 @@ REGISTRATIONS = {
     "bad-dead-letter": ("StdioBroker()", 'out_retry="jobs.retry", dead_letter="dead/letters"', "dead_letter key"),
     "bad-key": ("StdioBroker()", 'out_retry="jobs.retry", name="x"', None),
     "no-out-retry": ("StdioBroker()", "", "NamedCopies"),
-    "file-out-retry": ('FileBroker("f.ss")', 'out_retry="elsewhere"', "not supported on FileBroker"),
+    "file-out-retry": ('FileBroker("f.ss")', 'out_retry="elsewhere"', "out_retry is a pipe option"),
     "zero-attempts": ("StdioBroker()", 'out_retry="jobs.retry", max_attempts=0', "max_attempts"),
 }
 

@@ -109,7 +109,7 @@ def test_copies_are_appended_under_the_subscription_key(ss, clock):
 
 def test_out_retry_elsewhere_is_refused_on_a_file(ss):
     broker = FileBroker(ss)
-    with pytest.raises(ConfigurationError, match="own key 'jobs'"):
+    with pytest.raises(ConfigurationError, match="out_retry is a pipe option"):
         broker.subscriber("jobs", out_retry="jobs.retry")(lambda d: None)
 
 

@@ -275,9 +275,9 @@ def test_stdout_file_object(clock):
 
 def test_pipe_refuses_file_only_options():
     broker = StdioBroker(stdin=[], stdout=[])
-    with pytest.raises(ConfigurationError, match="start_at and replay"):
+    with pytest.raises(ConfigurationError, match="replay is a file option"):
         broker.subscriber("jobs", out_retry="r", replay=True)(lambda d: None)
-    with pytest.raises(ConfigurationError, match="checkpoint"):
+    with pytest.raises(ConfigurationError, match="checkpoint is a file option"):
         from nbkit import PositionStore
 
         broker.subscriber("jobs", out_retry="r", checkpoint=PositionStore("/nonexistent/p.json"))(lambda d: None)

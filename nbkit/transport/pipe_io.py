@@ -1,0 +1,313 @@
+"""Pipe I/O for stdio stages: lines in from stdin (never blocking), lines out to stdout (buffered).
+
+A pipe stage (``producer | nbkit run service:app | consumer``) reads one message per line. ``LineSource``
+hands out the lines of stdin, a file descriptor, a string or any iterable without ever waiting:
+``select`` with a zero timeout, then one large ``os.read``. ``LineSink`` collects the lines the stage
+writes and pushes them to the real stdout in one ``os.write`` per 64 KiB (or into a list or a file
+object, for notebooks and tests). The line *format* is ``nbkit.wire.stdio_line``'s; this module only
+moves text.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import select
+import sys
+from collections import deque
+from collections.abc import Iterable, Iterator
+from typing import IO, Any
+
+from nbkit.errors import ConfigurationError, NbkitError, Utf8Error
+from nbkit.transport.polling import NEED_MORE, NeedMore
+
+__all__ = ["LineInput", "LineOutput", "LineSink", "LineSource", "StdoutClosedError"]
+
+#: What :class:`LineSource` reads: None (the process's stdin), text, bytes, lines, or a file.
+LineInput = str | bytes | Iterable[str] | Iterable[bytes] | IO[str] | IO[bytes] | None
+#: Where :class:`LineSink` writes: None (the process's stdout), a list collecting lines, or a writable file.
+LineOutput = list[str] | IO[str] | IO[bytes] | None
+
+#: Bytes per ``os.read`` of stdin, and the size of stdout's buffer before it is written out.
+CHUNK_SIZE = 1 << 16
+
+
+class StdoutClosedError(NbkitError, BrokenPipeError):
+    """The process downstream closed the pipe (broken pipe); nothing more can be written."""
+
+
+class LineSource:
+    """Lines from stdin, a file descriptor, a string or any iterable, without ever blocking.
+
+    ``poll()`` returns the next line (without its ``\\n``), ``NEED_MORE`` when a pipe has nothing yet,
+    or ``None`` at the end; ``lineno`` is the number of the line it returned last (from 1). Lines
+    handed back with :meth:`feed` (a stage reading its own output: loopback) come before anything
+    else. From a file descriptor every complete line of a read is decoded at once; a last line without
+    ``\\n`` is a line at EOF; text that is not UTF-8 raises :class:`~nbkit.errors.Utf8Error` naming the
+    line, after the lines before it were handed out.
+
+    Parameters
+    ----------
+    source : None, str, bytes, iterable of str or bytes, or file
+        None reads the process's stdin; a file with a real descriptor is read with ``os.read``; str
+        and bytes are split at ``\\n``; other files are read with ``readline``; any other iterable
+        gives one line per item (a trailing ``\\n`` is dropped).
+
+    Examples
+    --------
+    >>> import os
+    >>> from nbkit.transport.pipe_io import LineSource
+    >>> r, w = os.pipe()
+    >>> source = LineSource(os.fdopen(r, "rb"))
+    >>> source.poll()                                # nothing written yet: never blocks
+    NEED_MORE
+    >>> _ = os.write(w, b"first\\nsec")
+    >>> source.poll(), source.lineno
+    ('first', 1)
+    >>> source.poll()                                # "sec" is not a line until its newline or EOF
+    NEED_MORE
+    >>> os.close(w)
+    >>> source.poll(), source.poll()
+    ('sec', None)
+    """
+
+    def __init__(self, source: LineInput) -> None:
+        self._fd: int | None = None
+        self._stream: object = None
+        self._iter: Iterator[Any] | None = None
+        self._partial: list[bytes] = []  # the reads since the last "\n" (a line not complete yet)
+        self._lines: list[str] | list[bytes] = []  # complete lines of the last read, handed out from _next on
+        self._next = 0
+        self._eof = False
+        self._queue: deque[str] = deque()
+        self.lineno = 0
+        if source is None:
+            source = sys.stdin
+        if isinstance(source, str):
+            self._iter = iter(_split_text(source))
+        elif isinstance(source, (bytes, bytearray)):
+            data = bytes(source)
+            self._iter = iter(data.split(b"\n")[:-1] if data.endswith(b"\n") else data.split(b"\n"))
+        elif (fd := _real_fileno(source)) is not None:
+            self._fd = fd
+            self._stream = source  # held, so that collecting the file object does not close the descriptor
+        elif isinstance(source, io.IOBase) or hasattr(source, "readline"):
+            readline = source.readline
+            self._iter = iter(readline, readline(0) if isinstance(source, io.IOBase) else "")
+        else:
+            self._iter = iter(source)
+
+    def fileno(self) -> int | None:
+        """The descriptor to wait on with ``select`` (None for other sources, and after EOF).
+
+        Returns
+        -------
+        int or None
+            The file descriptor being read.
+        """
+        return None if self._eof else self._fd
+
+    @property
+    def queued(self) -> int:
+        """Lines fed back (loopback) and not read yet."""
+        return len(self._queue)
+
+    def feed(self, line: str) -> None:
+        """Queue a line to be read next, before anything from the source (loopback).
+
+        Parameters
+        ----------
+        line : str
+            One line, without its ``\\n``.
+        """
+        self._queue.append(line)
+
+    def poll(self) -> str | NeedMore | None:
+        """The next line, ``NEED_MORE`` (a pipe has nothing now) or ``None`` (the source has ended).
+
+        Returns
+        -------
+        str, NEED_MORE or None
+            The line without its ``\\n``; its number is then in ``lineno``.
+
+        Raises
+        ------
+        Utf8Error
+            If the line read from a descriptor or as bytes is not valid UTF-8.
+        """
+        if self._queue:
+            self.lineno += 1
+            return self._queue.popleft()
+        i = self._next
+        if i < len(self._lines):
+            self._next = i + 1
+            self.lineno += 1
+            line = self._lines[i]
+            return line if isinstance(line, str) else self._decoded(line)
+        if self._iter is not None:
+            try:
+                item = next(self._iter)
+            except StopIteration:
+                self._iter = None
+                self._eof = True
+                return None
+            return self._item(item)
+        if self._fd is None:
+            return None
+        return self._read()
+
+    def _read(self) -> str | NeedMore | None:
+        """Read what the descriptor has (never waiting) until a complete line or EOF is there."""
+        fd = self._fd
+        assert fd is not None
+        while True:
+            if self._eof:
+                if self._partial:  # a last line without "\n"
+                    tail = b"".join(self._partial)
+                    self._partial = []
+                    self.lineno += 1
+                    return self._decoded(tail)
+                return None
+            ready, _, _ = select.select([fd], [], [], 0)
+            if not ready:
+                return NEED_MORE
+            data = os.read(fd, CHUNK_SIZE)
+            if not data:
+                self._eof = True
+                continue
+            end = data.rfind(b"\n")
+            if end < 0:
+                self._partial.append(data)
+                continue
+            # every complete line of the reads, decoded at once; the text after the last "\n" waits
+            complete = b"".join([*self._partial, data[:end]]) if self._partial else data[:end]
+            self._partial = [data[end + 1 :]] if end + 1 < len(data) else []
+            try:
+                self._lines = complete.decode("utf-8").split("\n")
+            except UnicodeDecodeError:  # decoded line by line instead, so the error names its line
+                self._lines = complete.split(b"\n")
+            self._next = 0
+            return self.poll()
+
+    def _decoded(self, line: bytes) -> str:
+        """``line`` as text; the error names the line (``lineno`` is already its number)."""
+        try:
+            return line.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise Utf8Error(
+                f"stdin line {self.lineno} is not valid UTF-8 (byte {exc.start}); the line format is "
+                "text only: envelope binary payloads (rs1:) or fix the producer",
+                line=self.lineno,
+            ) from None
+
+    def _item(self, item: object) -> str:
+        """One item of an iterable or ``readline``: str or bytes, its trailing ``\\n`` dropped."""
+        self.lineno += 1
+        if isinstance(item, (bytes, bytearray)):
+            text = self._decoded(bytes(item))
+        elif isinstance(item, str):
+            text = item
+        else:
+            raise TypeError(f"stdin lines are str or bytes, not {type(item).__name__}")
+        return text[:-1] if text.endswith("\n") else text
+
+
+def _split_text(text: str) -> list[str]:
+    """The lines of ``text``: split at ``\\n``, without the empty one after a final ``\\n``."""
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return lines
+
+
+def _real_fileno(stream: object) -> int | None:
+    """The OS descriptor behind ``stream``, or None (no ``fileno``, or a file without one)."""
+    try:
+        return stream.fileno()  # type: ignore[attr-defined]  # duck-typed: any file object with a descriptor
+    except (AttributeError, OSError, io.UnsupportedOperation, ValueError):
+        return None
+
+
+class LineSink:
+    """Where stdout lines go: the real stdout (its descriptor, buffered until flush), a file object or a list.
+
+    On the real stdout lines are kept as text and written out, encoded in one piece, when 64 KiB have
+    gathered and on every :meth:`flush`; a closed pipe downstream raises :class:`StdoutClosedError`.
+
+    Parameters
+    ----------
+    target : None, list or file
+        None writes to the process's stdout; a list gets one item per line (without ``\\n``); a file
+        object gets the text (or its UTF-8 bytes, if it takes only bytes).
+
+    Examples
+    --------
+    >>> from nbkit.transport.pipe_io import LineSink
+    >>> lines = []
+    >>> sink = LineSink(lines)
+    >>> sink.write("[2024-01-01T00:00:00 | jobs | 0] hello\\n")
+    >>> lines
+    ['[2024-01-01T00:00:00 | jobs | 0] hello']
+    """
+
+    def __init__(self, target: LineOutput) -> None:
+        self.lines: list[str] | None = None
+        self._fd: int | None = None
+        self._file: IO[Any] | None = None
+        self._buffer: list[str] = []
+        self._size = 0
+        stream = sys.stdout if target is None else target
+        real = stream is sys.stdout or stream is sys.__stdout__  # a file given explicitly is written through it
+        fd = _real_fileno(stream) if real else None
+        if isinstance(stream, list):
+            self.lines = stream
+        elif fd is not None:
+            stream.flush()  # what print() left in the file object's buffer goes out before the stage's lines
+            self._fd = fd
+        elif hasattr(stream, "write"):
+            self._file = stream
+        else:
+            raise ConfigurationError(f"stdout must be None, a list or a writable file, not {stream!r}")
+
+    def write(self, line: str) -> None:
+        """Write one line (ending in ``\\n``).
+
+        Parameters
+        ----------
+        line : str
+            The line, with its ``\\n``.
+        """
+        if self._fd is not None:
+            self._buffer.append(line)
+            self._size += len(line)
+            if self._size >= CHUNK_SIZE:
+                self.flush()
+        elif self.lines is not None:
+            self.lines.append(line[:-1] if line.endswith("\n") else line)
+        else:
+            assert self._file is not None
+            try:
+                self._file.write(line)
+            except TypeError:
+                self._file.write(line.encode("utf-8"))
+
+    def flush(self) -> None:
+        """Write out what is buffered (and flush a file object).
+
+        Raises
+        ------
+        StdoutClosedError
+            If the reader downstream has closed the pipe.
+        """
+        try:
+            if self._fd is not None and self._buffer:
+                view = memoryview("".join(self._buffer).encode("utf-8"))
+                self._buffer.clear()
+                self._size = 0
+                while view:
+                    view = view[os.write(self._fd, view) :]
+            elif self._file is not None and hasattr(self._file, "flush"):
+                self._file.flush()
+        except BrokenPipeError:
+            self._buffer.clear()
+            raise StdoutClosedError("stdout closed by the next stage (broken pipe); stopping") from None

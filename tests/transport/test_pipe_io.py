@@ -1,0 +1,156 @@
+"""Pipe I/O: LineSource never blocks and splits reads into lines; LineSink buffers and writes them out."""
+
+from __future__ import annotations
+
+import io
+import os
+import sys
+
+import pytest
+
+from nbkit.errors import ConfigurationError, Utf8Error
+from nbkit.transport.pipe_io import CHUNK_SIZE, LineSink, LineSource, StdoutClosedError
+from nbkit.transport.polling import NEED_MORE
+
+
+@pytest.fixture
+def pipe():
+    """(LineSource over a pipe's read end, its write end's descriptor); both ends closed afterwards."""
+    r, w = os.pipe()
+    reader = os.fdopen(r, "rb")
+    ends = [w]
+    yield LineSource(reader), ends
+    reader.close()
+    for fd in ends:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+
+
+def drain(source: LineSource) -> list[object]:
+    """Poll until NEED_MORE or the end; every answer, with the line numbers of the lines."""
+    seen: list[object] = []
+    while True:
+        line = source.poll()
+        seen.append(line if line is NEED_MORE or line is None else (line, source.lineno))
+        if line is NEED_MORE or line is None:
+            return seen
+
+
+def test_partial_lines_wait_for_their_newline_and_eof_ends_the_last(pipe):
+    source, (w,) = pipe
+    assert source.poll() is NEED_MORE  # nothing written: never blocks
+    os.write(w, b"one\ntw")
+    assert drain(source) == [("one", 1), NEED_MORE]
+    os.write(w, b"o\n\nthr")  # "two" completed across two reads, then an empty line, then a partial one
+    assert drain(source) == [("two", 2), ("", 3), NEED_MORE]
+    os.write(w, "é\r".encode())  # a multi-byte character; a "\r" stays part of the line
+    assert drain(source) == [NEED_MORE]
+    assert source.fileno() is not None
+    os.close(w)
+    assert drain(source) == [("thré\r", 4), None]
+    assert source.poll() is None and source.fileno() is None
+
+
+def test_a_character_split_between_reads_is_decoded_whole(pipe):
+    source, (w,) = pipe
+    data = "ü\n".encode()
+    os.write(w, data[:1])
+    assert source.poll() is NEED_MORE
+    os.write(w, data[1:])
+    assert source.poll() == "ü"
+
+
+def test_many_lines_in_one_read_come_out_one_per_poll_in_order(pipe):
+    source, (w,) = pipe
+    lines = [f"[jobs | {i}] payload {i}" for i in range(3000)]  # more than one read's worth
+    os.write(w, ("\n".join(lines) + "\n").encode()[:CHUNK_SIZE])
+    got = []
+    while (line := source.poll()) is not NEED_MORE:
+        got.append(line)
+    assert got == lines[: len(got)] and 0 < len(got) < len(lines)
+
+
+def test_text_that_is_not_utf8_names_its_line_after_the_lines_before_it(pipe):
+    source, (w,) = pipe
+    os.write(w, b"good\n\xff bad\nnever\n")
+    assert source.poll() == "good"
+    with pytest.raises(Utf8Error, match="stdin line 2 is not valid UTF-8 \\(byte 0\\)"):
+        source.poll()
+
+
+def test_fed_lines_come_first(pipe):
+    source, (w,) = pipe
+    os.write(w, b"from the pipe\n")
+    source.feed("fed back")
+    assert source.queued == 1
+    assert drain(source) == [("fed back", 1), ("from the pipe", 2), NEED_MORE]
+
+
+@pytest.mark.parametrize(
+    "given",
+    [
+        "a\nb\n",
+        "a\nb",
+        b"a\nb\n",
+        ["a\n", b"b"],
+        io.StringIO("a\nb\n"),
+        io.BytesIO(b"a\nb"),
+    ],
+    ids=["str", "str-no-final-newline", "bytes", "iterable", "stringio", "bytesio"],
+)
+def test_other_sources_give_the_same_lines(given):
+    source = LineSource(given)
+    assert [source.poll(), source.poll(), source.poll()] == ["a", "b", None]
+    assert source.lineno == 2 and source.fileno() is None
+
+
+def test_an_item_that_is_not_text_is_refused():
+    with pytest.raises(TypeError, match="stdin lines are str or bytes, not int"):
+        LineSource([1]).poll()
+
+
+def test_a_sink_list_gets_lines_without_newlines():
+    lines: list[str] = []
+    sink = LineSink(lines)
+    sink.write("a\n")
+    sink.write("b")
+    sink.flush()
+    assert lines == ["a", "b"]
+
+
+def test_a_sink_file_gets_text_or_bytes():
+    text, binary = io.StringIO(), io.BytesIO()
+    for target in (text, binary):
+        sink = LineSink(target)
+        sink.write("é\n")
+        sink.flush()
+    assert text.getvalue() == "é\n" and binary.getvalue() == "é\n".encode()
+
+
+def test_a_sink_on_stdout_buffers_until_flush_then_writes_the_bytes(monkeypatch):
+    r, w = os.pipe()
+    out = os.fdopen(w, "w")
+    monkeypatch.setattr(sys, "stdout", out)
+    try:
+        sink = LineSink(None)
+        sink.write("[x | 0] é\n")
+        sink.write("[x | 1] b\n")
+        os.set_blocking(r, False)
+        with pytest.raises(BlockingIOError):
+            os.read(r, 100)  # buffered: nothing written yet
+        sink.flush()
+        assert os.read(r, 100) == "[x | 0] é\n[x | 1] b\n".encode()
+        os.close(r)
+        sink.write("lost\n")
+        with pytest.raises(StdoutClosedError, match="broken pipe"):
+            sink.flush()
+    finally:
+        monkeypatch.undo()
+        out.close()
+
+
+def test_a_sink_refuses_what_it_cannot_write_to():
+    with pytest.raises(ConfigurationError, match="stdout must be None, a list or a writable file"):
+        LineSink(42)  # type: ignore[arg-type]
