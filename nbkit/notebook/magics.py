@@ -2,13 +2,18 @@
 
 ``%nbkit_file PATH`` or ``%nbkit_pipe`` opens a broker; ``%%nbkit_handler KEY [options]`` turns the
 cell into that subscription's handler (the cell is the body of ``def handler(delivery): ...``, so it
-``return``s an outcome); ``%nbkit_step``, ``%nbkit_run``, ``%nbkit_advance``, ``%nbkit_events``,
-``%nbkit_pending``, ``%nbkit_log`` and ``%nbkit_reset`` drive and show the current Session.
-Every magic is a thin layer over :class:`~nbkit.notebook.session.Session`.
+``return``s an outcome; a cell that uses ``await`` becomes an ``async def`` handler); ``%nbkit_step``,
+``%nbkit_run``, ``%nbkit_advance``, ``%nbkit_events``, ``%nbkit_pending``, ``%nbkit_log`` and
+``%nbkit_reset`` drive and show the current Session.
+Every magic is a thin layer over :class:`~nbkit.notebook.session.Session`. A line magic cannot
+``await``: with async handlers in a notebook, ``%nbkit_step`` and ``%nbkit_run`` refuse and name the
+cell to write instead (``await nbkit_session.astep()``).
 """
 
 from __future__ import annotations
 
+import ast
+import asyncio
 import textwrap
 from argparse import Namespace
 from typing import Any
@@ -62,6 +67,49 @@ def _refuse_other_transport_options(broker: Broker, args: Namespace) -> FileBrok
             )
         return broker
     raise ConfigurationError(f"%%nbkit_handler registers on a FileBroker or a StdioBroker, not {broker!r}")
+
+
+_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
+
+
+def _awaits(function: ast.AST) -> bool:
+    """Whether a function's own body awaits (``await``, ``async for``/``with``, an async comprehension),
+    not counting the functions and classes defined inside it."""
+    pending = list(ast.iter_child_nodes(function))
+    while pending:
+        node = pending.pop()
+        if isinstance(node, (ast.Await, ast.AsyncFor, ast.AsyncWith)):
+            return True
+        if isinstance(node, ast.comprehension) and node.is_async:
+            return True
+        if not isinstance(node, _SCOPES):
+            pending.extend(ast.iter_child_nodes(node))
+    return False
+
+
+def _handler_source(cell: str) -> str:
+    """The cell as the body of ``def __nbkit_handler__(delivery)``, ``async def`` if it awaits."""
+    source = "def __nbkit_handler__(delivery):\n" + textwrap.indent(cell.strip("\n") or "pass", "    ")
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return source  # compile() reports it, with the cell's line
+    return "async " + source if _awaits(tree.body[0]) else source
+
+
+def _refuse_async(session: Session, magic: str, instead: str) -> None:
+    """Raise before anything is delivered when a handler is async and the notebook's loop is running:
+    a line magic cannot await, so the error names the cell to write instead."""
+    if not session.has_async_handlers:
+        return
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return  # no loop here (a plain IPython shell): Session runs the handler on the app's own loop
+    raise ConfigurationError(
+        f"{magic} cannot wait for an async handler (a line magic cannot await); "
+        f"run `{instead}` in a cell instead (nothing was delivered)"
+    )
 
 
 @magics_class
@@ -156,8 +204,9 @@ class NbkitMagics(Magics):
     def nbkit_handler(self, line: str, cell: str) -> None:
         """Make this cell the handler of KEY: it runs as ``def handler(delivery): <cell>``.
 
-        ``return HandlerOutcome.retry_after(5)`` (or ack/drop/retry; no return acks). Running the
-        cell again replaces the handler; after the session started, run %nbkit_reset first.
+        ``return HandlerOutcome.retry_after(5)`` (or ack/drop/retry; no return acks). A cell that uses
+        ``await`` becomes ``async def handler(delivery)``: step it with ``await nbkit_session.astep()``.
+        Running the cell again replaces the handler; after the session started, run %nbkit_reset first.
         """
         args = parse_argstring(self.nbkit_handler, line)
         broker = self._broker(args.broker)
@@ -165,7 +214,7 @@ class NbkitMagics(Magics):
             raise ConfigurationError("the session has started; run %nbkit_reset before changing handlers")
         target = _refuse_other_transport_options(broker, args)
         start_at = _position(args.start_at)
-        source = "def __nbkit_handler__(delivery):\n" + textwrap.indent(cell.strip("\n") or "pass", "    ")
+        source = _handler_source(cell)
         namespace = self.user_ns
         exec(compile(source, f"<nbkit handler {args.key}>", "exec"), namespace)
         handler = namespace.pop("__nbkit_handler__")
@@ -190,15 +239,30 @@ class NbkitMagics(Magics):
     @argument("n", nargs="?", type=int, default=1, help="how many deliveries (default 1)")
     @line_magic
     def nbkit_step(self, line: str) -> Steps:
-        """Deliver and settle the next N messages."""
-        return self.session.step(parse_argstring(self.nbkit_step, line).n)
+        """Deliver and settle the next N messages.
+
+        With an ``async def`` handler in a notebook (an event loop is running) this raises a
+        ConfigurationError before delivering anything: write ``await nbkit_session.astep(N)`` in the
+        cell instead (IPython awaits it; a line magic cannot).
+        """
+        n = parse_argstring(self.nbkit_step, line).n
+        _refuse_async(self.session, "%nbkit_step", f"await nbkit_session.astep({n})")
+        return self.session.step(n)
 
     @magic_arguments()
     @argument("--max", type=int, default=None, help="stop after this many deliveries")
     @line_magic
     def nbkit_run(self, line: str) -> Steps:
-        """Deliver until nothing is left, moving the virtual clock to each delayed copy."""
-        return self.session.run(max_deliveries=parse_argstring(self.nbkit_run, line).max)
+        """Deliver until nothing is left, moving the virtual clock to each delayed copy.
+
+        With an ``async def`` handler in a notebook (an event loop is running) this raises a
+        ConfigurationError before delivering anything: write ``await nbkit_session.arun()`` in the
+        cell instead (IPython awaits it; a line magic cannot).
+        """
+        limit = parse_argstring(self.nbkit_run, line).max
+        instead = "await nbkit_session.arun()" if limit is None else f"await nbkit_session.arun(max_deliveries={limit})"
+        _refuse_async(self.session, "%nbkit_run", instead)
+        return self.session.run(max_deliveries=limit)
 
     @magic_arguments()
     @argument("seconds", type=float, help="how far to move the virtual clock")

@@ -533,6 +533,31 @@ class Session:
         )
 
     @property
+    def has_async_handlers(self) -> bool:
+        """Whether a handler registered on the app's brokers is an ``async def`` (a coroutine function).
+
+        Such a session is driven with ``await session.astep()`` / ``await session.arun()`` inside a
+        running event loop (a notebook cell); the notebook's panel and magics look here to choose.
+        A plain function that returns an awaitable is not seen here: ``step()`` says so when it meets one.
+
+        Returns
+        -------
+        bool
+            True if any registered handler is a coroutine function.
+
+        Examples
+        --------
+        >>> from nbkit import App, StdioBroker, Session
+        >>> broker = StdioBroker(stdin=[], stdout=[])
+        >>> @broker.subscriber("jobs", out_retry="jobs.retry")
+        ... async def handle(delivery):
+        ...     return None
+        >>> Session(App(broker)).has_async_handlers
+        True
+        """
+        return any(r.is_async for b in self.app.brokers for r in b.registrations)
+
+    @property
     def last_event(self) -> SettlementEvent | None:
         """The latest settlement (updated once its delayed copy is written)."""
         return self.app.events[-1] if self.app.events else None

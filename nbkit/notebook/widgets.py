@@ -3,21 +3,24 @@ file browser.
 
 A widget is a thin view: the panel's buttons call the Session methods a user would call in a cell
 (``step``, ``run``, ``advance``, ``reset``), then :meth:`SessionPanel.refresh` redraws everything
-from the Session. Every view is an ``HTML`` widget whose ``value`` can be read in tests, and every
-button works with ``.click()`` -- no browser needed. The panel's charts (attempts, and the
-timeline of every message) are PNGs in ``ipywidgets.Image`` widgets (rendered off-screen with Agg,
-never through pyplot or an Output widget), so the panel shows the same in a browser, in nbval and
-in tests. Payloads are user data: every text
-is HTML-escaped, and control characters are shown as ``\\xNN``.
+from the Session. With async handlers inside a running event loop (a notebook), Step and Run
+schedule ``session.astep()`` / ``session.arun()`` as a task on that loop instead (no thread).
+Every view is an ``HTML`` widget whose ``value`` can be read in tests, and every button works with
+``.click()`` -- no browser needed. The panel's charts (attempts, and the timeline of every message)
+are PNGs in ``ipywidgets.Image`` widgets (rendered off-screen with Agg, never through pyplot or an
+Output widget), so the panel shows the same in a browser, in nbval and in tests. Payloads are user
+data: every text is HTML-escaped, and control characters are shown as ``\\xNN``.
 """
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import html
 import io
 import math
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Coroutine, Iterable
 from typing import TYPE_CHECKING, Any
 
 import ipywidgets as widgets
@@ -102,6 +105,14 @@ class SessionPanel(widgets.VBox):
     ``"advance"``, ``"reset"`` to the Buttons; ``seconds`` is the Advance field (default 5 s). Call
     :meth:`refresh` after using the Session from a cell.
 
+    Async handlers: when ``session.has_async_handlers`` and an event loop is running (always in a
+    notebook), Step, Step ×10 and Run schedule ``session.astep()`` / ``session.arun()`` as a task on
+    that loop (the kernel's; no thread). While it runs the status says so and every button is
+    disabled; when it ends (or is cancelled) the buttons come back and the views are redrawn, with
+    ``error: ...`` if it raised. ``task`` is the latest such :class:`asyncio.Task` (None before the
+    first one): ``await panel.task`` in a cell waits for it (and raises what it raised). Sync
+    handlers are stepped directly, as in a cell.
+
     Parameters
     ----------
     session : Session
@@ -142,6 +153,9 @@ class SessionPanel(widgets.VBox):
         self._note = "ready"
         self._error: str | None = None
         self._plot_key: tuple | None = None
+        self._running: str | None = None  # the label of the async Step/Run in flight
+        #: The latest Step/Run scheduled on the running loop for async handlers (None before one).
+        self.task: asyncio.Task[str] | None = None
         self.buttons: dict[str, widgets.Button] = {
             "step": widgets.Button(description="Step", tooltip="session.step(): deliver one message"),
             "step10": widgets.Button(description="Step ×10", tooltip="session.step(10)"),
@@ -173,8 +187,13 @@ class SessionPanel(widgets.VBox):
             "advance": self._advance,
             "reset": self._reset,
         }
+        async_actions: dict[str, Callable[[], Coroutine[Any, Any, str]]] = {
+            "step": self._astep,
+            "step10": self._astep10,
+            "run": self._arun,
+        }
         for name, button in self.buttons.items():
-            button.on_click(self._handler(button.description, actions[name]))
+            button.on_click(self._handler(button.description, actions[name], async_actions.get(name)))
         controls = widgets.HBox([*self.buttons.values(), self.seconds])
         views = widgets.HBox([self.counts_view, self.pending_view, *([self.plot] if plot else [])])
         self.children = [controls, self.status, views, *([self.timeline] if plot else []), self.log_view]
@@ -185,8 +204,17 @@ class SessionPanel(widgets.VBox):
         """Plain text for consoles and notebook text comparisons (nbval): the session, not the widgets."""
         return f"SessionPanel({self.session.summary()})"
 
-    def _handler(self, label: str, action: Callable[[], str]) -> Callable[..., None]:
+    def _handler(
+        self, label: str, action: Callable[[], str], async_action: Callable[[], Coroutine[Any, Any, str]] | None
+    ) -> Callable[..., None]:
         def on_click(_button: object = None) -> None:
+            if self._running is not None:  # the buttons are disabled; a click from code says why
+                self._note = f"{label}: not now, {self._running} is still running"
+                self.refresh()
+                return
+            if async_action is not None and self.session.has_async_handlers and _loop_running():
+                self._start(label, async_action)
+                return
             try:
                 note = action()
             except Exception as exc:  # shown in the panel, not lost in a callback
@@ -199,15 +227,52 @@ class SessionPanel(widgets.VBox):
 
         return on_click
 
+    def _start(self, label: str, action: Callable[[], Coroutine[Any, Any, str]]) -> None:
+        """Schedule an async Step/Run on the running loop, the buttons disabled until it ends."""
+        self._running = label
+        self._error = None
+        self._note = f"{label}: running (async handlers)…"
+        self._enable(False)
+        self.refresh()
+        self.task = asyncio.get_running_loop().create_task(action())
+        self.task.add_done_callback(functools.partial(self._finished, label))
+
+    def _finished(self, label: str, task: asyncio.Task[str]) -> None:
+        """When the task ends (done, failed or cancelled, even before it started): show how, give the
+        buttons back and redraw. A failure is shown in the panel, and ``await panel.task`` raises it."""
+        self._running = None
+        self._enable(True)
+        if task.cancelled():
+            self._note = f"{label} cancelled"
+        elif (exc := task.exception()) is not None:
+            self._error = f"{type(exc).__name__}: {exc}"
+            self._note = f"{label} failed"
+        else:
+            self._note = task.result()
+        self.refresh()
+
+    def _enable(self, enabled: bool) -> None:
+        """Enable or disable every button (disabled while an async Step/Run is in flight)."""
+        for button in self.buttons.values():
+            button.disabled = not enabled
+
     def _step(self) -> str:
-        n = len(self.session.step())
-        return f"Step: {n} delivered" if n else "Step: nothing ready to deliver now"
+        return _stepped(len(self.session.step()))
+
+    async def _astep(self) -> str:
+        return _stepped(len(await self.session.astep()))
 
     def _step10(self) -> str:
         return f"Step ×10: {len(self.session.step(10))} delivered"
 
+    async def _astep10(self) -> str:
+        return f"Step ×10: {len(await self.session.astep(10))} delivered"
+
     def _run(self) -> str:
         return f"Run: {len(self.session.run())} delivered"
+
+    async def _arun(self) -> str:
+        return f"Run: {len(await self.session.arun())} delivered"
 
     def _advance(self) -> str:
         seconds = self.seconds.value
@@ -305,6 +370,20 @@ class SessionPanel(widgets.VBox):
         ax.title.set_fontsize("medium")
         self.timeline.value = _png(fig)
         self._plot_key = key
+
+
+def _stepped(n: int) -> str:
+    """The Step button's note for ``n`` deliveries."""
+    return f"Step: {n} delivered" if n else "Step: nothing ready to deliver now"
+
+
+def _loop_running() -> bool:
+    """Whether an asyncio event loop is running in this thread (in a notebook it always is)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
 
 
 def _lanes(events: Iterable[SettlementEvent]) -> int:

@@ -3,12 +3,16 @@
 The notebook is written at test time (nbformat) into the server's temp root_dir. Its cells build a
 FileBroker scenario whose handler always answers ``retry_after(5)``; the test runs all cells, waits
 for the panel's Step button, clicks it and checks that the panel's text changed exactly as the same
-scenario's ``Session.step()`` and an in-process SessionPanel say it should. Screenshots (before,
+scenario's ``Session.step()`` and an in-process SessionPanel say it should. It runs twice: with a
+plain handler, and with an ``async def`` one, which the panel awaits as a task on the kernel's event
+loop (``session.astep()``). Screenshots (before,
 after, or at the point of failure) go to ``test-artifacts/browser/``.
 """
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import html.parser
 import re
 import sys
@@ -19,16 +23,26 @@ from jlab import KERNEL_IDLE_JS, write_code_notebook
 pytestmark = pytest.mark.timeout(150)  # a safety net: every wait shares the 80 s `budget` (conftest)
 
 IMPORTS = """\
+import asyncio
+
 from nbkit import App, FileBroker, FilePosition, HandlerOutcome, Session
 from nbkit.widgets import SessionPanel"""
+
+SYNC_HANDLER = """\
+def pay_later(delivery):
+    return HandlerOutcome.retry_after(5)"""
+
+ASYNC_HANDLER = """\
+async def pay_later(delivery):
+    await asyncio.sleep(0)  # e.g. a call to another service
+    return HandlerOutcome.retry_after(5)"""
 
 SCENARIO = """\
 broker = FileBroker("orders.ss")
 
 
 @broker.subscriber("orders", start_at=FilePosition.beginning(), max_attempts=3, dead_letter="orders.dead")
-def pay_later(delivery):
-    return HandlerOutcome.retry_after(5)
+{handler}
 
 
 session = Session(App(broker))
@@ -64,26 +78,36 @@ def html_text(markup: str) -> str:
     return norm(" ".join(parser.parts))
 
 
-def in_process(monkeypatch, tmp_path):
+def in_process(monkeypatch, tmp_path, scenario: str):
     """The notebook's scenario run here: ``Session.step()``'s events, and a SessionPanel's views
-    before and after its Step button is clicked."""
+    before and after its Step button is clicked (in a running loop, as in the kernel).
+
+    Run it on a worker thread of the test: Playwright's sync API keeps a loop running in this one.
+    """
     results = {}
     for name in ("session", "panel"):
         work = tmp_path / f"in-process-{name}"
         work.mkdir()
         monkeypatch.chdir(work)  # the notebook uses the relative path "orders.ss" in its own dir
         ns: dict = {}
-        exec(compile(f"{IMPORTS}\n{SCENARIO}\n", f"<scenario {name}>", "exec"), ns)
+        exec(compile(f"{IMPORTS}\n{scenario}\n", f"<scenario {name}>", "exec"), ns)
         if name == "session":
-            results["steps"] = ns["session"].step()
+            results["steps"] = asyncio.run(ns["session"].astep())
             results["counts"] = ns["session"].counts()
             results["pending"] = ns["session"].pending
         else:
             panel = ns["SessionPanel"](ns["session"], plot=False)
             results["before"] = views_text(panel)
-            panel.buttons["step"].click()
+            asyncio.run(click_step(panel))
             results["after"] = views_text(panel)
     return results
+
+
+async def click_step(panel) -> None:
+    """Click Step as the kernel does (on its running loop), and wait for the task of an async handler."""
+    panel.buttons["step"].click()
+    if panel.task is not None:
+        await panel.task
 
 
 def views_text(panel) -> dict[str, str]:
@@ -95,10 +119,15 @@ def views_text(panel) -> dict[str, str]:
     }
 
 
-def test_step_button_in_jupyterlab(budget, lab_server, browser_page, artifacts_dir, monkeypatch, tmp_path, request):
+@pytest.mark.parametrize("handler", [SYNC_HANDLER, ASYNC_HANDLER], ids=["sync", "async"])
+def test_step_button_in_jupyterlab(
+    handler, budget, lab_server, browser_page, artifacts_dir, monkeypatch, tmp_path, request
+):
     from playwright.sync_api import expect
 
-    expected = in_process(monkeypatch, tmp_path)
+    scenario = SCENARIO.replace("{handler}", handler)
+    with concurrent.futures.ThreadPoolExecutor(1) as worker:
+        expected = worker.submit(in_process, monkeypatch, tmp_path, scenario).result()
     steps = expected["steps"]
     assert len(steps) == 1
     event = steps[0]
@@ -109,7 +138,7 @@ def test_step_button_in_jupyterlab(budget, lab_server, browser_page, artifacts_d
     specs = lab_server.api("/api/kernelspecs")
     assert specs["kernelspecs"]["python3"]["spec"]["argv"][0] == sys.executable
 
-    write_code_notebook(lab_server.root_dir / NOTEBOOK, (IMPORTS, SCENARIO, PANEL))
+    write_code_notebook(lab_server.root_dir / NOTEBOOK, (IMPORTS, scenario, PANEL))
     page = browser_page.page
     shot = artifacts_dir / f"{request.node.name}"
     try:

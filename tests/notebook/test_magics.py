@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
+import inspect
+import re
+import threading
+
 import pytest
 from IPython import get_ipython
 from IPython.testing.globalipapp import start_ipython
@@ -97,3 +102,45 @@ def test_an_option_of_the_other_transport_is_refused_and_the_handler_kept(ip):
     ip.run_line_magic("nbkit_pipe", "--stdin lines")
     with pytest.raises(ConfigurationError, match="--replay and --start-at are options of a file"):
         ip.run_cell_magic("nbkit_handler", "jobs --out-retry jobs.retry --start-at beginning", "return None")
+
+
+# -- async handlers: a line magic cannot await ------------------------------------------------------
+AWAITING_CELL = "import asyncio\nawait asyncio.sleep(0)  # e.g. a call to another service\nreturn None"
+
+
+def test_a_cell_that_awaits_becomes_an_async_handler(ip):
+    ip.user_ns["lines"] = ["[jobs] one"]
+    ip.run_line_magic("nbkit_pipe", "--stdin lines")
+    ip.run_cell_magic("nbkit_handler", "jobs --out-retry jobs.retry", AWAITING_CELL)
+    [registration] = ip.user_ns["pipe"].registrations
+    assert inspect.iscoroutinefunction(registration.handler)
+    ip.run_cell_magic(
+        "nbkit_handler",
+        "jobs --out-retry jobs.retry",
+        "async def later():\n    await asyncio.sleep(0)\nreturn None",  # awaits only in a nested def
+    )
+    [registration] = ip.user_ns["pipe"].registrations
+    assert not inspect.iscoroutinefunction(registration.handler)
+
+
+def test_step_and_run_magics_refuse_async_handlers_in_a_running_loop_and_name_the_cell(ip, monkeypatch):
+    monkeypatch.setattr(threading.Thread, "start", lambda self: pytest.fail(f"a thread was started: {self!r}"))
+    ip.user_ns["lines"] = ["[jobs] one", "[jobs] two", "[jobs] three"]
+    ip.run_line_magic("nbkit_pipe", "--stdin lines")
+    ip.run_cell_magic("nbkit_handler", "jobs --out-retry jobs.retry", AWAITING_CELL)
+
+    async def cell():  # a notebook cell: the kernel's loop is running
+        with pytest.raises(ConfigurationError, match=re.escape("run `await nbkit_session.astep(2)` in a cell")):
+            ip.run_line_magic("nbkit_step", "2")
+        with pytest.raises(ConfigurationError, match=re.escape("`await nbkit_session.arun()`")):
+            ip.run_line_magic("nbkit_run", "")
+        with pytest.raises(ConfigurationError, match=re.escape("`await nbkit_session.arun(max_deliveries=1)`")):
+            ip.run_line_magic("nbkit_run", "--max 1")
+        session = ip.user_ns["nbkit_session"]
+        assert len(session.events) == 0  # nothing was delivered, nothing is held back
+        return await session.astep(2)  # what the error says to write
+
+    steps = asyncio.run(cell())
+    assert [(e.seq, e.outcome) for e in steps] == [(0, "ack"), (1, "ack")]
+    # Without a running loop (a plain IPython shell) the magic steps the async handler itself.
+    assert [e.seq for e in ip.run_line_magic("nbkit_step", "")] == [2]

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
 import html
 import re
+import threading
 
 import ipywidgets
 import pytest
 
 import nbkit.widgets
-from nbkit import App, FileBroker, FilePosition, HandlerOutcome, StdioBroker, StreamWriter
+from nbkit import App, FileBroker, FilePosition, HandlerOutcome, RetryDestinationError, StdioBroker, StreamWriter
 from nbkit.notebook.frames import read_stream
 from nbkit.notebook.session import Session
 from nbkit.notebook.widgets import SessionPanel, StreamBrowser
@@ -212,6 +214,177 @@ def test_refresh_after_using_the_session_from_a_cell(panel, scenario):
     panel.refresh()
     assert "sequence 0" in text(panel.status)
     assert "pipe, subscription orders" in text(panel.status)  # round robin: file, then pipe
+
+
+# -- SessionPanel with async handlers, inside a running loop (as in Jupyter) ---------------------------
+def async_session(*, lines: int = 2, fail_to_start: bool = False) -> Session:
+    """A pipe fed back into itself whose ``async def`` handler awaits, then asks for one retry of each
+    message after 2 s (the copy comes back as attempt 2, which is acknowledged)."""
+    broker = StdioBroker(stdin=[f"[jobs] job {i}" for i in range(lines)], stdout=[], loopback=True)
+    options = {} if fail_to_start else {"out_retry": "jobs", "max_attempts": 2, "dead_letter": "jobs.dead"}
+
+    @broker.subscriber("jobs", **options)
+    async def handle(delivery):
+        await asyncio.sleep(0)  # e.g. a call to another service: gives the loop a turn
+        return HandlerOutcome.retry_after(2) if delivery.attempt == 1 else HandlerOutcome.ack()
+
+    return Session(App(broker))
+
+
+@pytest.fixture
+def no_threads(monkeypatch):
+    """Starting a thread fails the test: the async path runs on the caller's loop only."""
+
+    def refuse(self):
+        raise AssertionError(f"a thread was started: {self!r}")
+
+    monkeypatch.setattr(threading.Thread, "start", refuse)
+
+
+def test_async_step_runs_as_a_task_on_the_running_loop(no_threads):
+    session = async_session()
+    panel = SessionPanel(session, plot=False)
+    assert session.has_async_handlers
+
+    async def cell():
+        panel.buttons["step"].click()  # what the kernel does on a click: the callback runs on its loop
+        task = panel.task
+        assert isinstance(task, asyncio.Task) and not task.done()
+        assert "Step: running (async handlers)" in text(panel.status)
+        assert all(b.disabled for b in panel.buttons.values())  # one task in flight at a time
+        await task
+        return task
+
+    task = asyncio.run(cell())
+    assert task.exception() is None
+    assert not any(b.disabled for b in panel.buttons.values())
+    status = text(panel.status)
+    assert "Step: 1 delivered" in status and "error:" not in status
+    assert "sequence 0" in status and "outcome retry_after" in status
+    assert session.last_event.describe() in status
+    assert "pending copies (1)" in text(panel.pending_view)
+    assert counts_shown(panel)["delayed-copy"] == 1
+
+
+def test_async_step_ten_and_run_settle_everything(no_threads):
+    session = async_session(lines=3)
+    panel = SessionPanel(session)
+
+    async def cell(button):
+        panel.buttons[button].click()
+        await panel.task
+
+    before = bytes(panel.timeline.value)
+    asyncio.run(cell("step10"))
+    assert "Step ×10: 3 delivered" in text(panel.status)
+    assert bytes(panel.timeline.value) != before  # the charts are redrawn when the task ends
+    asyncio.run(cell("run"))  # jumps the clock to the three copies and delivers them as attempt 2
+    assert "Run: 3 delivered" in text(panel.status)
+    assert session.events["attempt"].tolist() == [1, 1, 1, 2, 2, 2]
+    assert counts_shown(panel)["delayed-copy"] == 3 and counts_shown(panel)["settled"] == 6
+    assert "clock 2024-01-01T00:00:02Z" in text(panel.status)
+    assert "(none)" in text(panel.pending_view)
+
+
+def test_a_click_while_the_task_runs_is_refused_and_said(no_threads):
+    session = async_session()
+    panel = SessionPanel(session, plot=False)
+
+    async def cell():
+        panel.buttons["step"].click()
+        first = panel.task
+        panel.buttons["reset"].click()  # disabled in the browser; a click from code is refused
+        assert "Reset: not now, Step is still running" in text(panel.status)
+        panel.buttons["run"].click()
+        assert panel.task is first  # still the one task
+        await first
+
+    asyncio.run(cell())
+    assert len(session.events) == 1 and "Step: 1 delivered" in text(panel.status)
+
+
+def test_a_failing_async_step_is_shown_in_the_panel(no_threads):
+    panel = SessionPanel(async_session(fail_to_start=True), plot=False)  # a pipe needs out_retry
+
+    async def cell():
+        panel.buttons["step"].click()
+        with pytest.raises(RetryDestinationError):  # awaiting the task in a cell raises it too
+            await panel.task
+
+    asyncio.run(cell())
+    status = text(panel.status)
+    assert "Step failed" in status and "error: RetryDestinationError" in status
+    assert not any(b.disabled for b in panel.buttons.values())  # the buttons come back
+
+
+def test_a_cancelled_async_step_gives_the_buttons_back(no_threads):
+    panel = SessionPanel(async_session(), plot=False)
+
+    async def cell():
+        panel.buttons["step"].click()
+        panel.task.cancel()  # before it even started: the buttons must still come back
+        with pytest.raises(asyncio.CancelledError):
+            await panel.task
+
+    asyncio.run(cell())
+    assert "Step cancelled" in text(panel.status)
+    assert not any(b.disabled for b in panel.buttons.values())
+    assert len(panel.session.events) == 0
+
+
+def test_a_step_cancelled_while_the_handler_awaits_gives_the_buttons_back(no_threads):
+    panel = SessionPanel(async_session(), plot=False)
+
+    async def cell():
+        panel.buttons["step"].click()
+        await asyncio.sleep(0)  # the task starts and the handler awaits
+        assert panel.task is not None and not panel.task.done()
+        panel.task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await panel.task
+
+    asyncio.run(cell())
+    assert "Step cancelled" in text(panel.status)
+    assert not any(b.disabled for b in panel.buttons.values())
+
+
+def test_advance_and_reset_stay_direct_with_async_handlers(no_threads):
+    session = async_session()
+    panel = SessionPanel(session, plot=False)
+
+    async def cell():
+        panel.buttons["step"].click()
+        await panel.task
+        first = panel.task
+        panel.seconds.value = 2
+        panel.buttons["advance"].click()  # writes the due copy: no handler runs, nothing to await
+        assert panel.task is first
+        assert "Advance 2 s: 1 delayed copy written" in text(panel.status)
+        panel.buttons["reset"].click()
+        assert "Reset: started over" in text(panel.status)
+
+    asyncio.run(cell())
+    assert len(session.events) == 0
+
+
+def test_sync_handlers_are_stepped_directly_inside_a_running_loop(scenario, no_threads):
+    panel = SessionPanel(scenario.session, plot=False)
+    assert not scenario.session.has_async_handlers
+
+    async def cell():
+        panel.buttons["step"].click()
+        assert "Step: 1 delivered" in text(panel.status)  # done by the time click() returns
+
+    asyncio.run(cell())
+    assert panel.task is None
+
+
+def test_async_handlers_without_a_running_loop_are_stepped_directly():
+    session = async_session()
+    panel = SessionPanel(session, plot=False)
+    panel.buttons["step"].click()  # a script: no loop runs here, so step() runs the handler itself
+    assert panel.task is None
+    assert "Step: 1 delivered" in text(panel.status) and len(session.events) == 1
 
 
 # -- StreamBrowser -------------------------------------------------------------------------------------
