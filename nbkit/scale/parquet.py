@@ -47,7 +47,6 @@ from typing import Any
 import pandas as pd
 
 from nbkit.errors import NbkitError
-from nbkit.notebook.frames import FRAME_COLUMNS, _expand_json
 from nbkit.scale import require
 from nbkit.scale.partitions import (
     DEFAULT_PARTITION_SIZE,
@@ -57,6 +56,7 @@ from nbkit.scale.partitions import (
     read_range,
     selection,
 )
+from nbkit.tabular import FRAME_COLUMNS, expand_json
 from nbkit.transport.damage import check_on_bad_frames
 from nbkit.transport.positions import FilePosition
 
@@ -476,5 +476,5 @@ def read_parquet(path: str | os.PathLike) -> pd.DataFrame:
         columns=list(FRAME_COLUMNS),
     )
     if mode == "json":
-        frame = _expand_json(frame)
+        frame = expand_json(frame)
     return frame

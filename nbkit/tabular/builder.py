@@ -1,0 +1,309 @@
+"""The frame builder: message columns in, the typed DataFrame of ``read_stream`` out.
+
+One builder for every reader of messages as rows: ``read_stream`` and ``read_pipe``
+(:mod:`nbkit.notebook.frames`), the Dask partitions and the Parquet export (:mod:`nbkit.scale`). It
+holds the frame's schema (:data:`FRAME_COLUMNS`, the payload modes), accumulates columns (a message at
+a time, or a reader's whole :class:`~nbkit.wire.scan.FrameColumns` at once), removes envelopes, decodes
+payloads column by column (:mod:`nbkit.tabular.payloads`) and types every column.
+"""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Iterator
+from contextlib import contextmanager
+from itertools import compress
+from operator import methodcaller
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from nbkit.runtime.delivery import retry_count
+from nbkit.tabular.payloads import (
+    CONVERT,
+    arrow_json_fields,
+    expand_json,
+    json_field_columns,
+    json_text_column,
+    with_fields,
+)
+from nbkit.wire import envelope
+from nbkit.wire.scan import FrameColumns
+
+__all__ = ["FRAME_COLUMNS", "PAYLOAD_MODES", "FrameBuilder", "in_window"]
+
+#: The columns of every messages frame, in order (the schema table in :mod:`nbkit.notebook.frames`).
+FRAME_COLUMNS = (
+    "stream_key",
+    "shard_id",
+    "seq",
+    "timestamp",
+    "size",
+    "payload",
+    "retry_count",
+    "attempt",
+    "headers",
+    "offset",
+    "transport",
+)
+#: The ``payload=`` modes.
+PAYLOAD_MODES = ("auto", "bytes", "text", "json", "columns")
+
+
+class FrameBuilder:
+    """Message columns filled per message (``add``) or a whole read at once (``extend``), then typed.
+
+    :meth:`frame` turns them into the DataFrame of ``read_stream`` (:data:`FRAME_COLUMNS`, then any
+    ``payload.<field>`` columns); envelopes and payloads are decoded there, column by column.
+
+    Parameters
+    ----------
+    payload_mode : {"auto", "bytes", "text", "json", "columns"}
+        How payloads become the ``payload`` column (see ``nbkit.read_stream``).
+
+    Raises
+    ------
+    ValueError
+        An unknown payload mode.
+
+    Examples
+    --------
+    >>> builder = FrameBuilder("json")
+    >>> builder.add("orders", 0, 1, 1_700_000_000_000, b'{"id": 7}', 128)
+    >>> builder.frame("file")[["stream_key", "seq", "payload.id"]]
+      stream_key  seq  payload.id
+    0     orders    1           7
+    """
+
+    def __init__(self, payload_mode: str) -> None:
+        if payload_mode not in PAYLOAD_MODES:
+            raise ValueError(f"payload must be one of {', '.join(PAYLOAD_MODES)}, not {payload_mode!r}")
+        self.mode = payload_mode
+        self.keys: list[str] = []
+        self.shards: list[int] = []
+        self.seqs: list[int] = []
+        self.times: list[int | None] = []
+        self.raw: list[bytes] = []  # payloads as stored, envelope included
+        self.offsets: list[int] = []
+
+    def add(self, key: str, shard: int, seq: int, ts_ms: int | None, data: bytes, offset: int) -> None:
+        """Add one message.
+
+        Parameters
+        ----------
+        key, shard, seq
+            Its stream key, shard and sequence number.
+        ts_ms
+            Its timestamp in epoch ms (None: unknown, a pipe line without one).
+        data
+            Its payload as stored (an envelope is removed by :meth:`frame`).
+        offset
+            The frame's byte offset (a pipe line's number).
+        """
+        self.keys.append(key)
+        self.shards.append(shard)
+        self.seqs.append(seq)
+        self.times.append(ts_ms)
+        self.raw.append(data)
+        self.offsets.append(offset)
+
+    def extend(self, cols: FrameColumns) -> None:
+        """Add every message of a ``StreamReader.read_columns`` result (its lists are taken over).
+
+        Parameters
+        ----------
+        cols
+            The columns; the builder may keep its lists, so the caller must not change them after.
+        """
+        if not self.offsets:
+            self.keys, self.shards, self.seqs, self.times, self.raw, self.offsets = (
+                cols.stream_key,
+                cols.shard_id,
+                cols.seq,
+                cols.timestamp_ms,
+                cols.payload,
+                cols.offset,
+            )
+            return
+        self.keys += cols.stream_key
+        self.shards += cols.shard_id
+        self.seqs += cols.seq
+        self.times += cols.timestamp_ms
+        self.raw += cols.payload
+        self.offsets += cols.offset
+
+    def _unwrap(self) -> tuple[list[bytes], list[dict], list[int]]:
+        """Bodies, headers and retry counts: envelopes (payloads starting ``rs``) decoded."""
+        raw = self.raw
+        n = len(raw)
+        headers: list[dict] = [{} for _ in range(n)]
+        counts = [0] * n
+        hits = list(compress(range(n), map(_starts_rs, raw)))
+        if not hits:
+            return raw, headers, counts
+        bodies = list(raw)
+        for j in hits:
+            found, body = envelope.decode(raw[j])
+            headers[j] = found
+            bodies[j] = body
+            if found:
+                counts[j] = retry_count(found)
+        return bodies, headers, counts
+
+    def _payloads(self, bodies: list[bytes], *, in_place: bool) -> list[Any]:
+        """The payload column for the mode, converted a chunk at a time (message by message only in
+        a chunk where some payload needs the fallback: not UTF-8, not JSON). ``in_place`` converts
+        ``bodies`` itself, so each chunk's bytes are freed as its values are made."""
+        if self.mode == "bytes":
+            return bodies
+        convert = CONVERT[self.mode]
+        out = bodies if in_place else list(bodies)
+        for i in range(0, len(out), _CHUNK):
+            out[i : i + _CHUNK] = convert(out[i : i + _CHUNK])
+        return out
+
+    def frame(self, transport: str, *, release: bool = False) -> pd.DataFrame:
+        """The typed DataFrame.
+
+        Parameters
+        ----------
+        transport : {"file", "pipe"}
+            The ``transport`` column's value.
+        release
+            Convert the columns in place and let each go once its frame column is built (the peak stays
+            near the frame's own size); the builder is spent after.
+
+        Returns
+        -------
+        pandas.DataFrame
+            One row per message: :data:`FRAME_COLUMNS`, then any ``payload.<field>`` columns.
+        """
+        with _gc_paused():
+            return self._frame(transport, release)
+
+    def _frame(self, transport: str, release: bool) -> pd.DataFrame:
+        n = len(self.keys)
+        bodies, headers, count_list = self._unwrap()
+        if release:
+            self.raw = []  # ``bodies`` holds the only references now
+        size_list = list(map(len, bodies))
+        sizes = _int_array(size_list, "Int64")
+        fields: dict[str, pd.Series] | None = None
+        if self.mode == "columns":  # columnar: JSON text + field columns, no Python object per row
+            payloads = json_text_column(bodies, size_list)
+            fields = json_field_columns(bodies)
+        elif self.mode == "json":
+            fields = arrow_json_fields(bodies)  # None: the exact, row-by-row path in expand_json
+            payloads = pd.Series(self._payloads(bodies, in_place=release), dtype=object)
+        else:
+            payloads = pd.Series(self._payloads(bodies, in_place=release), dtype=object)
+        del bodies, size_list
+        counts = _int_array(count_list, "Int64")
+        columns: dict[str, Any] = {}
+        for name, attr, build in (
+            ("stream_key", "keys", _category),
+            ("shard_id", "shards", _uint64_array),
+            ("seq", "seqs", _uint64_array),
+            ("timestamp", "times", _timestamps),
+        ):
+            columns[name] = build(getattr(self, attr))
+            if release:
+                setattr(self, attr, [])
+        columns.update(
+            size=sizes,
+            payload=payloads,
+            retry_count=counts,
+            attempt=counts + 1,
+            headers=pd.Series(headers, dtype=object),
+            offset=_int_array(self.offsets, "Int64"),
+            transport=pd.Categorical.from_codes(
+                np.full(n, _TRANSPORTS.index(transport) if transport in _TRANSPORTS else -1, dtype=np.int8),
+                categories=list(_TRANSPORTS),
+            ),
+        )
+        if release:
+            self.offsets = []
+        del payloads, headers
+        frame = pd.DataFrame(columns, columns=list(FRAME_COLUMNS))
+        del columns
+        if fields is not None:
+            frame = with_fields(frame, fields)
+        elif self.mode == "json":
+            frame = expand_json(frame)
+        return frame
+
+
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector while millions of acyclic objects (parsed payloads, header
+    dicts) are built: each of its passes would walk all of them, for nothing to collect."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+_TRANSPORTS = ("file", "pipe")
+_CHUNK = 1 << 16  # payloads converted per step
+_starts_rs = methodcaller("startswith", b"rs")
+
+
+def _uint64_array(values: list[int]):
+    return _int_array(values, "UInt64")
+
+
+def _int_array(values: list[int], dtype: str):
+    """A nullable integer array (``Int64``/``UInt64``) from a list of ints, through numpy."""
+    if not values:
+        return pd.array(values, dtype=dtype)
+    return pd.array(np.array(values, dtype=np.uint64 if dtype == "UInt64" else np.int64), dtype=dtype)
+
+
+def _timestamps(values: list[int | None]):
+    """``datetime64[ms, UTC]`` from epoch ms (None -> NaT)."""
+    if not values or None in values:
+        return pd.to_datetime(pd.array(values, dtype="Int64"), unit="ms", utc=True).astype("datetime64[ms, UTC]")
+    return pd.DatetimeIndex(np.array(values, dtype=np.int64).view("datetime64[ms]")).tz_localize("UTC")
+
+
+def _category(keys: list[str]) -> pd.Series:
+    """What ``pd.Series(keys, dtype="category")`` gives (sorted categories), from codes: few distinct
+    keys, many rows."""
+    if not keys:
+        return pd.Series(keys, dtype="category")
+    categories = sorted(set(keys))
+    index = {k: i for i, k in enumerate(categories)}
+    codes = np.fromiter(map(index.__getitem__, keys), dtype=np.int32, count=len(keys))
+    return pd.Series(pd.Categorical.from_codes(codes, categories=categories))
+
+
+def in_window(cols: FrameColumns, after_ms: int | None, end_ms: int | None) -> FrameColumns:
+    """The messages later than ``after_ms`` and earlier than ``end_ms`` (either may be None).
+
+    Parameters
+    ----------
+    cols
+        Message columns.
+    after_ms, end_ms
+        The window's bounds in epoch ms, both exclusive (None: open).
+
+    Returns
+    -------
+    FrameColumns
+        The messages in the window, in order.
+
+    Examples
+    --------
+    >>> from nbkit.wire.scan import FrameColumns
+    >>> cols = FrameColumns(["k", "k"], [0, 0], [1, 2], [10, 20], [b"a", b"b"], [128, 160])
+    >>> in_window(cols, 10, None).seq
+    [2]
+    """
+    lo = -1 if after_ms is None else after_ms
+    hi = None if end_ms is None else end_ms
+    keep = [lo < ts and (hi is None or ts < hi) for ts in cols.timestamp_ms]
+    return FrameColumns(*(list(compress(column, keep)) for column in cols))
