@@ -37,7 +37,15 @@ from typing import Any
 import pandas as pd
 
 from nbkit.errors import NbkitError
-from nbkit.tabular import FRAME_COLUMNS, PAYLOAD_MODES, FrameBuilder, Selection, in_window, selection
+from nbkit.tabular import (
+    FRAME_COLUMNS,
+    PAYLOAD_MODES,
+    FrameBuilder,
+    Selection,
+    in_window,
+    payload_separator,
+    selection,
+)
 from nbkit.transport.file_reader import StreamReader
 from nbkit.transport.positions import FilePosition
 from nbkit.wire.keys import INTERNAL_KEYS
@@ -123,7 +131,9 @@ def read_stream(
 
     with StreamReader(path, start=position, key=seek_key, on_bad_frames=on_bad_frames) as reader:
         bar = _progress_bar(reader, progress)
-        got = reader.read_columns(accept=accept, progress=None if bar is None else bar.update)
+        got = reader.read_column_buffers(
+            accept=accept, progress=None if bar is None else bar.update, separator=payload_separator(payload)
+        )
         if bar is not None:
             bar.close()
         ended = reader.end

@@ -37,7 +37,7 @@ import numpy as np
 import pandas as pd
 
 from nbkit.errors import FormatError, NbkitError, SeekError
-from nbkit.tabular import FrameBuilder, Selection, in_window, json_values, selection
+from nbkit.tabular import FrameBuilder, Selection, in_window, json_values, payload_separator, selection
 from nbkit.transport.file_reader import CHUNK, ReadEnd, StreamReader
 from nbkit.transport.positions import FilePosition
 from nbkit.wire.keys import INTERNAL_KEY, INTERNAL_KEYS
@@ -297,7 +297,7 @@ def read_range(
             else:
                 reader.pos = rng.start
             if started:
-                got = reader.read_columns(accept=accept, until=rng.end)
+                got = reader.read_column_buffers(accept=accept, until=rng.end, separator=payload_separator(sel.payload))
                 if sel.after_ms is not None or sel.end_ms is not None:
                     got = in_window(got, sel.after_ms, sel.end_ms)
                 cols.extend(got)

@@ -5,7 +5,8 @@ notebook -> scale/cli), so that ``read_stream`` / ``read_pipe`` (:mod:`nbkit.not
 reader and the Parquet export (:mod:`nbkit.scale`) share one schema and one builder through public names:
 
 - :mod:`nbkit.tabular.builder`: :data:`FRAME_COLUMNS`, :data:`PAYLOAD_MODES`, :class:`FrameBuilder`
-  (columns in, the typed frame out) and :func:`in_window` (the time filter);
+  (columns in, the typed frame out), :func:`payload_separator` (how a reader should lay out the
+  payload buffer for a mode) and :func:`in_window` (the time filter);
 - :mod:`nbkit.tabular.payloads`: payload decoding per mode and the ``payload.<field>`` columns of JSON
   payloads (:func:`expand_json`, :func:`json_values`);
 - :mod:`nbkit.tabular.selection`: :class:`Selection` / :func:`selection`, the read options checked once.
@@ -15,7 +16,7 @@ Importing it loads pandas (the package ``nbkit`` itself does not).
 
 from __future__ import annotations
 
-from nbkit.tabular.builder import FRAME_COLUMNS, PAYLOAD_MODES, FrameBuilder, in_window
+from nbkit.tabular.builder import FRAME_COLUMNS, PAYLOAD_MODES, FrameBuilder, in_window, payload_separator
 from nbkit.tabular.payloads import expand_json, json_value, json_values
 from nbkit.tabular.selection import Selection, selection
 
@@ -28,5 +29,6 @@ __all__ = [
     "in_window",
     "json_value",
     "json_values",
+    "payload_separator",
     "selection",
 ]

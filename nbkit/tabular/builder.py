@@ -25,13 +25,17 @@ from nbkit.tabular.payloads import (
     arrow_json_fields,
     expand_json,
     json_field_columns,
+    json_lines,
     json_text_column,
+    json_text_column_from_buffer,
+    json_values,
+    ndjson_fields,
     with_fields,
 )
 from nbkit.wire import envelope
-from nbkit.wire.scan import FrameColumns
+from nbkit.wire.scan import ColumnBuffers, FrameColumns, split_payloads
 
-__all__ = ["FRAME_COLUMNS", "PAYLOAD_MODES", "FrameBuilder", "in_window"]
+__all__ = ["FRAME_COLUMNS", "PAYLOAD_MODES", "FrameBuilder", "in_window", "payload_separator"]
 
 #: The columns of every messages frame, in order (the schema table in :mod:`nbkit.notebook.frames`).
 FRAME_COLUMNS = (
@@ -86,6 +90,7 @@ class FrameBuilder:
         self.times: list[int | None] = []
         self.raw: list[bytes] = []  # payloads as stored, envelope included
         self.offsets: list[int] = []
+        self._buffers: ColumnBuffers | None = None  # a reader's whole result, kept columnar until frame()
 
     def add(self, key: str, shard: int, seq: int, ts_ms: int | None, data: bytes, offset: int) -> None:
         """Add one message.
@@ -101,6 +106,8 @@ class FrameBuilder:
         offset
             The frame's byte offset (a pipe line's number).
         """
+        if self._buffers is not None:
+            self._to_lists()
         self.keys.append(key)
         self.shards.append(shard)
         self.seqs.append(seq)
@@ -108,14 +115,24 @@ class FrameBuilder:
         self.raw.append(data)
         self.offsets.append(offset)
 
-    def extend(self, cols: FrameColumns) -> None:
-        """Add every message of a ``StreamReader.read_columns`` result (its lists are taken over).
+    def extend(self, cols: FrameColumns | ColumnBuffers) -> None:
+        """Add every message of a ``StreamReader.read_columns`` / ``read_column_buffers`` result.
+
+        Column buffers given to an empty builder stay columnar: :meth:`frame` then builds every column
+        from them without a Python object per message (except where the mode asks for one).
 
         Parameters
         ----------
         cols
-            The columns; the builder may keep its lists, so the caller must not change them after.
+            The columns; the builder may keep them, so the caller must not change them after.
         """
+        if isinstance(cols, ColumnBuffers):
+            if not self.offsets and self._buffers is None:
+                self._buffers = cols
+                return
+            cols = cols.to_lists()
+        if self._buffers is not None:
+            self._to_lists()
         if not self.offsets:
             self.keys, self.shards, self.seqs, self.times, self.raw, self.offsets = (
                 cols.stream_key,
@@ -132,6 +149,12 @@ class FrameBuilder:
         self.times += cols.timestamp_ms
         self.raw += cols.payload
         self.offsets += cols.offset
+
+    def _to_lists(self) -> None:
+        """Turn the column buffers into the column lists (a message added after them, or envelopes)."""
+        buffers, self._buffers = self._buffers, None
+        if buffers is not None:
+            self.extend(buffers.to_lists())
 
     def _unwrap(self) -> tuple[list[bytes], list[dict], list[int]]:
         """Bodies, headers and retry counts: envelopes (payloads starting ``rs``) decoded."""
@@ -180,6 +203,13 @@ class FrameBuilder:
             One row per message: :data:`FRAME_COLUMNS`, then any ``payload.<field>`` columns.
         """
         with _gc_paused():
+            if self._buffers is not None:
+                frame = _buffers_frame(self._buffers, self.mode, transport)
+                if frame is not None:
+                    if release:
+                        self._buffers = None
+                    return frame
+                self._to_lists()  # envelopes: the row-by-row path removes them
             return self._frame(transport, release)
 
     def _frame(self, transport: str, release: bool) -> pd.DataFrame:
@@ -217,10 +247,7 @@ class FrameBuilder:
             attempt=counts + 1,
             headers=pd.Series(headers, dtype=object),
             offset=_int_array(self.offsets, "Int64"),
-            transport=pd.Categorical.from_codes(
-                np.full(n, _TRANSPORTS.index(transport) if transport in _TRANSPORTS else -1, dtype=np.int8),
-                categories=list(_TRANSPORTS),
-            ),
+            transport=_transport_column(n, transport),
         )
         if release:
             self.offsets = []
@@ -252,6 +279,87 @@ _CHUNK = 1 << 16  # payloads converted per step
 _starts_rs = methodcaller("startswith", b"rs")
 
 
+def _buffers_frame(cols: ColumnBuffers, mode: str, transport: str) -> pd.DataFrame | None:
+    """The typed frame straight from column buffers, or None when a payload is an envelope (the
+    row-by-row path removes it). Numbers are numpy views of the buffers; payloads are cut from the one
+    payload buffer only where the mode asks for Python objects (bytes, text, parsed JSON)."""
+    n = len(cols)
+    if not n:
+        return None
+    gap = len(cols.separator)
+    ends = np.frombuffer(cols.data_end, dtype=np.int64)
+    starts = np.empty(n, dtype=np.int64)
+    starts[0] = 0
+    starts[1:] = ends[:-1] + gap
+    sizes = ends - starts
+    data = np.frombuffer(cols.data, dtype=np.uint8)
+    heads = starts[sizes >= 2]
+    if np.any((data[heads] == 0x72) & (data[heads + 1] == 0x73)):  # b"rs": an envelope
+        return None
+    del heads, data
+    fields: dict[str, pd.Series] | None = None
+    values: list[Any] | None = None
+    if mode in ("json", "columns"):
+        lines = gap == 1 and cols.data.count(b"\n") == n  # one payload per line: NDJSON as it stands
+        fields = ndjson_fields(cols.data, n) if lines else None
+        if mode == "columns":
+            payloads = json_text_column_from_buffer(cols.data, ends, gap)
+            if fields is None:
+                fields = json_field_columns(split_payloads(cols.data, cols.data_end, gap))
+        else:
+            values = json_lines(cols.data, n) if lines else None
+            if values is None:
+                values = json_values(split_payloads(cols.data, cols.data_end, gap))
+            payloads = pd.Series(values, dtype=object)
+    else:
+        bodies = split_payloads(cols.data, cols.data_end, gap)
+        if mode != "bytes":
+            for i in range(0, n, _CHUNK):
+                bodies[i : i + _CHUNK] = CONVERT[mode](bodies[i : i + _CHUNK])
+        payloads = pd.Series(bodies, dtype=object)
+        del bodies
+    zeros = pd.array(np.zeros(n, dtype=np.int64), dtype="Int64")
+    columns: dict[str, Any] = {
+        "stream_key": _category_codes(np.frombuffer(cols.key_code, dtype=np.int32), cols.keys),
+        "shard_id": pd.array(np.frombuffer(cols.shard_id, dtype=np.uint64), dtype="UInt64"),
+        "seq": pd.array(np.frombuffer(cols.seq, dtype=np.uint64), dtype="UInt64"),
+        "timestamp": pd.DatetimeIndex(
+            np.frombuffer(cols.timestamp_ms, dtype=np.int64).view("datetime64[ms]")
+        ).tz_localize("UTC"),
+        "size": pd.array(sizes, dtype="Int64"),
+        "payload": payloads,
+        "retry_count": zeros,
+        "attempt": zeros + 1,
+        "headers": pd.Series([{} for _ in range(n)], dtype=object),
+        "offset": pd.array(np.frombuffer(cols.offset, dtype=np.int64), dtype="Int64"),
+        "transport": _transport_column(n, transport),
+    }
+    del payloads, values
+    frame = pd.DataFrame(columns, columns=list(FRAME_COLUMNS))
+    del columns
+    if fields is not None:
+        return with_fields(frame, fields)
+    if mode == "json":
+        return expand_json(frame)
+    return frame
+
+
+def _transport_column(n: int, transport: str) -> pd.Categorical:
+    """The ``transport`` column: ``n`` rows of ``transport``."""
+    code = _TRANSPORTS.index(transport) if transport in _TRANSPORTS else -1
+    return pd.Categorical.from_codes(np.full(n, code, dtype=np.int8), categories=list(_TRANSPORTS))
+
+
+def _category_codes(codes: np.ndarray, keys: list[str]) -> pd.Series:
+    """What :func:`_category` gives for ``[keys[c] for c in codes]``, from the codes themselves."""
+    used = np.bincount(codes, minlength=len(keys)) > 0
+    categories = sorted(k for k, u in zip(keys, used, strict=True) if u)
+    lookup = np.full(len(keys), -1, dtype=np.int32)
+    for i, name in enumerate(categories):
+        lookup[keys.index(name)] = i
+    return pd.Series(pd.Categorical.from_codes(lookup[codes], categories=categories))
+
+
 def _uint64_array(values: list[int]):
     return _int_array(values, "UInt64")
 
@@ -281,13 +389,37 @@ def _category(keys: list[str]) -> pd.Series:
     return pd.Series(pd.Categorical.from_codes(codes, categories=categories))
 
 
-def in_window(cols: FrameColumns, after_ms: int | None, end_ms: int | None) -> FrameColumns:
+def payload_separator(mode: str) -> bytes:
+    """The separator a reader's payload buffer should have for a payload mode (``ColumnBuffers``).
+
+    ``b"\\n"`` for the JSON modes: the buffer is then NDJSON that ``pyarrow.json`` and msgspec parse in
+    one call; ``b""`` for the others (the payloads back to back).
+
+    Parameters
+    ----------
+    mode
+        A payload mode (:data:`PAYLOAD_MODES`).
+
+    Returns
+    -------
+    bytes
+        ``b"\\n"`` or ``b""``.
+
+    Examples
+    --------
+    >>> payload_separator("json"), payload_separator("bytes")
+    (b'\\n', b'')
+    """
+    return b"\n" if mode in ("json", "columns") else b""
+
+
+def in_window(cols: FrameColumns | ColumnBuffers, after_ms: int | None, end_ms: int | None) -> FrameColumns:
     """The messages later than ``after_ms`` and earlier than ``end_ms`` (either may be None).
 
     Parameters
     ----------
     cols
-        Message columns.
+        Message columns (lists, or a reader's column buffers).
     after_ms, end_ms
         The window's bounds in epoch ms, both exclusive (None: open).
 
@@ -303,6 +435,8 @@ def in_window(cols: FrameColumns, after_ms: int | None, end_ms: int | None) -> F
     >>> in_window(cols, 10, None).seq
     [2]
     """
+    if isinstance(cols, ColumnBuffers):
+        cols = cols.to_lists()
     lo = -1 if after_ms is None else after_ms
     hi = None if end_ms is None else end_ms
     keep = [lo < ts and (hi is None or ts < hi) for ts in cols.timestamp_ms]

@@ -26,9 +26,12 @@ __all__ = [
     "expand_json",
     "infer_column",
     "json_field_columns",
+    "json_lines",
     "json_text_column",
+    "json_text_column_from_buffer",
     "json_value",
     "json_values",
+    "ndjson_fields",
     "text_values",
     "with_fields",
 ]
@@ -150,6 +153,7 @@ def json_values(bodies: list[bytes]) -> list[Any]:
 
 
 _msgspec_decode = msgspec.json.Decoder().decode
+_decode_lines = msgspec.json.Decoder().decode_lines
 
 
 #: The per-row payload conversion of each mode that has one (``"bytes"`` keeps the bytes).
@@ -247,6 +251,85 @@ def json_text_column(bodies: list[bytes], sizes: list[int]) -> pd.Series:
     return pd.Series(auto_values(bodies), dtype=object)
 
 
+def json_lines(data: bytes | bytearray, n: int) -> list[Any] | None:
+    """:func:`json_values` of ``n`` payloads given as NDJSON, parsed in one call; None where it could differ.
+
+    Parameters
+    ----------
+    data
+        The payloads, each on its own line (none holds a newline).
+    n
+        How many payloads.
+
+    Returns
+    -------
+    list or None
+        One parsed value per payload, or None (a payload that is not plain JSON, or an empty one): then
+        :func:`json_values` decides, payload by payload.
+
+    Examples
+    --------
+    >>> json_lines(b'{"a": 1}\\n[2]\\n', 2)
+    [{'a': 1}, [2]]
+    >>> json_lines(b'{"a": 1}\\n\\n', 2) is None
+    True
+    """
+    try:
+        values = _decode_lines(data)
+    except msgspec.MsgspecError:
+        return None
+    return values if len(values) == n else None
+
+
+def json_text_column_from_buffer(data: bytes | bytearray, ends: np.ndarray, gap: int) -> pd.Series:
+    """:func:`json_text_column` of payloads given as one buffer: an Arrow string array over it.
+
+    Parameters
+    ----------
+    data
+        The payloads back to back, each followed by ``gap`` separator bytes.
+    ends
+        Where each payload ends in ``data`` (int64).
+    gap
+        The separator's length (0 or 1).
+
+    Returns
+    -------
+    pandas.Series
+        The text column (pandas' str dtype when every payload is UTF-8 and pandas stores str in Arrow;
+        else what ``"auto"`` gives).
+
+    Examples
+    --------
+    >>> json_text_column_from_buffer(b'{"a": 1}\\n[]\\n', np.array([8, 11]), 1).tolist()
+    ['{"a": 1}', '[]']
+    """
+    n = len(ends)
+    if getattr(STR_DTYPE, "storage", None) == "pyarrow" and n:
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        offsets = np.empty(n + 1, dtype=np.int64)
+        offsets[0] = 0
+        offsets[1:] = ends + gap  # each value with its separator, cut off below
+        binary = pa.LargeBinaryArray.from_buffers(
+            pa.large_binary(), n, [None, pa.py_buffer(offsets), pa.py_buffer(data)]
+        )
+        if gap:
+            binary = pc.binary_slice(binary, 0, -1)
+        try:
+            text = binary.cast(pa.large_string())  # checks UTF-8 throughout
+        except pa.ArrowInvalid:
+            pass
+        else:
+            return pd.Series(text, dtype=STR_DTYPE)
+    starts = np.concatenate(([0], ends[:-1] + gap)) if n else ends
+    view = memoryview(data)
+    return pd.Series(
+        auto_values([view[a:b].tobytes() for a, b in zip(starts.tolist(), ends.tolist(), strict=True)]), dtype=object
+    )
+
+
 def json_field_columns(bodies: list[bytes]) -> dict[str, pd.Series]:
     """The ``payload.<field>`` columns of ``payload="columns"``.
 
@@ -302,16 +385,43 @@ def arrow_json_fields(bodies: list[bytes]) -> dict[str, pd.Series] | None:
     >>> fields is None or fields["a"].tolist() == [1, 2]
     True
     """
-    if not bodies or getattr(STR_DTYPE, "storage", None) != "pyarrow":
+    if not bodies:
+        return None
+    joined = b"\n".join(bodies)
+    if joined.count(b"\n") != len(bodies) - 1:  # a payload with a newline inside: rows would not line up
+        return None
+    return ndjson_fields(joined, len(bodies))
+
+
+def ndjson_fields(data: bytes | bytearray, n: int) -> dict[str, pd.Series] | None:
+    """:func:`arrow_json_fields` of ``n`` payloads given as NDJSON: one buffer, a payload per line.
+
+    Parameters
+    ----------
+    data
+        The payloads, each on its own line (none holds a newline).
+    n
+        How many payloads.
+
+    Returns
+    -------
+    dict or None
+        Field name -> column, or None where pyarrow could differ from the row-by-row path.
+
+    Examples
+    --------
+    >>> fields = ndjson_fields(b'{"a": 1}\\n{"a": 2}\\n', 2)
+    >>> fields is None or fields["a"].tolist() == [1, 2]
+    True
+    """
+    if not n or getattr(STR_DTYPE, "storage", None) != "pyarrow":
         return None
     try:
         import pyarrow as pa
         import pyarrow.json as pa_json
     except ImportError:
         return None
-    joined = b"\n".join(bodies)
-    if joined.count(b"\n") != len(bodies) - 1:  # a payload with a newline inside: rows would not line up
-        return None
+    joined = pa.py_buffer(data)
     try:
         table = pa_json.read_json(pa.BufferReader(joined))
         stamps = [f.name for f in table.schema if pa.types.is_timestamp(f.type) or pa.types.is_date(f.type)]
@@ -322,7 +432,7 @@ def arrow_json_fields(bodies: list[bytes]) -> dict[str, pd.Series] | None:
             table = pa_json.read_json(pa.BufferReader(joined), parse_options=options).select(order)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         return None
-    if table.num_rows != len(bodies):  # empty payloads (blank lines) are skipped by pyarrow
+    if table.num_rows != n:  # empty payloads (blank lines) are skipped by pyarrow
         return None
     columns: dict[str, pd.Series] = {}
     for name, column in zip(table.column_names, table.columns, strict=True):
