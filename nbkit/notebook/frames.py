@@ -139,8 +139,9 @@ def read_stream(
         ended = reader.end
         damaged = [region.to_dict() for region in reader.damaged]
     if after_ms is not None or end_ms is not None:
-        got = in_window(got, after_ms, end_ms)
-    cols.extend(got)
+        cols.extend(in_window(got, after_ms, end_ms))
+    else:
+        cols.extend(got)
     del got
     frame = cols.frame("file", release=True)
     frame.attrs["damaged"] = damaged
@@ -151,7 +152,7 @@ def read_stream(
     return frame
 
 
-def _progress_bar(reader: StreamReader, progress: bool | None):
+def _progress_bar(reader: StreamReader, progress: bool | None) -> Any:
     if progress is False:
         return None
     size = reader.size()

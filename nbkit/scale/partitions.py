@@ -29,7 +29,7 @@ same; the frame's index holds the frames' byte offsets (the same values as its `
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,7 +38,7 @@ import pandas as pd
 
 from nbkit.errors import FormatError, NbkitError, SeekError
 from nbkit.tabular import FrameBuilder, Selection, in_window, json_values, payload_separator, selection
-from nbkit.transport.file_reader import CHUNK, ReadEnd, StreamReader
+from nbkit.transport.file_reader import CHUNK, Message, ReadEnd, StreamReader
 from nbkit.transport.positions import FilePosition
 from nbkit.wire.keys import INTERNAL_KEY, INTERNAL_KEYS
 
@@ -198,7 +198,7 @@ def find_eos(path: str | os.PathLike, start: int, size: int, interval: int) -> i
     return None
 
 
-def _eos_candidates(fd: int, start: int, size: int, interval: int, beacon_size) -> Iterator[int]:
+def _eos_candidates(fd: int, start: int, size: int, interval: int, beacon_size: Callable[[int], int]) -> Iterator[int]:
     """Offsets (ascending) where an EOS frame head may start in the data bytes after ``start``."""
     n = len(_EOS_HEAD)
     chunk = max(interval, CHUNK // interval * interval)
@@ -246,7 +246,7 @@ def _eos_at(reader: StreamReader, h: int, first: int) -> bool:
         reader.end = None
         while reader.pos <= h:
             msg = reader.poll()
-            if msg is None:
+            if not isinstance(msg, Message):  # replay: None, the end (NEED_MORE is for followers)
                 return False
             if msg.offset >= h:
                 return msg.offset == h and msg.is_eos
@@ -299,8 +299,9 @@ def read_range(
             if started:
                 got = reader.read_column_buffers(accept=accept, until=rng.end, separator=payload_separator(sel.payload))
                 if sel.after_ms is not None or sel.end_ms is not None:
-                    got = in_window(got, sel.after_ms, sel.end_ms)
-                cols.extend(got)
+                    cols.extend(in_window(got, sel.after_ms, sel.end_ms))
+                else:
+                    cols.extend(got)
                 del got
     frame = cols.frame("file")
     frame.index = pd.Index(frame["offset"].to_numpy(dtype="int64"), dtype="int64")

@@ -134,14 +134,14 @@ class FrameBuilder:
         if self._buffers is not None:
             self._to_lists()
         if not self.offsets:
-            self.keys, self.shards, self.seqs, self.times, self.raw, self.offsets = (
+            self.keys, self.shards, self.seqs, self.raw, self.offsets = (
                 cols.stream_key,
                 cols.shard_id,
                 cols.seq,
-                cols.timestamp_ms,
                 cols.payload,
                 cols.offset,
             )
+            self.times = cols.timestamp_ms  # type: ignore[assignment]  # taken over, never appended None to
             return
         self.keys += cols.stream_key
         self.shards += cols.shard_id
@@ -360,18 +360,18 @@ def _category_codes(codes: np.ndarray, keys: list[str]) -> pd.Series:
     return pd.Series(pd.Categorical.from_codes(lookup[codes], categories=categories))
 
 
-def _uint64_array(values: list[int]):
+def _uint64_array(values: list[int]) -> Any:
     return _int_array(values, "UInt64")
 
 
-def _int_array(values: list[int], dtype: str):
+def _int_array(values: list[int], dtype: str) -> Any:
     """A nullable integer array (``Int64``/``UInt64``) from a list of ints, through numpy."""
     if not values:
         return pd.array(values, dtype=dtype)
     return pd.array(np.array(values, dtype=np.uint64 if dtype == "UInt64" else np.int64), dtype=dtype)
 
 
-def _timestamps(values: list[int | None]):
+def _timestamps(values: list[int | None]) -> Any:
     """``datetime64[ms, UTC]`` from epoch ms (None -> NaT)."""
     if not values or None in values:
         return pd.to_datetime(pd.array(values, dtype="Int64"), unit="ms", utc=True).astype("datetime64[ms, UTC]")
@@ -440,4 +440,11 @@ def in_window(cols: FrameColumns | ColumnBuffers, after_ms: int | None, end_ms: 
     lo = -1 if after_ms is None else after_ms
     hi = None if end_ms is None else end_ms
     keep = [lo < ts and (hi is None or ts < hi) for ts in cols.timestamp_ms]
-    return FrameColumns(*(list(compress(column, keep)) for column in cols))
+    return FrameColumns(
+        list(compress(cols.stream_key, keep)),
+        list(compress(cols.shard_id, keep)),
+        list(compress(cols.seq, keep)),
+        list(compress(cols.timestamp_ms, keep)),
+        list(compress(cols.payload, keep)),
+        list(compress(cols.offset, keep)),
+    )

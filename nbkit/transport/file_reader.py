@@ -15,6 +15,7 @@ themselves (what ``read_stream``, the Dask partitions and ``nbkit cat`` build on
 
 from __future__ import annotations
 
+import enum
 import os
 import struct
 import time
@@ -22,7 +23,7 @@ import warnings
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from functools import partial
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from nbkit.errors import (
     ChecksumError,
@@ -175,7 +176,15 @@ class _NeedMore(Exception):
 # and at least 64 KiB (a damaged frame may be several intervals long)
 _HUNT_INTERVALS = 4
 _HUNT_MIN_BYTES = 1 << 16
-_SKIPPED = object()  # internal: a salvage read stepped over damage; carry on from the new ``pos``
+
+
+class _Skipped(enum.Enum):
+    """Internal: a salvage read stepped over damage; carry on from the new ``pos``."""
+
+    SKIPPED = "skipped"
+
+
+_SKIPPED = _Skipped.SKIPPED
 
 _SALVAGE_HINT = (
     "; to read past the damage pass on_bad_frames='skip' (or 'warn' to hear of each damaged region; "
@@ -282,7 +291,9 @@ class StreamReader:
         # raw key -> key for the fast scan; SEA_STREAMER_INTERNAL is left out, so EOS takes the slow path
         self._fast_keys: dict[bytes, str] = {}
         # the same for poll(): a key left out by ``keys`` maps to None (checked, then skipped)
-        self._poll_keys: dict[bytes, str | None] = self._fast_keys if self.keys is None else {}
+        self._poll_keys: dict[bytes, str | None] = {}
+        if self.keys is None:
+            self._poll_keys = self._fast_keys  # type: ignore[assignment]  # one dict: both filled alike
         self._ahead: Iterator[Message] = iter(())  # messages scanned ahead of poll(), before the next boundary
         self._ahead_pos = -1  # ``pos`` while the next message of ``_ahead`` is the next one to hand out
         self._ahead_end = -1  # where that scan stopped (after any skipped frames)
@@ -314,7 +325,7 @@ class StreamReader:
     def __enter__(self) -> StreamReader:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def __del__(self) -> None:
@@ -524,10 +535,10 @@ class StreamReader:
         """
         while self.end is None:
             if self.pos == self._ahead_pos:  # not moved since the last message: the scanned batch goes on
-                msg = next(self._ahead, None)
-                if msg is not None:
-                    self.pos = self._ahead_pos = msg.end
-                    return msg
+                ahead = next(self._ahead, None)
+                if ahead is not None:
+                    self.pos = self._ahead_pos = ahead.end
+                    return ahead
                 self.pos = self._ahead_end  # past the skipped frames after the batch's last message
                 self._ahead_pos = -1
             cols = new_columns()
@@ -544,7 +555,7 @@ class StreamReader:
             msg = self._poll_frame()
             if msg is _SKIPPED:
                 continue
-            if msg is None or msg is NEED_MORE or self.keys is None or msg.stream_key in self.keys:  # type: ignore[union-attr]
+            if not isinstance(msg, Message) or self.keys is None or msg.stream_key in self.keys:
                 return msg
         return None
 
@@ -561,7 +572,7 @@ class StreamReader:
             self._base = 0
             return self._parse_frame(self.pos)
 
-    def _poll_frame(self) -> Message | NeedMore | None:
+    def _poll_frame(self) -> Message | NeedMore | _Skipped | None:
         """:meth:`poll` for the one frame at ``pos`` that the fast scan left (see the module doc)."""
         try:
             msg = self._parse_fresh()
@@ -690,7 +701,7 @@ class StreamReader:
                 return phase, resume
         return None
 
-    def _at_data_end(self) -> object | None:
+    def _at_data_end(self) -> NeedMore | None:
         if self.follow:
             if _was_removed(self.path, self._ino):
                 self.end = ReadEnd("removed", self.pos)
@@ -871,7 +882,7 @@ class StreamReader:
                 continue
             delay = self.poll_min
             waited = 0.0
-            yield item  # type: ignore[misc]
+            yield item
 
     # -- positions -------------------------------------------------------------------------------
     def resync(self, n: int) -> int:
@@ -945,7 +956,7 @@ class StreamReader:
         elif kind in ("sequence", "timestamp"):
             if key is None:
                 raise ValueError(f"seeking to {position!r} needs the stream key")
-            self._seek_by(kind, position.value, key, shard_id)
+            self._seek_by(kind, position.value or 0, key, shard_id)
         else:
             raise ValueError(f"unknown position {position!r}")
 
@@ -1060,7 +1071,7 @@ def read_header(path: str | os.PathLike) -> FileHeader:
         return r.header
 
 
-def iter_messages(path: str | os.PathLike, **options) -> Iterator[Message]:
+def iter_messages(path: str | os.PathLike, **options: Any) -> Iterator[Message]:
     """Yield every message of a stream file (replay); options as for :class:`StreamReader`."""
     with StreamReader(path, **options) as r:
         yield from r

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import struct
 from array import array
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from nbkit.wire.core import pick
 from nbkit.wire.crc import crc16 as _crc16_pure
@@ -61,7 +61,7 @@ class FrameColumns(NamedTuple):
     payload: list[bytes]
     offset: list[int]
 
-    def append(self, msg) -> None:
+    def append(self, msg: Any) -> None:
         """Append one message (anything with the six fields as attributes, e.g. a ``Message``)."""
         self.stream_key.append(msg.stream_key)
         self.shard_id.append(msg.shard_id)
