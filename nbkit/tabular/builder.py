@@ -10,6 +10,7 @@ payloads column by column (:mod:`nbkit.tabular.payloads`) and types every column
 from __future__ import annotations
 
 import gc
+from array import array
 from collections.abc import Iterator
 from contextlib import contextmanager
 from itertools import compress
@@ -204,7 +205,7 @@ class FrameBuilder:
         """
         with _gc_paused():
             if self._buffers is not None:
-                frame = _buffers_frame(self._buffers, self.mode, transport)
+                frame = _buffers_frame(self._buffers, self.mode, transport, release)
                 if frame is not None:
                     if release:
                         self._buffers = None
@@ -279,10 +280,11 @@ _CHUNK = 1 << 16  # payloads converted per step
 _starts_rs = methodcaller("startswith", b"rs")
 
 
-def _buffers_frame(cols: ColumnBuffers, mode: str, transport: str) -> pd.DataFrame | None:
+def _buffers_frame(cols: ColumnBuffers, mode: str, transport: str, release: bool) -> pd.DataFrame | None:
     """The typed frame straight from column buffers, or None when a payload is an envelope (the
     row-by-row path removes it). Numbers are numpy views of the buffers; payloads are cut from the one
-    payload buffer only where the mode asks for Python objects (bytes, text, parsed JSON)."""
+    payload buffer only where the mode asks for Python objects (bytes, text, parsed JSON), a chunk at a
+    time; ``release`` then empties the payload buffer as soon as the payload column is built."""
     n = len(cols)
     if not n:
         return None
@@ -312,12 +314,9 @@ def _buffers_frame(cols: ColumnBuffers, mode: str, transport: str) -> pd.DataFra
                 values = json_values(split_payloads(cols.data, cols.data_end, gap))
             payloads = pd.Series(values, dtype=object)
     else:
-        bodies = split_payloads(cols.data, cols.data_end, gap)
-        if mode != "bytes":
-            for i in range(0, n, _CHUNK):
-                bodies[i : i + _CHUNK] = CONVERT[mode](bodies[i : i + _CHUNK])
-        payloads = pd.Series(bodies, dtype=object)
-        del bodies
+        payloads = pd.Series(_payload_objects(cols, mode, starts, ends), dtype=object, copy=False)
+    if release:
+        cols.data = bytearray()  # the payload column is built: the buffer's bytes are not needed
     zeros = pd.array(np.zeros(n, dtype=np.int64), dtype="Int64")
     columns: dict[str, Any] = {
         "stream_key": _category_codes(np.frombuffer(cols.key_code, dtype=np.int32), cols.keys),
@@ -342,6 +341,24 @@ def _buffers_frame(cols: ColumnBuffers, mode: str, transport: str) -> pd.DataFra
     if mode == "json":
         return expand_json(frame)
     return frame
+
+
+def _payload_objects(cols: ColumnBuffers, mode: str, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """The payload column's values for ``bytes``/``auto``/``text``: cut from the payload buffer and
+    converted a chunk at a time, so only one chunk's bytes objects exist beside the buffer."""
+    n = len(ends)
+    gap = len(cols.separator)
+    out = np.empty(n, dtype=object)
+    with memoryview(cols.data) as view:
+        for i in range(0, n, _CHUNK):
+            j = min(n, i + _CHUNK)
+            first = int(starts[i])
+            part = array("q")
+            part.frombytes((ends[i:j] - first).tobytes())
+            bodies = split_payloads(view[first:], part, gap)
+            out[i:j] = bodies if mode == "bytes" else CONVERT[mode](bodies)
+            del bodies
+    return out
 
 
 def _transport_column(n: int, transport: str) -> pd.Categorical:
