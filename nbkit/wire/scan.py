@@ -359,7 +359,7 @@ def scan_columns(
     return base + i
 
 
-def split_payloads(data: bytes | bytearray, ends: array, gap: int) -> list[bytes]:
+def split_payloads(data: bytes | bytearray | memoryview, ends: array, gap: int) -> list[bytes]:
     """Cut a buffer of payloads into one bytes object per payload.
 
     Parameters
