@@ -10,6 +10,7 @@ pyarrow.json parses one buffer of the payloads; the row-by-row path decides wher
 from __future__ import annotations
 
 import json
+from array import array
 from collections.abc import Callable
 from operator import itemgetter, methodcaller
 from typing import Any
@@ -17,6 +18,8 @@ from typing import Any
 import msgspec
 import numpy as np
 import pandas as pd
+
+from nbkit.wire.scan import compact_payloads
 
 __all__ = [
     "CONVERT",
@@ -307,16 +310,16 @@ def json_text_column_from_buffer(data: bytes | bytearray, ends: np.ndarray, gap:
     n = len(ends)
     if getattr(STR_DTYPE, "storage", None) == "pyarrow" and n:
         import pyarrow as pa
-        import pyarrow.compute as pc
 
         offsets = np.empty(n + 1, dtype=np.int64)
         offsets[0] = 0
-        offsets[1:] = ends + gap  # each value with its separator, cut off below
-        binary = pa.LargeBinaryArray.from_buffers(
-            pa.large_binary(), n, [None, pa.py_buffer(offsets), pa.py_buffer(data)]
-        )
+        offsets[1:] = ends - gap * np.arange(n, dtype=np.int64)  # where each ends once separators are out
+        values = data
         if gap:
-            binary = pc.binary_slice(binary, 0, -1)
+            values = compact_payloads(data, array("q", ends.astype(np.int64).tobytes()), gap)
+        binary = pa.LargeBinaryArray.from_buffers(
+            pa.large_binary(), n, [None, pa.py_buffer(offsets), pa.py_buffer(values)]
+        )
         try:
             text = binary.cast(pa.large_string())  # checks UTF-8 throughout
         except pa.ArrowInvalid:

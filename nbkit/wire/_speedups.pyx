@@ -6,7 +6,7 @@ Same signatures, results and errors as the pure-Python reference twin:
 - :func:`crc16` as :data:`nbkit.wire.crc.crc16` (CRC-16/CDMA2000),
 - :func:`scan_frames` as :func:`nbkit.wire.scan.scan_frames` (the frame scanner),
 - :func:`scan_columns` as :func:`nbkit.wire.scan.scan_columns` (the scanner into column buffers) and
-  :func:`split_payloads` as :func:`nbkit.wire.scan.split_payloads`,
+  :func:`split_payloads` / :func:`compact_payloads` as their :mod:`nbkit.wire.scan` twins,
 - :func:`encode_frame` as :func:`nbkit.wire.ssformat.encode_frame` (the writer's frame encoding),
 - :func:`parse_fields` and :func:`format_line` as ``nbkit.wire.stdio_line._parse_fields`` and
   :func:`nbkit.wire.stdio_line.format_line` (stdio lines),
@@ -247,6 +247,33 @@ def split_payloads(object data, array.array ends not None, Py_ssize_t gap):
             from nbkit.wire.scan import split_payloads_pure
             return split_payloads_pure(data, ends, gap)
         out[k] = PyBytes_FromStringAndSize(base + start, end - start)
+        start = end + gap
+    return out
+
+
+def compact_payloads(object data, array.array ends not None, Py_ssize_t gap):
+    """The compiled :func:`nbkit.wire.scan.compact_payloads`: the payloads back to back, no separators."""
+    if ends.ob_descr.typecode != b'q' or not (gap == 0 or gap == 1):
+        from nbkit.wire.scan import compact_payloads_pure  # the twin says what is wrong
+        return compact_payloads_pure(data, ends, gap)
+    cdef const uint8_t[::1] view = data
+    cdef Py_ssize_t n = len(ends), k, start = 0, end, size = view.shape[0], total = 0
+    cdef long long* e = ends.data.as_longlongs
+    for k in range(n):
+        end = <Py_ssize_t>e[k]
+        if end < start or end > size:
+            from nbkit.wire.scan import compact_payloads_pure
+            return compact_payloads_pure(data, ends, gap)
+        total += end - start
+        start = end + gap
+    cdef bytes out = PyBytes_FromStringAndSize(NULL, total)
+    cdef char* o = PyBytes_AS_STRING(out)
+    cdef const char* base = <const char*>&view[0] if size else <const char*>b""
+    start = 0
+    for k in range(n):
+        end = <Py_ssize_t>e[k]
+        memcpy(o, base + start, end - start)
+        o += end - start
         start = end + gap
     return out
 

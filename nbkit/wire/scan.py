@@ -25,6 +25,8 @@ from nbkit.wire.ssformat import MAX_TIMESTAMP_MS
 
 __all__ = [
     "ColumnBuffers",
+    "compact_payloads",
+    "compact_payloads_pure",
     "FrameColumns",
     "new_columns",
     "scan_columns",
@@ -391,6 +393,28 @@ def split_payloads(data: bytes | bytearray | memoryview, ends: array, gap: int) 
     return out
 
 
+def compact_payloads(data: bytes | bytearray | memoryview, ends: array, gap: int) -> bytes:
+    """The payloads of a buffer back to back, their separators left out (one Arrow value buffer).
+
+    Parameters
+    ----------
+    data, ends, gap
+        As for :func:`split_payloads`.
+
+    Returns
+    -------
+    bytes
+        ``b"".join(split_payloads(data, ends, gap))``.
+
+    Examples
+    --------
+    >>> from array import array
+    >>> compact_payloads(b"ab\\ncd\\n", array("q", [2, 5]), 1)
+    b'abcd'
+    """
+    return b"".join(split_payloads_pure(data, ends, gap))
+
+
 #: The pure-Python twins, kept under their own names for the twin tests and benchmarks.
 scan_frames_pure = scan_frames
 scan_frames = pick("scan_frames", scan_frames_pure)  # noqa: F811 (the twin this process runs)
@@ -398,3 +422,5 @@ scan_columns_pure = scan_columns
 scan_columns = pick("scan_columns", scan_columns_pure)  # noqa: F811
 split_payloads_pure = split_payloads
 split_payloads = pick("split_payloads", split_payloads_pure)  # noqa: F811
+compact_payloads_pure = compact_payloads
+compact_payloads = pick("compact_payloads", compact_payloads_pure)  # noqa: F811

@@ -16,7 +16,14 @@ from nbkit.transport.file_reader import StreamReader
 from nbkit.transport.file_writer import StreamWriter
 from nbkit.wire import core, stdio_line
 from nbkit.wire.crc import crc16 as crc16_pure
-from nbkit.wire.scan import ColumnBuffers, new_columns, scan_columns_pure, scan_frames_pure, split_payloads_pure
+from nbkit.wire.scan import (
+    ColumnBuffers,
+    compact_payloads_pure,
+    new_columns,
+    scan_columns_pure,
+    scan_frames_pure,
+    split_payloads_pure,
+)
 from nbkit.wire.ssformat import MAX_TIMESTAMP_MS, encode_frame_pure
 
 compiled = core.compiled_module()
@@ -178,10 +185,12 @@ def test_scan_columns_twins_agree(frames, base, interval, known, damage, cut, un
     typecode=st.sampled_from(["q", "i"]),
 )
 def test_split_payloads_twins_agree(data, ends, gap, kind, typecode):
-    """split_payloads: any buffer, any ends (also out of order or past the end), any gap: same result."""
+    """split_payloads and compact_payloads: any buffer, any ends (also out of order or past the end),
+    any gap: the same result."""
     buf = bytes(data) if kind == "bytes" else bytearray(data)
     arr = array(typecode, ends)
     assert outcome(compiled.split_payloads, buf, arr, gap) == outcome(split_payloads_pure, buf, arr, gap)
+    assert outcome(compiled.compact_payloads, buf, arr, gap) == outcome(compact_payloads_pure, buf, arr, gap)
 
 
 # -- whole files through the reader, on each twin ------------------------------------------------------
