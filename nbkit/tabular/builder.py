@@ -320,17 +320,17 @@ def _buffers_frame(cols: ColumnBuffers, mode: str, transport: str, release: bool
     zeros = pd.array(np.zeros(n, dtype=np.int64), dtype="Int64")
     columns: dict[str, Any] = {
         "stream_key": _category_codes(np.frombuffer(cols.key_code, dtype=np.int32), cols.keys),
-        "shard_id": pd.array(np.frombuffer(cols.shard_id, dtype=np.uint64), dtype="UInt64"),
-        "seq": pd.array(np.frombuffer(cols.seq, dtype=np.uint64), dtype="UInt64"),
+        "shard_id": _view_array(cols.shard_id, np.uint64),
+        "seq": _view_array(cols.seq, np.uint64),
         "timestamp": pd.DatetimeIndex(
             np.frombuffer(cols.timestamp_ms, dtype=np.int64).view("datetime64[ms]")
         ).tz_localize("UTC"),
-        "size": pd.array(sizes, dtype="Int64"),
+        "size": pd.arrays.IntegerArray(sizes, np.zeros(n, dtype=np.bool_)),
         "payload": payloads,
         "retry_count": zeros,
         "attempt": zeros + 1,
         "headers": pd.Series([{} for _ in range(n)], dtype=object),
-        "offset": pd.array(np.frombuffer(cols.offset, dtype=np.int64), dtype="Int64"),
+        "offset": _view_array(cols.offset, np.int64),
         "transport": _transport_column(n, transport),
     }
     del payloads, values
@@ -341,6 +341,11 @@ def _buffers_frame(cols: ColumnBuffers, mode: str, transport: str, release: bool
     if mode == "json":
         return expand_json(frame)
     return frame
+
+
+def _view_array(values: array, dtype: type[np.integer]) -> pd.arrays.IntegerArray:
+    """A nullable integer array (``Int64``/``UInt64``) over a column buffer's memory, not a copy of it."""
+    return pd.arrays.IntegerArray(np.frombuffer(values, dtype=dtype), np.zeros(len(values), dtype=np.bool_))
 
 
 def _payload_objects(cols: ColumnBuffers, mode: str, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
