@@ -12,6 +12,7 @@ from __future__ import annotations
 import gc
 from array import array
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from itertools import compress
 from operator import methodcaller
@@ -303,16 +304,20 @@ def _buffers_frame(cols: ColumnBuffers, mode: str, transport: str, release: bool
     values: list[Any] | None = None
     if mode in ("json", "columns"):
         lines = gap == 1 and cols.data.count(b"\n") == n  # one payload per line: NDJSON as it stands
-        fields = ndjson_fields(cols.data, n) if lines else None
-        if mode == "columns":
-            payloads = json_text_column_from_buffer(cols.data, ends, gap)
-            if fields is None:
-                fields = json_field_columns(split_payloads(cols.data, cols.data_end, gap))
-        else:
-            values = json_lines(cols.data, n) if lines else None
-            if values is None:
-                values = json_values(split_payloads(cols.data, cols.data_end, gap))
-            payloads = pd.Series(values, dtype=object)
+        # pyarrow parses the field columns with the GIL released, on a worker thread joined right here,
+        # while this thread builds the payload column (the text, or the per-row objects by msgspec)
+        with ThreadPoolExecutor(1, thread_name_prefix="nbkit-json-fields") as pool:
+            parsing = pool.submit(ndjson_fields, cols.data, n) if lines else None
+            if mode == "columns":
+                payloads = json_text_column_from_buffer(cols.data, ends, gap)
+            else:
+                values = json_lines(cols.data, n) if lines else None
+                if values is None:
+                    values = json_values(split_payloads(cols.data, cols.data_end, gap))
+                payloads = pd.Series(values, dtype=object)
+            fields = None if parsing is None else parsing.result()
+        if fields is None and mode == "columns":
+            fields = json_field_columns(split_payloads(cols.data, cols.data_end, gap))
     else:
         payloads = pd.Series(_payload_objects(cols, mode, starts, ends), dtype=object, copy=False)
     if release:
