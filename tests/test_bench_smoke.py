@@ -13,7 +13,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from nbkit import tabular
 from nbkit.notebook import frames
+from nbkit.tabular.payloads import infer_column
 from nbkit.transport.file_reader import StreamReader
 from nbkit.transport.file_writer import StreamWriter
 from nbkit.wire import envelope
@@ -141,12 +143,12 @@ def test_a_damaged_frame_is_reported_the_same_way_by_every_path(tmp_path):
     ],
 )
 def test_json_payloads_parse_as_json_loads_does_one_by_one(bodies):
-    assert repr(frames._json_values(list(bodies))) == repr([frames._json_value(b) for b in bodies])
+    assert repr(tabular.json_values(list(bodies))) == repr([tabular.json_value(b) for b in bodies])
 
 
 def test_a_too_deep_json_payload_still_raises_recursion_error():
     with pytest.raises(RecursionError):
-        frames._json_values([b"1", b"[" * 100_000])
+        tabular.json_values([b"1", b"[" * 100_000])
 
 
 @pytest.mark.parametrize(
@@ -154,7 +156,7 @@ def test_a_too_deep_json_payload_still_raises_recursion_error():
     [[1, 2], [2**63], [-(2**63) - 1], [1.5, float("nan")], [True], ["a", "b"], [1, True], [1, 2.5], [None], []],
 )
 def test_typed_columns_match_infer_objects(values):
-    fast = frames._inferred(list(values))
+    fast = infer_column(list(values))
     slow = pd.Series(list(values), dtype=object).infer_objects()
     assert fast.dtype == slow.dtype and fast.equals(slow)
 
@@ -163,9 +165,9 @@ def test_read_stream_frames_match_row_by_row_construction(tmp_path):
     payloads = [json.dumps({"id": i, "name": f"n{i}", "price": i / 4, "ok": i % 2 == 0}).encode() for i in range(50)]
     payloads += [envelope.encode({"x-ruststream-retry-count": "2"}, b'{"id": 99}', force_text=False), b"\xff"]
     path = _messages(tmp_path, payloads)
-    for mode in frames.PAYLOAD_MODES:
+    for mode in tabular.PAYLOAD_MODES:
         df = frames.read_stream(path, payload=mode, include_internal=True)
-        cols = frames._Columns(mode)
+        cols = tabular.FrameBuilder(mode)
         with StreamReader(path) as r:
             for m in r:
                 cols.add(m.stream_key, m.shard_id, m.seq, m.timestamp_ms, m.payload, m.offset)

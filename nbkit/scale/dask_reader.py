@@ -46,7 +46,10 @@ import datetime as dt
 import os
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from dask.dataframe import DataFrame as DaskDataFrame
 
 from nbkit.scale import require
 
@@ -134,7 +137,7 @@ def read_stream(
     json_fields: Mapping[str, Any] | Sequence[str] | None = None,
     sample: int | str = DEFAULT_SAMPLE,
     on_bad_frames: str = "error",
-) -> dd.DataFrame:
+) -> DaskDataFrame:
     """Load a ``.ss`` stream file lazily as a Dask DataFrame, one row per message.
 
     Same rows, columns and dtypes as :func:`nbkit.read_stream`, split into partitions of about

@@ -41,13 +41,12 @@ import datetime as dt
 import json
 import os
 import warnings
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import pandas as pd
 
 from nbkit.errors import FormatError
-from nbkit.notebook.frames import FRAME_COLUMNS, _expand_json
 from nbkit.scale import require
 from nbkit.scale.partitions import (
     DEFAULT_PARTITION_SIZE,
@@ -57,6 +56,7 @@ from nbkit.scale.partitions import (
     read_range,
     selection,
 )
+from nbkit.tabular import FRAME_COLUMNS, expand_json
 from nbkit.transport.damage import check_on_bad_frames
 from nbkit.transport.positions import FilePosition
 
@@ -67,7 +67,7 @@ _META_KEY = b"nbkit"
 _FEATURE = "nbkit.to_parquet"
 
 
-def _pa():
+def _pa() -> tuple[Any, Any]:
     pa = require("pyarrow", feature=_FEATURE)
     pq = require("pyarrow.parquet", feature=_FEATURE)
     return pa, pq
@@ -87,7 +87,7 @@ def _columns(mode: str) -> list[str]:
     return cols
 
 
-def _field_type(pa, dtype: Any):
+def _field_type(pa: Any, dtype: Any) -> Any:
     dtype = pd.api.types.pandas_dtype(dtype)
     if pd.api.types.is_bool_dtype(dtype):
         return pa.bool_()
@@ -98,7 +98,7 @@ def _field_type(pa, dtype: Any):
     return pa.string()  # str, and object (written as JSON text)
 
 
-def _schema(mode: str, fields: Mapping[str, Any] | None):
+def _schema(mode: str, fields: Mapping[str, Any] | None) -> Any:
     pa, _ = _pa()
     text = pa.string()
     types = {
@@ -153,7 +153,7 @@ def _check_columns(frame: pd.DataFrame) -> None:
         )
 
 
-def frame_to_table(frame: pd.DataFrame, *, mode: str | None = None, fields: Mapping[str, Any] | None = None):
+def frame_to_table(frame: pd.DataFrame, *, mode: str | None = None, fields: Mapping[str, Any] | None = None) -> Any:
     """A ``read_stream``-shaped frame as a pyarrow Table in the layout above (``mode``: payload mode,
     inferred from the values when None; ``fields``: json columns, from the frame when None)."""
     pa, _ = _pa()
@@ -320,18 +320,18 @@ def to_parquet(
 def _file_to_parquet(
     path: str,
     out: str,
-    pq,
+    pq: Any,
     *,
-    keys,
-    payload,
-    start,
-    end,
-    include_internal,
-    partition_size,
-    json_fields,
-    sample,
-    compression,
-    on_bad_frames,
+    keys: Iterable[str] | str | None,
+    payload: str,
+    start: FilePosition | dt.datetime | int | str | None,
+    end: dt.datetime | int | str | None,
+    include_internal: bool,
+    partition_size: int,
+    json_fields: Mapping[str, Any] | Sequence[str] | None,
+    sample: int,
+    compression: str | None,
+    on_bad_frames: str,
 ) -> int:
     sel, position, seek_key = selection(
         keys=keys, payload=payload, start=start, end=end, include_internal=include_internal
@@ -351,7 +351,7 @@ def _file_to_parquet(
         else:
             fields = {name: object for name in json_fields}
 
-    def tables():
+    def tables() -> Iterator[Any]:
         for i, rng in enumerate(plan.ranges):
             frame = read_range(path, rng, sel, json_fields=fields, on_bad_frames=on_bad_frames)
             if len(frame) or i == 0:
@@ -360,7 +360,7 @@ def _file_to_parquet(
     return _write_tables(tables(), out, pq, compression)
 
 
-def _dask_to_parquet(ddf: Any, out: str, pq, compression: str | None) -> int:
+def _dask_to_parquet(ddf: Any, out: str, pq: Any, compression: str | None) -> int:
     import dask
 
     _check_columns(ddf._meta)
@@ -369,7 +369,7 @@ def _dask_to_parquet(ddf: Any, out: str, pq, compression: str | None) -> int:
     mode = None
     fields = json_fields_of(ddf._meta) if any(str(c).startswith("payload.") for c in ddf.columns) else None
 
-    def tables():
+    def tables() -> Iterator[Any]:
         nonlocal mode
         for i in range(0, len(parts), batch):
             for frame in dask.compute(*parts[i : i + batch]):
@@ -382,7 +382,7 @@ def _dask_to_parquet(ddf: Any, out: str, pq, compression: str | None) -> int:
     return _write_tables(tables(), out, pq, compression)
 
 
-def _write_tables(tables: Any, out: str, pq, compression: str | None) -> int:
+def _write_tables(tables: Any, out: str, pq: Any, compression: str | None) -> int:
     """Write the tables to one Parquet file with the first table's schema (it carries pyarrow's
     pandas metadata too); returns the rows written."""
     rows = 0
@@ -476,5 +476,5 @@ def read_parquet(path: str | os.PathLike) -> pd.DataFrame:
         columns=list(FRAME_COLUMNS),
     )
     if mode == "json":
-        frame = _expand_json(frame)
+        frame = expand_json(frame)
     return frame

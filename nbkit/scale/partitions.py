@@ -21,7 +21,7 @@ How a file is cut (format spec §2, §6.5):
   when the plan is made (a byte search over the file, not a parse; see its doc), and the plan ends
   there: the range holding it stops after it, and no range starts after it.
 
-``read_range`` builds rows with :class:`nbkit.notebook.frames._Columns`, the builder
+``read_range`` builds rows with :class:`nbkit.tabular.FrameBuilder`, the builder
 ``nbkit.read_stream`` uses, applying the same filters in the same order, so dtypes and values are the
 same; the frame's index holds the frames' byte offsets (the same values as its ``offset`` column).
 """
@@ -29,7 +29,7 @@ same; the frame's index holds the frames' byte offsets (the same values as its `
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,8 +37,8 @@ import numpy as np
 import pandas as pd
 
 from nbkit.errors import FormatError, SeekError
-from nbkit.notebook.frames import Selection, _Columns, _in_window, _json_values, selection
-from nbkit.transport.file_reader import CHUNK, ReadEnd, StreamReader
+from nbkit.tabular import FrameBuilder, Selection, in_window, json_values, payload_separator, selection
+from nbkit.transport.file_reader import CHUNK, Message, ReadEnd, StreamReader
 from nbkit.transport.positions import FilePosition
 from nbkit.wire.keys import INTERNAL_KEY, INTERNAL_KEYS
 
@@ -67,7 +67,7 @@ _EOS_HEAD = bytes((len(INTERNAL_KEY),)) + INTERNAL_KEY.encode("ascii")
 # -- what to keep ----------------------------------------------------------------------------------
 
 
-# Selection and selection() live in nbkit.notebook.frames: one way to read read_stream's options.
+# Selection and selection() live in nbkit.tabular: one way to read read_stream's options.
 _EVERYTHING = Selection()
 
 
@@ -198,7 +198,7 @@ def find_eos(path: str | os.PathLike, start: int, size: int, interval: int) -> i
     return None
 
 
-def _eos_candidates(fd: int, start: int, size: int, interval: int, beacon_size) -> Iterator[int]:
+def _eos_candidates(fd: int, start: int, size: int, interval: int, beacon_size: Callable[[int], int]) -> Iterator[int]:
     """Offsets (ascending) where an EOS frame head may start in the data bytes after ``start``."""
     n = len(_EOS_HEAD)
     chunk = max(interval, CHUNK // interval * interval)
@@ -246,7 +246,7 @@ def _eos_at(reader: StreamReader, h: int, first: int) -> bool:
         reader.end = None
         while reader.pos <= h:
             msg = reader.poll()
-            if msg is None:
+            if not isinstance(msg, Message):  # replay: None, the end (NEED_MORE is for followers)
                 return False
             if msg.offset >= h:
                 return msg.offset == h and msg.is_eos
@@ -273,7 +273,7 @@ def read_range(
     ``on_bad_frames`` as for ``read_stream``: with "warn"/"skip" a damaged beacon at the range's start
     is skipped like any damage, so the ranges together hold what one sequential salvage read returns.
     """
-    cols = _Columns(sel.payload)
+    cols = FrameBuilder(sel.payload)
     if rng.start < rng.end:
         wanted = sel.keys
         include_internal = sel.include_internal
@@ -297,10 +297,11 @@ def read_range(
             else:
                 reader.pos = rng.start
             if started:
-                got = reader.read_columns(accept=accept, until=rng.end)
+                got = reader.read_column_buffers(accept=accept, until=rng.end, separator=payload_separator(sel.payload))
                 if sel.after_ms is not None or sel.end_ms is not None:
-                    got = _in_window(got, sel.after_ms, sel.end_ms)
-                cols.extend(got)
+                    cols.extend(in_window(got, sel.after_ms, sel.end_ms))
+                else:
+                    cols.extend(got)
                 del got
     frame = cols.frame("file")
     frame.index = pd.Index(frame["offset"].to_numpy(dtype="int64"), dtype="int64")
@@ -311,7 +312,7 @@ def read_range(
 
 def empty_frame(payload: str = "auto", json_fields: Mapping[str, Any] | None = None) -> pd.DataFrame:
     """A zero-row frame with read_range's columns, dtypes and int64 index."""
-    frame = _Columns(payload).frame("file")
+    frame = FrameBuilder(payload).frame("file")
     frame.index = pd.Index([], dtype="int64")
     if json_fields is not None and payload in FIELD_MODES:
         frame = conform_json(frame, json_fields, payload=payload)
@@ -366,7 +367,7 @@ def conform_json(
         if objects is None:
             values = frame["payload"].tolist()
             if payload == "columns":  # the column holds the JSON text: parse it (only on this path)
-                values = _json_values([v.encode("utf-8") if isinstance(v, str) else v for v in values])
+                values = json_values([v.encode("utf-8") if isinstance(v, str) else v for v in values])
             objects = [p if isinstance(p, dict) else None for p in values]
         raw = pd.Series([o.get(name) if o else None for o in objects], index=frame.index, dtype=object)
         out[col] = raw if pd.api.types.is_object_dtype(dtype) else _convert(raw.infer_objects(), dtype, name, where)

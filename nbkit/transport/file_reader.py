@@ -15,13 +15,14 @@ themselves (what ``read_stream``, the Dask partitions and ``nbkit cat`` build on
 
 from __future__ import annotations
 
+import enum
 import os
 import struct
 import time
 import warnings
 from collections.abc import Callable, Iterable, Iterator
 from functools import partial
-from typing import Literal, NamedTuple, get_args
+from typing import Any, Literal, NamedTuple, get_args
 
 from nbkit.errors import (
     ChecksumError,
@@ -39,7 +40,7 @@ from nbkit.transport.polling import NEED_MORE, NeedMore
 from nbkit.transport.positions import FilePosition
 from nbkit.wire.crc import crc16
 from nbkit.wire.keys import INTERNAL_KEY
-from nbkit.wire.scan import FrameColumns, new_columns, scan_frames
+from nbkit.wire.scan import ColumnBuffers, FrameColumns, new_columns, scan_columns, scan_frames
 from nbkit.wire.ssformat import (
     EOS_PAYLOAD,
     HEADER_SIZE,
@@ -213,7 +214,15 @@ class _NeedMore(Exception):
 # and at least 64 KiB (a damaged frame may be several intervals long)
 _HUNT_INTERVALS = 4
 _HUNT_MIN_BYTES = 1 << 16
-_SKIPPED = object()  # internal: a salvage read stepped over damage; carry on from the new ``pos``
+
+
+class _Skipped(enum.Enum):
+    """Internal: a salvage read stepped over damage; carry on from the new ``pos``."""
+
+    SKIPPED = "skipped"
+
+
+_SKIPPED = _Skipped.SKIPPED
 
 _SALVAGE_HINT = (
     "; to read past the damage pass on_bad_frames='skip' (or 'warn' to hear of each damaged region; "
@@ -322,7 +331,9 @@ class StreamReader:
         # raw key -> key for the fast scan; SEA_STREAMER_INTERNAL is left out, so EOS takes the slow path
         self._fast_keys: dict[bytes, str] = {}
         # the same for poll(): a key left out by ``keys`` maps to None (checked, then skipped)
-        self._poll_keys: dict[bytes, str | None] = self._fast_keys if self.keys is None else {}
+        self._poll_keys: dict[bytes, str | None] = {}
+        if self.keys is None:
+            self._poll_keys = self._fast_keys  # type: ignore[assignment]  # one dict: both filled alike
         self._ahead: Iterator[Message] = iter(())  # messages scanned ahead of poll(), before the next boundary
         self._ahead_pos = -1  # ``pos`` while the next message of ``_ahead`` is the next one to hand out
         self._ahead_end = -1  # where that scan stopped (after any skipped frames)
@@ -354,7 +365,7 @@ class StreamReader:
     def __enter__(self) -> StreamReader:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def __del__(self) -> None:
@@ -483,6 +494,21 @@ class StreamReader:
                 ends[j] -= shift
         return stop - shift
 
+    def _scan_columns(self, pos: int, keymap: dict[bytes, int], cols: ColumnBuffers, until: int = -1) -> int:
+        """:func:`~nbkit.wire.scan.scan_columns` over the current buffer from ``pos``; where it stopped."""
+        if not self._phase:
+            return scan_columns(self._buf, self._base, pos, until, self.interval, keymap, cols)
+        # a salvage read on a shifted beacon grid: scan in offsets moved onto the grid, then move back
+        shift = self.interval - self._phase
+        taken = len(cols.offset)
+        stop = scan_columns(
+            self._buf, self._base + shift, pos + shift, -1 if until < 0 else until + shift, self.interval, keymap, cols
+        )
+        offsets = cols.offset
+        for j in range(taken, len(offsets)):
+            offsets[j] -= shift
+        return stop - shift
+
     def _parse_frame(self, pos: int, *, verify: bool = True) -> Message:
         """Parse the frame whose first field read starts at ``pos``; raises _NeedMore or FormatError."""
         interval = self.interval
@@ -549,10 +575,10 @@ class StreamReader:
         """
         while self.end is None:
             if self.pos == self._ahead_pos:  # not moved since the last message: the scanned batch goes on
-                msg = next(self._ahead, None)
-                if msg is not None:
-                    self.pos = self._ahead_pos = msg.end
-                    return msg
+                ahead = next(self._ahead, None)
+                if ahead is not None:
+                    self.pos = self._ahead_pos = ahead.end
+                    return ahead
                 self.pos = self._ahead_end  # past the skipped frames after the batch's last message
                 self._ahead_pos = -1
             cols = new_columns()
@@ -569,7 +595,7 @@ class StreamReader:
             msg = self._poll_frame()
             if msg is _SKIPPED:
                 continue
-            if msg is None or msg is NEED_MORE or self.keys is None or msg.stream_key in self.keys:  # type: ignore[union-attr]
+            if not isinstance(msg, Message) or self.keys is None or msg.stream_key in self.keys:
                 return msg
         return None
 
@@ -586,7 +612,7 @@ class StreamReader:
             self._base = 0
             return self._parse_frame(self.pos)
 
-    def _poll_frame(self) -> Message | NeedMore | None:
+    def _poll_frame(self) -> Message | NeedMore | _Skipped | None:
         """:meth:`poll` for the one frame at ``pos`` that the fast scan left (see the module doc)."""
         try:
             msg = self._parse_fresh()
@@ -715,7 +741,7 @@ class StreamReader:
                 return phase, resume
         return None
 
-    def _at_data_end(self) -> object | None:
+    def _at_data_end(self) -> NeedMore | None:
         if self.follow:
             if _was_removed(self.path, self._ino):
                 self.end = ReadEnd("removed", self.pos)
@@ -747,8 +773,34 @@ class StreamReader:
         """Read every message from ``pos`` on into column lists: what iterating would yield, without
         a Message object per message.
 
-        Replay reads to the end (``end`` then says why it ended); follow mode stops at the current end of
-        the data and can be called again.
+        :meth:`read_column_buffers` with each value as a Python object (a list per column).
+
+        Parameters
+        ----------
+        accept, progress, until
+            As for :meth:`read_column_buffers`.
+
+        Returns
+        -------
+        FrameColumns
+            A named tuple of parallel lists: ``stream_key``, ``shard_id``, ``seq``, ``timestamp_ms``,
+            ``payload``, ``offset``.
+        """
+        return self.read_column_buffers(accept=accept, progress=progress, until=until).to_lists()
+
+    def read_column_buffers(
+        self,
+        *,
+        accept: Callable[[str], bool] | None = None,
+        progress: Callable[[int], object] | None = None,
+        until: int | None = None,
+        separator: bytes = b"",
+    ) -> ColumnBuffers:
+        """Read every message from ``pos`` on into column buffers: typed arrays and one payload buffer.
+
+        What iterating would yield, without a Python object per message (the frame scanner fills the
+        buffers). Replay reads to the end (``end`` then says why it ended); follow mode stops at the
+        current end of the data and can be called again.
 
         Parameters
         ----------
@@ -761,43 +813,60 @@ class StreamReader:
             Stop before the first frame that starts at or after this offset (``pos`` is then that
             frame's start, or past it when a beacon is there; ``end`` stays None unless the read ended
             first). The Dask partitions read their byte range so.
+        separator : bytes
+            Written after each payload in the payload buffer: ``b""`` or ``b"\\n"`` (NDJSON).
 
         Returns
         -------
-        FrameColumns
-            A named tuple of parallel lists: ``stream_key``, ``shard_id``, ``seq``, ``timestamp_ms``,
-            ``payload``, ``offset``.
+        ColumnBuffers
+            The messages' columns (:class:`~nbkit.wire.scan.ColumnBuffers`).
         """
         if self.keys is not None:
             only, asked = self.keys, accept
             accept = lambda key: key in only and (asked is None or asked(key))  # noqa: E731
-        cols = new_columns()
-        keymap: dict[bytes, str | None] = {}
-        for raw, key in self._fast_keys.items():
-            keymap[raw] = key if accept is None or accept(key) else None
+        cols = ColumnBuffers(separator)
+        codes: dict[str, int] = {}
+
+        def code_of(key: str) -> int:
+            if accept is not None and not accept(key):
+                return -1
+            code = codes.get(key)
+            if code is None:
+                code = codes[key] = len(cols.keys)
+                cols.keys.append(key)
+            return code
+
+        keymap = {raw: code_of(key) for raw, key in self._fast_keys.items()}
         self._ahead_pos = -1
         last = self.pos
         limit = -1 if until is None else until
         while self.end is None and (until is None or self.pos < until):
-            self.pos = self._scan(self.pos, keymap, cols, None, limit)
+            self.pos = self._scan_columns(self.pos, keymap, cols, limit)
             if until is not None and self.pos >= until:
                 break
             before = self.pos
             msg = self._poll_frame()
             if msg is _SKIPPED:
                 continue
-            if msg is None or msg is NEED_MORE:
+            if not isinstance(msg, Message):
                 break
-            if until is not None and msg.offset >= until:  # type: ignore[attr-defined]
+            if until is not None and msg.offset >= until:
                 self.pos = before  # a beacon lay before it: the frame belongs to the next range
                 self.end = None
                 break
-            key = msg.stream_key  # type: ignore[attr-defined]
-            take = accept is None or accept(key)
+            key = msg.stream_key
+            code = code_of(key)
             if key != INTERNAL_KEY:
-                keymap[key.encode("utf-8")] = key if take else None
-            if take:
-                cols.append(msg)  # type: ignore[arg-type]
+                keymap[key.encode("utf-8")] = code
+            if code >= 0:
+                cols.key_code.append(code)
+                cols.shard_id.append(msg.shard_id)
+                cols.seq.append(msg.seq)
+                cols.timestamp_ms.append(msg.timestamp_ms)
+                cols.offset.append(msg.offset)
+                cols.data += msg.payload
+                cols.data_end.append(len(cols.data))
+                cols.data += cols.separator
             if progress is not None:
                 progress(self.pos - last)
                 last = self.pos
@@ -855,7 +924,7 @@ class StreamReader:
                 continue
             delay = self.poll_min
             waited = 0.0
-            yield item  # type: ignore[misc]
+            yield item
 
     # -- positions -------------------------------------------------------------------------------
     def resync(self, n: int) -> int:
@@ -929,7 +998,7 @@ class StreamReader:
         elif kind in ("sequence", "timestamp"):
             if key is None:
                 raise ValueError(f"seeking to {position!r} needs the stream key")
-            self._seek_by(kind, position.value, key, shard_id)
+            self._seek_by(kind, position.value or 0, key, shard_id)
         else:
             raise ValueError(f"unknown position {position!r}")
 
@@ -1044,7 +1113,7 @@ def read_header(path: str | os.PathLike) -> FileHeader:
         return r.header
 
 
-def iter_messages(path: str | os.PathLike, **options) -> Iterator[Message]:
+def iter_messages(path: str | os.PathLike, **options: Any) -> Iterator[Message]:
     """Yield every message of a stream file (replay); options as for :class:`StreamReader`."""
     with StreamReader(path, **options) as r:
         yield from r

@@ -5,6 +5,8 @@ Same signatures, results and errors as the pure-Python reference twin:
 
 - :func:`crc16` as :data:`nbkit.wire.crc.crc16` (CRC-16/CDMA2000),
 - :func:`scan_frames` as :func:`nbkit.wire.scan.scan_frames` (the frame scanner),
+- :func:`scan_columns` as :func:`nbkit.wire.scan.scan_columns` (the scanner into column buffers) and
+  :func:`split_payloads` / :func:`compact_payloads` as their :mod:`nbkit.wire.scan` twins,
 - :func:`encode_frame` as :func:`nbkit.wire.ssformat.encode_frame` (the writer's frame encoding),
 - :func:`parse_fields` and :func:`format_line` as ``nbkit.wire.stdio_line._parse_fields`` and
   :func:`nbkit.wire.stdio_line.format_line` (stdio lines),
@@ -15,6 +17,7 @@ which raises or answers. :mod:`nbkit.wire.core` chooses between the twins once, 
 """
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
+from cpython cimport array
 from cpython.long cimport PyLong_FromLongLong, PyLong_FromUnsignedLongLong
 from libc.stdint cimport int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 from libc.string cimport memcmp, memcpy
@@ -138,6 +141,141 @@ def scan_frames(bytes buf not None, long long base, long long pos, long long unt
         if i >= stop:
             break
     return base + i
+
+
+cdef extern from "Python.h":
+    int PyByteArray_Resize(object bytearray, Py_ssize_t len) except -1
+    char* PyByteArray_AS_STRING(object bytearray)
+    Py_ssize_t PyByteArray_GET_SIZE(object bytearray)
+
+
+def scan_columns(bytes buf not None, long long base, long long pos, long long until, long long interval,
+                 dict keymap not None, object cols):
+    """The compiled :func:`nbkit.wire.scan.scan_columns` (see there): same arguments, same result."""
+    cdef long long off = pos % interval
+    cdef Py_ssize_t n = PyBytes_GET_SIZE(buf)
+    cdef Py_ssize_t i = <Py_ssize_t>(pos - base)
+    if off == 0 or i < 0 or i >= n:
+        return pos
+    cdef Py_ssize_t stop = n if i + interval - off > n else <Py_ssize_t>(i + interval - off)
+    cdef Py_ssize_t limit = n if until < 0 else <Py_ssize_t>(until - base)
+    cdef const uint8_t* b = <const uint8_t*>PyBytes_AS_STRING(buf)
+    cdef array.array codes = cols.key_code, shards = cols.shard_id, seqs = cols.seq
+    cdef array.array tss = cols.timestamp_ms, offs = cols.offset, dends = cols.data_end
+    cdef object data = cols.data
+    cdef Py_ssize_t gap = len(cols.separator)
+    # room for every frame the span can hold (32 bytes at least each), trimmed to what was taken at the end
+    cdef Py_ssize_t have = len(offs), room = (stop - i) // 32 + 1
+    cdef Py_ssize_t dlen = PyByteArray_GET_SIZE(data)
+    for arr in (codes, shards, seqs, tss, offs, dends):
+        array.resize_smart(arr, have + room)
+    PyByteArray_Resize(data, dlen + (stop - i))
+    cdef uint8_t* d = <uint8_t*>PyByteArray_AS_STRING(data)
+    cdef int* code_p = codes.data.as_ints
+    cdef unsigned long long* shard_p = shards.data.as_ulonglongs
+    cdef unsigned long long* seq_p = seqs.data.as_ulonglongs
+    cdef long long* ts_p = tss.data.as_longlongs
+    cdef long long* off_p = offs.data.as_longlongs
+    cdef long long* end_p = dends.data.as_longlongs
+    cdef Py_ssize_t h, p, e, klen, k = have
+    cdef uint64_t shard, seq, ts
+    cdef uint32_t size
+    cdef const uint8_t* last_raw = NULL
+    cdef Py_ssize_t last_len = -1
+    cdef long code = -1
+    cdef object found
+    try:
+        while i < limit:
+            klen = b[i]
+            h = i + 1 + klen
+            p = h + 28
+            if p > stop:
+                break
+            shard = _be64(b + h)
+            seq = _be64(b + h + 8)
+            ts = _be64(b + h + 16)
+            size = <uint32_t>((<uint32_t>b[h + 24] << 24) | (<uint32_t>b[h + 25] << 16)
+                              | (<uint32_t>b[h + 26] << 8) | <uint32_t>b[h + 27])
+            e = p + <Py_ssize_t>size + 3
+            if e > stop or ts > <uint64_t>_MAX_TS:
+                break
+            if not (last_len == klen and memcmp(last_raw, b + i + 1, klen) == 0):
+                found = keymap.get(PyBytes_FromStringAndSize(<const char*>(b + i + 1), klen))
+                if found is None:
+                    break
+                code = found
+                last_raw = b + i + 1
+                last_len = klen
+            if _crc(b + p, size, 0xFFFF) != ((<uint16_t>b[e - 3] << 8) | b[e - 2]):
+                break
+            if code >= 0:
+                code_p[k] = <int>code
+                shard_p[k] = shard
+                seq_p[k] = seq
+                ts_p[k] = <long long>ts
+                off_p[k] = base + i
+                memcpy(d + dlen, b + p, size)
+                dlen += size
+                end_p[k] = dlen
+                if gap:
+                    d[dlen] = 10
+                    dlen += 1
+                k += 1
+            i = e
+            if i >= stop:
+                break
+    finally:
+        for arr in (codes, shards, seqs, tss, offs, dends):
+            array.resize_smart(arr, k)
+        PyByteArray_Resize(data, dlen)
+    return base + i
+
+
+def split_payloads(object data, array.array ends not None, Py_ssize_t gap):
+    """The compiled :func:`nbkit.wire.scan.split_payloads`: one bytes object per payload of ``data``."""
+    if ends.ob_descr.typecode != b'q' or not (gap == 0 or gap == 1):
+        from nbkit.wire.scan import split_payloads_pure  # the twin says what is wrong
+        return split_payloads_pure(data, ends, gap)
+    cdef const uint8_t[::1] view = data
+    cdef Py_ssize_t n = len(ends), k, start = 0, end, size = view.shape[0]
+    cdef long long* e = ends.data.as_longlongs
+    cdef list out = [None] * n
+    cdef const char* base = <const char*>&view[0] if size else <const char*>b""
+    for k in range(n):
+        end = <Py_ssize_t>e[k]
+        if end < start or end > size:
+            from nbkit.wire.scan import split_payloads_pure
+            return split_payloads_pure(data, ends, gap)
+        out[k] = PyBytes_FromStringAndSize(base + start, end - start)
+        start = end + gap
+    return out
+
+
+def compact_payloads(object data, array.array ends not None, Py_ssize_t gap):
+    """The compiled :func:`nbkit.wire.scan.compact_payloads`: the payloads back to back, no separators."""
+    if ends.ob_descr.typecode != b'q' or not (gap == 0 or gap == 1):
+        from nbkit.wire.scan import compact_payloads_pure  # the twin says what is wrong
+        return compact_payloads_pure(data, ends, gap)
+    cdef const uint8_t[::1] view = data
+    cdef Py_ssize_t n = len(ends), k, start = 0, end, size = view.shape[0], total = 0
+    cdef long long* e = ends.data.as_longlongs
+    for k in range(n):
+        end = <Py_ssize_t>e[k]
+        if end < start or end > size:
+            from nbkit.wire.scan import compact_payloads_pure
+            return compact_payloads_pure(data, ends, gap)
+        total += end - start
+        start = end + gap
+    cdef bytes out = PyBytes_FromStringAndSize(NULL, total)
+    cdef char* o = PyBytes_AS_STRING(out)
+    cdef const char* base = <const char*>&view[0] if size else <const char*>b""
+    start = 0
+    for k in range(n):
+        end = <Py_ssize_t>e[k]
+        memcpy(o, base + start, end - start)
+        o += end - start
+        start = end + gap
+    return out
 
 
 _pure_encode_frame = None

@@ -274,14 +274,14 @@ def test_columns_mode_has_the_json_modes_fields(tmp_path_factory, payloads):
     with StreamWriter(path, created_at_ms=1) as w:
         for p in payloads:
             w.write("k", p, timestamp_ms=5)
-    from nbkit.notebook import frames
+    from nbkit.tabular import builder
 
-    fast = frames._arrow_json_fields
-    frames._arrow_json_fields = lambda bodies: None  # the reference: the row-by-row path only
+    fast = builder.arrow_json_fields
+    builder.arrow_json_fields = lambda bodies: None  # the reference: the row-by-row path only
     try:
         as_json = read_stream(path, payload="json")
     finally:
-        frames._arrow_json_fields = fast
+        builder.arrow_json_fields = fast
     as_columns = read_stream(path, payload="columns")
     pd.testing.assert_frame_equal(read_stream(path, payload="json"), as_json)
     fields = [c for c in as_json.columns if c.startswith("payload.")]

@@ -4,6 +4,7 @@ streams, damaged bytes, frames and stdio lines (hypothesis). Skipped where the c
 from __future__ import annotations
 
 import itertools
+from array import array
 from pathlib import Path
 
 import pytest
@@ -15,7 +16,14 @@ from nbkit.transport.file_reader import StreamReader
 from nbkit.transport.file_writer import StreamWriter
 from nbkit.wire import core, stdio_line
 from nbkit.wire.crc import crc16 as crc16_pure
-from nbkit.wire.scan import new_columns, scan_frames_pure
+from nbkit.wire.scan import (
+    ColumnBuffers,
+    compact_payloads_pure,
+    new_columns,
+    scan_columns_pure,
+    scan_frames_pure,
+    split_payloads_pure,
+)
 from nbkit.wire.ssformat import MAX_TIMESTAMP_MS, encode_frame_pure
 
 compiled = core.compiled_module()
@@ -110,6 +118,81 @@ def test_scan_frames_twins_agree(frames, base, interval, known, damage, cut, unt
     assert results[0] == results[1]
 
 
+def _buffers(cols: ColumnBuffers) -> tuple:
+    """Column buffers as comparable values."""
+    return (
+        list(cols.keys),
+        cols.key_code.tolist(),
+        cols.shard_id.tolist(),
+        cols.seq.tolist(),
+        cols.timestamp_ms.tolist(),
+        cols.offset.tolist(),
+        bytes(cols.data),
+        cols.data_end.tolist(),
+    )
+
+
+@HYPO
+@given(
+    frames=frames_st,
+    base=st.integers(0, 300),
+    interval=st.sampled_from([128, 1024, 4096, 1 << 20]),
+    known=st.lists(st.tuples(st.sampled_from(KEYS), st.booleans()), max_size=4),
+    damage=st.lists(st.tuples(st.integers(0, 10_000), st.integers(1, 255)), max_size=3),
+    cut=st.integers(0, 60),
+    until=st.one_of(st.just(-1), st.integers(0, 8000)),
+    skew=st.integers(0, 2),
+    separator=st.sampled_from([b"", b"\n"]),
+    before=st.lists(st.binary(max_size=20), max_size=3),
+)
+def test_scan_columns_twins_agree(frames, base, interval, known, damage, cut, until, skew, separator, before):
+    """scan_columns: the same random frames, key filters, damage and bounds give the same buffers (also
+    when the buffers already hold messages), and it stops where scan_frames stops."""
+    data = bytearray(b"".join(encode_frame_pure(*f)[0] for f in frames))
+    for at, flip in damage:
+        if data:
+            data[at % len(data)] ^= flip
+    buf = bytes(data[: max(0, len(data) - cut)])
+    codes = {raw: (j if take else -1) for j, (raw, take) in enumerate(known)}
+    pos = base + skew
+    results = []
+    for scan in (scan_columns_pure, compiled.scan_columns):
+        cols = ColumnBuffers(separator)
+        cols.keys.extend(raw.decode() for raw, _ in known)
+        for j, payload in enumerate(before):  # messages already there
+            cols.key_code.append(0)
+            cols.shard_id.append(j)
+            cols.seq.append(j)
+            cols.timestamp_ms.append(j)
+            cols.offset.append(j)
+            cols.data += payload
+            cols.data_end.append(len(cols.data))
+            cols.data += separator
+        stop = scan(buf, base, pos, until, interval, dict(codes), cols)
+        results.append((stop, _buffers(cols)))
+    assert results[0] == results[1]
+    frames_cols = new_columns()
+    keymap = {raw: (raw.decode() if take else None) for raw, take in known}
+    assert results[0][0] == scan_frames_pure(buf, base, pos, until, interval, keymap, frames_cols, None)
+
+
+@HYPO
+@given(
+    data=st.binary(max_size=300),
+    ends=st.lists(st.integers(-3, 320), max_size=12),
+    gap=st.integers(-1, 2),
+    kind=st.sampled_from(["bytes", "bytearray"]),
+    typecode=st.sampled_from(["q", "i"]),
+)
+def test_split_payloads_twins_agree(data, ends, gap, kind, typecode):
+    """split_payloads and compact_payloads: any buffer, any ends (also out of order or past the end),
+    any gap: the same result."""
+    buf = bytes(data) if kind == "bytes" else bytearray(data)
+    arr = array(typecode, ends)
+    assert outcome(compiled.split_payloads, buf, arr, gap) == outcome(split_payloads_pure, buf, arr, gap)
+    assert outcome(compiled.compact_payloads, buf, arr, gap) == outcome(compact_payloads_pure, buf, arr, gap)
+
+
 # -- whole files through the reader, on each twin ------------------------------------------------------
 
 writes_st = st.lists(
@@ -122,14 +205,21 @@ def _end(end):
     return None if end is None else (end.reason, end.offset, end.trailing_bytes, repr(end.error))
 
 
-def _read_everything(path: Path, scan, monkeypatch):
+def _read_everything(path: Path, twin, monkeypatch):
+    scan, scan_cols = twin
     monkeypatch.setattr(file_reader, "scan_frames", scan)
+    monkeypatch.setattr(file_reader, "scan_columns", scan_cols)
     out = []
-    for mode in ("iterate", "columns"):
+    for mode in ("iterate", "columns", "buffers", "salvage"):
         try:
-            with StreamReader(path, errors="raise") as r:
-                got = [tuple(m) for m in r] if mode == "iterate" else [tuple(c) for c in r.read_columns()]
-                out.append(("ok", got, _end(r.end)))
+            with StreamReader(path, errors="raise", on_bad_frames="skip" if mode == "salvage" else "error") as r:
+                if mode == "iterate":
+                    got = [tuple(m) for m in r]
+                elif mode == "columns":
+                    got = [tuple(c) for c in r.read_columns()]
+                else:
+                    got = [_buffers(r.read_column_buffers(separator=b"\n"))]
+                out.append(("ok", got, _end(r.end), [region.to_dict() for region in r.damaged]))
         except Exception as exc:  # noqa: BLE001
             out.append(("error", type(exc).__name__, str(exc)))
     with StreamReader(path, errors="stop", keys=["orders"]) as r:
@@ -158,9 +248,9 @@ def test_stream_reader_on_each_twin_agrees(tmp_path_factory, monkeypatch, writes
             data[at] ^= flip
     path.write_bytes(bytes(data[: len(data) - cut] if cut < len(data) - 128 else data))
     with monkeypatch.context() as m:
-        pure = _read_everything(path, scan_frames_pure, m)
+        pure = _read_everything(path, (scan_frames_pure, scan_columns_pure), m)
     with monkeypatch.context() as m:
-        fast = _read_everything(path, compiled.scan_frames, m)
+        fast = _read_everything(path, (compiled.scan_frames, compiled.scan_columns), m)
     assert pure == fast
 
 

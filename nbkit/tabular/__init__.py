@@ -1,0 +1,34 @@
+"""Messages as rows: the typed DataFrame every reader of stream files and pipe captures builds.
+
+A layer of its own, between the runtime and the notebook (wire -> transport -> runtime -> tabular ->
+notebook -> scale/cli), so that ``read_stream`` / ``read_pipe`` (:mod:`nbkit.notebook.frames`), the Dask
+reader and the Parquet export (:mod:`nbkit.scale`) share one schema and one builder through public names:
+
+- :mod:`nbkit.tabular.builder`: :data:`FRAME_COLUMNS`, :data:`PAYLOAD_MODES`, :class:`FrameBuilder`
+  (columns in, the typed frame out), :func:`payload_separator` (how a reader should lay out the
+  payload buffer for a mode) and :func:`in_window` (the time filter);
+- :mod:`nbkit.tabular.payloads`: payload decoding per mode and the ``payload.<field>`` columns of JSON
+  payloads (:func:`expand_json`, :func:`json_values`);
+- :mod:`nbkit.tabular.selection`: :class:`Selection` / :func:`selection`, the read options checked once.
+
+Importing it loads pandas (the package ``nbkit`` itself does not).
+"""
+
+from __future__ import annotations
+
+from nbkit.tabular.builder import FRAME_COLUMNS, PAYLOAD_MODES, FrameBuilder, in_window, payload_separator
+from nbkit.tabular.payloads import expand_json, json_value, json_values
+from nbkit.tabular.selection import Selection, selection
+
+__all__ = [
+    "FRAME_COLUMNS",
+    "PAYLOAD_MODES",
+    "FrameBuilder",
+    "Selection",
+    "expand_json",
+    "in_window",
+    "json_value",
+    "json_values",
+    "payload_separator",
+    "selection",
+]

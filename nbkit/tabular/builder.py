@@ -1,0 +1,477 @@
+"""The frame builder: message columns in, the typed DataFrame of ``read_stream`` out.
+
+One builder for every reader of messages as rows: ``read_stream`` and ``read_pipe``
+(:mod:`nbkit.notebook.frames`), the Dask partitions and the Parquet export (:mod:`nbkit.scale`). It
+holds the frame's schema (:data:`FRAME_COLUMNS`, the payload modes), accumulates columns (a message at
+a time, or a reader's whole :class:`~nbkit.wire.scan.FrameColumns` at once), removes envelopes, decodes
+payloads column by column (:mod:`nbkit.tabular.payloads`) and types every column.
+"""
+
+from __future__ import annotations
+
+import gc
+from array import array
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from itertools import compress
+from operator import methodcaller
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from nbkit.runtime.delivery import retry_count
+from nbkit.tabular.payloads import (
+    CONVERT,
+    arrow_json_fields,
+    expand_json,
+    json_field_columns,
+    json_lines,
+    json_text_column,
+    json_text_column_from_buffer,
+    json_values,
+    ndjson_fields,
+    with_fields,
+)
+from nbkit.wire import envelope
+from nbkit.wire.scan import ColumnBuffers, FrameColumns, split_payloads
+
+__all__ = ["FRAME_COLUMNS", "PAYLOAD_MODES", "FrameBuilder", "in_window", "payload_separator"]
+
+#: The columns of every messages frame, in order (the schema table in :mod:`nbkit.notebook.frames`).
+FRAME_COLUMNS = (
+    "stream_key",
+    "shard_id",
+    "seq",
+    "timestamp",
+    "size",
+    "payload",
+    "retry_count",
+    "attempt",
+    "headers",
+    "offset",
+    "transport",
+)
+#: The ``payload=`` modes.
+PAYLOAD_MODES = ("auto", "bytes", "text", "json", "columns")
+
+
+class FrameBuilder:
+    """Message columns filled per message (``add``) or a whole read at once (``extend``), then typed.
+
+    :meth:`frame` turns them into the DataFrame of ``read_stream`` (:data:`FRAME_COLUMNS`, then any
+    ``payload.<field>`` columns); envelopes and payloads are decoded there, column by column.
+
+    Parameters
+    ----------
+    payload_mode : {"auto", "bytes", "text", "json", "columns"}
+        How payloads become the ``payload`` column (see ``nbkit.read_stream``).
+
+    Raises
+    ------
+    ValueError
+        An unknown payload mode.
+
+    Examples
+    --------
+    >>> builder = FrameBuilder("json")
+    >>> builder.add("orders", 0, 1, 1_700_000_000_000, b'{"id": 7}', 128)
+    >>> builder.frame("file")[["stream_key", "seq", "payload.id"]]
+      stream_key  seq  payload.id
+    0     orders    1           7
+    """
+
+    def __init__(self, payload_mode: str) -> None:
+        if payload_mode not in PAYLOAD_MODES:
+            raise ValueError(f"payload must be one of {', '.join(PAYLOAD_MODES)}, not {payload_mode!r}")
+        self.mode = payload_mode
+        self.keys: list[str] = []
+        self.shards: list[int] = []
+        self.seqs: list[int] = []
+        self.times: list[int | None] = []
+        self.raw: list[bytes] = []  # payloads as stored, envelope included
+        self.offsets: list[int] = []
+        self._buffers: ColumnBuffers | None = None  # a reader's whole result, kept columnar until frame()
+
+    def add(self, key: str, shard: int, seq: int, ts_ms: int | None, data: bytes, offset: int) -> None:
+        """Add one message.
+
+        Parameters
+        ----------
+        key, shard, seq
+            Its stream key, shard and sequence number.
+        ts_ms
+            Its timestamp in epoch ms (None: unknown, a pipe line without one).
+        data
+            Its payload as stored (an envelope is removed by :meth:`frame`).
+        offset
+            The frame's byte offset (a pipe line's number).
+        """
+        if self._buffers is not None:
+            self._to_lists()
+        self.keys.append(key)
+        self.shards.append(shard)
+        self.seqs.append(seq)
+        self.times.append(ts_ms)
+        self.raw.append(data)
+        self.offsets.append(offset)
+
+    def extend(self, cols: FrameColumns | ColumnBuffers) -> None:
+        """Add every message of a ``StreamReader.read_columns`` / ``read_column_buffers`` result.
+
+        Column buffers given to an empty builder stay columnar: :meth:`frame` then builds every column
+        from them without a Python object per message (except where the mode asks for one).
+
+        Parameters
+        ----------
+        cols
+            The columns; the builder may keep them, so the caller must not change them after.
+        """
+        if isinstance(cols, ColumnBuffers):
+            if not self.offsets and self._buffers is None:
+                self._buffers = cols
+                return
+            cols = cols.to_lists()
+        if self._buffers is not None:
+            self._to_lists()
+        if not self.offsets:
+            self.keys, self.shards, self.seqs, self.raw, self.offsets = (
+                cols.stream_key,
+                cols.shard_id,
+                cols.seq,
+                cols.payload,
+                cols.offset,
+            )
+            self.times = cols.timestamp_ms  # type: ignore[assignment]  # taken over, never appended None to
+            return
+        self.keys += cols.stream_key
+        self.shards += cols.shard_id
+        self.seqs += cols.seq
+        self.times += cols.timestamp_ms
+        self.raw += cols.payload
+        self.offsets += cols.offset
+
+    def _to_lists(self) -> None:
+        """Turn the column buffers into the column lists (a message added after them, or envelopes)."""
+        buffers, self._buffers = self._buffers, None
+        if buffers is not None:
+            self.extend(buffers.to_lists())
+
+    def _unwrap(self) -> tuple[list[bytes], list[dict], list[int]]:
+        """Bodies, headers and retry counts: envelopes (payloads starting ``rs``) decoded."""
+        raw = self.raw
+        n = len(raw)
+        headers: list[dict] = [{} for _ in range(n)]
+        counts = [0] * n
+        hits = list(compress(range(n), map(_starts_rs, raw)))
+        if not hits:
+            return raw, headers, counts
+        bodies = list(raw)
+        for j in hits:
+            found, body = envelope.decode(raw[j])
+            headers[j] = found
+            bodies[j] = body
+            if found:
+                counts[j] = retry_count(found)
+        return bodies, headers, counts
+
+    def _payloads(self, bodies: list[bytes], *, in_place: bool) -> list[Any]:
+        """The payload column for the mode, converted a chunk at a time (message by message only in
+        a chunk where some payload needs the fallback: not UTF-8, not JSON). ``in_place`` converts
+        ``bodies`` itself, so each chunk's bytes are freed as its values are made."""
+        if self.mode == "bytes":
+            return bodies
+        convert = CONVERT[self.mode]
+        out = bodies if in_place else list(bodies)
+        for i in range(0, len(out), _CHUNK):
+            out[i : i + _CHUNK] = convert(out[i : i + _CHUNK])
+        return out
+
+    def frame(self, transport: str, *, release: bool = False) -> pd.DataFrame:
+        """The typed DataFrame.
+
+        Parameters
+        ----------
+        transport : {"file", "pipe"}
+            The ``transport`` column's value.
+        release
+            Convert the columns in place and let each go once its frame column is built (the peak stays
+            near the frame's own size); the builder is spent after.
+
+        Returns
+        -------
+        pandas.DataFrame
+            One row per message: :data:`FRAME_COLUMNS`, then any ``payload.<field>`` columns.
+        """
+        with _gc_paused():
+            if self._buffers is not None:
+                frame = _buffers_frame(self._buffers, self.mode, transport, release)
+                if frame is not None:
+                    if release:
+                        self._buffers = None
+                    return frame
+                self._to_lists()  # envelopes: the row-by-row path removes them
+            return self._frame(transport, release)
+
+    def _frame(self, transport: str, release: bool) -> pd.DataFrame:
+        n = len(self.keys)
+        bodies, headers, count_list = self._unwrap()
+        if release:
+            self.raw = []  # ``bodies`` holds the only references now
+        size_list = list(map(len, bodies))
+        sizes = _int_array(size_list, "Int64")
+        fields: dict[str, pd.Series] | None = None
+        if self.mode == "columns":  # columnar: JSON text + field columns, no Python object per row
+            payloads = json_text_column(bodies, size_list)
+            fields = json_field_columns(bodies)
+        elif self.mode == "json":
+            fields = arrow_json_fields(bodies)  # None: the exact, row-by-row path in expand_json
+            payloads = pd.Series(self._payloads(bodies, in_place=release), dtype=object)
+        else:
+            payloads = pd.Series(self._payloads(bodies, in_place=release), dtype=object)
+        del bodies, size_list
+        counts = _int_array(count_list, "Int64")
+        columns: dict[str, Any] = {}
+        for name, attr, build in (
+            ("stream_key", "keys", _category),
+            ("shard_id", "shards", _uint64_array),
+            ("seq", "seqs", _uint64_array),
+            ("timestamp", "times", _timestamps),
+        ):
+            columns[name] = build(getattr(self, attr))
+            if release:
+                setattr(self, attr, [])
+        columns.update(
+            size=sizes,
+            payload=payloads,
+            retry_count=counts,
+            attempt=counts + 1,
+            headers=pd.Series(headers, dtype=object),
+            offset=_int_array(self.offsets, "Int64"),
+            transport=_transport_column(n, transport),
+        )
+        if release:
+            self.offsets = []
+        del payloads, headers
+        frame = pd.DataFrame(columns, columns=list(FRAME_COLUMNS))
+        del columns
+        if fields is not None:
+            frame = with_fields(frame, fields)
+        elif self.mode == "json":
+            frame = expand_json(frame)
+        return frame
+
+
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector while millions of acyclic objects (parsed payloads, header
+    dicts) are built: each of its passes would walk all of them, for nothing to collect."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+_TRANSPORTS = ("file", "pipe")
+_CHUNK = 1 << 16  # payloads converted per step
+_starts_rs = methodcaller("startswith", b"rs")
+
+
+def _buffers_frame(cols: ColumnBuffers, mode: str, transport: str, release: bool) -> pd.DataFrame | None:
+    """The typed frame straight from column buffers, or None when a payload is an envelope (the
+    row-by-row path removes it). Numbers are numpy views of the buffers; payloads are cut from the one
+    payload buffer only where the mode asks for Python objects (bytes, text, parsed JSON), a chunk at a
+    time; ``release`` then empties the payload buffer as soon as the payload column is built."""
+    n = len(cols)
+    if not n:
+        return None
+    gap = len(cols.separator)
+    ends = np.frombuffer(cols.data_end, dtype=np.int64)
+    starts = np.empty(n, dtype=np.int64)
+    starts[0] = 0
+    starts[1:] = ends[:-1] + gap
+    sizes = ends - starts
+    data = np.frombuffer(cols.data, dtype=np.uint8)
+    heads = starts[sizes >= 2]
+    if np.any((data[heads] == 0x72) & (data[heads + 1] == 0x73)):  # b"rs": an envelope
+        return None
+    del heads, data
+    fields: dict[str, pd.Series] | None = None
+    values: list[Any] | None = None
+    if mode in ("json", "columns"):
+        lines = gap == 1 and cols.data.count(b"\n") == n  # one payload per line: NDJSON as it stands
+        # pyarrow parses the field columns with the GIL released, on a worker thread joined right here,
+        # while this thread builds the payload column (the text, or the per-row objects by msgspec)
+        with ThreadPoolExecutor(1, thread_name_prefix="nbkit-json-fields") as pool:
+            parsing = pool.submit(ndjson_fields, cols.data, n) if lines else None
+            if mode == "columns":
+                payloads = json_text_column_from_buffer(cols.data, ends, gap)
+            else:
+                values = json_lines(cols.data, n) if lines else None
+                if values is None:
+                    values = json_values(split_payloads(cols.data, cols.data_end, gap))
+                payloads = pd.Series(values, dtype=object)
+            fields = None if parsing is None else parsing.result()
+        if fields is None and mode == "columns":
+            fields = json_field_columns(split_payloads(cols.data, cols.data_end, gap))
+    else:
+        payloads = pd.Series(_payload_objects(cols, mode, starts, ends), dtype=object, copy=False)
+    if release:
+        cols.data = bytearray()  # the payload column is built: the buffer's bytes are not needed
+    zeros = pd.array(np.zeros(n, dtype=np.int64), dtype="Int64")
+    columns: dict[str, Any] = {
+        "stream_key": _category_codes(np.frombuffer(cols.key_code, dtype=np.int32), cols.keys),
+        "shard_id": _view_array(cols.shard_id, np.uint64),
+        "seq": _view_array(cols.seq, np.uint64),
+        "timestamp": pd.DatetimeIndex(
+            np.frombuffer(cols.timestamp_ms, dtype=np.int64).view("datetime64[ms]")
+        ).tz_localize("UTC"),
+        "size": pd.arrays.IntegerArray(sizes, np.zeros(n, dtype=np.bool_)),
+        "payload": payloads,
+        "retry_count": zeros,
+        "attempt": zeros + 1,
+        "headers": pd.Series([{} for _ in range(n)], dtype=object),
+        "offset": _view_array(cols.offset, np.int64),
+        "transport": _transport_column(n, transport),
+    }
+    del payloads, values
+    frame = pd.DataFrame(columns, columns=list(FRAME_COLUMNS))
+    del columns
+    if fields is not None:
+        return with_fields(frame, fields)
+    if mode == "json":
+        return expand_json(frame)
+    return frame
+
+
+def _view_array(values: array, dtype: type[np.integer]) -> pd.arrays.IntegerArray:
+    """A nullable integer array (``Int64``/``UInt64``) over a column buffer's memory, not a copy of it."""
+    return pd.arrays.IntegerArray(np.frombuffer(values, dtype=dtype), np.zeros(len(values), dtype=np.bool_))
+
+
+def _payload_objects(cols: ColumnBuffers, mode: str, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """The payload column's values for ``bytes``/``auto``/``text``: cut from the payload buffer and
+    converted a chunk at a time, so only one chunk's bytes objects exist beside the buffer."""
+    n = len(ends)
+    gap = len(cols.separator)
+    out = np.empty(n, dtype=object)
+    with memoryview(cols.data) as view:
+        for i in range(0, n, _CHUNK):
+            j = min(n, i + _CHUNK)
+            first = int(starts[i])
+            part = array("q")
+            part.frombytes((ends[i:j] - first).tobytes())
+            bodies = split_payloads(view[first:], part, gap)
+            out[i:j] = bodies if mode == "bytes" else CONVERT[mode](bodies)
+            del bodies
+    return out
+
+
+def _transport_column(n: int, transport: str) -> pd.Categorical:
+    """The ``transport`` column: ``n`` rows of ``transport``."""
+    code = _TRANSPORTS.index(transport) if transport in _TRANSPORTS else -1
+    return pd.Categorical.from_codes(np.full(n, code, dtype=np.int8), categories=list(_TRANSPORTS))
+
+
+def _category_codes(codes: np.ndarray, keys: list[str]) -> pd.Series:
+    """What :func:`_category` gives for ``[keys[c] for c in codes]``, from the codes themselves."""
+    used = np.bincount(codes, minlength=len(keys)) > 0
+    categories = sorted(k for k, u in zip(keys, used, strict=True) if u)
+    lookup = np.full(len(keys), -1, dtype=np.int32)
+    for i, name in enumerate(categories):
+        lookup[keys.index(name)] = i
+    return pd.Series(pd.Categorical.from_codes(lookup[codes], categories=categories))
+
+
+def _uint64_array(values: list[int]) -> Any:
+    return _int_array(values, "UInt64")
+
+
+def _int_array(values: list[int], dtype: str) -> Any:
+    """A nullable integer array (``Int64``/``UInt64``) from a list of ints, through numpy."""
+    if not values:
+        return pd.array(values, dtype=dtype)
+    return pd.array(np.array(values, dtype=np.uint64 if dtype == "UInt64" else np.int64), dtype=dtype)
+
+
+def _timestamps(values: list[int | None]) -> Any:
+    """``datetime64[ms, UTC]`` from epoch ms (None -> NaT)."""
+    if not values or None in values:
+        return pd.to_datetime(pd.array(values, dtype="Int64"), unit="ms", utc=True).astype("datetime64[ms, UTC]")
+    return pd.DatetimeIndex(np.array(values, dtype=np.int64).view("datetime64[ms]")).tz_localize("UTC")
+
+
+def _category(keys: list[str]) -> pd.Series:
+    """What ``pd.Series(keys, dtype="category")`` gives (sorted categories), from codes: few distinct
+    keys, many rows."""
+    if not keys:
+        return pd.Series(keys, dtype="category")
+    categories = sorted(set(keys))
+    index = {k: i for i, k in enumerate(categories)}
+    codes = np.fromiter(map(index.__getitem__, keys), dtype=np.int32, count=len(keys))
+    return pd.Series(pd.Categorical.from_codes(codes, categories=categories))
+
+
+def payload_separator(mode: str) -> bytes:
+    """The separator a reader's payload buffer should have for a payload mode (``ColumnBuffers``).
+
+    ``b"\\n"`` for the JSON modes: the buffer is then NDJSON that ``pyarrow.json`` and msgspec parse in
+    one call; ``b""`` for the others (the payloads back to back).
+
+    Parameters
+    ----------
+    mode
+        A payload mode (:data:`PAYLOAD_MODES`).
+
+    Returns
+    -------
+    bytes
+        ``b"\\n"`` or ``b""``.
+
+    Examples
+    --------
+    >>> payload_separator("json"), payload_separator("bytes")
+    (b'\\n', b'')
+    """
+    return b"\n" if mode in ("json", "columns") else b""
+
+
+def in_window(cols: FrameColumns | ColumnBuffers, after_ms: int | None, end_ms: int | None) -> FrameColumns:
+    """The messages later than ``after_ms`` and earlier than ``end_ms`` (either may be None).
+
+    Parameters
+    ----------
+    cols
+        Message columns (lists, or a reader's column buffers).
+    after_ms, end_ms
+        The window's bounds in epoch ms, both exclusive (None: open).
+
+    Returns
+    -------
+    FrameColumns
+        The messages in the window, in order.
+
+    Examples
+    --------
+    >>> from nbkit.wire.scan import FrameColumns
+    >>> cols = FrameColumns(["k", "k"], [0, 0], [1, 2], [10, 20], [b"a", b"b"], [128, 160])
+    >>> in_window(cols, 10, None).seq
+    [2]
+    """
+    if isinstance(cols, ColumnBuffers):
+        cols = cols.to_lists()
+    lo = -1 if after_ms is None else after_ms
+    hi = None if end_ms is None else end_ms
+    keep = [lo < ts and (hi is None or ts < hi) for ts in cols.timestamp_ms]
+    return FrameColumns(
+        list(compress(cols.stream_key, keep)),
+        list(compress(cols.shard_id, keep)),
+        list(compress(cols.seq, keep)),
+        list(compress(cols.timestamp_ms, keep)),
+        list(compress(cols.payload, keep)),
+        list(compress(cols.offset, keep)),
+    )

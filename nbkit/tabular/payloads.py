@@ -1,0 +1,537 @@
+"""Payload columns: bytes as text or parsed JSON, and a JSON object's fields as ``payload.<field>`` columns.
+
+The conversions behind the ``payload=`` modes of ``read_stream`` (and the Dask reader, the Parquet
+export): ``"auto"`` (text where UTF-8, else bytes), ``"text"`` (UTF-8 with replacement), ``"json"``
+(what ``json.loads`` makes of each payload) and the field columns of ``"json"``/``"columns"``. Column at a
+time, no Python object per row where the caller did not ask for one: msgspec parses a whole list,
+pyarrow.json parses one buffer of the payloads; the row-by-row path decides wherever those could differ.
+"""
+
+from __future__ import annotations
+
+import json
+from array import array
+from collections.abc import Callable
+from operator import itemgetter, methodcaller
+from typing import Any
+
+import msgspec
+import numpy as np
+import pandas as pd
+
+from nbkit.wire.scan import compact_payloads
+
+__all__ = [
+    "CONVERT",
+    "STR_DTYPE",
+    "arrow_json_fields",
+    "auto_values",
+    "expand_json",
+    "infer_column",
+    "json_field_columns",
+    "json_lines",
+    "json_text_column",
+    "json_text_column_from_buffer",
+    "json_value",
+    "json_values",
+    "ndjson_fields",
+    "text_values",
+    "with_fields",
+]
+
+_decode = methodcaller("decode", "utf-8")
+_decode_replace = methodcaller("decode", "utf-8", "replace")
+
+
+def _text_or_bytes(body: bytes) -> str | bytes:
+    try:
+        return body.decode("utf-8")
+    except UnicodeDecodeError:
+        return body
+
+
+def auto_values(bodies: list[bytes]) -> list[str | bytes]:
+    """The ``payload="auto"`` values: each payload as text where it is UTF-8, else as its bytes.
+
+    Parameters
+    ----------
+    bodies
+        Payloads (envelopes removed).
+
+    Returns
+    -------
+    list
+        One str (or bytes) per payload.
+
+    Examples
+    --------
+    >>> auto_values([b"hi", b"\\xff"])
+    ['hi', b'\\xff']
+    """
+    try:
+        return list(map(_decode, bodies))
+    except UnicodeDecodeError:
+        return [_text_or_bytes(b) for b in bodies]
+
+
+def text_values(bodies: list[bytes]) -> list[str]:
+    """The ``payload="text"`` values: each payload decoded as UTF-8, invalid bytes replaced.
+
+    Parameters
+    ----------
+    bodies
+        Payloads (envelopes removed).
+
+    Returns
+    -------
+    list of str
+        One str per payload.
+
+    Examples
+    --------
+    >>> text_values([b"hi", b"\\xff"])
+    ['hi', '\ufffd']
+    """
+    return list(map(_decode_replace, bodies))
+
+
+def json_value(body: bytes) -> Any:
+    """One payload in ``json`` mode: what ``json.loads`` makes of its UTF-8 text.
+
+    The text if it is not JSON; the bytes if it is not UTF-8. msgspec parses first (it gives the same
+    values, big integers exact); what it rejects (NaN, Infinity, lone surrogates, ...) the standard
+    library decides.
+
+    Parameters
+    ----------
+    body
+        One payload (envelope removed).
+
+    Returns
+    -------
+    Any
+        The parsed value, the text, or the bytes.
+
+    Examples
+    --------
+    >>> json_value(b'{"id": 1}'), json_value(b"NaN"), json_value(b"not json")
+    ({'id': 1}, nan, 'not json')
+    """
+    try:
+        return _msgspec_decode(body)
+    except msgspec.MsgspecError:
+        pass
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError:
+        return body
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        return text
+
+
+def json_values(bodies: list[bytes]) -> list[Any]:
+    """``[json_value(b) for b in bodies]``, at msgspec's speed while every payload is plain JSON.
+
+    Parameters
+    ----------
+    bodies
+        Payloads (envelopes removed).
+
+    Returns
+    -------
+    list
+        One value per payload, as :func:`json_value` makes it.
+
+    Examples
+    --------
+    >>> json_values([b"[1, 2]", b"x"])
+    [[1, 2], 'x']
+    """
+    try:
+        return list(map(_msgspec_decode, bodies))
+    except msgspec.MsgspecError:
+        return [json_value(b) for b in bodies]
+
+
+_msgspec_decode = msgspec.json.Decoder().decode
+_decode_lines = msgspec.json.Decoder().decode_lines
+
+
+#: The per-row payload conversion of each mode that has one (``"bytes"`` keeps the bytes).
+CONVERT: dict[str, Callable[[list[bytes]], list[Any]]] = {"auto": auto_values, "text": text_values, "json": json_values}
+
+
+def expand_json(frame: pd.DataFrame) -> pd.DataFrame:
+    """Add a ``payload.<field>`` column for each top-level field of JSON-object payloads.
+
+    The row-by-row path: ``frame["payload"]`` holds parsed values (``payload="json"``).
+
+    Parameters
+    ----------
+    frame
+        A frame with a ``payload`` column of parsed JSON values.
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``frame`` with the field columns after its own (``frame`` itself when no payload is an object).
+
+    Examples
+    --------
+    >>> expand_json(pd.DataFrame({"payload": [{"a": 1}, {"a": 2}]}))["payload.a"].tolist()
+    [1, 2]
+    """
+    columns = _field_values(frame["payload"].tolist())
+    extra = {f"payload.{name}": infer_column(values) for name, values in columns.items()}
+    if not extra:
+        return frame
+    return pd.concat([frame, pd.DataFrame(extra, index=frame.index)], axis=1)
+
+
+def with_fields(frame: pd.DataFrame, fields: dict[str, pd.Series]) -> pd.DataFrame:
+    """``frame`` with a ``payload.<field>`` column for each entry of ``fields`` (none: ``frame``).
+
+    Parameters
+    ----------
+    frame
+        The frame.
+    fields
+        Field name -> column (same length as ``frame``).
+
+    Returns
+    -------
+    pandas.DataFrame
+        The frame with the columns added after its own.
+
+    Examples
+    --------
+    >>> list(with_fields(pd.DataFrame({"payload": ["{}"]}), {"a": pd.Series([1])}).columns)
+    ['payload', 'payload.a']
+    """
+    if not fields:
+        return frame
+    extra = {f"payload.{name}": series for name, series in fields.items()}
+    return pd.concat([frame, pd.DataFrame(extra, index=frame.index)], axis=1)
+
+
+def json_text_column(bodies: list[bytes], sizes: list[int]) -> pd.Series:
+    """``payload="columns"``: the payloads as text, one Arrow string array over one buffer.
+
+    pandas' str dtype when every payload is UTF-8 (and pandas stores str in Arrow); else what
+    ``"auto"`` gives (str, or bytes where not UTF-8).
+
+    Parameters
+    ----------
+    bodies
+        Payloads (envelopes removed).
+    sizes
+        Their lengths.
+
+    Returns
+    -------
+    pandas.Series
+        The text column.
+
+    Examples
+    --------
+    >>> json_text_column([b'{"a": 1}'], [8]).tolist()
+    ['{"a": 1}']
+    """
+    if getattr(STR_DTYPE, "storage", None) == "pyarrow":
+        import pyarrow as pa
+
+        offsets = np.zeros(len(bodies) + 1, dtype=np.int64)
+        np.cumsum(np.asarray(sizes, dtype=np.int64), out=offsets[1:])
+        text = pa.LargeStringArray.from_buffers(len(bodies), pa.py_buffer(offsets), pa.py_buffer(b"".join(bodies)))
+        try:
+            text.validate(full=True)  # UTF-8 throughout
+        except pa.ArrowInvalid:
+            pass
+        else:
+            return pd.Series(text, dtype=STR_DTYPE)
+    return pd.Series(auto_values(bodies), dtype=object)
+
+
+def json_lines(data: bytes | bytearray, n: int) -> list[Any] | None:
+    """:func:`json_values` of ``n`` payloads given as NDJSON, parsed in one call; None where it could differ.
+
+    Parameters
+    ----------
+    data
+        The payloads, each on its own line (none holds a newline).
+    n
+        How many payloads.
+
+    Returns
+    -------
+    list or None
+        One parsed value per payload, or None (a payload that is not plain JSON, or an empty one): then
+        :func:`json_values` decides, payload by payload.
+
+    Examples
+    --------
+    >>> json_lines(b'{"a": 1}\\n[2]\\n', 2)
+    [{'a': 1}, [2]]
+    >>> json_lines(b'{"a": 1}\\n\\n', 2) is None
+    True
+    """
+    try:
+        values = _decode_lines(data)
+    except msgspec.MsgspecError:
+        return None
+    return values if len(values) == n else None
+
+
+def json_text_column_from_buffer(data: bytes | bytearray, ends: np.ndarray, gap: int) -> pd.Series:
+    """:func:`json_text_column` of payloads given as one buffer: an Arrow string array over it.
+
+    Parameters
+    ----------
+    data
+        The payloads back to back, each followed by ``gap`` separator bytes.
+    ends
+        Where each payload ends in ``data`` (int64).
+    gap
+        The separator's length (0 or 1).
+
+    Returns
+    -------
+    pandas.Series
+        The text column (pandas' str dtype when every payload is UTF-8 and pandas stores str in Arrow;
+        else what ``"auto"`` gives).
+
+    Examples
+    --------
+    >>> json_text_column_from_buffer(b'{"a": 1}\\n[]\\n', np.array([8, 11]), 1).tolist()
+    ['{"a": 1}', '[]']
+    """
+    n = len(ends)
+    if getattr(STR_DTYPE, "storage", None) == "pyarrow" and n:
+        import pyarrow as pa
+
+        offsets = np.empty(n + 1, dtype=np.int64)
+        offsets[0] = 0
+        offsets[1:] = ends - gap * np.arange(n, dtype=np.int64)  # where each ends once separators are out
+        values = data
+        if gap:
+            values = compact_payloads(data, array("q", ends.astype(np.int64).tobytes()), gap)
+        binary = pa.LargeBinaryArray.from_buffers(
+            pa.large_binary(), n, [None, pa.py_buffer(offsets), pa.py_buffer(values)]
+        )
+        try:
+            text = binary.cast(pa.large_string())  # checks UTF-8 throughout
+        except pa.ArrowInvalid:
+            pass
+        else:
+            return pd.Series(text, dtype=STR_DTYPE)
+    starts = np.concatenate(([0], ends[:-1] + gap)) if n else ends
+    view = memoryview(data)
+    return pd.Series(
+        auto_values([view[a:b].tobytes() for a, b in zip(starts.tolist(), ends.tolist(), strict=True)]), dtype=object
+    )
+
+
+def json_field_columns(bodies: list[bytes]) -> dict[str, pd.Series]:
+    """The ``payload.<field>`` columns of ``payload="columns"``.
+
+    Through pyarrow.json when that gives exactly what the row-by-row path gives, else that path (the
+    same values ``"json"`` has).
+
+    Parameters
+    ----------
+    bodies
+        Payloads (envelopes removed).
+
+    Returns
+    -------
+    dict
+        Field name -> column.
+
+    Examples
+    --------
+    >>> json_field_columns([b'{"a": 1}', b'{"a": 2}'])["a"].tolist()
+    [1, 2]
+    """
+    fields = arrow_json_fields(bodies)
+    if fields is not None:
+        return fields
+    return {name: infer_column(values) for name, values in _field_values(json_values(bodies)).items()}
+
+
+#: pyarrow types whose columns equal the row-by-row path's (int64, float64, bool, Arrow-backed str).
+_ARROW_KINDS = ("int64", "double", "bool", "string", "large_string")
+
+
+def arrow_json_fields(bodies: list[bytes]) -> dict[str, pd.Series] | None:
+    """The ``payload.<field>`` columns parsed by ``pyarrow.json``, or None where that could differ.
+
+    The payloads are joined by newlines (one buffer, no Python object per value). None when the result
+    could differ from the row-by-row path: pyarrow missing, a payload that is not one JSON object on
+    one line, an empty one, a null, a nested value, a duplicate field, an integer beyond int64 (pyarrow
+    makes it a double).
+
+    Parameters
+    ----------
+    bodies
+        Payloads (envelopes removed).
+
+    Returns
+    -------
+    dict or None
+        Field name -> column, or None (then the caller takes the row-by-row path).
+
+    Examples
+    --------
+    >>> fields = arrow_json_fields([b'{"a": 1}', b'{"a": 2}'])
+    >>> fields is None or fields["a"].tolist() == [1, 2]
+    True
+    """
+    if not bodies:
+        return None
+    joined = b"\n".join(bodies)
+    if joined.count(b"\n") != len(bodies) - 1:  # a payload with a newline inside: rows would not line up
+        return None
+    return ndjson_fields(joined, len(bodies))
+
+
+def ndjson_fields(data: bytes | bytearray, n: int) -> dict[str, pd.Series] | None:
+    """:func:`arrow_json_fields` of ``n`` payloads given as NDJSON: one buffer, a payload per line.
+
+    Parameters
+    ----------
+    data
+        The payloads, each on its own line (none holds a newline).
+    n
+        How many payloads.
+
+    Returns
+    -------
+    dict or None
+        Field name -> column, or None where pyarrow could differ from the row-by-row path.
+
+    Examples
+    --------
+    >>> fields = ndjson_fields(b'{"a": 1}\\n{"a": 2}\\n', 2)
+    >>> fields is None or fields["a"].tolist() == [1, 2]
+    True
+    """
+    if not n or getattr(STR_DTYPE, "storage", None) != "pyarrow":
+        return None
+    try:
+        import pyarrow as pa
+        import pyarrow.json as pa_json
+    except ImportError:
+        return None
+    joined = pa.py_buffer(data)
+    try:
+        table = pa_json.read_json(pa.BufferReader(joined))
+        stamps = [f.name for f in table.schema if pa.types.is_timestamp(f.type) or pa.types.is_date(f.type)]
+        if stamps:  # pyarrow reads ISO-looking text as timestamps: read those fields as text
+            schema = pa.schema([pa.field(name, pa.string()) for name in stamps])
+            options = pa_json.ParseOptions(explicit_schema=schema)
+            order = table.column_names
+            table = pa_json.read_json(pa.BufferReader(joined), parse_options=options).select(order)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return None
+    if table.num_rows != n:  # empty payloads (blank lines) are skipped by pyarrow
+        return None
+    columns: dict[str, pd.Series] = {}
+    for name, column in zip(table.column_names, table.columns, strict=True):
+        kind = str(column.type)
+        if column.null_count or kind not in _ARROW_KINDS:
+            return None
+        if kind in ("string", "large_string"):
+            columns[name] = pd.Series(column, dtype=STR_DTYPE)
+            continue
+        values = column.to_numpy()
+        if kind == "double" and np.any((np.abs(values) >= 2.0**63) & (values == np.floor(values))):
+            return None  # perhaps an integer beyond int64, which the row-by-row path keeps exact
+        columns[name] = pd.Series(values)
+    return columns
+
+
+def _field_values(payloads: list[Any]) -> dict[str, list[Any]]:
+    """The values of each top-level field of the JSON-object payloads (None where a payload lacks it)."""
+    columns = _same_fields(payloads)
+    if columns is None:
+        objects = [p if isinstance(p, dict) else None for p in payloads]
+        fields: dict[str, None] = {}
+        for obj in objects:
+            if obj:
+                for name in obj:
+                    fields.setdefault(name, None)
+        columns = {name: [o.get(name) if o else None for o in objects] for name in fields}
+    return columns
+
+
+def infer_column(values: list[Any]) -> pd.Series:
+    """``pd.Series(values, dtype=object).infer_objects()``, built directly where it can be.
+
+    Directly when every value has the same type: str (inferred as pandas does for text), int (in
+    int64), float or bool (numpy).
+
+    Parameters
+    ----------
+    values
+        One value per row.
+
+    Returns
+    -------
+    pandas.Series
+        The typed column.
+
+    Examples
+    --------
+    >>> infer_column([1, 2]).dtype
+    dtype('int64')
+    """
+    kinds = set(map(type, values))
+    if len(kinds) == 1:
+        kind = kinds.pop()
+        if kind is str:
+            return _text_series(values)
+        dtype = _NUMPY_KINDS.get(kind)
+        if dtype is not None:
+            try:
+                return pd.Series(np.array(values, dtype=dtype))
+            except OverflowError:  # ints beyond int64: inference decides (uint64 or object)
+                pass
+    series = pd.Series(values, dtype=object)
+    try:
+        return series.infer_objects()
+    except UnicodeEncodeError:  # text with no UTF-8 form (a lone surrogate) stays object
+        return series
+
+
+_NUMPY_KINDS = {int: np.int64, float: np.float64, bool: np.bool_}
+STR_DTYPE = pd.Series([], dtype="str").dtype  # what pandas infers for text: pyarrow-backed "str" in pandas 3
+
+
+def _text_series(values: list[str]) -> pd.Series:
+    """What inference gives for str values (pandas' str dtype), built directly: through pyarrow when
+    that is its storage (pandas itself goes through an object array first, ~4x slower on a million
+    rows). Object dtype when a value has no UTF-8 form (a lone surrogate from a JSON ``\\ud800``)."""
+    try:
+        if getattr(STR_DTYPE, "storage", None) == "pyarrow":
+            import pyarrow as pa
+
+            return pd.Series(pa.array(values, type=pa.large_string()), dtype=STR_DTYPE)
+        return pd.Series(values, dtype="str")
+    except UnicodeEncodeError:
+        return pd.Series(values, dtype=object)
+
+
+def _same_fields(payloads: list[Any]) -> dict[str, list[Any]] | None:
+    """The field columns when every payload is a dict with the same fields (the usual case), built
+    at C speed; None otherwise (then the general, row-by-row path decides)."""
+    if not payloads or set(map(type, payloads)) != {dict}:
+        return None
+    names = list(payloads[0])
+    if not names or set(map(len, payloads)) != {len(names)}:
+        return None
+    try:
+        return {name: list(map(itemgetter(name), payloads)) for name in names}
+    except KeyError:
+        return None
