@@ -357,6 +357,8 @@ def parse_fields(str line, lineno):
     line goes to the pure twin (which also raises every error)."""
     cdef Py_ssize_t n = len(line)
     cdef Py_ssize_t j, ts_end, k0, k1, s0, s1, h0 = -1, h1 = -1
+    cdef Py_ssize_t t
+    cdef Py_UCS4 c
     mod = _stdio_module()
     if n < 30 or line[0] != u'[':
         return mod._parse_general(line, lineno)
