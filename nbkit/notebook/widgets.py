@@ -27,6 +27,7 @@ import ipywidgets as widgets
 import pandas as pd
 
 from nbkit.notebook.frames import read_stream
+from nbkit.runtime.app import loop_running
 from nbkit.wire.timestamps import isoformat_z
 
 if TYPE_CHECKING:
@@ -212,7 +213,7 @@ class SessionPanel(widgets.VBox):
                 self._note = f"{label}: not now, {self._running} is still running"
                 self.refresh()
                 return
-            if async_action is not None and self.session.has_async_handlers and _loop_running():
+            if async_action is not None and self.session.has_async_handlers and loop_running():
                 self._start(label, async_action)
                 return
             try:
@@ -375,15 +376,6 @@ class SessionPanel(widgets.VBox):
 def _stepped(n: int) -> str:
     """The Step button's note for ``n`` deliveries."""
     return f"Step: {n} delivered" if n else "Step: nothing ready to deliver now"
-
-
-def _loop_running() -> bool:
-    """Whether an asyncio event loop is running in this thread (in a notebook it always is)."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return False
-    return True
 
 
 def _lanes(events: Iterable[SettlementEvent]) -> int:

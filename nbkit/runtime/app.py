@@ -448,7 +448,7 @@ class App:
             return None
         sub, delivery, result = got
         if _is_awaitable(result):
-            if _loop_running():
+            if loop_running():
                 self._held = (sub, delivery, result)
                 raise ConfigurationError(
                     f"the handler of {sub.name!r} is async and an event loop is running here (a notebook "
@@ -771,8 +771,26 @@ def _is_awaitable(result: Any) -> bool:
     return result is not None and type(result) is not HandlerOutcome and inspect.isawaitable(result)
 
 
-def _loop_running() -> bool:
-    """Whether an asyncio event loop is running in this thread."""
+def loop_running() -> bool:
+    """Whether an asyncio event loop is running in this thread (in a notebook's kernel it always is).
+
+    Where one runs, async handlers must be awaited on it (``astep``); a sync ``step`` cannot.
+
+    Returns
+    -------
+    bool
+
+    Examples
+    --------
+    >>> import asyncio
+    >>> from nbkit.runtime.app import loop_running
+    >>> loop_running()
+    False
+    >>> async def inside() -> bool:
+    ...     return loop_running()
+    >>> asyncio.run(inside())
+    True
+    """
     try:
         asyncio.get_running_loop()
     except RuntimeError:
