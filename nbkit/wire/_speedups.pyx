@@ -83,6 +83,34 @@ def crc16(data, initial=None):
     return _crc(&view[0], view.shape[0], start)
 
 
+cdef struct _Frame:
+    Py_ssize_t klen  # the key's length (its bytes start one past the frame's start)
+    Py_ssize_t p  # where the payload starts
+    Py_ssize_t e  # where the frame ends
+    uint64_t shard, seq, ts
+    uint32_t size
+
+
+cdef inline bint _frame_at(const uint8_t* b, Py_ssize_t i, Py_ssize_t stop, _Frame* f) noexcept nogil:
+    """Read the frame starting at ``b[i]`` into ``f``: False if it does not end before ``stop`` (the next
+    beacon), its timestamp is out of range, or its checksum is wrong; both scanners stop there."""
+    cdef Py_ssize_t h
+    f.klen = b[i]
+    h = i + 1 + f.klen
+    f.p = h + 28
+    if f.p > stop:
+        return False
+    f.shard = _be64(b + h)
+    f.seq = _be64(b + h + 8)
+    f.ts = _be64(b + h + 16)
+    f.size = <uint32_t>((<uint32_t>b[h + 24] << 24) | (<uint32_t>b[h + 25] << 16)
+                        | (<uint32_t>b[h + 26] << 8) | <uint32_t>b[h + 27])
+    f.e = f.p + <Py_ssize_t>f.size + 3
+    if f.e > stop or f.ts > <uint64_t>_MAX_TS:
+        return False
+    return _crc(b + f.p, f.size, 0xFFFF) == ((<uint16_t>b[f.e - 3] << 8) | b[f.e - 2])
+
+
 _MISSING = object()
 
 
@@ -98,46 +126,31 @@ def scan_frames(bytes buf not None, long long base, long long pos, long long unt
     cdef Py_ssize_t limit = n if until < 0 else <Py_ssize_t>(until - base)
     cdef const uint8_t* b = <const uint8_t*>PyBytes_AS_STRING(buf)
     cdef list ks = cols[0], shards = cols[1], seqs = cols[2], tss = cols[3], pays = cols[4], offs = cols[5]
-    cdef Py_ssize_t h, p, e, klen
-    cdef uint64_t shard, seq, ts
-    cdef uint32_t size
+    cdef _Frame f
     cdef const uint8_t* last_raw = NULL  # the previous frame's key bytes, and what keymap said of them
     cdef Py_ssize_t last_len = -1
     cdef object key = None
     cdef object payload
     while i < limit:
-        klen = b[i]
-        h = i + 1 + klen
-        p = h + 28
-        if p > stop:
+        if not _frame_at(b, i, stop, &f):
             break
-        shard = _be64(b + h)
-        seq = _be64(b + h + 8)
-        ts = _be64(b + h + 16)
-        size = <uint32_t>((<uint32_t>b[h + 24] << 24) | (<uint32_t>b[h + 25] << 16)
-                          | (<uint32_t>b[h + 26] << 8) | <uint32_t>b[h + 27])
-        e = p + <Py_ssize_t>size + 3
-        if e > stop or ts > <uint64_t>_MAX_TS:
-            break
-        if not (last_len == klen and memcmp(last_raw, b + i + 1, klen) == 0):
-            key = keymap.get(PyBytes_FromStringAndSize(<const char*>(b + i + 1), klen), _MISSING)
+        if not (last_len == f.klen and memcmp(last_raw, b + i + 1, f.klen) == 0):
+            key = keymap.get(PyBytes_FromStringAndSize(<const char*>(b + i + 1), f.klen), _MISSING)
             if key is _MISSING:
                 break
             last_raw = b + i + 1
-            last_len = klen
-        if _crc(b + p, size, 0xFFFF) != ((<uint16_t>b[e - 3] << 8) | b[e - 2]):
-            break
+            last_len = f.klen
         if key is not None:
-            payload = PyBytes_FromStringAndSize(<const char*>(b + p), size)
+            payload = PyBytes_FromStringAndSize(<const char*>(b + f.p), f.size)
             ks.append(key)
-            shards.append(PyLong_FromUnsignedLongLong(shard))
-            seqs.append(PyLong_FromUnsignedLongLong(seq))
-            tss.append(PyLong_FromLongLong(<long long>ts))
+            shards.append(PyLong_FromUnsignedLongLong(f.shard))
+            seqs.append(PyLong_FromUnsignedLongLong(f.seq))
+            tss.append(PyLong_FromLongLong(<long long>f.ts))
             pays.append(payload)
             offs.append(PyLong_FromLongLong(base + i))
             if ends is not None:
-                ends.append(PyLong_FromLongLong(base + e))
-        i = e
+                ends.append(PyLong_FromLongLong(base + f.e))
+        i = f.e
         if i >= stop:
             break
     return base + i
@@ -177,51 +190,37 @@ def scan_columns(bytes buf not None, long long base, long long pos, long long un
     cdef long long* ts_p = tss.data.as_longlongs
     cdef long long* off_p = offs.data.as_longlongs
     cdef long long* end_p = dends.data.as_longlongs
-    cdef Py_ssize_t h, p, e, klen, k = have
-    cdef uint64_t shard, seq, ts
-    cdef uint32_t size
+    cdef Py_ssize_t k = have
+    cdef _Frame f
     cdef const uint8_t* last_raw = NULL
     cdef Py_ssize_t last_len = -1
     cdef long code = -1
     cdef object found
     try:
         while i < limit:
-            klen = b[i]
-            h = i + 1 + klen
-            p = h + 28
-            if p > stop:
+            if not _frame_at(b, i, stop, &f):
                 break
-            shard = _be64(b + h)
-            seq = _be64(b + h + 8)
-            ts = _be64(b + h + 16)
-            size = <uint32_t>((<uint32_t>b[h + 24] << 24) | (<uint32_t>b[h + 25] << 16)
-                              | (<uint32_t>b[h + 26] << 8) | <uint32_t>b[h + 27])
-            e = p + <Py_ssize_t>size + 3
-            if e > stop or ts > <uint64_t>_MAX_TS:
-                break
-            if not (last_len == klen and memcmp(last_raw, b + i + 1, klen) == 0):
-                found = keymap.get(PyBytes_FromStringAndSize(<const char*>(b + i + 1), klen))
+            if not (last_len == f.klen and memcmp(last_raw, b + i + 1, f.klen) == 0):
+                found = keymap.get(PyBytes_FromStringAndSize(<const char*>(b + i + 1), f.klen))
                 if found is None:
                     break
                 code = found
                 last_raw = b + i + 1
-                last_len = klen
-            if _crc(b + p, size, 0xFFFF) != ((<uint16_t>b[e - 3] << 8) | b[e - 2]):
-                break
+                last_len = f.klen
             if code >= 0:
                 code_p[k] = <int>code
-                shard_p[k] = shard
-                seq_p[k] = seq
-                ts_p[k] = <long long>ts
+                shard_p[k] = f.shard
+                seq_p[k] = f.seq
+                ts_p[k] = <long long>f.ts
                 off_p[k] = base + i
-                memcpy(d + dlen, b + p, size)
-                dlen += size
+                memcpy(d + dlen, b + f.p, f.size)
+                dlen += f.size
                 end_p[k] = dlen
                 if gap:
                     d[dlen] = 10
                     dlen += 1
                 k += 1
-            i = e
+            i = f.e
             if i >= stop:
                 break
     finally:
