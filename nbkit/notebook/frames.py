@@ -41,6 +41,7 @@ from nbkit.tabular import (
     FRAME_COLUMNS,
     PAYLOAD_MODES,
     FrameBuilder,
+    PayloadMode,
     Selection,
     in_window,
     payload_separator,
@@ -60,7 +61,7 @@ def read_stream(
     path: str | os.PathLike,
     *,
     keys: Iterable[str] | str | None = None,
-    payload: str = "auto",
+    payload: PayloadMode = "auto",
     start: FilePosition | dt.datetime | int | str | None = None,
     end: dt.datetime | int | str | None = None,
     progress: bool | None = None,
@@ -169,7 +170,7 @@ def read_pipe(
     *,
     lines: Iterable[str] | None = None,
     keys: Iterable[str] | str | None = None,
-    payload: str = "auto",
+    payload: PayloadMode = "auto",
 ) -> pd.DataFrame:
     """Load captured stdio lines (a stage's saved stdout) into the same frame shape as read_stream.
 

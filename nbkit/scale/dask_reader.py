@@ -71,6 +71,7 @@ from nbkit.scale.partitions import (  # noqa: E402
     read_range,
     selection,
 )
+from nbkit.tabular import PayloadMode  # noqa: E402
 from nbkit.transport.damage import check_on_bad_frames  # noqa: E402
 from nbkit.transport.positions import FilePosition  # noqa: E402
 
@@ -130,7 +131,7 @@ def read_stream(
     *,
     partition_size: int | str = "64MiB",
     keys: Iterable[str] | str | None = None,
-    payload: str = "auto",
+    payload: PayloadMode = "auto",
     start: FilePosition | dt.datetime | int | str | None = None,
     end: dt.datetime | int | str | None = None,
     include_internal: bool = False,

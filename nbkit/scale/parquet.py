@@ -56,7 +56,7 @@ from nbkit.scale.partitions import (
     read_range,
     selection,
 )
-from nbkit.tabular import FRAME_COLUMNS, expand_json
+from nbkit.tabular import FRAME_COLUMNS, PayloadMode, expand_json
 from nbkit.transport.damage import check_on_bad_frames
 from nbkit.transport.positions import FilePosition
 
@@ -238,7 +238,7 @@ def to_parquet(
     out: str | os.PathLike,
     *,
     keys: Iterable[str] | str | None = None,
-    payload: str = "auto",
+    payload: PayloadMode = "auto",
     start: FilePosition | dt.datetime | int | str | None = None,
     end: dt.datetime | int | str | None = None,
     include_internal: bool = False,
@@ -323,7 +323,7 @@ def _file_to_parquet(
     pq: Any,
     *,
     keys: Iterable[str] | str | None,
-    payload: str,
+    payload: PayloadMode,
     start: FilePosition | dt.datetime | int | str | None,
     end: dt.datetime | int | str | None,
     include_internal: bool,

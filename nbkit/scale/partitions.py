@@ -37,7 +37,7 @@ import numpy as np
 import pandas as pd
 
 from nbkit.errors import FormatError, SeekError
-from nbkit.tabular import FrameBuilder, Selection, in_window, json_values, payload_separator, selection
+from nbkit.tabular import FrameBuilder, PayloadMode, Selection, in_window, json_values, payload_separator, selection
 from nbkit.transport.file_reader import CHUNK, Message, ReadEnd, StreamReader
 from nbkit.transport.positions import FilePosition
 from nbkit.wire.keys import INTERNAL_KEY, INTERNAL_KEYS
@@ -310,7 +310,7 @@ def read_range(
     return frame
 
 
-def empty_frame(payload: str = "auto", json_fields: Mapping[str, Any] | None = None) -> pd.DataFrame:
+def empty_frame(payload: PayloadMode = "auto", json_fields: Mapping[str, Any] | None = None) -> pd.DataFrame:
     """A zero-row frame with read_range's columns, dtypes and int64 index."""
     frame = FrameBuilder(payload).frame("file")
     frame.index = pd.Index([], dtype="int64")
@@ -332,7 +332,11 @@ def _missing(values: Sequence[Any]) -> np.ndarray:
 
 
 def conform_json(
-    frame: pd.DataFrame, fields: Mapping[str, Any] | Sequence[str], *, path: str | None = None, payload: str = "json"
+    frame: pd.DataFrame,
+    fields: Mapping[str, Any] | Sequence[str],
+    *,
+    path: str | None = None,
+    payload: PayloadMode = "json",
 ) -> pd.DataFrame:
     """Give a json-mode frame exactly the ``payload.<field>`` columns ``fields`` names, with their dtypes.
 

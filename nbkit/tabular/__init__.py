@@ -16,7 +16,7 @@ Importing it loads pandas (the package ``nbkit`` itself does not).
 
 from __future__ import annotations
 
-from nbkit.tabular.builder import FRAME_COLUMNS, PAYLOAD_MODES, FrameBuilder, in_window, payload_separator
+from nbkit.tabular.builder import FRAME_COLUMNS, PAYLOAD_MODES, FrameBuilder, PayloadMode, in_window, payload_separator
 from nbkit.tabular.payloads import expand_json, json_value, json_values
 from nbkit.tabular.selection import Selection, selection
 
@@ -24,6 +24,7 @@ __all__ = [
     "FRAME_COLUMNS",
     "PAYLOAD_MODES",
     "FrameBuilder",
+    "PayloadMode",
     "Selection",
     "expand_json",
     "in_window",

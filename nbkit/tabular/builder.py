@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from itertools import compress
 from operator import methodcaller
-from typing import Any
+from typing import Any, Literal, get_args
 
 import numpy as np
 import pandas as pd
@@ -37,7 +37,7 @@ from nbkit.tabular.payloads import (
 from nbkit.wire import envelope
 from nbkit.wire.scan import ColumnBuffers, FrameColumns, split_payloads
 
-__all__ = ["FRAME_COLUMNS", "PAYLOAD_MODES", "FrameBuilder", "in_window", "payload_separator"]
+__all__ = ["FRAME_COLUMNS", "PAYLOAD_MODES", "FrameBuilder", "PayloadMode", "in_window", "payload_separator"]
 
 #: The columns of every messages frame, in order (the schema table in :mod:`nbkit.notebook.frames`).
 FRAME_COLUMNS = (
@@ -53,8 +53,10 @@ FRAME_COLUMNS = (
     "offset",
     "transport",
 )
-#: The ``payload=`` modes.
-PAYLOAD_MODES = ("auto", "bytes", "text", "json", "columns")
+#: A ``payload=`` mode, as a type (mypy checks literal arguments against it).
+PayloadMode = Literal["auto", "bytes", "text", "json", "columns"]
+#: The ``payload=`` modes (checked at run time too: a wrong mode raises a ValueError naming these).
+PAYLOAD_MODES: tuple[PayloadMode, ...] = get_args(PayloadMode)
 
 
 class FrameBuilder:
@@ -82,7 +84,7 @@ class FrameBuilder:
     0     orders    1           7
     """
 
-    def __init__(self, payload_mode: str) -> None:
+    def __init__(self, payload_mode: PayloadMode) -> None:
         if payload_mode not in PAYLOAD_MODES:
             raise ValueError(f"payload must be one of {', '.join(PAYLOAD_MODES)}, not {payload_mode!r}")
         self.mode = payload_mode

@@ -13,7 +13,7 @@ from typing import Any
 
 import pandas as pd
 
-from nbkit.tabular.builder import FrameBuilder
+from nbkit.tabular.builder import FrameBuilder, PayloadMode
 from nbkit.transport.positions import FilePosition, to_epoch_ms
 
 __all__ = ["Selection", "selection"]
@@ -54,7 +54,7 @@ class Selection:
     'json'
     """
 
-    payload: str = "auto"
+    payload: PayloadMode = "auto"
     keys: frozenset[str] | None = None
     after_ms: int | None = None
     end_ms: int | None = None
@@ -64,7 +64,7 @@ class Selection:
 def selection(
     *,
     keys: Iterable[str] | str | None = None,
-    payload: str = "auto",
+    payload: PayloadMode = "auto",
     start: FilePosition | dt.datetime | int | str | None = None,
     end: dt.datetime | int | str | None = None,
     include_internal: bool = False,
