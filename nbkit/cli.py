@@ -256,7 +256,8 @@ def _add_info(p: argparse.ArgumentParser) -> None:
         action="append",
         metavar="KEY",
         dest="dead_letter_keys",
-        help="with --from stdio: a dead-letter key (repeatable; default: keys ending in .dead, .dlq, -dead, _dead)",
+        help="with --from stdio: a dead-letter key (repeatable; "
+        "default: keys whose last part is dead, dlq or dead-letter)",
     )
 
 
@@ -914,7 +915,7 @@ def _add_lineage(p: argparse.ArgumentParser) -> None:
         action="append",
         dest="dead_letter_keys",
         metavar="KEY",
-        help="a dead-letter key (repeatable; default: keys ending in .dead or .dlq)",
+        help="a dead-letter key (repeatable; default: keys whose last part is dead, dlq or dead-letter)",
     )
     p.add_argument("--json", action="store_true", help="print the summary as one JSON object")
 

@@ -52,6 +52,7 @@ import numpy as np
 import pandas as pd
 
 from nbkit.wire.envelope import RETRY_COUNT_HEADER, SEQUENCE_HEADER
+from nbkit.wire.keys import is_dead_letter_key
 from nbkit.wire.ssformat import MAX_U64
 
 __all__ = ["LINEAGE_COLUMNS", "LineageSummary", "STATES", "lineage", "summarize", "timeline_steps"]
@@ -73,9 +74,8 @@ LINEAGE_COLUMNS = (
 )
 #: What the file shows after a record: a copy of it follows; it is a dead-letter copy; nothing follows.
 STATES = ("copied-again", "dead-lettered", "no further copy")
-#: Stream keys ending so are dead-letter keys unless ``dead_letter_keys`` says otherwise.
-DEFAULT_DEAD_LETTER_SUFFIXES = (".dead", ".dlq")
-#: How callers name the dead-letter keys: one key, a collection of keys, or a predicate (None: the suffixes).
+#: How callers name the dead-letter keys: one key, a collection of keys, or a predicate (None: the naming
+#: rule :func:`nbkit.wire.keys.is_dead_letter_key`).
 DeadLetterKeys = str | Iterable[str] | Callable[[str], object] | None
 _REWRITTEN = (RETRY_COUNT_HEADER, SEQUENCE_HEADER)
 _NEEDED = ("stream_key", "seq", "timestamp", "payload", "retry_count", "headers")
@@ -96,7 +96,9 @@ def lineage(frame: pd.DataFrame, *, dead_letter_keys: DeadLetterKeys = None) -> 
         ``retry_count``, ``headers``; ``transport`` and ``offset`` when present).
     dead_letter_keys : str, iterable of str or callable, optional
         Which stream keys are dead-letter keys: one key, a collection, or a predicate
-        ``key -> bool``. Default: keys ending in ``.dead`` or ``.dlq``.
+        ``key -> bool``. Default: keys named like one (:func:`nbkit.wire.keys.is_dead_letter_key`:
+        ``orders.dead``, ``jobs.dlq``, ``orders-dead``, ...); pass the registration's ``dead_letter=`` key
+        when you know it.
 
     Returns
     -------
@@ -427,8 +429,9 @@ def dead_letter_predicate(dead_letter_keys: DeadLetterKeys = None) -> Callable[[
     Parameters
     ----------
     dead_letter_keys : str, iterable of str or callable, optional
-        One dead-letter key, a collection of them, or a predicate ``key -> bool``; default (None): keys
-        ending in ``.dead`` or ``.dlq``.
+        One dead-letter key, a collection of them, or a predicate ``key -> bool``; default (None): the
+        naming rule :func:`nbkit.wire.keys.is_dead_letter_key` (a file does not record which key a
+        registration declared).
 
     Returns
     -------
@@ -439,13 +442,13 @@ def dead_letter_predicate(dead_letter_keys: DeadLetterKeys = None) -> Callable[[
     --------
     >>> from nbkit.notebook.lineage import dead_letter_predicate
     >>> is_dead = dead_letter_predicate()
-    >>> is_dead("orders.dead"), is_dead("jobs.dlq"), is_dead("orders.retry")
+    >>> is_dead("orders.dead"), is_dead("jobs-dlq"), is_dead("orders.retry")
     (True, True, False)
     >>> dead_letter_predicate(["parked"])("parked")
     True
     """
     if dead_letter_keys is None:
-        return lambda key: key.endswith(DEFAULT_DEAD_LETTER_SUFFIXES)
+        return is_dead_letter_key
     if callable(dead_letter_keys):
         predicate = dead_letter_keys
         return lambda key: bool(predicate(key))

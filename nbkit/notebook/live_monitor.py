@@ -58,7 +58,8 @@ class LiveMonitor(widgets.VBox):
     window : float
         Seconds of message time the rates cover (default 10).
     dead_letter_keys : iterable of str, optional
-        The dead-letter keys; by default keys named like one (``orders.dead``).
+        The dead-letter keys; by default keys named like one
+        (:func:`nbkit.wire.keys.is_dead_letter_key`: ``orders.dead``, ``jobs.dlq``, ...).
     max_messages : int
         At most this many messages are read per refresh.
     autostart : bool

@@ -27,8 +27,10 @@ Three kinds of frame are accepted, told apart by their columns:
 :func:`timeline` needs an events frame or a lineage frame: a plain messages frame does not say which
 records are one message.
 
-A stream key is a dead-letter key when it is in ``dead_letter_keys``; by default (None) when it ends
-in ``.dead`` or ``.dlq`` (``orders.dead``, ``jobs.dlq``).
+In a messages frame, a stream key is a dead-letter key when it is in ``dead_letter_keys``; by default
+(None) when it is named like one (:func:`nbkit.wire.keys.is_dead_letter_key`: ``orders.dead``,
+``jobs.dlq``, ``orders-dead``, ...), since a file does not record the declared key. An events frame
+needs no guess: its ``dead-letter`` rows are the declaration at work.
 """
 
 from __future__ import annotations
@@ -73,8 +75,9 @@ _DOCS = {
         legend); None draws a single group.""",
     "dead_letter_keys": """dead_letter_keys : str, iterable of str or callable, optional
         Which stream keys of a messages frame are dead-letter keys: one key, a collection of
-        keys, or a predicate ``key -> bool``. Default: keys ending in ``.dead`` or ``.dlq``.
-        Ignored for events frames (their ``action`` says it).""",
+        keys, or a predicate ``key -> bool``. Default: keys named like one
+        (:func:`nbkit.wire.keys.is_dead_letter_key`). Ignored for events and lineage frames:
+        they already say which rows are dead letters (``action``, ``dead_letter``).""",
     "returns_ax": """Returns
     -------
     matplotlib Axes""",
@@ -603,7 +606,7 @@ def dead_letters(
             return _no_data(ax, "nothing recorded yet")
         if kind == "events":
             return _no_data(ax, "no dead letter: no message reached\nthe cap with a dead-letter key")
-        return _no_data(ax, "no message on a dead-letter key\n(.dead or .dlq; see dead_letter_keys)")
+        return _no_data(ax, "no message on a dead-letter key\n(like orders.dead or jobs.dlq; see dead_letter_keys)")
     start, end = span
     width = _width(freq) if freq is not None else _width(_auto_freq(end - start))
     per, unit = _time_unit(max((end - start).total_seconds(), width.total_seconds()))

@@ -22,9 +22,8 @@ from dataclasses import dataclass, field
 from nbkit.transport.file_info import text_table
 from nbkit.transport.file_reader import Message, StreamReader
 from nbkit.transport.polling import NEED_MORE
-from nbkit.transport.stdio_capture import is_dead_letter_key
 from nbkit.wire import envelope
-from nbkit.wire.keys import INTERNAL_KEYS
+from nbkit.wire.keys import INTERNAL_KEYS, is_dead_letter_key
 from nbkit.wire.ssdecode import escape_controls
 
 __all__ = ["FileWatch", "KeyActivity", "LatestMessage", "WatchState", "render_text", "sparkline"]
@@ -116,7 +115,8 @@ class FileWatch:
     latest : int
         How many of the newest messages to keep (default 10).
     dead_letter_keys : iterable of str, optional
-        The dead-letter keys; by default keys named like one (``orders.dead``, ``jobs.dlq``).
+        The dead-letter keys; by default keys named like one
+        (:func:`nbkit.wire.keys.is_dead_letter_key`: ``orders.dead``, ``jobs.dlq``, ...).
 
     Returns
     -------

@@ -19,6 +19,7 @@ from typing import Any, NamedTuple
 from nbkit.errors import FormatError, NbkitError, Utf8Error
 from nbkit.transport.file_info import text_table
 from nbkit.wire import envelope
+from nbkit.wire.keys import is_dead_letter_key
 from nbkit.wire.stdio_line import LineDecoder, parse_line
 from nbkit.wire.timestamps import format_log_timestamp
 
@@ -27,13 +28,9 @@ __all__ = [
     "CapturedMessage",
     "KeySummary",
     "LineProblem",
-    "is_dead_letter_key",
     "read_capture",
     "summarize_capture",
 ]
-
-#: Key endings taken for dead-letter keys when the caller names none (nbkit's and the docs' convention).
-DEAD_LETTER_SUFFIXES = (".dead", ".dlq", "-dead", "_dead", ".dead-letter")
 
 
 class CapturedMessage(NamedTuple):
@@ -122,27 +119,6 @@ def read_capture(lines: Iterable[bytes | str], *, source: str = "stdin") -> Iter
         yield CapturedMessage(
             lineno, parsed.timestamp_ms, resolved.stream_key, resolved.seq, resolved.shard_id, headers, payload
         )
-
-
-def is_dead_letter_key(key: str) -> bool:
-    """True for a key named like a dead-letter key (``orders.dead``, ``jobs.dlq``, ...).
-
-    Parameters
-    ----------
-    key : str
-        A stream key.
-
-    Returns
-    -------
-    bool
-        Whether it ends with one of :data:`DEAD_LETTER_SUFFIXES`.
-
-    Examples
-    --------
-    >>> is_dead_letter_key("orders.dead"), is_dead_letter_key("orders.retry")
-    (True, False)
-    """
-    return key.endswith(DEAD_LETTER_SUFFIXES)
 
 
 @dataclass(slots=True)
@@ -246,7 +222,8 @@ def summarize_capture(
     source : str
         The capture's name, kept in the summary.
     dead_letter_keys : iterable of str, optional
-        The dead-letter keys; by default keys named like one (:func:`is_dead_letter_key`).
+        The dead-letter keys; by default keys named like one
+        (:func:`nbkit.wire.keys.is_dead_letter_key`).
 
     Returns
     -------

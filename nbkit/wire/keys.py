@@ -42,3 +42,40 @@ def validate_key(key: str, *, what: str = "stream key") -> str:
             "use letters, digits, '.', '_' or '-'"
         )
     return key
+
+
+#: A key's last name part that marks a dead-letter key, after ``.``, ``-`` or ``_`` (or the whole key), any case.
+_DEAD_LETTER_NAME_RE = re.compile(r"(?:\A|[._-])(?:dead|dlq|dead[-_]letter)\Z", re.IGNORECASE)
+
+
+def is_dead_letter_key(key: str) -> bool:
+    """True for a key named like a dead-letter key: its last part is ``dead``, ``dlq`` or ``dead-letter``.
+
+    The rule: the key, or the part after its last ``.``, ``-`` or ``_``, is ``dead``, ``dlq``,
+    ``dead-letter`` or ``dead_letter``, in any case (``orders.dead``, ``jobs.dlq``, ``orders-dead``,
+    ``jobs_DLQ``, ``orders.dead-letter``). ``deadline`` or ``orders.dead.v2`` are not.
+
+    This is a naming convention, not something the data records: a registration's ``dead_letter=``
+    may name any key, and neither a stream file nor a pipe capture says which key was declared.
+    Where the declaration is known, use it: settlement events (``Session.events``) mark dead letters
+    by their action (``dead-letter``, declared key in ``destination``), and the readers of a file
+    (``lineage``, the plots, ``FileWatch``, ``nbkit info``/``lineage``) take the declared keys as
+    ``dead_letter_keys``; they fall back to this rule only when none are given.
+
+    Parameters
+    ----------
+    key : str
+        A stream key.
+
+    Returns
+    -------
+    bool
+        Whether the key is named like a dead-letter key.
+
+    Examples
+    --------
+    >>> from nbkit.wire.keys import is_dead_letter_key
+    >>> [is_dead_letter_key(k) for k in ("orders.dead", "jobs.dlq", "jobs_dead-letter", "orders.retry", "deadline")]
+    [True, True, True, False, False]
+    """
+    return _DEAD_LETTER_NAME_RE.search(key) is not None

@@ -466,3 +466,39 @@ def test_a_file_and_a_pipe_together_never_link_across_transports(tmp_path):
     assert (both.groupby("message")["transport"].nunique() == 1).all()
     assert both["message"].nunique() == 8 and both.attrs["unlinked_copies"] == 0
     assert delays_by_message(both) == [[5.0, 5.0]] * 8
+
+
+# -- the dead-letter naming rule ------------------------------------------------------------------------
+def test_every_reader_falls_back_to_the_one_dead_letter_naming_rule(tmp_path):
+    """Without ``dead_letter_keys``, lineage, the plots, ``FileWatch`` (``nbkit watch``, ``LiveMonitor``)
+    and ``summarize_capture`` (``nbkit info --from stdio``) all call a key a dead-letter key by
+    :func:`nbkit.wire.keys.is_dead_letter_key`; naming the keys overrides the rule everywhere."""
+    from nbkit.notebook.plots import _as_deliveries
+    from nbkit.transport.file_watch import FileWatch
+    from nbkit.transport.stdio_capture import read_capture, summarize_capture
+    from nbkit.wire.keys import is_dead_letter_key
+
+    keys = ["orders", "orders.dead", "jobs.dlq", "jobs-dead", "jobs_DLQ", "orders.dead-letter", "deadline"]
+    rule = {k: is_dead_letter_key(k) for k in keys}
+    assert set(rule.values()) == {True, False}
+    path = tmp_path / "keys.ss"
+    with StreamWriter(path) as w:
+        for i, key in enumerate(keys):
+            w.write(key, f"m{i}".encode(), timestamp_ms=1000 * i)
+    lines = [format_line(1000 * i, key, 0, f"m{i}") for i, key in enumerate(keys)]
+
+    def readers(dead_letter_keys):
+        frame = read_stream(path)
+        lin = lineage(frame, dead_letter_keys=dead_letter_keys)
+        yield dict(zip(lin["stream_key"].astype(str), lin["dead_letter"], strict=True))
+        plotted = _as_deliveries(frame, dead_letter_keys=dead_letter_keys)
+        yield dict(zip(frame["stream_key"].astype(str), plotted["is_dead_letter"], strict=True))
+        with FileWatch(path, dead_letter_keys=dead_letter_keys) as watch:
+            yield {k: a.dead_letter for k, a in watch.update().keys.items()}
+        summary = summarize_capture(read_capture(lines), dead_letter_keys=dead_letter_keys)
+        yield {k: s.dead_letter for k, s in summary.keys.items()}
+
+    for got in readers(None):
+        assert got == rule
+    for got in readers(["deadline"]):
+        assert got == {k: k == "deadline" for k in keys}

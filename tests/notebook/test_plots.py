@@ -526,7 +526,9 @@ def test_an_empty_dead_letter_panel_says_why(tmp_path):
     ax = dead_letters(session.events)
     assert texts(ax) == ["no data\nno dead letter: no message reached\nthe cap with a dead-letter key"]
     ax = dead_letters(read_stream(tmp_path / "o.ss"), ax=plt.figure().gca())
-    assert texts(ax) == ["no data\nno message on a dead-letter key\n(.dead or .dlq; see dead_letter_keys)"]
+    assert texts(ax) == [
+        "no data\nno message on a dead-letter key\n(like orders.dead or jobs.dlq; see dead_letter_keys)"
+    ]
 
 
 def test_timeline_follows_a_loopback_pipe_through_its_own_copies():
