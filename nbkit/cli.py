@@ -251,14 +251,7 @@ def _add_info(p: argparse.ArgumentParser) -> None:
     p.add_argument("file", metavar="FILE", help="the .ss stream file (or, with --from stdio, a capture or -)")
     p.add_argument("--json", action="store_true", help="print the summary as one JSON document")
     _add_source(p)
-    p.add_argument(
-        "--dead-letter",
-        action="append",
-        metavar="KEY",
-        dest="dead_letter_keys",
-        help="with --from stdio: a dead-letter key (repeatable; "
-        "default: keys whose last part is dead, dlq or dead-letter)",
-    )
+    _add_dead_letter_keys(p, when="with --from stdio: ")
 
 
 def _cmd_info(args: argparse.Namespace) -> int:
@@ -863,6 +856,19 @@ def _add_watch(p: argparse.ArgumentParser) -> None:
     p.add_argument("--every", type=float, default=1.0, metavar="S", help="seconds between refreshes (default 1)")
     p.add_argument("--latest", type=int, default=5, metavar="N", help="how many of the newest messages to show")
     p.add_argument("--once", action="store_true", help="print the summary of what is there now and exit")
+    _add_dead_letter_keys(p)
+
+
+def _add_dead_letter_keys(p: argparse.ArgumentParser, *, when: str = "") -> None:
+    """``--dead-letter-key KEY`` (repeatable), the same option for info, watch and lineage: which keys are the
+    dead-letter keys, since a file or capture does not record what a registration declared."""
+    p.add_argument(
+        "--dead-letter-key",
+        action="append",
+        dest="dead_letter_keys",
+        metavar="KEY",
+        help=f"{when}a dead-letter key (repeatable; default: keys whose last part is dead, dlq or dead-letter)",
+    )
 
 
 def _cmd_watch(args: argparse.Namespace) -> int:
@@ -875,7 +881,7 @@ def _cmd_watch(args: argparse.Namespace) -> int:
         raise MissingFileError(f"{args.file}: no such file; start the service first (or give the stream file's path)")
     out = sys.stdout
     tty = out.isatty()
-    with FileWatch(args.file, latest=max(args.latest, 0) or 1) as watch:
+    with FileWatch(args.file, latest=max(args.latest, 0) or 1, dead_letter_keys=args.dead_letter_keys) as watch:
         while True:
             state = watch.update()
             if args.once:
@@ -910,13 +916,7 @@ def _add_lineage(p: argparse.ArgumentParser) -> None:
         default="file",
         help="what FILE holds: a stream file (default) or stdio lines as a pipe stage writes them",
     )
-    p.add_argument(
-        "--dead-letter-key",
-        action="append",
-        dest="dead_letter_keys",
-        metavar="KEY",
-        help="a dead-letter key (repeatable; default: keys whose last part is dead, dlq or dead-letter)",
-    )
+    _add_dead_letter_keys(p)
     p.add_argument("--json", action="store_true", help="print the summary as one JSON object")
 
 

@@ -290,6 +290,22 @@ def test_watch_once_prints_the_summary(capsys, tmp_path: Path) -> None:
     assert "deliveries per attempt: attempt 1: 1, attempt 2: 1" in out and "orders.dead (dead letters)" in out
 
 
+def test_watch_and_info_take_the_declared_dead_letter_keys(capsys, tmp_path: Path, demo_capture: Path) -> None:
+    """``--dead-letter-key`` is one option for info, watch and lineage: a key the naming rule misses counts."""
+    path = tmp_path / "w.ss"
+    with StreamWriter(path) as w:
+        w.write("orders", b"1")
+        w.write("parked", b"1")
+    rc, out, _ = run(capsys, "watch", "--once", str(path))
+    assert rc == 0 and "parked (dead letters)" not in out
+    rc, out, _ = run(capsys, "watch", "--once", "--dead-letter-key", "parked", str(path))
+    assert rc == 0 and "parked (dead letters)" in out
+    args = ("info", "--from", "stdio", "--json", str(demo_capture))
+    rc, out, _ = run(capsys, *args, "--dead-letter-key", "orders.retry")
+    keys = {k["stream_key"]: k for k in json.loads(out)["keys"]}
+    assert rc == 0 and keys["orders.retry"]["dead_letter"] and not keys["orders.dead"]["dead_letter"]
+
+
 def test_watch_a_missing_file_is_one_error_line(capsys, tmp_path: Path) -> None:
     rc, _, err = run(capsys, "watch", str(tmp_path / "none.ss"))
     assert rc == 1 and "start the service first" in one_error_line(err)
