@@ -10,7 +10,9 @@ shard_id     UInt64                   its shard (0 on pipes unless the line name
 seq          UInt64                   its sequence number
 timestamp    datetime64[ms, UTC]      its timestamp (NaT for a pipe line without one)
 size         Int64                    payload size in bytes, after the envelope is removed
-payload      object or str            bytes, str or parsed JSON; ``"columns"``: the JSON text (str)
+payload      object, str or binary    object for ``"auto"``/``"text"``/``"json"`` (str, bytes or parsed JSON);
+                                      ``"columns"``: the JSON text (str); ``"bytes"``: large_binary[pyarrow]
+                                      (each value reads as bytes)
 retry_count  Int64                    ``x-ruststream-retry-count`` from the envelope, 0 when absent
 attempt      Int64                    retry_count + 1 (first delivery = attempt 1)
 headers      object                   dict of the envelope's headers ({} when none)
@@ -84,7 +86,9 @@ def read_stream(
     payload : {"auto", "bytes", "text", "json", "columns"}
         ``"auto"``: text where UTF-8, else bytes; ``"json"``: parsed, and a JSON object's fields also as
         columns ``payload.<field>``; ``"columns"``: the ``payload.<field>`` columns, ``payload`` left as
-        JSON text (the fast way to load JSON records, no Python object per row).
+        JSON text (the fast way to load JSON records, no Python object per row); ``"bytes"``: the payloads
+        as stored, in an Arrow binary column (dtype ``large_binary[pyarrow]``, object when pyarrow is not
+        installed) over one buffer, no Python object per row; each value reads as ``bytes``.
     start : FilePosition, datetime, int or str, optional
         Where to start: a position, or a time (epoch ms, aware datetime or ISO text).
     end : datetime, int or str, optional

@@ -56,7 +56,7 @@ from nbkit.scale.partitions import (
     read_range,
     selection,
 )
-from nbkit.tabular import FRAME_COLUMNS, PayloadMode, expand_json
+from nbkit.tabular import FRAME_COLUMNS, PayloadMode, bytes_column, expand_json
 from nbkit.transport.damage import check_on_bad_frames
 from nbkit.transport.positions import FilePosition
 
@@ -466,7 +466,7 @@ def read_parquet(path: str | os.PathLike) -> pd.DataFrame:
             "seq": typed["seq"].astype("UInt64"),
             "timestamp": typed["timestamp"].astype("datetime64[ms, UTC]"),
             "size": typed["size"].astype("Int64"),
-            "payload": pd.Series(payloads, dtype=object),
+            "payload": bytes_column(payloads) if mode == "bytes" else pd.Series(payloads, dtype=object),
             "retry_count": typed["retry_count"].astype("Int64"),
             "attempt": typed["attempt"].astype("Int64"),
             "headers": pd.Series(headers, dtype=object),

@@ -303,7 +303,7 @@ def read_range(
                 else:
                     cols.extend(got)
                 del got
-    frame = cols.frame("file")
+    frame = cols.frame("file", release=True)
     frame.index = pd.Index(frame["offset"].to_numpy(dtype="int64"), dtype="int64")
     if json_fields is not None and sel.payload in FIELD_MODES:
         frame = conform_json(frame, json_fields, path=os.fspath(path), payload=sel.payload)

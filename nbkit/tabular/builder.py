@@ -14,7 +14,7 @@ from array import array
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from itertools import compress
+from itertools import compress, repeat
 from operator import methodcaller
 from typing import Any, Literal, get_args
 
@@ -25,6 +25,8 @@ from nbkit.runtime.delivery import retry_count
 from nbkit.tabular.payloads import (
     CONVERT,
     arrow_json_fields,
+    bytes_column,
+    bytes_column_from_buffer,
     expand_json,
     json_field_columns,
     json_lines,
@@ -179,11 +181,9 @@ class FrameBuilder:
         return bodies, headers, counts
 
     def _payloads(self, bodies: list[bytes], *, in_place: bool) -> list[Any]:
-        """The payload column for the mode, converted a chunk at a time (message by message only in
-        a chunk where some payload needs the fallback: not UTF-8, not JSON). ``in_place`` converts
-        ``bodies`` itself, so each chunk's bytes are freed as its values are made."""
-        if self.mode == "bytes":
-            return bodies
+        """The payload column for ``auto``/``text``/``json``, converted a chunk at a time (message by
+        message only in a chunk where some payload needs the fallback: not UTF-8, not JSON). ``in_place``
+        converts ``bodies`` itself, so each chunk's bytes are freed as its values are made."""
         convert = CONVERT[self.mode]
         out = bodies if in_place else list(bodies)
         for i in range(0, len(out), _CHUNK):
@@ -230,6 +230,8 @@ class FrameBuilder:
         elif self.mode == "json":
             fields = arrow_json_fields(bodies)  # None: the exact, row-by-row path in expand_json
             payloads = pd.Series(self._payloads(bodies, in_place=release), dtype=object)
+        elif self.mode == "bytes":
+            payloads = bytes_column(bodies)
         else:
             payloads = pd.Series(self._payloads(bodies, in_place=release), dtype=object)
         del bodies, size_list
@@ -320,6 +322,8 @@ def _buffers_frame(cols: ColumnBuffers, mode: str, transport: str, release: bool
             fields = None if parsing is None else parsing.result()
         if fields is None and mode == "columns":
             fields = json_field_columns(split_payloads(cols.data, cols.data_end, gap))
+    elif mode == "bytes":  # an Arrow binary array over the payload buffer itself: no object per row
+        payloads = bytes_column_from_buffer(cols.data, ends, gap)
     else:
         payloads = pd.Series(_payload_objects(cols, mode, starts, ends), dtype=object, copy=False)
     if release:
@@ -336,12 +340,13 @@ def _buffers_frame(cols: ColumnBuffers, mode: str, transport: str, release: bool
         "payload": payloads,
         "retry_count": zeros,
         "attempt": zeros + 1,
-        "headers": pd.Series([{} for _ in range(n)], dtype=object),
+        "headers": pd.Series(_empty_dicts(n), copy=False),
         "offset": _view_array(cols.offset, np.int64),
         "transport": _transport_column(n, transport),
     }
     del payloads, values
-    frame = pd.DataFrame(columns, columns=list(FRAME_COLUMNS))
+    # spent builder (``release``): the frame may take the column buffers' memory as it is, no copy
+    frame = pd.DataFrame(columns, columns=list(FRAME_COLUMNS), copy=not release)
     del columns
     if fields is not None:
         return with_fields(frame, fields)
@@ -350,13 +355,19 @@ def _buffers_frame(cols: ColumnBuffers, mode: str, transport: str, release: bool
     return frame
 
 
+def _empty_dicts(n: int) -> np.ndarray:
+    """An object array of ``n`` distinct empty dicts (the ``headers`` of messages without an envelope): one
+    dict per row, so changing one row's headers changes no other row; built by numpy, not a Python loop."""
+    return np.fromiter(map(dict.copy, repeat({}, n)), dtype=object, count=n)
+
+
 def _view_array(values: array, dtype: type[np.integer]) -> pd.arrays.IntegerArray:
     """A nullable integer array (``Int64``/``UInt64``) over a column buffer's memory, not a copy of it."""
     return pd.arrays.IntegerArray(np.frombuffer(values, dtype=dtype), np.zeros(len(values), dtype=np.bool_))
 
 
 def _payload_objects(cols: ColumnBuffers, mode: str, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
-    """The payload column's values for ``bytes``/``auto``/``text``: cut from the payload buffer and
+    """The payload column's values for ``auto``/``text``: cut from the payload buffer and
     converted a chunk at a time, so only one chunk's bytes objects exist beside the buffer."""
     n = len(ends)
     gap = len(cols.separator)
@@ -368,7 +379,7 @@ def _payload_objects(cols: ColumnBuffers, mode: str, starts: np.ndarray, ends: n
             part = array("q")
             part.frombytes((ends[i:j] - first).tobytes())
             bodies = split_payloads(view[first:], part, gap)
-            out[i:j] = bodies if mode == "bytes" else CONVERT[mode](bodies)
+            out[i:j] = CONVERT[mode](bodies)
             del bodies
     return out
 

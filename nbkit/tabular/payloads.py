@@ -21,11 +21,19 @@ import pandas as pd
 
 from nbkit.wire.scan import compact_payloads
 
+try:  # pandas 3 stores str in Arrow when pyarrow is installed; then bytes payloads go in Arrow too
+    import pyarrow as _pa
+except ImportError:  # pragma: no cover - pyarrow is in the scale extra and in Binder's pins
+    _pa = None
+
 __all__ = [
+    "BYTES_DTYPE",
     "CONVERT",
     "STR_DTYPE",
     "arrow_json_fields",
     "auto_values",
+    "bytes_column",
+    "bytes_column_from_buffer",
     "expand_json",
     "infer_column",
     "json_field_columns",
@@ -214,6 +222,76 @@ def with_fields(frame: pd.DataFrame, fields: dict[str, pd.Series]) -> pd.DataFra
         return frame
     extra = {f"payload.{name}": series for name, series in fields.items()}
     return pd.concat([frame, pd.DataFrame(extra, index=frame.index)], axis=1)
+
+
+def bytes_column(bodies: list[bytes]) -> pd.Series:
+    """``payload="bytes"``: the payloads as one Arrow binary array (:data:`BYTES_DTYPE`), not a bytes object per row.
+
+    Each value still reads as ``bytes`` (``column.iloc[0]``, ``column.tolist()``). Object dtype when
+    pyarrow is not installed.
+
+    Parameters
+    ----------
+    bodies
+        Payloads (envelopes removed).
+
+    Returns
+    -------
+    pandas.Series
+        The payload column.
+
+    Examples
+    --------
+    >>> bytes_column([b"hi", b"\\xff"]).tolist()
+    [b'hi', b'\\xff']
+    """
+    if _pa is None:
+        return pd.Series(bodies, dtype=object)
+    return pd.Series(_pa.array(bodies, type=_pa.large_binary()), dtype=BYTES_DTYPE)
+
+
+def bytes_column_from_buffer(data: bytes | bytearray, ends: np.ndarray, gap: int) -> pd.Series:
+    """:func:`bytes_column` of payloads given as one buffer: an Arrow binary array over that buffer, no copy
+    (when ``gap`` is 0; else over the payloads compacted without their separators).
+
+    Parameters
+    ----------
+    data
+        The payloads back to back, each followed by ``gap`` separator bytes. Arrow keeps a reference to
+        it: the caller must not change it after.
+    ends
+        Where each payload ends in ``data`` (int64).
+    gap
+        The separator's length (0 or 1).
+
+    Returns
+    -------
+    pandas.Series
+        The payload column (:data:`BYTES_DTYPE`).
+
+    Examples
+    --------
+    >>> bytes_column_from_buffer(b"ab\\ncd\\n", np.array([2, 5]), 1).tolist()
+    [b'ab', b'cd']
+    """
+    n = len(ends)
+    if _pa is None:
+        starts = np.concatenate(([0], ends[:-1] + gap)) if n else ends
+        view = memoryview(data)
+        return pd.Series(
+            [view[a:b].tobytes() for a, b in zip(starts.tolist(), ends.tolist(), strict=True)], dtype=object
+        )
+    offsets = np.empty(n + 1, dtype=np.int64)
+    offsets[0] = 0
+    offsets[1:] = ends
+    values = data
+    if gap and n:
+        offsets[1:] -= gap * np.arange(n, dtype=np.int64)  # where each ends once separators are out
+        values = compact_payloads(data, array("q", ends.astype(np.int64).tobytes()), gap)
+    binary = _pa.LargeBinaryArray.from_buffers(
+        _pa.large_binary(), n, [None, _pa.py_buffer(offsets), _pa.py_buffer(values)]
+    )
+    return pd.Series(binary, dtype=BYTES_DTYPE, copy=False)
 
 
 def json_text_column(bodies: list[bytes], sizes: list[int]) -> pd.Series:
@@ -507,6 +585,9 @@ def infer_column(values: list[Any]) -> pd.Series:
 
 _NUMPY_KINDS = {int: np.int64, float: np.float64, bool: np.bool_}
 STR_DTYPE = pd.Series([], dtype="str").dtype  # what pandas infers for text: pyarrow-backed "str" in pandas 3
+#: The ``payload`` column's dtype for ``payload="bytes"``: Arrow ``large_binary`` (values read as bytes);
+#: object when pyarrow is not installed.
+BYTES_DTYPE: Any = np.dtype(object) if _pa is None else pd.ArrowDtype(_pa.large_binary())
 
 
 def _text_series(values: list[str]) -> pd.Series:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import io
+import pickle
 
 import pandas as pd
 import pytest
@@ -11,6 +12,8 @@ import pytest
 from nbkit import App, FileBroker, FilePosition, HandlerOutcome, StdioBroker, StreamWriter
 from nbkit.notebook.frames import FRAME_COLUMNS, concat_frames, read_pipe, read_stream
 from nbkit.notebook.session import Session
+from nbkit.tabular import BYTES_DTYPE
+from nbkit.wire import envelope
 
 DTYPES = {
     "stream_key": "category",
@@ -108,6 +111,68 @@ def test_json_mode_matches_the_standard_library(tmp_path):
 def test_payload_modes(sample_path, mode, kind):
     df = read_stream(sample_path, payload=mode, keys=["breakpoint"])
     assert all(isinstance(p, kind) for p in df["payload"])
+
+
+def _bytes_sample(path) -> list[bytes]:
+    """Write payloads of every kind (text, binary, empty, one with an rs2 envelope) and return them."""
+    payloads = [b'{"id": 1}', bytes(range(256)), b"", b"\xff\xfe", b"rs not an envelope", b"last"]
+    with StreamWriter(path) as w:
+        for i, body in enumerate(payloads):
+            w.write("blobs" if i % 2 else "texts", body)
+    return payloads
+
+
+def test_bytes_payload_is_an_arrow_binary_column_of_the_same_values(tmp_path):
+    path = tmp_path / "blobs.ss"
+    payloads = _bytes_sample(path)
+    df = read_stream(path, payload="bytes")
+    assert df["payload"].dtype == BYTES_DTYPE
+    assert str(df["payload"].dtype) == "large_binary[pyarrow]"
+    assert df["payload"].tolist() == payloads  # what the object column held
+    assert all(type(v) is bytes for v in df["payload"])
+    assert df["payload"].iloc[1] == bytes(range(256)) and type(df["payload"].iloc[1]) is bytes
+    assert df["size"].tolist() == [len(p) for p in payloads]
+    assert pickle.loads(pickle.dumps(df)).equals(df)
+    keyed = read_stream(path, payload="bytes", keys="blobs")  # a subset: offsets into the buffer still right
+    assert keyed["payload"].tolist() == payloads[1::2]
+
+
+def test_bytes_payload_with_envelopes_is_unwrapped_row_by_row(tmp_path):
+    path = tmp_path / "env.ss"
+    wrapped = envelope.encode({"x-trace": b"\x00\x01"}, b"inner \xff", force_text=False)
+    with StreamWriter(path) as w:
+        w.write("k", b"plain")
+        w.write("k", wrapped)
+        w.write("k", b"")
+    df = read_stream(path, payload="bytes")
+    assert df["payload"].dtype == BYTES_DTYPE
+    assert df["payload"].tolist() == [b"plain", b"inner \xff", b""]
+    assert df["headers"].tolist() == [{}, envelope.decode(wrapped)[0], {}]
+    assert df["headers"].iloc[1]["x-trace"] in ("\x00\x01", b"\x00\x01")
+    assert df["size"].tolist() == [5, 7, 0]
+
+
+def test_bytes_payload_empty_frame_and_concat(tmp_path):
+    empty = tmp_path / "empty.ss"
+    StreamWriter(empty).close()
+    nothing = read_stream(empty, payload="bytes")
+    assert len(nothing) == 0 and nothing["payload"].dtype == BYTES_DTYPE
+    path = tmp_path / "blobs.ss"
+    payloads = _bytes_sample(path)
+    df = read_stream(path, payload="bytes")
+    piped = read_pipe(lines=["[2024-01-01T00:00:00 | jobs | 0] hello"], payload="bytes")
+    assert piped["payload"].dtype == BYTES_DTYPE and piped["payload"].tolist() == [b"hello"]
+    both = concat_frames(df, piped, nothing)
+    assert both["payload"].dtype == BYTES_DTYPE
+    assert both["payload"].tolist() == [*payloads, b"hello"]
+
+
+def test_headers_are_one_dict_per_row(tmp_path):
+    path = tmp_path / "blobs.ss"
+    _bytes_sample(path)
+    df = read_stream(path, payload="bytes")
+    df["headers"].iloc[0]["mine"] = "1"  # a user changing one row's headers changes no other row
+    assert df["headers"].tolist()[1:] == [{}] * (len(df) - 1)
 
 
 def test_bad_payload_mode(sample_path):

@@ -34,8 +34,9 @@ def test_default_scheduler_equals_sequential_read(scale_file, partition_size, sa
         assert ddf.npartitions == 1
 
 
-def test_meta_matches_every_partition(scale_file):
-    ddf = nbkit.dask.read_stream(scale_file, partition_size="4KiB")
+@pytest.mark.parametrize("payload", ["auto", "bytes"])
+def test_meta_matches_every_partition(scale_file, payload):
+    ddf = nbkit.dask.read_stream(scale_file, partition_size="4KiB", payload=payload)
     meta = ddf._meta
     assert not ddf["stream_key"].cat.known  # unknown categories (Dask's convention)
     assert list(ddf["transport"].cat.categories) == ["file", "pipe"]
@@ -43,7 +44,7 @@ def test_meta_matches_every_partition(scale_file):
     for part in ddf.to_delayed():
         frame = part.compute()
         assert frame.dtypes.astype(str).to_dict() == meta.dtypes.astype(str).to_dict()
-    want = read_stream(scale_file)
+    want = read_stream(scale_file, payload=payload)
     assert meta.dtypes.astype(str).to_dict() == want.dtypes.astype(str).to_dict()
 
 
