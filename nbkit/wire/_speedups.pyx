@@ -111,19 +111,30 @@ cdef inline bint _frame_at(const uint8_t* b, Py_ssize_t i, Py_ssize_t stop, _Fra
     return _crc(b + f.p, f.size, 0xFFFF) == ((<uint16_t>b[f.e - 3] << 8) | b[f.e - 2])
 
 
+cdef inline bint _span(bytes buf, long long base, long long pos, long long until, long long interval,
+                       Py_ssize_t* i, Py_ssize_t* stop, Py_ssize_t* limit) noexcept:
+    """Where a scan of ``buf`` (file offset ``base``) from ``pos`` runs: ``i`` its start in the buffer,
+    ``stop`` the next beacon boundary (or the buffer's end), ``limit`` where frames may no longer start.
+    False when there is nothing to scan (``pos`` on a boundary, or outside the buffer)."""
+    cdef long long off = pos % interval
+    cdef Py_ssize_t n = PyBytes_GET_SIZE(buf)
+    i[0] = <Py_ssize_t>(pos - base)
+    if off == 0 or i[0] < 0 or i[0] >= n:
+        return False
+    stop[0] = n if i[0] + interval - off > n else <Py_ssize_t>(i[0] + interval - off)
+    limit[0] = n if until < 0 else <Py_ssize_t>(until - base)
+    return True
+
+
 _MISSING = object()
 
 
 def scan_frames(bytes buf not None, long long base, long long pos, long long until, long long interval,
                 dict keymap not None, object cols, list ends):
     """The compiled :func:`nbkit.wire.scan.scan_frames` (see there): same arguments, same result."""
-    cdef long long off = pos % interval
-    cdef Py_ssize_t n = PyBytes_GET_SIZE(buf)
-    cdef Py_ssize_t i = <Py_ssize_t>(pos - base)
-    if off == 0 or i < 0 or i >= n:
+    cdef Py_ssize_t i, stop, limit
+    if not _span(buf, base, pos, until, interval, &i, &stop, &limit):
         return pos
-    cdef Py_ssize_t stop = n if i + interval - off > n else <Py_ssize_t>(i + interval - off)
-    cdef Py_ssize_t limit = n if until < 0 else <Py_ssize_t>(until - base)
     cdef const uint8_t* b = <const uint8_t*>PyBytes_AS_STRING(buf)
     cdef list ks = cols[0], shards = cols[1], seqs = cols[2], tss = cols[3], pays = cols[4], offs = cols[5]
     cdef _Frame f
@@ -165,13 +176,9 @@ cdef extern from "Python.h":
 def scan_columns(bytes buf not None, long long base, long long pos, long long until, long long interval,
                  dict keymap not None, object cols):
     """The compiled :func:`nbkit.wire.scan.scan_columns` (see there): same arguments, same result."""
-    cdef long long off = pos % interval
-    cdef Py_ssize_t n = PyBytes_GET_SIZE(buf)
-    cdef Py_ssize_t i = <Py_ssize_t>(pos - base)
-    if off == 0 or i < 0 or i >= n:
+    cdef Py_ssize_t i, stop, limit
+    if not _span(buf, base, pos, until, interval, &i, &stop, &limit):
         return pos
-    cdef Py_ssize_t stop = n if i + interval - off > n else <Py_ssize_t>(i + interval - off)
-    cdef Py_ssize_t limit = n if until < 0 else <Py_ssize_t>(until - base)
     cdef const uint8_t* b = <const uint8_t*>PyBytes_AS_STRING(buf)
     cdef array.array codes = cols.key_code, shards = cols.shard_id, seqs = cols.seq
     cdef array.array tss = cols.timestamp_ms, offs = cols.offset, dends = cols.data_end
