@@ -1,9 +1,12 @@
-"""What the JupyterLab browser tests share: the notebook they open and the kernel-idle probe they wait on."""
+"""What the JupyterLab browser tests share: the notebook they open, the kernel-idle probe they wait on and
+the artifacts they leave when they fail."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import nbformat
 
@@ -26,3 +29,24 @@ def write_code_notebook(path: Path, cells: Sequence[str]) -> None:
     nb.cells = [nbformat.v4.new_code_cell(src) for src in cells]
     nbformat.validate(nb)
     nbformat.write(nb, str(path))
+
+
+@contextmanager
+def failure_artifacts(
+    page: Any, shot: Path, artifacts_dir: Path, name: str, console: Sequence[str], lab_server: Any, budget: Any
+) -> Iterator[None]:
+    """Run a browser test's checks; on failure save a screenshot, the console and the page, and print the
+    server's log tail (the original failure is re-raised); always print how long the test took."""
+    try:
+        yield
+    except BaseException:
+        try:
+            page.screenshot(path=str(shot) + "-FAILED.png", timeout=10_000)
+            (artifacts_dir / f"{name}-FAILED-console.txt").write_text("\n".join(console))
+            (artifacts_dir / f"{name}-FAILED-page.html").write_text(page.content())
+        except Exception as exc:  # keep the original failure
+            print(f"could not save failure artifacts: {exc!r}")
+        print(f"JupyterLab log tail:\n{lab_server.log_tail()}")
+        raise
+    finally:
+        print(f"browser test: {budget.elapsed():.1f} s from server start to the end of the checks")

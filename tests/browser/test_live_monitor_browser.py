@@ -14,7 +14,7 @@ import re
 import time
 
 import pytest
-from jlab import KERNEL_IDLE_JS, write_code_notebook
+from jlab import KERNEL_IDLE_JS, failure_artifacts, write_code_notebook
 
 pytestmark = pytest.mark.timeout(150)
 
@@ -54,7 +54,7 @@ def test_live_monitor_refreshes_in_jupyterlab(budget, lab_server, browser_page, 
     write_code_notebook(lab_server.root_dir / NOTEBOOK, (SETUP, MONITOR, "1 + 1", "writer.kill()"))
     page = browser_page.page
     shot = artifacts_dir / f"{request.node.name}"
-    try:
+    with failure_artifacts(page, shot, artifacts_dir, request.node.name, browser_page.console, lab_server, budget):
         page.goto(f"{lab_server.url}/lab/tree/{NOTEBOOK}?reset&token={lab_server.token}", timeout=budget.ms(30))
         page.wait_for_function("() => !!(window.jupyterapp && window.jupyterapp.shell)", timeout=budget.ms(30))
         page.wait_for_function(KERNEL_IDLE_JS, arg=NOTEBOOK, timeout=budget.ms(40), polling=250)
@@ -99,13 +99,3 @@ def test_live_monitor_refreshes_in_jupyterlab(budget, lab_server, browser_page, 
         assert status.count() == 1 and count(status.inner_text()) == stopped  # the monitor ran once, and stays
         status.scroll_into_view_if_needed(timeout=budget.ms(5))
         page.screenshot(path=str(shot) + "-stopped.png")
-    except BaseException:
-        try:
-            page.screenshot(path=str(shot) + "-FAILED.png", timeout=10_000)
-            (artifacts_dir / f"{request.node.name}-FAILED-console.txt").write_text("\n".join(browser_page.console))
-        except Exception as exc:  # keep the original failure
-            print(f"could not save failure artifacts: {exc!r}")
-        print(f"JupyterLab log tail:\n{lab_server.log_tail()}")
-        raise
-    finally:
-        print(f"browser test: {budget.elapsed():.1f} s from server start to the end of the checks")

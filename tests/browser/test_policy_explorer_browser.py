@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from jlab import KERNEL_IDLE_JS, write_code_notebook
+from jlab import KERNEL_IDLE_JS, failure_artifacts, write_code_notebook
 
 from nbkit import RetryPolicy, Workload, policy_summary, simulate
 
@@ -41,7 +41,7 @@ def test_dragging_a_slider_reruns_and_redraws(budget, lab_server, browser_page, 
     write_code_notebook(lab_server.root_dir / NOTEBOOK, CELLS)
     page = browser_page.page
     shot = artifacts_dir / f"{request.node.name}"
-    try:
+    with failure_artifacts(page, shot, artifacts_dir, request.node.name, browser_page.console, lab_server, budget):
         page.goto(f"{lab_server.url}/lab/tree/{NOTEBOOK}?reset&token={lab_server.token}", timeout=budget.ms(30))
         page.wait_for_function("() => !!(window.jupyterapp && window.jupyterapp.shell)", timeout=budget.ms(30))
         page.wait_for_function(KERNEL_IDLE_JS, arg=NOTEBOOK, timeout=budget.ms(40), polling=250)
@@ -81,14 +81,3 @@ def test_dragging_a_slider_reruns_and_redraws(budget, lab_server, browser_page, 
         assert 2 <= runs <= 6, f"{runs} runs for one drag: the drag's values were not coalesced"
         assert "file 60 0 60" in norm(summary.inner_text())
         page.screenshot(path=str(shot) + "-after.png")
-    except BaseException:
-        try:
-            page.screenshot(path=str(shot) + "-FAILED.png", timeout=10_000)
-            (artifacts_dir / f"{request.node.name}-FAILED-console.txt").write_text("\n".join(browser_page.console))
-            (artifacts_dir / f"{request.node.name}-FAILED-page.html").write_text(page.content())
-        except Exception as exc:  # keep the original failure
-            print(f"could not save failure artifacts: {exc!r}")
-        print(f"JupyterLab log tail:\n{lab_server.log_tail()}")
-        raise
-    finally:
-        print(f"browser test: {budget.elapsed():.1f} s from server start to the end of the checks")
