@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+from cli_run import one_error_line, run
 
 from nbkit import cli
 from nbkit.transport.file_info import summarize
@@ -25,22 +26,6 @@ from nbkit.wire.stdio_line import parse_line
 SAMPLE_HEADER_LINE = (
     '{"file_name":"vec_map-1694767177436.firedbg.ss","created_at":"2023-09-15T08:39:37.437","beacon_interval":1048576}'
 )
-
-
-def run(capsys, *argv: str, stdin: bytes | None = None, monkeypatch=None) -> tuple[int, str, str]:
-    """Run ``nbkit ARGV`` in process; returns (exit status, stdout, stderr)."""
-    if stdin is not None:
-        monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(stdin), encoding="utf-8"))
-    rc = cli.main(list(argv))
-    out, err = capsys.readouterr()
-    return rc, out, err
-
-
-def assert_one_error_line(err: str) -> str:
-    lines = err.splitlines()
-    assert len(lines) == 1, err
-    assert lines[0].startswith("nbkit: ") and "Traceback" not in err
-    return lines[0]
 
 
 @pytest.fixture()
@@ -236,14 +221,14 @@ def test_cat_key_filter(capsys, sample_path: Path) -> None:
     assert len(lines) == 5 and all("| breakpoint |" in x or "| file |" in x for x in lines)
     rc, out, err = run(capsys, "cat", "--format", "ndjson", "--key", "nothing", str(sample_path))
     assert rc == 1 and len(out.splitlines()) == 1  # no such key: tests/test_cli_feed.py
-    assert "the keys there: breakpoint, event, file" in assert_one_error_line(err)
+    assert "the keys there: breakpoint, event, file" in one_error_line(err)
 
 
 @pytest.mark.parametrize("key", ["a b", "", "x" * 250, "ü"])
 def test_cat_invalid_key(capsys, sample_path: Path, key: str) -> None:
     rc, out, err = run(capsys, "cat", "--key", key, str(sample_path))
     assert rc == 1 and out == ""
-    assert "--key" in assert_one_error_line(err)
+    assert "--key" in one_error_line(err)
 
 
 def test_cat_truncated_file_warns_on_stderr(capsys, tmp_path: Path, sample_bytes: bytes) -> None:
@@ -253,7 +238,7 @@ def test_cat_truncated_file_warns_on_stderr(capsys, tmp_path: Path, sample_bytes
     assert rc == 0
     msgs = list(iter_messages(path))
     assert len(out.splitlines()) == 1 + len(msgs)
-    line = assert_one_error_line(err)
+    line = one_error_line(err)
     assert "truncated" in line and f"offset {msgs[-1].end}" in line
     assert f"{1000 - msgs[-1].end} trailing bytes" in line
 
@@ -267,7 +252,7 @@ def test_cat_damaged_file_fails_after_the_good_part(capsys, tmp_path: Path, samp
     rc, out, err = run(capsys, "cat", str(path))
     assert rc == 1
     assert len(out.splitlines()) == 1 + 3
-    line = assert_one_error_line(err)
+    line = one_error_line(err)
     assert "checksum" in line and f"byte offset {msgs[3].offset}" in line and str(path) in line
 
 
@@ -308,7 +293,7 @@ def test_cat_follow_ends_when_removed(capsys, tmp_path: Path) -> None:
     rc, out, err = run(capsys, "cat", "-f", str(path))
     timer.join()
     assert rc == 0 and len(out.splitlines()) == 2
-    assert "removed" in assert_one_error_line(err)
+    assert "removed" in one_error_line(err)
 
 
 # -- errors ------------------------------------------------------------------------------------------
@@ -346,7 +331,7 @@ def test_bad_files_give_one_line(capsys, tmp_path: Path, command: str) -> None:
     for case, path in _error_cases(tmp_path).items():
         rc, out, err = run(capsys, command, str(path))
         assert rc == 1, case
-        line = assert_one_error_line(err)
+        line = one_error_line(err)
         assert expected[case] in line and str(path) in line, (case, line)
         assert out == ""
 
@@ -359,7 +344,7 @@ def test_no_permission(capsys, tmp_path: Path, sample_bytes: bytes, monkeypatch)
         if os.access(path, os.R_OK):
             pytest.skip("running as root: a mode-000 file is still readable")
         rc, out, err = run(capsys, "cat", str(path))
-        assert rc == 1 and "permission denied" in assert_one_error_line(err)
+        assert rc == 1 and "permission denied" in one_error_line(err)
     finally:
         path.chmod(0o644)
 
@@ -376,7 +361,7 @@ def test_no_permission_simulated(capsys, tmp_path: Path, sample_bytes: bytes, mo
     monkeypatch.setattr(fr.os, "open", refuse)
     rc, out, err = run(capsys, "info", str(path))
     assert rc == 1 and out == ""
-    assert "permission denied" in assert_one_error_line(err)
+    assert "permission denied" in one_error_line(err)
 
 
 def test_broken_pipe_and_interrupt_in_process(capsys, sample_path: Path, monkeypatch) -> None:
@@ -520,7 +505,7 @@ def test_write_keeps_an_input_eos_and_refuses_messages_after_it(
     out = tmp_path / "after.ss"
     rc, _, err = run(capsys, "write", str(out), "--eos", stdin=data + extra, monkeypatch=monkeypatch)
     assert rc == 1
-    line = assert_one_error_line(err)
+    line = one_error_line(err)
     assert "line 30" in line and "end-of-stream" in line
     msgs = list(iter_messages(out))
     assert len(msgs) == 28 and msgs[-1].is_eos  # one EOS: --eos adds none when the input had one
@@ -546,7 +531,7 @@ def test_write_bad_line_names_it_and_keeps_earlier_messages(
         stdin = b"".join(lines[:6]) + bad + b"".join(lines[6:])
         rc, stdout, err = run(capsys, "write", str(out), stdin=stdin, monkeypatch=monkeypatch)
         assert rc == 1 and stdout == ""
-        line = assert_one_error_line(err)
+        line = one_error_line(err)
         assert "stdin, line 7" in line and why in line, line
         assert [m.seq for m in iter_messages(out)] == [1, 2, 3, 4, 5]
 
@@ -577,7 +562,7 @@ def test_write_header_line_sets_new_file(capsys, monkeypatch, tmp_path: Path, or
         stdin=_ndjson(capsys, orders_file),
         monkeypatch=monkeypatch,
     )
-    assert rc == 0 and "--beacon-interval 4096 ignored" in assert_one_error_line(err)
+    assert rc == 0 and "--beacon-interval 4096 ignored" in one_error_line(err)
     assert out.read_bytes() == orders_file.read_bytes()  # same name, time and interval as the source
 
 
@@ -585,7 +570,7 @@ def test_write_bad_interval(capsys, monkeypatch, tmp_path: Path) -> None:
     rc, _, err = run(
         capsys, "write", str(tmp_path / "i.ss"), "--beacon-interval", "1000", stdin=b"", monkeypatch=monkeypatch
     )
-    assert rc == 1 and "multiple of 1024" in assert_one_error_line(err)
+    assert rc == 1 and "multiple of 1024" in one_error_line(err)
 
 
 # -- real subprocesses ---------------------------------------------------------------------------------

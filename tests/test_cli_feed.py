@@ -5,7 +5,6 @@ malformed stdio header under ``nbkit run``)."""
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import subprocess
@@ -14,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+from cli_run import one_error_line, run
 
 from nbkit import cli
 from nbkit.transport.file_reader import iter_messages
@@ -21,21 +21,6 @@ from nbkit.transport.file_writer import StreamWriter
 from nbkit.wire import envelope
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def run(capsys, *argv: str, stdin: bytes | None = None, monkeypatch=None) -> tuple[int, str, str]:
-    """Run ``nbkit ARGV`` in process; returns (exit status, stdout, stderr)."""
-    if stdin is not None:
-        monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(stdin), encoding="utf-8"))
-    rc = cli.main(list(argv))
-    out, err = capsys.readouterr()
-    return rc, out, err
-
-
-def one_error_line(err: str) -> str:
-    lines = err.splitlines()
-    assert len(lines) == 1 and lines[0].startswith("nbkit: ") and "Traceback" not in err, err
-    return lines[0]
 
 
 # -- publish -----------------------------------------------------------------------------------------

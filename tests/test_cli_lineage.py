@@ -5,18 +5,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from nbkit import cli
+from cli_run import run
+
 from nbkit.transport.file_writer import StreamWriter
 from nbkit.wire import envelope
 from nbkit.wire.stdio_line import format_line
 
 DATA = Path(__file__).resolve().parent / "data"
-
-
-def run(capsys, *argv: str) -> tuple[int, str, str]:
-    rc = cli.main(list(argv))
-    out, err = capsys.readouterr()
-    return rc, out, err
 
 
 def copy_of(payload: bytes, count: int, seq: int) -> bytes:

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import io
 import sys
 from pathlib import Path
 
 import pytest
+from cli_run import one_error_line, run
 
-from nbkit import cli
 from nbkit.transport.file_reader import iter_messages
 from nbkit.transport.file_writer import StreamWriter
 from nbkit.wire import envelope
@@ -16,20 +15,6 @@ from nbkit.wire.stdio_line import format_line, parse_line
 
 RETRY = envelope.RETRY_COUNT_HEADER
 FROM = "x-nbkit-redriven-from"
-
-
-def run(capsys, *argv: str, stdin: str | None = None, monkeypatch=None) -> tuple[int, str, str]:
-    if stdin is not None:
-        monkeypatch.setattr(sys, "stdin", io.StringIO(stdin))
-    rc = cli.main(list(argv))
-    out, err = capsys.readouterr()
-    return rc, out, err
-
-
-def one_line(err: str) -> str:
-    lines = err.splitlines()
-    assert len(lines) == 1 and lines[0].startswith("nbkit: ") and "Traceback" not in err, err
-    return lines[0]
 
 
 @pytest.fixture
@@ -58,7 +43,7 @@ def redriven(path: Path) -> list[tuple[dict, bytes]]:
 def test_redrive_appends_then_a_rerun_appends_nothing(capsys, dead_file):
     rc, out, err = run(capsys, "redrive", str(dead_file), "--from", "orders.dead", "--to", "orders")
     assert rc == 0 and out == ""
-    assert one_line(err) == "nbkit: redrove 2 dead letters from 'orders.dead' to 'orders' (sequences 5..6)"
+    assert one_error_line(err) == "nbkit: redrove 2 dead letters from 'orders.dead' to 'orders' (sequences 5..6)"
     got = redriven(dead_file)
     assert [(h[FROM], RETRY in h, p) for h, p in got] == [
         ("orders.dead#1", False, b'{"id": 2}'),
@@ -67,7 +52,7 @@ def test_redrive_appends_then_a_rerun_appends_nothing(capsys, dead_file):
     size = dead_file.stat().st_size
     rc, out, err = run(capsys, "redrive", str(dead_file), "--from", "orders.dead", "--to", "orders")
     assert rc == 0 and dead_file.stat().st_size == size
-    assert one_line(err) == (
+    assert one_error_line(err) == (
         "nbkit: redrove 0 dead letters from 'orders.dead' to 'orders'; 2 selected were redriven before (skipped)"
     )
 
@@ -78,7 +63,7 @@ def test_dry_run_prints_what_it_would_append_and_writes_nothing(capsys, dead_fil
                        "--where", "seq>=2", "--dry-run")  # fmt: skip
     assert rc == 0 and dead_file.read_bytes() == before
     assert out.splitlines() == ['orders.dead#2 -> orders: {"id": 4}  [headers: x-ruststream-retry-count: 3]']
-    assert one_line(err) == "nbkit: would redrive 1 dead letter from 'orders.dead' to 'orders'"
+    assert one_error_line(err) == "nbkit: would redrive 1 dead letter from 'orders.dead' to 'orders'"
 
 
 def test_keep_count(capsys, dead_file):
@@ -106,7 +91,7 @@ def test_capture_prints_stdio_lines_for_the_next_stage(capsys, monkeypatch, tmp_
     args = ["redrive", "-" if from_stdin else str(path), "--from", "jobs.dead", "--to", "jobs", "--capture"]
     rc, out, err = run(capsys, *args, stdin=text if from_stdin else None, monkeypatch=monkeypatch)
     assert rc == 0
-    assert one_line(err) == "nbkit: redrove 1 dead letter from 'jobs.dead' to 'jobs'"
+    assert one_error_line(err) == "nbkit: redrove 1 dead letter from 'jobs.dead' to 'jobs'"
     (line,) = out.splitlines()
     parsed = parse_line(line)
     assert (parsed.stream_key, parsed.seq) == ("jobs", 0)
@@ -129,17 +114,17 @@ def test_capture_prints_stdio_lines_for_the_next_stage(capsys, monkeypatch, tmp_
 def test_bad_arguments_are_one_line(capsys, dead_file, args, message):
     before = dead_file.read_bytes()
     rc, out, err = run(capsys, "redrive", str(dead_file), *args)
-    assert rc == 2 and out == "" and message in one_line(err)  # a usage error, as argparse's
+    assert rc == 2 and out == "" and message in one_error_line(err)  # a usage error, as argparse's
     assert dead_file.read_bytes() == before
 
 
 def test_a_missing_file_and_a_bad_capture_line_are_one_line(capsys, monkeypatch, tmp_path):
     rc, _, err = run(capsys, "redrive", str(tmp_path / "nope.ss"), "--from", "a.dead", "--to", "a")
-    assert rc == 1 and "no such stream file" in one_line(err)
+    assert rc == 1 and "no such stream file" in one_error_line(err)
     rc, _, err = run(capsys, "redrive", "-", "--capture", "--from", "a.dead", "--to", "a",
                      stdin="[2024-01-01T00:00:00 | a.dead | 0] ok\n[2024-99-01T00:00:00 | a.dead | 1] x\n",
                      monkeypatch=monkeypatch)  # fmt: skip
-    assert rc == 1 and "line 2" in one_line(err)
+    assert rc == 1 and "line 2" in one_error_line(err)
 
 
 def _holder(path: Path, exclusive: bool):
