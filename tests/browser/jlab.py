@@ -31,6 +31,13 @@ def write_code_notebook(path: Path, cells: Sequence[str]) -> None:
     nbformat.write(nb, str(path))
 
 
+def open_notebook(page: Any, lab_server: Any, notebook: str, budget: Any) -> None:
+    """Open ``notebook`` in JupyterLab (a fresh workspace) and wait until its kernel is connected and idle."""
+    page.goto(f"{lab_server.url}/lab/tree/{notebook}?reset&token={lab_server.token}", timeout=budget.ms(30))
+    page.wait_for_function("() => !!(window.jupyterapp && window.jupyterapp.shell)", timeout=budget.ms(30))
+    page.wait_for_function(KERNEL_IDLE_JS, arg=notebook, timeout=budget.ms(40), polling=250)
+
+
 @contextmanager
 def failure_artifacts(
     page: Any, shot: Path, artifacts_dir: Path, name: str, console: Sequence[str], lab_server: Any, budget: Any

@@ -14,7 +14,7 @@ import re
 import time
 
 import pytest
-from jlab import KERNEL_IDLE_JS, failure_artifacts, write_code_notebook
+from jlab import KERNEL_IDLE_JS, failure_artifacts, open_notebook, write_code_notebook
 
 pytestmark = pytest.mark.timeout(150)
 
@@ -55,9 +55,7 @@ def test_live_monitor_refreshes_in_jupyterlab(budget, lab_server, browser_page, 
     page = browser_page.page
     shot = artifacts_dir / f"{request.node.name}"
     with failure_artifacts(page, shot, artifacts_dir, request.node.name, browser_page.console, lab_server, budget):
-        page.goto(f"{lab_server.url}/lab/tree/{NOTEBOOK}?reset&token={lab_server.token}", timeout=budget.ms(30))
-        page.wait_for_function("() => !!(window.jupyterapp && window.jupyterapp.shell)", timeout=budget.ms(30))
-        page.wait_for_function(KERNEL_IDLE_JS, arg=NOTEBOOK, timeout=budget.ms(40), polling=250)
+        open_notebook(page, lab_server, NOTEBOOK, budget)
         # run the setup and the monitor cells only (the last two run later, by hand)
         page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-cell-and-select-next'); }")
         page.wait_for_function(KERNEL_IDLE_JS, arg=NOTEBOOK, timeout=budget.ms(20), polling=250)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from jlab import KERNEL_IDLE_JS, failure_artifacts, write_code_notebook
+from jlab import KERNEL_IDLE_JS, failure_artifacts, open_notebook, write_code_notebook
 
 from nbkit import RetryPolicy, Workload, policy_summary, simulate
 
@@ -42,9 +42,7 @@ def test_dragging_a_slider_reruns_and_redraws(budget, lab_server, browser_page, 
     page = browser_page.page
     shot = artifacts_dir / f"{request.node.name}"
     with failure_artifacts(page, shot, artifacts_dir, request.node.name, browser_page.console, lab_server, budget):
-        page.goto(f"{lab_server.url}/lab/tree/{NOTEBOOK}?reset&token={lab_server.token}", timeout=budget.ms(30))
-        page.wait_for_function("() => !!(window.jupyterapp && window.jupyterapp.shell)", timeout=budget.ms(30))
-        page.wait_for_function(KERNEL_IDLE_JS, arg=NOTEBOOK, timeout=budget.ms(40), polling=250)
+        open_notebook(page, lab_server, NOTEBOOK, budget)
         page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
 
         output = page.locator(".jp-Notebook .jp-OutputArea-output")

@@ -18,7 +18,7 @@ import re
 import sys
 
 import pytest
-from jlab import KERNEL_IDLE_JS, failure_artifacts, write_code_notebook
+from jlab import KERNEL_IDLE_JS, failure_artifacts, open_notebook, write_code_notebook
 
 pytestmark = pytest.mark.timeout(150)  # a safety net: every wait shares the 80 s `budget` (conftest)
 
@@ -142,9 +142,7 @@ def test_step_button_in_jupyterlab(
     page = browser_page.page
     shot = artifacts_dir / f"{request.node.name}"
     with failure_artifacts(page, shot, artifacts_dir, request.node.name, browser_page.console, lab_server, budget):
-        page.goto(f"{lab_server.url}/lab/tree/{NOTEBOOK}?reset&token={lab_server.token}", timeout=budget.ms(30))
-        page.wait_for_function("() => !!(window.jupyterapp && window.jupyterapp.shell)", timeout=budget.ms(30))
-        page.wait_for_function(KERNEL_IDLE_JS, arg=NOTEBOOK, timeout=budget.ms(40), polling=250)
+        open_notebook(page, lab_server, NOTEBOOK, budget)
 
         # Run all cells; the command's promise is not awaited (page.evaluate would have no timeout).
         page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
