@@ -600,35 +600,30 @@ def _where(exc: BaseException) -> str:
     return f"{frames[-1].filename}:{frames[-1].lineno}" if frames else "unknown place"
 
 
-def _drop_stream_error(record: Any) -> bool:
-    """Log filter of ``nbkit run``: the "subscriber stream error" record is left out, as the error it
-    reports ends the run and is printed as the one ``nbkit: ...`` line (not twice)."""
-    return getattr(record, "nbkit_text", None) != "subscriber stream error"
-
-
 def _cmd_run(args: argparse.Namespace) -> int:
     """Run a service (an nbkit.App) until its subscriptions end; SIGINT/SIGTERM shut it down gracefully."""
     import logging
 
-    from nbkit.runtime.logs import DeliveryFormatter
+    from nbkit.runtime.logs import STREAM_ERROR, RunLogHandler, flush_run_logs
     from nbkit.transport.pipe_io import StdoutClosedError
 
-    before = list(logging.getLogger().handlers)
-    logging.basicConfig(
-        level=getattr(logging, args.log_level), stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s"
-    )
-    for handler in logging.getLogger().handlers:
-        if handler not in before:  # the stderr handler basicConfig made (not one the embedding set up)
-            handler.addFilter(_drop_stream_error)
-            # a settlement line ends with its delivery: stream_key=orders seq=17 attempt=2
-            handler.setFormatter(DeliveryFormatter("%(levelname)s %(name)s: %(message)s"))
-    app = load_app(args.target)
+    root = logging.getLogger()
+    if not root.handlers:  # as logging.basicConfig: an embedding that set up logging keeps its own
+        # one buffered line per record on stderr, ending with its delivery: stream_key=orders seq=17 attempt=2;
+        # "subscriber stream error" is left out: the error it reports ends the run and is printed as the one
+        # ``nbkit: ...`` line (not twice)
+        root.addHandler(RunLogHandler(sys.stderr, skip_texts=(STREAM_ERROR,)))
+        root.setLevel(getattr(logging, args.log_level))
     try:
+        app = load_app(args.target)
         app.run()
     except StdoutClosedError as exc:
+        flush_run_logs()
         _silence_stdout()
         _note(str(exc))
         return 0
+    finally:
+        flush_run_logs()  # the gathered log lines go out before any ``nbkit: ...`` line about the end
     return 0
 
 

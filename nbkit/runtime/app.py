@@ -664,6 +664,8 @@ class App:
             time.sleep(seconds)
 
     def _flush(self) -> None:
+        """The app is idle: write out the gathered log lines, then the brokers' buffered output."""
+        logs.flush_run_logs()
         for b in self.brokers:
             if not b.closed:
                 b.flush()

@@ -7,7 +7,9 @@ import os
 import sys
 import threading
 import time
+from collections.abc import Iterable
 from typing import Any
+from weakref import WeakSet
 
 from nbkit.errors import AckError
 
@@ -49,7 +51,11 @@ def emit(logger: logging.Logger, level: int, text: str, *, delivery: Delivery | 
 
 def ack_failed(logger: logging.Logger, subscription: str, delivery: Delivery | None = None) -> None:
     """The WARN an unsupported ack / nack logs (spec 1.3), once per such settlement: the hot path of a
-    file or pipe service, so its text is rendered once per subscription."""
+    file or pipe service, so its text is rendered once per subscription and its record is made from
+    the first one's attributes (:class:`_Records`). When the one place the record would reach is the
+    ``nbkit run`` handler (:class:`RunLogHandler`), the line that handler would write from the record is
+    handed to it directly (:func:`sole_run_handler` says when: nothing else, no filter, no record factory
+    could see the record)."""
     if not logger.isEnabledFor(logging.WARNING):
         return
     message = _ACK_FAILED_TEXTS.get(subscription)
@@ -57,7 +63,24 @@ def ack_failed(logger: logging.Logger, subscription: str, delivery: Delivery | N
         message = f"{ACK_FAILED} subscription={_render(subscription)} error={_render(_UNSUPPORTED)}"
         if len(_ACK_FAILED_TEXTS) < 1024:
             _ACK_FAILED_TEXTS[subscription] = message
-    _log(logger, logging.WARNING, message, ACK_FAILED, {"subscription": subscription, "error": _UNSUPPORTED}, delivery)
+    if delivery is not None and (handler := sole_run_handler(logger, logging.WARNING)) is not None:
+        _, stream_key, seq, attempt = delivery  # the subscription is in the text already
+        handler.write_line(
+            f"{handler.prefix(logger.name, logging.WARNING, message)} stream_key={_render(stream_key)} "
+            f"seq={seq} attempt={attempt}\n"
+        )
+        return
+    frame = sys._getframe(1)  # the runtime code that settled: what findCaller(stacklevel=2) names from here
+    code = frame.f_code
+    extra: dict[str, object] = {
+        "nbkit_text": ACK_FAILED,
+        "nbkit_fields": {"subscription": subscription, "error": _UNSUPPORTED},
+    }
+    if delivery is not None:
+        extra["subscription"], extra["stream_key"], extra["seq"], extra["attempt"] = delivery  # DELIVERY_FIELDS
+    logger.handle(
+        _RECORDS.make(logger, logging.WARNING, code.co_filename, frame.f_lineno, code.co_name, message, extra)
+    )
 
 
 def delivery_extra(delivery: Delivery | None) -> dict[str, object]:
@@ -134,6 +157,209 @@ class DeliveryFormatter(logging.Formatter):
     def formatMessage(self, record: logging.LogRecord) -> str:  # noqa: N802 (logging's name)
         """The formatted line, then :func:`delivery_suffix`."""
         return super().formatMessage(record) + delivery_suffix(record)
+
+
+#: The line ``nbkit run`` writes per record: level, logger, message (then the delivery, :class:`DeliveryFormatter`).
+RUN_FORMAT = "%(levelname)s %(name)s: %(message)s"
+#: How much log text :class:`RunLogHandler` holds before it writes (the size of stdout's buffer, too).
+RUN_BUFFER = 1 << 16
+
+
+class RunLogHandler(logging.Handler):
+    """The log handler ``nbkit run`` installs: one line per record, buffered, written out in one piece.
+
+    The line is :class:`DeliveryFormatter`'s with :data:`RUN_FORMAT` (``WARNING nbkit.dispatch: ack / nack
+    failed subscription=... stream_key=orders seq=17 attempt=2``), as the stdlib ``StreamHandler`` wrote
+    it, but lines are gathered and written with one ``write`` + ``flush`` when :data:`RUN_BUFFER` characters
+    have gathered, when a record of level ERROR or above arrives, when the app goes idle, before the pipe
+    stage writes its stdout (so a log line never comes after stdout written later), at the end of the run
+    and at exit (``logging.shutdown``). What a crash may lose: a process killed outright (SIGKILL, os._exit,
+    a segfault) loses the lines gathered since the last of those moments, at most :data:`RUN_BUFFER`
+    characters; they are about deliveries settled after the stage last wrote to stdout, whose own stdout
+    lines (retry copies) are still buffered too and are lost with them. Records whose ``nbkit_text`` is in
+    ``skip_texts`` are left out.
+
+    Parameters
+    ----------
+    stream : file, optional
+        Where the lines go (default: ``sys.stderr`` at the time of the call).
+    skip_texts : iterable of str
+        Runtime texts (``nbkit_text``) not to write.
+    limit : int
+        Characters gathered before they are written.
+
+    Returns
+    -------
+    RunLogHandler
+        A ``logging.Handler``.
+
+    Examples
+    --------
+    >>> import io, logging
+    >>> out = io.StringIO()
+    >>> handler = RunLogHandler(out)
+    >>> rec = logging.makeLogRecord({"msg": "ack / nack failed", "levelname": "WARNING", "levelno": 30,
+    ...     "name": "nbkit.dispatch", **delivery_extra(("work", "orders", 17, 2))})
+    >>> handler.handle(rec)
+    True
+    >>> out.getvalue()                           # gathered, not written yet
+    ''
+    >>> handler.flush()
+    >>> out.getvalue()
+    'WARNING nbkit.dispatch: ack / nack failed subscription=work stream_key=orders seq=17 attempt=2\\n'
+    """
+
+    def __init__(self, stream: Any = None, *, skip_texts: Iterable[str] = (), limit: int = RUN_BUFFER) -> None:
+        super().__init__()
+        self.stream = sys.stderr if stream is None else stream
+        self.skip_texts = frozenset(skip_texts)
+        self.limit = limit
+        self.run_formatter = DeliveryFormatter(RUN_FORMAT)
+        self.setFormatter(self.run_formatter)
+        self._lines: list[str] = []
+        self._size = 0
+        self._prefixes: dict[tuple[str, int, str], str] = {}
+        _RUN_HANDLERS.add(self)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        """Gather the record's line (written out when due, see the class)."""
+        if self.skip_texts and getattr(record, "nbkit_text", None) in self.skip_texts:
+            return
+        try:
+            line = self.format(record) + "\n"
+        except Exception:
+            self.handleError(record)
+            return
+        self._lines.append(line)
+        self._size += len(line)
+        if self._size >= self.limit or record.levelno >= logging.ERROR:
+            self.flush()
+
+    def write_line(self, line: str) -> None:
+        """Gather one finished line (ending in ``\\n``), as :meth:`emit` does with a record's.
+
+        Parameters
+        ----------
+        line : str
+            The line exactly as :meth:`emit` would make it.
+        """
+        with self.lock:  # type: ignore[union-attr]  # created by logging.Handler.__init__
+            self._lines.append(line)
+            self._size += len(line)
+            if self._size < self.limit:
+                return
+        self.flush()
+
+    def prefix(self, name: str, level: int, message: str) -> str:
+        """``LEVEL name: message`` as the line of a record of logger ``name`` starts (kept per message).
+
+        Parameters
+        ----------
+        name, level, message : str, int, str
+            The logger's name, the record's level and its message.
+
+        Returns
+        -------
+        str
+        """
+        levelname = logging.getLevelName(level)
+        key = (name, level, message)
+        text = self._prefixes.get(key)
+        if text is None or not text.startswith(levelname + " "):
+            text = f"{levelname} {name}: {message}"
+            if len(self._prefixes) >= 1024:
+                self._prefixes.clear()
+            self._prefixes[key] = text
+        return text
+
+    def flush(self) -> None:
+        """Write the gathered lines in one piece and flush the stream."""
+        with self.lock:  # type: ignore[union-attr]  # created by logging.Handler.__init__
+            if not self._lines:
+                return
+            text = "".join(self._lines)
+            self._lines.clear()
+            self._size = 0
+            try:
+                self.stream.write(text)
+                self.stream.flush()
+            except (OSError, ValueError):  # stderr closed or gone: the lines cannot go anywhere
+                pass
+
+    def close(self) -> None:
+        """Write what is gathered, then close the handler (the stream stays open)."""
+        try:
+            self.flush()
+        finally:
+            _RUN_HANDLERS.discard(self)
+            super().close()
+
+
+def flush_run_logs() -> None:
+    """Write out the lines every :class:`RunLogHandler` has gathered (the app goes idle, stdout is written).
+
+    Returns
+    -------
+    None
+
+    Examples
+    --------
+    >>> flush_run_logs()
+    """
+    for handler in list(_RUN_HANDLERS):
+        handler.flush()
+
+
+def sole_run_handler(logger: logging.Logger, level: int) -> RunLogHandler | None:
+    """The :class:`RunLogHandler` that is the only handler a record of ``logger`` at ``level`` would reach.
+
+    None when anything else could see the record: another handler, a filter on the logger or on the
+    handler, a formatter other than the handler's own, a record factory or a Logger class of the
+    embedding, or no handler at all (logging's last resort). Checked on every call, since handlers
+    come and go (``caplog``, a notebook's).
+
+    Parameters
+    ----------
+    logger : logging.Logger
+        The logger the record is for.
+    level : int
+        Its level (the logger must be enabled for it).
+
+    Returns
+    -------
+    RunLogHandler or None
+
+    Examples
+    --------
+    >>> import logging
+    >>> sole_run_handler(logging.getLogger("nbkit.nowhere"), logging.WARNING) is None
+    True
+    """
+    if (
+        not _RUN_HANDLERS
+        or type(logger) is not logging.Logger
+        or logger.disabled
+        or logger.filters
+        or logging.getLogRecordFactory() is not logging.LogRecord
+    ):
+        return None
+    found: RunLogHandler | None = None
+    current: logging.Logger | None = logger
+    while current is not None:
+        for handler in current.handlers:
+            if level >= handler.level:
+                if (
+                    found is not None
+                    or type(handler) is not RunLogHandler
+                    or handler.filters
+                    or handler.formatter is not handler.run_formatter
+                ):
+                    return None
+                found = handler
+        if not current.propagate:
+            break
+        current = current.parent
+    return found
 
 
 #: Frames from :func:`_log` up to the runtime code whose line a record names: _log, emit / ack_failed, the caller.
@@ -255,3 +481,4 @@ def _render(value: object) -> str:
 
 _UNSUPPORTED = AckError("unsupported")  # never raised: the error an unsupported ack / nack reports
 _ACK_FAILED_TEXTS: dict[str, str] = {}
+_RUN_HANDLERS: WeakSet[RunLogHandler] = WeakSet()  # the live ones, flushed by flush_run_logs()

@@ -119,6 +119,7 @@ class StdioBroker(Broker[PipeRegistration]):
         self.loopback = loopback
         self.source: LineSource | None = None
         self.sink = LineSink(stdout)
+        self.sink.before_flush = logs.flush_run_logs  # a log line never comes after stdout written later
         self.decoder = LineDecoder()
         self.formatter = LineFormatter()
         self.subscriptions: list[StdioSubscription] = []

@@ -15,7 +15,7 @@ import os
 import select
 import sys
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import IO, Any
 
 from nbkit.errors import ConfigurationError, NbkitError, Utf8Error
@@ -256,6 +256,9 @@ class LineSink:
         self._file: IO[Any] | None = None
         self._buffer: list[str] = []
         self._size = 0
+        #: Called before buffered lines are written out: what must reach its destination first (the
+        #: ``nbkit run`` log lines about the deliveries these lines settle).
+        self.before_flush: Callable[[], None] | None = None
         stream = sys.stdout if target is None else target
         real = stream is sys.stdout or stream is sys.__stdout__  # a file given explicitly is written through it
         fd = _real_fileno(stream) if real else None
@@ -299,6 +302,8 @@ class LineSink:
         StdoutClosedError
             If the reader downstream has closed the pipe.
         """
+        if self.before_flush is not None:
+            self.before_flush()
         try:
             if self._fd is not None and self._buffer:
                 view = memoryview("".join(self._buffer).encode("utf-8"))
