@@ -21,6 +21,7 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from functools import partial
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
@@ -28,9 +29,9 @@ from nbkit.errors import ConfigurationError, NbkitError
 from nbkit.runtime import logs
 from nbkit.runtime.broker import Broker, Subscription
 from nbkit.runtime.clock import Clock, RealClock
-from nbkit.runtime.delivery import Delivery
+from nbkit.runtime.delivery import Delivery, retry_count
 from nbkit.runtime.events import SettlementEvent, events_frame
-from nbkit.runtime.outcome import HandlerOutcome, as_outcome
+from nbkit.runtime.outcome import HandlerOutcome, OutcomeKind, as_outcome
 from nbkit.runtime.redrive import REDRIVEN_FROM_HEADER
 from nbkit.runtime.registration import Registration
 from nbkit.runtime.settle import Action, Decision, decide
@@ -40,6 +41,7 @@ from nbkit.wire.envelope import RETRY_COUNT_HEADER
 if TYPE_CHECKING:
     import pandas as pd
 
+_new_event = partial(tuple.__new__, SettlementEvent)  # one per delivery: made from a tuple at C speed
 _IDLE_MIN = 0.001
 _IDLE_MAX = 0.1
 KEEP_EVENTS = 10_000  # settlement events an App keeps by default: a service runs for ever
@@ -280,40 +282,24 @@ class App:
         SettlementEvent
             What the runtime did.
         """
-        outcome, error = self._outcome(sub, delivery, result)
+        if type(result) is HandlerOutcome:
+            outcome, error = result, None
+        else:
+            outcome, error = self._outcome(sub, delivery, result)
         reg = sub.registration
         broker = sub.broker
         transport = broker.transport
-        attempt = delivery.attempt
-        decision = decide(outcome.kind, outcome.delay, attempt, reg.declaration, transport)
+        headers = delivery.headers
+        attempt = 1 if RETRY_COUNT_HEADER not in headers else retry_count(headers) + 1  # delivery.attempt
+        kind = outcome.kind
+        decision = self._decision(sub, kind, outcome.delay, attempt)
         action = decision.action
         now = self.clock.now()
+        name = reg.name
+        stream_key = delivery.stream_key
+        seq = delivery.seq
+        settled = (name, stream_key, seq, attempt)  # what the log records name
         destination = None if decision.destination is None else self._destination(decision, broker, reg)
-        # SettlementEvent._make (namedtuple's documented constructor from an iterable, length-checked), with
-        # the values in field order: bench/dispatch.py measured it 0.75 µs per delivery faster than keyword
-        # construction (12% of the replay at ERROR); tests/runtime/test_events.py pins the field order
-        event = SettlementEvent._make(
-            (
-                now,  # time
-                transport,
-                reg.name,  # subscription
-                delivery.stream_key,
-                delivery.shard_id,
-                delivery.seq,
-                attempt,
-                outcome.kind,  # outcome
-                decision.action_name,  # action
-                decision.delay,  # delay
-                destination,
-                now + decision.delay if action is Action.DELAYED_COPY and decision.delay is not None else None,  # due
-                None,  # written_at: set when the copy is written
-                None,  # copy_seq: likewise
-                False,  # abandoned
-                error,
-                REDRIVEN_FROM_HEADER in delivery.headers,  # redriven
-            )
-        )
-        settled = (reg.name, delivery.stream_key, delivery.seq, attempt)  # what the log records name
         if destination is None:  # unsupported, or rejected: nothing is written
             if action is Action.REJECTED:
                 logs.emit(
@@ -321,10 +307,11 @@ class App:
                     logging.WARNING,
                     logs.EXHAUSTED_REJECT,
                     delivery=settled,
-                    subscription=reg.name,
+                    subscription=name,
                     attempt=attempt,
                 )
-            logs.ack_failed(logs.DISPATCH, reg.name, settled)
+            logs.ack_failed(logs.DISPATCH, name, settled)
+            due = written_at = copy_seq = None
         else:
             if action is Action.DEAD_LETTER and decision.at_cap:
                 logs.emit(
@@ -332,33 +319,77 @@ class App:
                     logging.WARNING,
                     logs.EXHAUSTED_DLQ,
                     delivery=settled,
-                    subscription=reg.name,
+                    subscription=name,
                     attempt=attempt,
                     dead_letter=destination,
                 )
-            headers = dict(delivery.headers)
-            headers[RETRY_COUNT_HEADER] = str(attempt)  # the retry count of the copy: this attempt's
-            if event.due is not None:
-                copy = PendingCopy(
-                    event.due,
-                    next(self._order),
-                    broker,
-                    destination,
-                    delivery.payload,
-                    headers,
-                    event,
-                    self.settled,
-                    reg.name,
-                    attempt,
+            copy_headers = dict(headers)
+            copy_headers[RETRY_COUNT_HEADER] = str(attempt)  # the retry count of the copy: this attempt's
+            if action is Action.DELAYED_COPY and decision.delay is not None:
+                due = now + decision.delay
+                written_at = copy_seq = None
+            else:  # written now, before the event is made: it records where the copy went (or why it was lost)
+                due = None
+                written_at, copy_seq, lost = self._write_copy(
+                    broker, settled, destination, delivery.payload, copy_headers
                 )
-                heapq.heappush(self._pending, copy)
-            else:
-                event = self._publish_copy(event, broker, reg.name, destination, delivery.payload, headers)
+                if lost is not None:
+                    error = lost
+        # values in SettlementEvent's field order, made as a tuple (tests/runtime/test_events.py pins the order)
+        event = _new_event(
+            (
+                now,  # time
+                transport,
+                name,  # subscription
+                stream_key,
+                delivery.shard_id,
+                seq,
+                attempt,
+                kind,  # outcome
+                decision.action_name,  # action
+                decision.delay,  # delay
+                destination,
+                due,
+                written_at,
+                copy_seq,
+                False,  # abandoned
+                error,
+                REDRIVEN_FROM_HEADER in headers,  # redriven
+            )
+        )
+        if due is not None and destination is not None:
+            copy = PendingCopy(
+                due,
+                next(self._order),
+                broker,
+                destination,
+                delivery.payload,
+                copy_headers,
+                event,
+                self.settled,
+                name,
+                attempt,
+            )
+            heapq.heappush(self._pending, copy)
         self.events.append(event)
         self.settled += 1
         if reg.checkpoint is not None:
-            reg.checkpoint.save(delivery.stream_key, delivery.seq + 1)
+            reg.checkpoint.save(stream_key, seq + 1)
         return event
+
+    @staticmethod
+    def _decision(sub: Subscription, kind: OutcomeKind, delay: float | None, attempt: int) -> Decision:
+        """:func:`~nbkit.runtime.settle.decide` for this subscription, kept per (outcome, delay, at the cap):
+        a subscription's declaration and transport never change, and a Decision is immutable."""
+        decl = sub.registration.declaration
+        key = (kind, delay, decl.max_attempts is not None and attempt >= decl.max_attempts)
+        decisions = sub.decisions
+        decision = decisions.get(key)
+        if decision is None:
+            decision = decide(kind, delay, attempt, decl, sub.broker.transport)
+            if len(decisions) < 64:  # a few (outcome, delay) pairs per handler; bounded anyway
+                decisions[key] = decision
+        return decision
 
     def _outcome(self, sub: Subscription, delivery: Delivery, result: Any) -> tuple[HandlerOutcome, str | None]:
         """The outcome a handler's result stands for, and the error to record (a raise or a wrong return drops)."""
@@ -403,15 +434,15 @@ class App:
             return reg.declaration.dead_letter
         return None
 
-    def _publish_copy(
-        self,
-        event: SettlementEvent,
+    @staticmethod
+    def _write_copy(
         broker: Broker,
-        name: str,
+        settled: logs.Delivery,
         destination: str,
         payload: bytes,
         headers: dict[str, str],
-    ) -> SettlementEvent:
+    ) -> tuple[float | None, int | None, str | None]:
+        """Publish a retry or dead-letter copy: (written_at, copy_seq, None), or (None, None, why it was lost)."""
         try:
             published = broker.publish(destination, payload, headers)
         except NbkitError as exc:
@@ -419,13 +450,13 @@ class App:
                 logs.DISPATCH,
                 logging.WARNING,
                 logs.COPY_FAILED,
-                delivery=(name, event.stream_key, event.seq, event.attempt),
-                subscription=name,
+                delivery=settled,
+                subscription=settled[0],
                 destination=destination,
                 error=exc,
             )
-            return event._replace(error=f"copy lost: {exc}")
-        return event._replace(written_at=published.time, copy_seq=published.seq)
+            return None, None, f"copy lost: {exc}"
+        return published.time, published.seq, None
 
     def step(self) -> SettlementEvent | None:
         """Publish due copies, then deliver and settle one message; None if none was ready.
@@ -443,11 +474,32 @@ class App:
             If the handler is async and an event loop is running in this thread; the delivery is kept,
             and the next :meth:`astep` settles it.
         """
-        got = self._take()
-        if got is None:
-            return None
-        sub, delivery, result = got
-        if _is_awaitable(result):
+        if self.started and self._held is None and not self._pending:  # the usual case, _take's work inline
+            subs = self.subscriptions
+            if len(subs) == 1:  # next_delivery() of one subscription
+                sub = subs[0]
+                if sub.ended:
+                    return None
+                try:
+                    delivery = sub.poll()
+                except NbkitError as exc:
+                    logs.emit(logs.SUBSCRIBER, logging.ERROR, logs.STREAM_ERROR, subscription=sub.name, error=exc)
+                    raise
+                if delivery is None or delivery is NEED_MORE:
+                    return None
+            else:
+                got = self.next_delivery()
+                if got is None:
+                    return None
+                sub, delivery = got
+            self.last_delivery = delivery
+            result = self.invoke(sub, delivery)
+        else:
+            taken = self._take()
+            if taken is None:
+                return None
+            sub, delivery, result = taken
+        if result is not None and type(result) is not HandlerOutcome and inspect.isawaitable(result):
             if loop_running():
                 self._held = (sub, delivery, result)
                 raise ConfigurationError(
@@ -533,8 +585,13 @@ class App:
         return fired
 
     def _fire(self, copy: PendingCopy) -> SettlementEvent:
-        event = self._publish_copy(
-            copy.event, copy.broker, copy.subscription, copy.destination, copy.payload, copy.headers
+        event = copy.event
+        settled = (copy.subscription, event.stream_key, event.seq, event.attempt)
+        written_at, copy_seq, lost = self._write_copy(
+            copy.broker, settled, copy.destination, copy.payload, copy.headers
+        )
+        event = (
+            event._replace(error=lost) if lost is not None else event._replace(written_at=written_at, copy_seq=copy_seq)
         )
         self._update_event(copy.event_number, event)
         return event

@@ -82,16 +82,10 @@ class FileSubscription(Subscription):
             return None
         headers, payload = envelope.decode(msg.payload)
         headers[envelope.SEQUENCE_HEADER] = str(msg.seq)
+        # positional, in Delivery's field order: payload, headers, stream_key, shard_id, seq, timestamp_ms,
+        # transport, subscription, offset (keywords cost more, once per delivery)
         return Delivery(
-            payload=payload,
-            headers=headers,
-            stream_key=msg.stream_key,
-            shard_id=msg.shard_id,
-            seq=msg.seq,
-            timestamp_ms=msg.timestamp_ms,
-            transport="file",
-            subscription=self.name,
-            offset=msg.offset,
+            payload, headers, msg.stream_key, msg.shard_id, msg.seq, msg.timestamp_ms, "file", self.name, msg.offset
         )
 
     def seek(self, position: FilePosition) -> None:

@@ -9,7 +9,6 @@ import threading
 import time
 from collections.abc import Iterable
 from typing import Any
-from weakref import WeakSet
 
 from nbkit.errors import AckError
 
@@ -63,12 +62,8 @@ def ack_failed(logger: logging.Logger, subscription: str, delivery: Delivery | N
         message = f"{ACK_FAILED} subscription={_render(subscription)} error={_render(_UNSUPPORTED)}"
         if len(_ACK_FAILED_TEXTS) < 1024:
             _ACK_FAILED_TEXTS[subscription] = message
-    if delivery is not None and (handler := sole_run_handler(logger, logging.WARNING)) is not None:
-        _, stream_key, seq, attempt = delivery  # the subscription is in the text already
-        handler.write_line(
-            f"{handler.prefix(logger.name, logging.WARNING, message)} stream_key={_render(stream_key)} "
-            f"seq={seq} attempt={attempt}\n"
-        )
+    if delivery is not None and _RUN_HANDLERS and (handler := sole_run_handler(logger, logging.WARNING)) is not None:
+        handler.write_settlement(logger.name, logging.WARNING, message, delivery)
         return
     frame = sys._getframe(1)  # the runtime code that settled: what findCaller(stacklevel=2) names from here
     code = frame.f_code
@@ -218,7 +213,7 @@ class RunLogHandler(logging.Handler):
         self.setFormatter(self.run_formatter)
         self._lines: list[str] = []
         self._size = 0
-        self._prefixes: dict[tuple[str, int, str], str] = {}
+        self._prefixes: dict[tuple[str, str, str], tuple[str, str]] = {}  # see write_settlement
         _RUN_HANDLERS.add(self)
 
     def emit(self, record: logging.LogRecord) -> None:
@@ -235,42 +230,43 @@ class RunLogHandler(logging.Handler):
         if self._size >= self.limit or record.levelno >= logging.ERROR:
             self.flush()
 
-    def write_line(self, line: str) -> None:
-        """Gather one finished line (ending in ``\\n``), as :meth:`emit` does with a record's.
+    def write_settlement(self, name: str, level: int, message: str, delivery: Delivery) -> None:
+        """Gather the line :meth:`emit` makes of a settlement record whose message names the subscription.
+
+        That is the line of the record ``logger.log(level, message, extra=delivery_extra(delivery))`` with
+        ``nbkit_fields`` showing the subscription: ``LEVEL name: message stream_key=.. seq=.. attempt=..``.
+        The runtime hands it here when this handler is the only place the record would go
+        (:func:`sole_run_handler`), so no record is made.
 
         Parameters
         ----------
-        line : str
-            The line exactly as :meth:`emit` would make it.
+        name : str
+            The logger's name.
+        level : int
+            The record's level.
+        message : str
+            Its message (the text and its fields, as :func:`emit` renders them).
+        delivery : tuple of (str, str, int, int)
+            Subscription, stream key, sequence and attempt.
         """
-        with self.lock:  # type: ignore[union-attr]  # created by logging.Handler.__init__
+        _, stream_key, seq, attempt = delivery  # the subscription is in the message already
+        levelname = logging.getLevelName(level)
+        key = (name, message, stream_key)
+        cached = self._prefixes.get(key)
+        if cached is None or cached[0] is not levelname:  # (a level renamed with logging.addLevelName)
+            cached = (levelname, f"{levelname} {name}: {message} stream_key={_render(stream_key)} seq=")
+            if len(self._prefixes) >= 1024:
+                self._prefixes.clear()
+            self._prefixes[key] = cached
+        line = f"{cached[1]}{seq} attempt={attempt}\n"
+        lock = self.lock
+        assert lock is not None  # created by logging.Handler.__init__
+        with lock:
             self._lines.append(line)
             self._size += len(line)
             if self._size < self.limit:
                 return
         self.flush()
-
-    def prefix(self, name: str, level: int, message: str) -> str:
-        """``LEVEL name: message`` as the line of a record of logger ``name`` starts (kept per message).
-
-        Parameters
-        ----------
-        name, level, message : str, int, str
-            The logger's name, the record's level and its message.
-
-        Returns
-        -------
-        str
-        """
-        levelname = logging.getLevelName(level)
-        key = (name, level, message)
-        text = self._prefixes.get(key)
-        if text is None or not text.startswith(levelname + " "):
-            text = f"{levelname} {name}: {message}"
-            if len(self._prefixes) >= 1024:
-                self._prefixes.clear()
-            self._prefixes[key] = text
-        return text
 
     def flush(self) -> None:
         """Write the gathered lines in one piece and flush the stream."""
@@ -336,8 +332,7 @@ def sole_run_handler(logger: logging.Logger, level: int) -> RunLogHandler | None
     True
     """
     if (
-        not _RUN_HANDLERS
-        or type(logger) is not logging.Logger
+        type(logger) is not logging.Logger
         or logger.disabled
         or logger.filters
         or logging.getLogRecordFactory() is not logging.LogRecord
@@ -345,7 +340,7 @@ def sole_run_handler(logger: logging.Logger, level: int) -> RunLogHandler | None
         return None
     found: RunLogHandler | None = None
     current: logging.Logger | None = logger
-    while current is not None:
+    while current is not None:  # as Logger.callHandlers walks
         for handler in current.handlers:
             if level >= handler.level:
                 if (
@@ -481,4 +476,4 @@ def _render(value: object) -> str:
 
 _UNSUPPORTED = AckError("unsupported")  # never raised: the error an unsupported ack / nack reports
 _ACK_FAILED_TEXTS: dict[str, str] = {}
-_RUN_HANDLERS: WeakSet[RunLogHandler] = WeakSet()  # the live ones, flushed by flush_run_logs()
+_RUN_HANDLERS: set[RunLogHandler] = set()  # the ones not closed yet, flushed by flush_run_logs()
