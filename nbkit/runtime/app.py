@@ -292,14 +292,13 @@ class App:
         headers = delivery.headers
         attempt = 1 if RETRY_COUNT_HEADER not in headers else retry_count(headers) + 1  # delivery.attempt
         kind = outcome.kind
-        decision = self._decision(sub, kind, outcome.delay, attempt)
+        decision, destination = self._decision(sub, kind, outcome.delay, attempt)
         action = decision.action
         now = self.clock.now()
         name = reg.name
         stream_key = delivery.stream_key
         seq = delivery.seq
         settled = (name, stream_key, seq, attempt)  # what the log records name
-        destination = None if decision.destination is None else self._destination(decision, broker, reg)
         if destination is None:  # unsupported, or rejected: nothing is written
             if action is Action.REJECTED:
                 logs.emit(
@@ -377,19 +376,24 @@ class App:
             reg.checkpoint.save(stream_key, seq + 1)
         return event
 
-    @staticmethod
-    def _decision(sub: Subscription, kind: OutcomeKind, delay: float | None, attempt: int) -> Decision:
-        """:func:`~nbkit.runtime.settle.decide` for this subscription, kept per (outcome, delay, at the cap):
-        a subscription's declaration and transport never change, and a Decision is immutable."""
-        decl = sub.registration.declaration
+    def _decision(
+        self, sub: Subscription, kind: OutcomeKind, delay: float | None, attempt: int
+    ) -> tuple[Decision, str | None]:
+        """:func:`~nbkit.runtime.settle.decide` for this subscription, and the key its copy goes to (None: no
+        copy), kept per (outcome, delay, at the cap): a subscription's declaration, transport and
+        destinations never change, and a Decision is immutable."""
+        reg = sub.registration
+        decl = reg.declaration
         key = (kind, delay, decl.max_attempts is not None and attempt >= decl.max_attempts)
         decisions = sub.decisions
-        decision = decisions.get(key)
-        if decision is None:
+        found = decisions.get(key)
+        if found is None:
             decision = decide(kind, delay, attempt, decl, sub.broker.transport)
+            destination = None if decision.destination is None else self._destination(decision, sub.broker, reg)
+            found = (decision, destination)
             if len(decisions) < 64:  # a few (outcome, delay) pairs per handler; bounded anyway
-                decisions[key] = decision
-        return decision
+                decisions[key] = found
+        return found
 
     def _outcome(self, sub: Subscription, delivery: Delivery, result: Any) -> tuple[HandlerOutcome, str | None]:
         """The outcome a handler's result stands for, and the error to record (a raise or a wrong return drops)."""
@@ -493,7 +497,10 @@ class App:
                     return None
                 sub, delivery = got
             self.last_delivery = delivery
-            result = self.invoke(sub, delivery)
+            try:  # invoke(), inline
+                result = sub.registration.handler(delivery)
+            except Exception as exc:  # a failing handler drops the delivery, like an Err from Rust
+                result = exc
         else:
             taken = self._take()
             if taken is None:

@@ -31,7 +31,8 @@ class Subscription(ABC):
         self.registration = registration
         self.ended = False
         self.end_reason: str | None = None
-        #: the App's settlement decisions for this subscription, per (outcome, delay, at the cap)
+        #: the App's settlement decisions for this subscription and their copies' keys, per (outcome, delay,
+        #: at the cap)
         self.decisions: dict[tuple[str, float | None, bool], Any] = {}
 
     @property

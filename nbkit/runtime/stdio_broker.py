@@ -13,10 +13,8 @@ from nbkit.runtime.delivery import Delivery
 from nbkit.runtime.registration import Handler, PipeRegistration, check_key, common_options
 from nbkit.transport.pipe_io import LineInput, LineOutput, LineSink, LineSource
 from nbkit.transport.polling import NEED_MORE, NeedMore
-from nbkit.wire import envelope
-from nbkit.wire.envelope import SEQUENCE_HEADER
 from nbkit.wire.keys import validate_key
-from nbkit.wire.stdio_line import LineDecoder, LineFormatter
+from nbkit.wire.stdio_line import LineDecoder, LineFormatter, line_delivery
 
 
 class StdioSubscription(Subscription):
@@ -223,13 +221,16 @@ class StdioBroker(Broker[PipeRegistration]):
         if line is NEED_MORE:
             return False
         lineno = source.lineno
-        timestamp_ms, key, seq, shard, text, broadcast = self.decoder.decode(
-            line, lineno=lineno, now_ms=int(round(self.clock.now() * 1000))
-        )
-        headers, payload = envelope.decode(text.encode("utf-8"))
-        headers[SEQUENCE_HEADER] = str(seq)
+        # parse, resolve, envelope (compiled twin: one call per line)
+        timestamp_ms, key, seq, shard, payload, headers, broadcast = line_delivery(line, lineno, self.decoder.counters)
+        if timestamp_ms is None:  # the line carries no time: the time it was read
+            timestamp_ms = int(round(self.clock.now() * 1000))
+        routes = self._routes
+        if len(routes) == 1 and (broadcast or routes[0][0] == key):  # one subscription: its own headers dict
+            routes[0][2](Delivery(payload, headers, key, shard, seq, timestamp_ms, "pipe", routes[0][1], None, lineno))
+            return True
         first = True
-        for wanted, name, deliver in self._routes:
+        for wanted, name, deliver in routes:
             if broadcast or wanted == key:
                 # each delivery has its own headers: the first takes the decoded dict, the others a copy
                 deliver(
@@ -290,12 +291,8 @@ class StdioBroker(Broker[PipeRegistration]):
             raise InvalidArgumentError(
                 "invalid descriptor: stdio drops empty lines; an empty message cannot be transmitted"
             )
-        text = envelope.encode(headers, data, force_text=True).decode("utf-8")  # never empty: data or headers
         now = self.clock.now()
-        formatter = self.formatter
-        seq = formatter.next_seq(key)
-        line = formatter.format(key, text, int(round(now * 1000)))
-        assert line is not None  # format() returns None only for an empty text
+        seq, line = self.formatter.copy(key, headers, data, int(round(now * 1000)))  # the rs1/rs2 envelope's line
         self.sink.write(line)
         if self.loopback and self.source is not None:
             self.source.feed(line[:-1])

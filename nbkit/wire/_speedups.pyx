@@ -356,6 +356,10 @@ cdef Py_ssize_t _u64_end(str line, Py_ssize_t j, Py_ssize_t n):
     return j if j > s else -1
 
 
+cdef str _ts_text = None  # the timestamp text parse_fields read last, and its value
+cdef object _ts_value = None
+
+
 def parse_fields(str line, lineno):
     """The compiled ``stdio_line._parse_fields``: (timestamp_ms, key, seq, shard, payload) of a line.
 
@@ -418,7 +422,15 @@ def parse_fields(str line, lineno):
         j = h1
     if j >= n or line[j] != u']':
         return mod._parse_general(line, lineno)
-    ts = mod._parse_timestamp(line[1:ts_end])
+    global _ts_text, _ts_value
+    if _ts_text is not None and ts_end - 1 == len(_ts_text) and line.startswith(_ts_text, 1):
+        ts = _ts_value  # the same time as the line before (a stage reads runs of lines of one second)
+    else:
+        text = line[1:ts_end]
+        ts = mod._parse_timestamp(text)
+        if ts is not None:
+            _ts_text = text
+            _ts_value = ts
     seq = int(line[s0:s1])
     shard = None if h0 < 0 else int(line[h0:h1])
     if ts is None or seq > 0xFFFFFFFFFFFFFFFF or (shard is not None and shard > 0xFFFFFFFFFFFFFFFF):
@@ -574,3 +586,44 @@ def envelope_encode(headers, payload, *, force_text):
         from nbkit.wire.envelope import encode_pure
         _pure_envelope_encode = encode_pure
     return _pure_envelope_encode(headers, payload, force_text=force_text)
+
+
+# ------------------------------------------------------------------------------- lines <-> deliveries
+
+_pure_envelope_decode = None
+
+
+def line_delivery(str line, lineno, dict counters not None):
+    """The compiled :func:`nbkit.wire.stdio_line.line_delivery`: a pipe delivery's fields from one line.
+
+    (timestamp_ms or None, stream_key, seq, shard_id, payload, headers, broadcast). A payload that does
+    not start with ``rs`` has no envelope: its UTF-8 bytes and no headers; any other goes to
+    :func:`nbkit.wire.envelope.decode`."""
+    global _pure_envelope_decode
+    ts, key, seq, shard, text = parse_fields(line, lineno)
+    stream_key = _stdio_module().BROADCAST_KEY if key is None else key
+    if shard is None:
+        shard = 0
+    slot = (stream_key, shard)
+    if seq is None:
+        seq = counters.get(slot, 0)
+        counters[slot] = (seq + 1) & 0xFFFFFFFFFFFFFFFF  # u64 arithmetic, wrapping like release Rust
+    else:
+        counters[slot] = seq
+    cdef bytes data = (<str>text).encode("utf-8")
+    cdef dict headers
+    if PyBytes_GET_SIZE(data) >= 2 and PyBytes_AS_STRING(data)[0] == 114 and PyBytes_AS_STRING(data)[1] == 115:
+        if _pure_envelope_decode is None:
+            from nbkit.wire.envelope import decode
+            _pure_envelope_decode = decode
+        headers, payload = _pure_envelope_decode(data)
+    else:
+        headers, payload = {}, data
+    headers[u"stream-sequence"] = str(seq)
+    return ts, stream_key, seq, shard, payload, headers, key is None
+
+
+def copy_line(timestamp_ms, str stream_key, seq, headers, payload):
+    """The compiled :func:`nbkit.wire.stdio_line.copy_line`: the line of a payload's ``rs1:`` envelope (or of
+    the payload itself)."""
+    return format_line(timestamp_ms, stream_key, seq, envelope_encode(headers, payload, force_text=True).decode("utf-8"))

@@ -11,6 +11,7 @@ from functools import partial
 from typing import NamedTuple
 
 from nbkit.errors import LineParseError
+from nbkit.wire import envelope
 from nbkit.wire.core import pick
 from nbkit.wire.keys import BROADCAST_KEY, MAX_KEY_LEN, is_valid_key, validate_key
 from nbkit.wire.rust_text import RUST_WHITESPACE
@@ -22,7 +23,9 @@ __all__ = [
     "LineFormatter",
     "ResolvedLine",
     "StdioLine",
+    "copy_line",
     "format_line",
+    "line_delivery",
     "parse_line",
 ]
 
@@ -214,10 +217,11 @@ class LineDecoder:
     (not value+1), so the next implicit seq repeats it: explicit 5 → 5, then implicit → 5, 6, ...
     """
 
-    __slots__ = ("_counters",)
+    __slots__ = ("counters",)
 
     def __init__(self) -> None:
-        self._counters: dict[tuple[str, int], int] = {}
+        #: The next implicit sequence number per (stream key, shard), as :func:`line_delivery` takes it.
+        self.counters: dict[tuple[str, int], int] = {}
 
     def decode(self, line: str, *, lineno: int | None = None, now_ms: int) -> ResolvedLine:
         """Parse ``line`` (no trailing ``\\n``) and resolve its missing fields."""
@@ -237,11 +241,70 @@ class LineDecoder:
             shard = 0
         slot = (stream_key, shard)
         if seq is None:
-            seq = self._counters.get(slot, 0)
-            self._counters[slot] = (seq + 1) & MAX_U64  # u64 arithmetic, wrapping like release Rust
+            seq = self.counters.get(slot, 0)
+            self.counters[slot] = (seq + 1) & MAX_U64  # u64 arithmetic, wrapping like release Rust
         else:
-            self._counters[slot] = seq
+            self.counters[slot] = seq
         return _new_resolved_line((now_ms if ts is None else ts, stream_key, seq, shard, payload, key is None))
+
+
+#: What :func:`line_delivery` gives: (timestamp_ms or None, stream_key, seq, shard_id, payload, headers, broadcast).
+DeliveryFields = tuple[int | None, str, int, int, bytes, dict, bool]
+
+
+def line_delivery(line: str, lineno: int | None, counters: dict[tuple[str, int], int]) -> DeliveryFields:
+    """Everything a pipe delivery is made of, from one line: parse, resolve, decode the envelope.
+
+    What :meth:`LineDecoder.decode` resolves (``counters`` is its per (key, shard) sequence counter, and
+    advances the same way), then :func:`nbkit.wire.envelope.decode` of the payload's UTF-8 bytes, and the
+    ``stream-sequence`` header set to the line's sequence. The timestamp is None when the line carries
+    none (the caller fills in the time it read the line); ``broadcast`` is True for a line that names no
+    key (its ``stream_key`` is then ``broadcast``).
+
+    Parameters
+    ----------
+    line : str
+        One line, without its ``\\n``.
+    lineno : int or None
+        Its line number, for the error a malformed header raises.
+    counters : dict
+        The sequence counters per (stream key, shard), updated in place.
+
+    Returns
+    -------
+    tuple
+        (timestamp_ms or None, stream_key, seq, shard_id, payload bytes, headers dict, broadcast).
+
+    Raises
+    ------
+    LineParseError
+        If the ``[...]`` header is malformed (as :func:`parse_line`).
+
+    Examples
+    --------
+    >>> line_delivery("[2024-01-01T00:00:00 | jobs | 7] hello", 1, {})
+    (1704067200000, 'jobs', 7, 0, b'hello', {'stream-sequence': '7'}, False)
+    >>> line_delivery("hello", 2, {})
+    (None, 'broadcast', 0, 0, b'hello', {'stream-sequence': '0'}, True)
+    """
+    ts, key, seq, shard, text = _parse_fields(line, lineno)
+    stream_key = BROADCAST_KEY if key is None else key
+    if shard is None:
+        shard = 0
+    slot = (stream_key, shard)
+    if seq is None:
+        seq = counters.get(slot, 0)
+        counters[slot] = (seq + 1) & MAX_U64  # u64 arithmetic, wrapping like release Rust
+    else:
+        counters[slot] = seq
+    headers, payload = envelope.decode(text.encode("utf-8"))
+    headers[envelope.SEQUENCE_HEADER] = str(seq)
+    return ts, stream_key, seq, shard, payload, headers, key is None
+
+
+#: The pure-Python twin, kept under its own name for the twin tests and benchmarks.
+line_delivery_pure = line_delivery
+line_delivery = pick("line_delivery", line_delivery_pure)  # noqa: F811 (the twin this process runs)
 
 
 # a pipe stage makes one of each per line: built from a tuple at C speed
@@ -265,6 +328,52 @@ format_line_pure = format_line
 format_line = pick("format_line", format_line_pure)  # noqa: F811 (the twin this process runs)
 
 
+def copy_line(timestamp_ms: int, stream_key: str, seq: int, headers: dict | None, payload: bytes) -> str:
+    """The line that carries ``payload`` and its headers: :func:`format_line` of its envelope's text.
+
+    ``envelope.encode(headers, payload, force_text=True)``, as text, on a line under ``stream_key``
+    (what a pipe stage writes for a retry copy or a publish). No checks on the key here.
+
+    Parameters
+    ----------
+    timestamp_ms : int
+        The line's time, epoch milliseconds.
+    stream_key : str
+        Its key.
+    seq : int
+        Its sequence number.
+    headers : dict or None
+        The headers the envelope carries.
+    payload : bytes
+        The payload (not empty unless there are headers).
+
+    Returns
+    -------
+    str
+        The line, ending in ``\\n``.
+
+    Raises
+    ------
+    PayloadTooLargeError
+        If the envelope's header block does not fit its 32-bit length (as ``envelope.encode``).
+
+    Examples
+    --------
+    >>> copy_line(1704067200000, "jobs.retry", 0, None, b"hello")
+    '[2024-01-01T00:00:00 | jobs.retry | 0] hello\\n'
+    >>> copy_line(1704067200000, "jobs.retry", 1, {"x-ruststream-retry-count": "1"}, b"hi")[:45]
+    '[2024-01-01T00:00:00 | jobs.retry | 1] rs1:AA'
+    """
+    return format_line(
+        timestamp_ms, stream_key, seq, envelope.encode(headers, payload, force_text=True).decode("utf-8")
+    )
+
+
+#: The pure-Python twin, kept under its own name for the twin tests and benchmarks.
+copy_line_pure = copy_line
+copy_line = pick("copy_line", copy_line_pure)  # noqa: F811 (the twin this process runs)
+
+
 class LineFormatter:
     """Producer side: numbers lines per stream key from 0 and skips empty payloads (§14.3)."""
 
@@ -276,6 +385,33 @@ class LineFormatter:
     def next_seq(self, stream_key: str) -> int:
         """The sequence number the next non-empty line of ``stream_key`` will carry."""
         return self._seqs.get(stream_key, 0)
+
+    def copy(self, stream_key: str, headers: dict | None, payload: bytes, timestamp_ms: int) -> tuple[int, str]:
+        """The next line of ``stream_key`` carrying ``payload`` and ``headers`` (:func:`copy_line`), and its seq.
+
+        Parameters
+        ----------
+        stream_key : str
+            The key (validated the first time it is used).
+        headers : dict or None
+            The envelope's headers.
+        payload : bytes
+            The payload; with no headers it must not be empty (an empty line carries nothing).
+        timestamp_ms : int
+            The line's time.
+
+        Returns
+        -------
+        tuple of (int, str)
+            The line's sequence number and the line.
+        """
+        seq = self._seqs.get(stream_key)
+        if seq is None:
+            validate_key(stream_key)
+            seq = 0
+        line = copy_line(timestamp_ms, stream_key, seq, headers, payload)
+        self._seqs[stream_key] = seq + 1
+        return seq, line
 
     def format(self, stream_key: str, payload: str, timestamp_ms: int) -> str | None:
         """Return the line for ``payload``, or None for an empty payload (which uses no seq)."""
