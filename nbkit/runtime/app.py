@@ -292,7 +292,9 @@ class App:
         headers = delivery.headers
         attempt = 1 if RETRY_COUNT_HEADER not in headers else retry_count(headers) + 1  # delivery.attempt
         kind = outcome.kind
-        decision, destination = self._decision(sub, kind, outcome.delay, attempt)
+        decl = reg.declaration
+        found = sub.decisions.get((kind, outcome.delay, decl.max_attempts is not None and attempt >= decl.max_attempts))
+        decision, destination = self._decision(sub, kind, outcome.delay, attempt) if found is None else found
         action = decision.action
         now = self.clock.now()
         name = reg.name
@@ -329,11 +331,11 @@ class App:
                 written_at = copy_seq = None
             else:  # written now, before the event is made: it records where the copy went (or why it was lost)
                 due = None
-                written_at, copy_seq, lost = self._write_copy(
-                    broker, settled, destination, delivery.payload, copy_headers
-                )
-                if lost is not None:
-                    error = lost
+                try:
+                    _, copy_seq, written_at = broker.publish(destination, delivery.payload, copy_headers)
+                except NbkitError as exc:
+                    written_at = copy_seq = None
+                    error = self._copy_lost(settled, destination, exc)
         # values in SettlementEvent's field order, made as a tuple (tests/runtime/test_events.py pins the order)
         event = _new_event(
             (
@@ -380,8 +382,8 @@ class App:
         self, sub: Subscription, kind: OutcomeKind, delay: float | None, attempt: int
     ) -> tuple[Decision, str | None]:
         """:func:`~nbkit.runtime.settle.decide` for this subscription, and the key its copy goes to (None: no
-        copy), kept per (outcome, delay, at the cap): a subscription's declaration, transport and
-        destinations never change, and a Decision is immutable."""
+        copy), kept in ``sub.decisions`` per (outcome, delay, at the cap), where :meth:`settle` looks first: a
+        subscription's declaration, transport and destinations never change, and a Decision is immutable."""
         reg = sub.registration
         decl = reg.declaration
         key = (kind, delay, decl.max_attempts is not None and attempt >= decl.max_attempts)
@@ -439,28 +441,18 @@ class App:
         return None
 
     @staticmethod
-    def _write_copy(
-        broker: Broker,
-        settled: logs.Delivery,
-        destination: str,
-        payload: bytes,
-        headers: dict[str, str],
-    ) -> tuple[float | None, int | None, str | None]:
-        """Publish a retry or dead-letter copy: (written_at, copy_seq, None), or (None, None, why it was lost)."""
-        try:
-            published = broker.publish(destination, payload, headers)
-        except NbkitError as exc:
-            logs.emit(
-                logs.DISPATCH,
-                logging.WARNING,
-                logs.COPY_FAILED,
-                delivery=settled,
-                subscription=settled[0],
-                destination=destination,
-                error=exc,
-            )
-            return None, None, f"copy lost: {exc}"
-        return published.time, published.seq, None
+    def _copy_lost(settled: logs.Delivery, destination: str, exc: NbkitError) -> str:
+        """Log that a copy could not be published (it is lost); returns the event's error."""
+        logs.emit(
+            logs.DISPATCH,
+            logging.WARNING,
+            logs.COPY_FAILED,
+            delivery=settled,
+            subscription=settled[0],
+            destination=destination,
+            error=exc,
+        )
+        return f"copy lost: {exc}"
 
     def step(self) -> SettlementEvent | None:
         """Publish due copies, then deliver and settle one message; None if none was ready.
@@ -594,12 +586,12 @@ class App:
     def _fire(self, copy: PendingCopy) -> SettlementEvent:
         event = copy.event
         settled = (copy.subscription, event.stream_key, event.seq, event.attempt)
-        written_at, copy_seq, lost = self._write_copy(
-            copy.broker, settled, copy.destination, copy.payload, copy.headers
-        )
-        event = (
-            event._replace(error=lost) if lost is not None else event._replace(written_at=written_at, copy_seq=copy_seq)
-        )
+        try:
+            published = copy.broker.publish(copy.destination, copy.payload, copy.headers)
+        except NbkitError as exc:
+            event = event._replace(error=self._copy_lost(settled, copy.destination, exc))
+        else:
+            event = event._replace(written_at=published.time, copy_seq=published.seq)
         self._update_event(copy.event_number, event)
         return event
 

@@ -15,7 +15,7 @@ from nbkit.errors import (
     WriterLockedError,
 )
 from nbkit.runtime import logs
-from nbkit.runtime.broker import Broker, Published, Subscription, as_payload, registrator
+from nbkit.runtime.broker import Broker, Published, Subscription, as_payload, new_published, registrator
 from nbkit.runtime.delivery import Delivery
 from nbkit.runtime.position_store import PositionStore
 from nbkit.runtime.registration import FileRegistration, Handler, common_options
@@ -325,7 +325,7 @@ class FileBroker(Broker[FileRegistration]):
         validate_key(key)
         data = envelope.encode(headers or {}, as_payload(payload), force_text=False)
         written = self.writer.write(key, data, timestamp_ms=timestamp_ms)
-        return Published(key, written.seq, written.timestamp_ms / 1000)
+        return new_published((key, written.seq, written.timestamp_ms / 1000))
 
     def abort(self) -> None:
         """Stop as a killed process would: close the subscriptions and the file, write no EOS."""

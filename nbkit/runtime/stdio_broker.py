@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 from nbkit.errors import ConfigurationError, InvalidArgumentError, RetryDestinationError
 from nbkit.runtime import logs
-from nbkit.runtime.broker import Broker, Published, Subscription, as_payload, registrator
+from nbkit.runtime.broker import Broker, Published, Subscription, as_payload, new_published, registrator
 from nbkit.runtime.delivery import Delivery
 from nbkit.runtime.registration import Handler, PipeRegistration, check_key, common_options
 from nbkit.transport.pipe_io import LineInput, LineOutput, LineSink, LineSource
@@ -296,7 +296,7 @@ class StdioBroker(Broker[PipeRegistration]):
         self.sink.write(line)
         if self.loopback and self.source is not None:
             self.source.feed(line[:-1])
-        return Published(key, seq, now)
+        return new_published((key, seq, now))
 
     def reset(self) -> None:
         """Back to the configured, unconnected state: stdin is opened again, sequences start again at 0."""

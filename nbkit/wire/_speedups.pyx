@@ -445,16 +445,24 @@ cdef str _cached_text = u"1970-01-01T00:00:00"
 
 def format_line(timestamp_ms, str stream_key, seq, str payload):
     """The compiled :func:`nbkit.wire.stdio_line.format_line`: ``[YYYY-MM-DDTHH:MM:SS | key | seq] payload\\n``."""
+    return _format_line(timestamp_ms, stream_key, seq, payload)
+
+
+cdef str _format_line(timestamp_ms, str stream_key, seq, str payload):
+    return u"[" + _second(timestamp_ms) + u" | " + stream_key + u" | " + str(seq) + u"] " + payload + u"\n"
+
+
+cdef str _second(timestamp_ms):
+    """The line's time, ``YYYY-MM-DDTHH:MM:SS`` (the last one made is kept: lines come in runs of a second)."""
     global _cached_sec, _cached_text
     sec = timestamp_ms // 1000
     if type(sec) is int and -(1 << 62) < sec < (1 << 62) and <long long>sec == _cached_sec:
-        text = _cached_text
-    else:
-        text = _stdio_module()._second_text(sec)
-        if type(sec) is int and -(1 << 62) < sec < (1 << 62):
-            _cached_sec = <long long>sec
-            _cached_text = text
-    return u"[" + text + u" | " + stream_key + u" | " + str(seq) + u"] " + payload + u"\n"
+        return _cached_text
+    text = _stdio_module()._second_text(sec)
+    if type(sec) is int and -(1 << 62) < sec < (1 << 62):
+        _cached_sec = <long long>sec
+        _cached_text = text
+    return text
 
 
 # ------------------------------------------------------------------------------------- envelope
@@ -534,10 +542,55 @@ def envelope_encode(headers, payload, *, force_text):
     headers whose names are lowercase printable ASCII without ``:`` and whose values are printable
     ASCII str, neither padded with spaces (the ``rs1:`` text block as is). Everything else goes to
     the pure twin, which builds the other envelopes and raises every error."""
-    global _pure_envelope_encode
-    cdef Py_ssize_t block_len = 0, plen, raw_len, k
-    cdef uint8_t* raw
+    return _envelope_encode(headers, payload, force_text)
+
+
+cdef Py_ssize_t _plain_block_len(dict headers):
+    """The length of the ``rs1:`` text block of ``headers`` when every name and value is plain (see
+    :func:`envelope_encode`) and it fits its u32 length; else -1."""
+    cdef Py_ssize_t block_len = 0
+    for name, value in headers.items():
+        if not (_plain_header_text(name, True) and _plain_header_text(value, False)):
+            return -1
+        block_len += PyUnicode_GET_LENGTH(name) + PyUnicode_GET_LENGTH(value) + 3
+    return block_len if block_len <= 0xFFFFFFFF else -1
+
+
+cdef int _write_rs1(dict headers, Py_ssize_t block_len, const uint8_t* p, Py_ssize_t plen, uint8_t* out) except -1:
+    """Write ``rs1:`` and the base64 of (u32 block length, the text block of plain ``headers``, the payload)
+    at ``out``: 4 + (4 + block_len + plen + 2) // 3 * 4 bytes."""
+    cdef Py_ssize_t raw_len = 4 + block_len + plen, k
+    cdef uint8_t* raw = <uint8_t*>PyMem_Malloc(raw_len)
     cdef uint8_t* w
+    if raw == NULL:
+        raise MemoryError()
+    try:
+        raw[0] = <uint8_t>(block_len >> 24)
+        raw[1] = <uint8_t>(block_len >> 16)
+        raw[2] = <uint8_t>(block_len >> 8)
+        raw[3] = <uint8_t>block_len
+        w = raw + 4
+        for name, value in headers.items():
+            k = PyUnicode_GET_LENGTH(name)
+            memcpy(w, PyUnicode_DATA(name), k)
+            w[k] = 58
+            w[k + 1] = 32
+            w += k + 2
+            k = PyUnicode_GET_LENGTH(value)
+            memcpy(w, PyUnicode_DATA(value), k)
+            w[k] = 10
+            w += k + 1
+        memcpy(w, p, plen)
+        memcpy(out, b"rs1:", 4)
+        _b64(raw, raw_len, out + 4)
+    finally:
+        PyMem_Free(raw)
+    return 0
+
+
+cdef object _envelope_encode(headers, payload, bint force_text):
+    global _pure_envelope_encode
+    cdef Py_ssize_t block_len, plen
     cdef const uint8_t* p
     cdef bytes out
     if type(payload) is bytes and (headers is None or type(headers) is dict):
@@ -548,40 +601,11 @@ def envelope_encode(headers, payload, *, force_text):
                 if not force_text or _plain_line_payload(<bytes>payload):
                     return payload
         else:
-            for name, value in (<dict>headers).items():
-                if not (_plain_header_text(name, True) and _plain_header_text(value, False)):
-                    break
-                block_len += PyUnicode_GET_LENGTH(name) + PyUnicode_GET_LENGTH(value) + 3
-            else:
-                if block_len <= 0xFFFFFFFF:
-                    raw_len = 4 + block_len + plen
-                    raw = <uint8_t*>PyMem_Malloc(raw_len)
-                    if raw == NULL:
-                        raise MemoryError()
-                    try:
-                        raw[0] = <uint8_t>(block_len >> 24)
-                        raw[1] = <uint8_t>(block_len >> 16)
-                        raw[2] = <uint8_t>(block_len >> 8)
-                        raw[3] = <uint8_t>block_len
-                        w = raw + 4
-                        for name, value in (<dict>headers).items():
-                            k = PyUnicode_GET_LENGTH(name)
-                            memcpy(w, PyUnicode_DATA(name), k)
-                            w[k] = 58
-                            w[k + 1] = 32
-                            w += k + 2
-                            k = PyUnicode_GET_LENGTH(value)
-                            memcpy(w, PyUnicode_DATA(value), k)
-                            w[k] = 10
-                            w += k + 1
-                        memcpy(w, p, plen)
-                        out = PyBytes_FromStringAndSize(NULL, 4 + (raw_len + 2) // 3 * 4)
-                        w = <uint8_t*>PyBytes_AS_STRING(out)
-                        memcpy(w, b"rs1:", 4)
-                        _b64(raw, raw_len, w + 4)
-                    finally:
-                        PyMem_Free(raw)
-                    return out
+            block_len = _plain_block_len(<dict>headers)
+            if block_len >= 0:
+                out = PyBytes_FromStringAndSize(NULL, 4 + (4 + block_len + plen + 2) // 3 * 4)
+                _write_rs1(<dict>headers, block_len, p, plen, <uint8_t*>PyBytes_AS_STRING(out))
+                return out
     if _pure_envelope_encode is None:
         from nbkit.wire.envelope import encode_pure
         _pure_envelope_encode = encode_pure
@@ -623,7 +647,50 @@ def line_delivery(str line, lineno, dict counters not None):
     return ts, stream_key, seq, shard, payload, headers, key is None
 
 
+cdef extern from "Python.h":
+    object PyUnicode_New(Py_ssize_t, Py_UCS4)
+
+
+cdef inline Py_ssize_t _put(uint8_t* w, str text) noexcept:
+    """Copy an ASCII str's characters to ``w``; returns how many."""
+    cdef Py_ssize_t n = PyUnicode_GET_LENGTH(text)
+    memcpy(w, PyUnicode_DATA(text), n)
+    return n
+
+
 def copy_line(timestamp_ms, str stream_key, seq, headers, payload):
     """The compiled :func:`nbkit.wire.stdio_line.copy_line`: the line of a payload's ``rs1:`` envelope (or of
-    the payload itself)."""
-    return format_line(timestamp_ms, stream_key, seq, envelope_encode(headers, payload, force_text=True).decode("utf-8"))
+    the payload itself).
+
+    Plain headers (as :func:`envelope_encode` compiles them) with a bytes payload, under an ASCII key: the
+    line is written in one piece, the envelope's base64 straight into it; anything else is
+    ``format_line(..., envelope_encode(...).decode())``."""
+    cdef Py_ssize_t block_len, plen, b64_len, total
+    cdef uint8_t* w
+    if type(payload) is bytes and type(headers) is dict and headers and PyUnicode_IS_ASCII(stream_key):
+        block_len = _plain_block_len(<dict>headers)
+        if block_len >= 0:
+            second = _second(timestamp_ms)
+            seq_text = str(seq)
+            if PyUnicode_IS_ASCII(second) and PyUnicode_IS_ASCII(seq_text):
+                plen = PyBytes_GET_SIZE(payload)
+                b64_len = (4 + block_len + plen + 2) // 3 * 4
+                total = (1 + PyUnicode_GET_LENGTH(second) + 3 + PyUnicode_GET_LENGTH(stream_key) + 3
+                         + PyUnicode_GET_LENGTH(seq_text) + 2 + 4 + b64_len + 1)
+                out = PyUnicode_New(total, 127)
+                w = <uint8_t*>PyUnicode_DATA(out)
+                w[0] = 91  # [
+                w += 1
+                w += _put(w, second)
+                memcpy(w, b" | ", 3)
+                w += 3
+                w += _put(w, stream_key)
+                memcpy(w, b" | ", 3)
+                w += 3
+                w += _put(w, seq_text)
+                memcpy(w, b"] ", 2)
+                w += 2
+                _write_rs1(<dict>headers, block_len, <const uint8_t*>PyBytes_AS_STRING(payload), plen, w)
+                w[4 + b64_len] = 10  # \n
+                return out
+    return _format_line(timestamp_ms, stream_key, seq, _envelope_encode(headers, payload, True).decode("utf-8"))
