@@ -9,13 +9,13 @@ outside any loop runs them on the app's own loop. The app starts no threads.
 
 from __future__ import annotations
 
-import asyncio
 import heapq
 import inspect
 import itertools
 import logging
 import select
 import signal
+import sys
 import threading
 import time
 from collections import deque
@@ -39,6 +39,8 @@ from nbkit.transport.polling import NEED_MORE
 from nbkit.wire.envelope import RETRY_COUNT_HEADER
 
 if TYPE_CHECKING:
+    import asyncio
+
     import pandas as pd
 
 _new_event = partial(tuple.__new__, SettlementEvent)  # one per delivery: made from a tuple at C speed
@@ -507,6 +509,8 @@ class App:
                     "`await session.astep()` / `await session.arun()` (or `await app.astep()`) instead"
                 )
             if self._loop is None or self._loop.is_closed():
+                import asyncio  # only for async handlers: `nbkit run` of a sync service never loads it
+
                 self._loop = asyncio.new_event_loop()
             result = self._loop.run_until_complete(_capture(result))
         return self.settle(sub, delivery, result)
@@ -692,7 +696,7 @@ class App:
                     break
                 self._flush()
                 pause, deadline = self._pause(idle)
-                await asyncio.sleep(pause)
+                await _sleep(pause)
                 if deadline is not None:
                     self.clock.reach(deadline)
                 idle = min(idle * 2, _IDLE_MAX)
@@ -849,8 +853,18 @@ def loop_running() -> bool:
     >>> asyncio.run(inside())
     True
     """
+    asyncio = sys.modules.get("asyncio")
+    if asyncio is None:  # not even imported: no loop can be running
+        return False
     try:
         asyncio.get_running_loop()
     except RuntimeError:
         return False
     return True
+
+
+async def _sleep(seconds: float) -> None:
+    """``asyncio.sleep`` (asyncio is imported where it is used: a sync service never loads it)."""
+    import asyncio
+
+    await asyncio.sleep(seconds)
