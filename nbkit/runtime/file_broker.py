@@ -80,12 +80,12 @@ class FileSubscription(Subscription):
         if msg is None:
             self._finish(self.reader.end.reason if self.reader.end else "end")
             return None
-        headers, payload = envelope.decode(msg.payload)
-        headers[envelope.SEQUENCE_HEADER] = str(msg.seq)
-        # positional, in Delivery's field order: payload, headers, stream_key, shard_id, seq, timestamp_ms,
-        # transport, subscription, offset (keywords cost more, once per delivery)
+        stream_key, shard_id, seq, timestamp_ms, data, offset, _ = msg  # Message's fields, in order
+        headers, payload = envelope.decode(data)
+        headers[envelope.SEQUENCE_HEADER] = str(seq)
+        # positional, in Delivery's field order (keywords cost more, once per delivery)
         return Delivery(
-            payload, headers, msg.stream_key, msg.shard_id, msg.seq, msg.timestamp_ms, "file", self.name, msg.offset
+            payload, headers, stream_key, shard_id, seq, timestamp_ms, "file", self.registration.name, offset
         )
 
     def seek(self, position: FilePosition) -> None:

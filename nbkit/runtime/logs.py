@@ -259,22 +259,20 @@ class RunLogHandler(logging.Handler):
                 self._prefixes.clear()
             self._prefixes[key] = cached
         line = f"{cached[1]}{seq} attempt={attempt}\n"
-        lock = self.lock
-        assert lock is not None  # created by logging.Handler.__init__
-        with lock:
-            self._lines.append(line)
-            self._size += len(line)
-            if self._size < self.limit:
-                return
-        self.flush()
+        self._lines.append(line)  # no lock: one append is atomic, and flush() never drops a line appended meanwhile
+        self._size += len(line)
+        if self._size >= self.limit:
+            self.flush()
 
     def flush(self) -> None:
         """Write the gathered lines in one piece and flush the stream."""
         with self.lock:  # type: ignore[union-attr]  # created by logging.Handler.__init__
-            if not self._lines:
+            lines = self._lines
+            n = len(lines)
+            if not n:
                 return
-            text = "".join(self._lines)
-            self._lines.clear()
+            text = "".join(lines[:n])
+            del lines[:n]  # (a line another thread appended meanwhile stays, for the next flush)
             self._size = 0
             try:
                 self.stream.write(text)
