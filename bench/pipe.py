@@ -7,14 +7,21 @@ every line is delivered, settled and written back as a retry copy (its headers t
 envelope). Baseline: a bare Python script that parses each line with a regular expression and writes
 it back (also a subprocess, same files). Floor: ``cat``.
 
+``--profile`` then runs the same service in this process (stdin from the same file, stdout to /dev/null)
+under cProfile and prints its top entries.
+
     python bench/pipe.py                        # 1,000,000 lines, 3 timed runs per side
+    python bench/pipe.py --messages 200000 --repeat 5 --profile
     python bench/pipe.py --messages 2000 --repeat 1
 """
 
 from __future__ import annotations
 
+import cProfile
 import gc
+import importlib.util
 import os
+import pstats
 import resource
 import shutil
 import statistics
@@ -90,8 +97,30 @@ def interleaved(fns: list[Callable[[], object]], repeat: int) -> list[c.Timing]:
     return [c.Timing(statistics.median(w), statistics.median(u), w, None) for w, u in zip(walls, cpus, strict=True)]
 
 
+def profile(tmp: str, lines: str, top: int = 18) -> None:
+    """cProfile's top entries (by own time) of the service run in this process over ``lines``."""
+    spec = importlib.util.spec_from_file_location("bench_pipe_service", os.path.join(tmp, "service.py"))
+    assert spec is not None and spec.loader is not None
+    service = importlib.util.module_from_spec(spec)
+    with open(lines, "rb") as stdin, open(os.devnull, "w") as stdout:
+        saved = sys.stdin, sys.stdout
+        sys.stdin, sys.stdout = stdin, stdout  # StdioBroker() reads and writes the process's streams
+        try:
+            spec.loader.exec_module(service)
+            profiler = cProfile.Profile()
+            profiler.enable()
+            service.app.run()
+            profiler.disable()
+        finally:
+            sys.stdin, sys.stdout = saved
+    print(f"   profile of the service run in process, stdout to /dev/null (top {top} by own time):")
+    pstats.Stats(profiler, stream=sys.stdout).sort_stats("tottime").print_stats(top)
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = c.parser(__doc__.splitlines()[0]).parse_args(argv)
+    p = c.parser(__doc__.splitlines()[0])
+    p.add_argument("--profile", action="store_true", help="print cProfile's top entries of the service in process")
+    args = p.parse_args(argv)
     n = args.messages
     c.banner("pipe: nbkit run (StdioBroker) vs a bare regex loop vs cat", args)
     results = []
@@ -143,6 +172,8 @@ def main(argv: list[str] | None = None) -> int:
                 c.ratio(t_nb, t_bare),
             )
         )
+        if args.profile:
+            profile(tmp, lines)
     return c.finish(results)
 
 
