@@ -617,14 +617,148 @@ cdef object _envelope_encode(headers, payload, bint force_text):
 _pure_envelope_decode = None
 
 
+cdef str _last_key = None  # the key _ascii_fields read last (the same str object again: its hash is kept)
+
+
+cdef inline bint _ascii_ws(uint8_t c) noexcept:
+    return c == 32 or 9 <= c <= 13
+
+
+cdef inline Py_ssize_t _digits_end(const uint8_t* b, Py_ssize_t j, Py_ssize_t n) noexcept:
+    """End of ``\\+?[0-9]+`` at ``j`` (-1 if none)."""
+    if j < n and b[j] == 43:
+        j += 1
+    cdef Py_ssize_t s = j
+    while j < n and 48 <= b[j] <= 57:
+        j += 1
+    return j if j > s else -1
+
+
+cdef object _u64_at(const uint8_t* b, Py_ssize_t s0, Py_ssize_t s1):
+    """The u64 written at b[s0:s1] (``+?digits``), or None when it is over 2**64-1."""
+    cdef uint64_t v = 0
+    if b[s0] == 43:
+        s0 += 1
+    while s0 < s1 and b[s0] == 48:  # leading zeros
+        s0 += 1
+    if s1 - s0 > 20:
+        return None
+    if s1 - s0 == 20 and memcmp(b + s0, b"18446744073709551615", 20) > 0:
+        return None
+    while s0 < s1:
+        v = v * 10 + (b[s0] - 48)
+        s0 += 1
+    return PyLong_FromUnsignedLongLong(v)
+
+
+cdef tuple _ascii_fields(str line):
+    """(timestamp_ms, key, seq, shard or None, payload bytes) of an ASCII line with the canonical header
+    ``[ts | key | seq]`` / ``[ts | key | seq | shard]`` followed by one space and a payload that starts with
+    no whitespace; None for any other line (the caller then takes the general way, which gives the same)."""
+    global _ts_text, _ts_value, _last_key
+    cdef Py_ssize_t n = PyUnicode_GET_LENGTH(line)
+    cdef const uint8_t* b
+    cdef Py_ssize_t j, t, k0, k1, s0, s1, h0 = -1, h1 = -1, ts_end
+    cdef uint8_t c
+    if n < 32 or not PyUnicode_IS_ASCII(line):
+        return None
+    b = <const uint8_t*>PyUnicode_DATA(line)
+    if b[0] != 91:  # [
+        return None
+    j = 1
+    if b[j] == 43 or b[j] == 45:
+        j += 1
+    if j + 19 > n:
+        return None
+    for t in range(19):
+        c = b[j + t]
+        if t == 4 or t == 7:
+            if c != 45:
+                return None
+        elif t == 10:
+            if c != 84:
+                return None
+        elif t == 13 or t == 16:
+            if c != 58:
+                return None
+        elif not (48 <= c <= 57):
+            return None
+    j += 19
+    if j < n and b[j] == 46:  # a fraction: 1 to 9 digits
+        k0 = j + 1
+        j = k0
+        while j < n and j - k0 < 9 and 48 <= b[j] <= 57:
+            j += 1
+        if j == k0:
+            return None
+    ts_end = j
+    if j + 3 > n or memcmp(b + j, b" | ", 3) != 0:
+        return None
+    k0 = j + 3
+    j = k0
+    while j < n and j - k0 < 249 and ((97 <= b[j] <= 122) or (65 <= b[j] <= 90) or (48 <= b[j] <= 57)
+                                       or b[j] == 46 or b[j] == 95 or b[j] == 45):
+        j += 1
+    k1 = j
+    if k1 == k0 or j + 3 > n or memcmp(b + j, b" | ", 3) != 0:
+        return None
+    s0 = j + 3
+    s1 = _digits_end(b, s0, n)
+    if s1 < 0:
+        return None
+    j = s1
+    if j + 3 <= n and memcmp(b + j, b" | ", 3) == 0:
+        h0 = j + 3
+        h1 = _digits_end(b, h0, n)
+        if h1 < 0:
+            return None
+        j = h1
+    # "] " and a payload starting with no whitespace (what Rust's trim leaves of it, as it is)
+    if j + 2 >= n or b[j] != 93 or b[j + 1] != 32 or _ascii_ws(b[j + 2]):
+        return None
+    if (_ts_text is not None and ts_end - 1 == PyUnicode_GET_LENGTH(_ts_text)
+            and memcmp(b + 1, PyUnicode_DATA(_ts_text), ts_end - 1) == 0):
+        ts = _ts_value  # the same time as the line before
+    else:
+        text = line[1:ts_end]
+        ts = _stdio_module()._parse_timestamp(text)
+        if ts is None:
+            return None
+        _ts_text = text
+        _ts_value = ts
+    seq = _u64_at(b, s0, s1)
+    if seq is None:
+        return None
+    if h0 < 0:
+        shard = None
+    else:
+        shard = _u64_at(b, h0, h1)
+        if shard is None:
+            return None
+    if _last_key is not None and PyUnicode_GET_LENGTH(_last_key) == k1 - k0 and memcmp(
+            PyUnicode_DATA(_last_key), b + k0, k1 - k0) == 0:
+        key = _last_key
+    else:
+        key = line[k0:k1]
+        _last_key = key
+    return ts, key, seq, shard, PyBytes_FromStringAndSize(<const char*>b + j + 2, n - j - 2)
+
+
 def line_delivery(str line, lineno, dict counters not None):
     """The compiled :func:`nbkit.wire.stdio_line.line_delivery`: a pipe delivery's fields from one line.
 
-    (timestamp_ms or None, stream_key, seq, shard_id, payload, headers, broadcast). A payload that does
-    not start with ``rs`` has no envelope: its UTF-8 bytes and no headers; any other goes to
-    :func:`nbkit.wire.envelope.decode`."""
+    (timestamp_ms or None, stream_key, seq, shard_id, payload, headers, broadcast). A canonical ASCII line
+    is read straight to the payload's bytes (:func:`_ascii_fields`); any other through :func:`parse_fields`.
+    A payload that does not start with ``rs`` has no envelope: its UTF-8 bytes and no headers; any other
+    goes to :func:`nbkit.wire.envelope.decode`."""
     global _pure_envelope_decode
-    ts, key, seq, shard, text = parse_fields(line, lineno)
+    cdef bytes data
+    fields = _ascii_fields(line)
+    if fields is not None:
+        ts, key, seq, shard, data = fields
+    else:
+        ts, key, seq, shard, text = parse_fields(line, lineno)
+        data = (<str>text).encode("utf-8")
     stream_key = _stdio_module().BROADCAST_KEY if key is None else key
     if shard is None:
         shard = 0
@@ -634,7 +768,6 @@ def line_delivery(str line, lineno, dict counters not None):
         counters[slot] = (seq + 1) & 0xFFFFFFFFFFFFFFFF  # u64 arithmetic, wrapping like release Rust
     else:
         counters[slot] = seq
-    cdef bytes data = (<str>text).encode("utf-8")
     cdef dict headers
     if PyBytes_GET_SIZE(data) >= 2 and PyBytes_AS_STRING(data)[0] == 114 and PyBytes_AS_STRING(data)[1] == 115:
         if _pure_envelope_decode is None:

@@ -45,6 +45,36 @@ def lines(draw) -> str:
     return head + draw(_payloads)
 
 
+_u64s = st.one_of(
+    st.integers(0, 2**64 + 3).map(str),
+    st.sampled_from(["+7", "007", "18446744073709551615", "18446744073709551616", "0" * 30 + "18446744073709551615"]),
+)
+
+
+@st.composite
+def canonical(draw) -> str:
+    """``[ts | key | seq]`` / ``[ts | key | seq | shard]`` and a payload: the lines the compiled twin reads itself
+    (ASCII, one space, a payload starting with no whitespace), with every field at and past its limits."""
+    ts = draw(
+        st.sampled_from(
+            [
+                "2024-01-01T00:00:00",
+                "2024-02-29T23:59:59.123456789",
+                "-0001-01-01T00:00:00",
+                "2024-01-01T00:00:00.1234567890",
+                "2023-02-29T00:00:00",
+                "2024-01-01T24:00:00",
+            ]
+        )
+    )
+    key = draw(
+        st.one_of(st.from_regex(r"[A-Za-z0-9._-]{1,8}", fullmatch=True), st.sampled_from(["k" * 249, "k" * 250]))
+    )
+    fields = [ts, key, draw(_u64s)] + ([draw(_u64s)] if draw(st.booleans()) else [])
+    payload = draw(st.one_of(_payloads, st.sampled_from(["", " ", " x", "\tx", "x ", "é", "\x85x"])))
+    return "[" + " | ".join(fields) + "] " + payload
+
+
 _counters = st.dictionaries(
     st.tuples(st.sampled_from(["jobs", "broadcast", "a.b"]), st.integers(0, 2)),
     st.one_of(st.integers(0, 10), st.just(2**64 - 1)),
@@ -61,13 +91,18 @@ def _delivery(fn, line, lineno, counters):
 
 
 @HYPO
-@given(line=lines(), lineno=st.one_of(st.none(), st.integers(1, 99)), counters=_counters)
+@given(line=st.one_of(lines(), canonical()), lineno=st.one_of(st.none(), st.integers(1, 99)), counters=_counters)
 @example(line="[2024-01-01T00:00:00 | jobs | 7] hello", lineno=1, counters={})
 @example(line="[2024-01-01T00:00:00 | jobs] rs1:AAAAAA==", lineno=1, counters={("jobs", 0): 2**64 - 1})
 @example(
     line="[2024-01-01T00:00:00 | jobs | 3] rs1:AAAAG3gtcnVzdHN0cmVhbS1yZXRyeS1jb3VudDogMQp4", lineno=2, counters={}
 )
 @example(line="hello", lineno=None, counters={})
+@example(line="[2024-01-01T00:00:00 | jobs | 18446744073709551615 | +0] x", lineno=None, counters={})
+@example(line="[2024-01-01T00:00:00 | jobs | 18446744073709551616] x", lineno=None, counters={})
+@example(line="[2024-01-01T00:00:00 | jobs | 000000000000000000000018446744073709551615] x", lineno=1, counters={})
+@example(line="[2024-01-01T00:00:00 | jobs | 1]  two spaces", lineno=1, counters={})
+@example(line="[2024-01-01T00:00:00 | jobs | 1] é", lineno=1, counters={})
 @example(line="[2024-13-01T00:00:00 | jobs | 1] x", lineno=4, counters={})
 @example(line="[jobs | x] y", lineno=5, counters={})
 def test_line_delivery_twins_agree(line, lineno, counters):
