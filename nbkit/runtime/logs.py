@@ -339,7 +339,8 @@ def sole_run_handler(logger: logging.Logger, level: int) -> RunLogHandler | None
     found: RunLogHandler | None = None
     current: logging.Logger | None = logger
     while current is not None:  # as Logger.callHandlers walks
-        for handler in current.handlers:
+        handlers = current.handlers
+        for handler in handlers if handlers else ():
             if level >= handler.level:
                 if (
                     found is not None
