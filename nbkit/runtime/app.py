@@ -43,6 +43,7 @@ if TYPE_CHECKING:
 
     import pandas as pd
 
+_COUNT_TEXTS = [str(n) for n in range(64)]  # str(attempt) of the usual attempts, made once
 _new_event = partial(tuple.__new__, SettlementEvent)  # one per delivery: made from a tuple at C speed
 _IDLE_MIN = 0.001
 _IDLE_MAX = 0.1
@@ -327,7 +328,8 @@ class App:
                     dead_letter=destination,
                 )
             copy_headers = dict(headers)
-            copy_headers[RETRY_COUNT_HEADER] = str(attempt)  # the retry count of the copy: this attempt's
+            # the retry count of the copy: this attempt's
+            copy_headers[RETRY_COUNT_HEADER] = _COUNT_TEXTS[attempt] if attempt < 64 else str(attempt)
             if action is Action.DELAYED_COPY and decision.delay is not None:
                 due = now + decision.delay
                 written_at = copy_seq = None

@@ -29,15 +29,20 @@ class StdioSubscription(Subscription):
         self.queue: deque[Delivery] = deque()
 
     def poll(self) -> Delivery | NeedMore | None:
-        while not self.queue:
+        queue = self.queue
+        while not queue:
             if self.ended:
                 return None
-            if not self.broker._pump():
+            pumped = self.broker._pump()
+            if pumped is True:
+                continue
+            if pumped is False:
                 if self.broker.source_ended and not self.broker.loopback:
                     self._finish()
                     return None
                 return NEED_MORE
-        return self.queue.popleft()
+            return pumped  # the line's one delivery, for this, the broker's one subscription
+        return queue.popleft()
 
     @property
     def exhausted(self) -> bool:
@@ -209,8 +214,11 @@ class StdioBroker(Broker[PipeRegistration]):
         self.connected = True
         return list(self.subscriptions)
 
-    def _pump(self) -> bool:
-        """Read one line and queue its delivery for each subscription it is for; False when none was there."""
+    def _pump(self) -> Delivery | bool:
+        """Read one line and queue its delivery for each subscription it is for; False when none was there.
+
+        With one subscription, a line for it is not queued: its delivery is returned (to that subscription's
+        :meth:`~StdioSubscription.poll`, the only caller then)."""
         source = self.source
         if source is None:
             return False
@@ -227,8 +235,7 @@ class StdioBroker(Broker[PipeRegistration]):
             timestamp_ms = int(round(self.clock.now() * 1000))
         routes = self._routes
         if len(routes) == 1 and (broadcast or routes[0][0] == key):  # one subscription: its own headers dict
-            routes[0][2](Delivery(payload, headers, key, shard, seq, timestamp_ms, "pipe", routes[0][1], None, lineno))
-            return True
+            return Delivery(payload, headers, key, shard, seq, timestamp_ms, "pipe", routes[0][1], None, lineno)
         first = True
         for wanted, name, deliver in routes:
             if broadcast or wanted == key:
