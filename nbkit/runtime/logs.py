@@ -171,8 +171,9 @@ class RunLogHandler(logging.Handler):
     and at exit (``logging.shutdown``). What a crash may lose: a process killed outright (SIGKILL, os._exit,
     a segfault) loses the lines gathered since the last of those moments, at most :data:`RUN_BUFFER`
     characters; they are about deliveries settled after the stage last wrote to stdout, whose own stdout
-    lines (retry copies) are still buffered too and are lost with them. Records whose ``nbkit_text`` is in
-    ``skip_texts`` are left out.
+    lines (retry copies) are still buffered too and are lost with them. Lines are also written before a
+    fork (a child does not write them again). Text the service writes to stderr itself may come before
+    lines gathered earlier. Records whose ``nbkit_text`` is in ``skip_texts`` are left out.
 
     Parameters
     ----------
@@ -476,3 +477,4 @@ def _render(value: object) -> str:
 _UNSUPPORTED = AckError("unsupported")  # never raised: the error an unsupported ack / nack reports
 _ACK_FAILED_TEXTS: dict[str, str] = {}
 _RUN_HANDLERS: set[RunLogHandler] = set()  # the ones not closed yet, flushed by flush_run_logs()
+os.register_at_fork(before=flush_run_logs)  # a forked child must not write the parent's gathered lines again

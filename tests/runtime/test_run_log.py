@@ -101,6 +101,20 @@ def test_an_error_record_and_a_full_buffer_are_written_at_once(clock):
         assert [line.rsplit(" ", 2)[1] for line in out.getvalue().splitlines()[2:]] == ["seq=1", "seq=2", "seq=3"]
 
 
+def test_gathered_lines_are_written_before_a_fork():
+    """A forked child (a service that starts a process) must not write the parent's gathered lines again."""
+    out = io.StringIO()
+    handler = logs.RunLogHandler(out)
+    with only_handler(handler):
+        logs.ack_failed(logging.getLogger("nbkit.dispatch"), "w", ("w", "jobs", 0, 1))
+        assert out.getvalue() == ""
+        pid = os.fork()
+        if pid == 0:  # the child: nothing to do
+            os._exit(0)
+        os.waitpid(pid, 0)
+        assert out.getvalue().endswith("seq=0 attempt=1\n")
+
+
 def test_skipped_texts_are_left_out(clock):
     out = io.StringIO()
     handler = logs.RunLogHandler(out, skip_texts=(logs.STREAM_ERROR,))
