@@ -81,8 +81,7 @@ class FileSubscription(Subscription):
             self._finish(self.reader.end.reason if self.reader.end else "end")
             return None
         stream_key, shard_id, seq, timestamp_ms, data, offset, _ = msg  # Message's fields, in order
-        headers, payload = envelope.decode(data)
-        headers[envelope.SEQUENCE_HEADER] = str(seq)
+        headers, payload = envelope.decode_delivery(data, seq)  # with the stream-sequence header
         # positional, in Delivery's field order (keywords cost more, once per delivery)
         return Delivery(
             payload, headers, stream_key, shard_id, seq, timestamp_ms, "file", self.registration.name, offset

@@ -827,3 +827,20 @@ def copy_line(timestamp_ms, str stream_key, seq, headers, payload):
                 w[4 + b64_len] = 10  # \n
                 return out
     return _format_line(timestamp_ms, stream_key, seq, _envelope_encode(headers, payload, True).decode("utf-8"))
+
+
+def decode_delivery(data, seq):
+    """The compiled :func:`nbkit.wire.envelope.decode_delivery`: a payload that does not start with ``rs`` has no
+    envelope (no headers, the bytes as they are); any other goes to :func:`nbkit.wire.envelope.decode`."""
+    global _pure_envelope_decode
+    cdef dict headers
+    if type(data) is bytes and not (PyBytes_GET_SIZE(data) >= 2 and PyBytes_AS_STRING(data)[0] == 114
+                                    and PyBytes_AS_STRING(data)[1] == 115):
+        headers, payload = {}, data
+    else:
+        if _pure_envelope_decode is None:
+            from nbkit.wire.envelope import decode
+            _pure_envelope_decode = decode
+        headers, payload = _pure_envelope_decode(data)
+    headers[u"stream-sequence"] = str(seq)
+    return headers, payload

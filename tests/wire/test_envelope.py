@@ -411,6 +411,7 @@ def test_module_exports():
         "RETRY_COUNT_HEADER",
         "SEQUENCE_HEADER",
         "decode",
+        "decode_delivery",
         "encode",
         "fits_on_a_line",
         "needs_envelope",

@@ -97,3 +97,28 @@ def test_a_mapping_that_is_not_a_dict():
         {"retry": "2", "x": "y"},
         b"p",
     )
+
+
+@HYPO
+@given(
+    data=st.one_of(
+        _payloads,
+        st.builds(lambda h, p: envelope.encode(h, p, force_text=False), _headers, _payloads).filter(
+            lambda d: isinstance(d, bytes)
+        ),
+    ),
+    seq=st.one_of(st.integers(0, 2**64 - 1), st.just(0)),
+)
+@example(data=b"rs1:AAAABWE6IGIKeA==", seq=3)
+@example(data=b"rs", seq=1)
+@example(data=b"r", seq=1)
+def test_decode_delivery_twins_agree(data, seq):
+    """A file delivery's headers (with stream-sequence) and payload: the same from both twins."""
+
+    def result(fn):
+        try:
+            return fn(data, seq)
+        except Exception as exc:
+            return (type(exc), str(exc))
+
+    assert result(COMPILED.decode_delivery) == result(envelope.decode_delivery_pure)
