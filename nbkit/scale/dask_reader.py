@@ -59,6 +59,7 @@ dd = require("dask.dataframe", feature="nbkit.dask")
 from dask.dataframe.utils import clear_known_categories  # noqa: E402
 from dask.utils import parse_bytes  # noqa: E402
 
+from nbkit.scale.heap import prepare_worker_heap  # noqa: E402
 from nbkit.scale.partitions import (  # noqa: E402
     DEFAULT_PARTITION_SIZE,
     FIELD_MODES,
@@ -212,7 +213,8 @@ def read_stream(
 def _read_partition(
     rng: ByteRange, path: str, sel: Selection, fields: dict[str, Any] | None, stamp: tuple, on_bad_frames: str
 ) -> Any:
-    """One partition (runs on a worker)."""
+    """One partition (runs on a worker; the first call in a worker process also sets up its heap)."""
+    prepare_worker_heap()
     return read_range(path, rng, sel, json_fields=fields, on_bad_frames=on_bad_frames)
 
 
