@@ -35,8 +35,8 @@ Design (details in :mod:`nbkit.scale.partitions`):
   ``dask.distributed`` for speed), ``scheduler="processes"``, or a ``distributed.Client``.
 - **Worker heap**: the first partition a ``distributed`` worker process reads sets up its heap once
   (:func:`~nbkit.scale.heap.prepare_worker_heap`): the nanny's ``MALLOC_TRIM_THRESHOLD_`` freezes glibc's
-  mmap threshold, which made every read buffer fresh memory to fault in (a quarter more page faults and
-  CPU time than the same read in one process).
+  mmap threshold and trims the heap's top at once, which made every read buffer fresh memory to fault in
+  (half again as many page faults, and a quarter more CPU time, as the same read in one process).
 - **Where the speed is**: parsing runs in parallel on the workers, so ``persist()`` and reductions
   (``groupby``, ``value_counts``, filters, sums) scale with the workers (``bench/dask_read.py``).
   ``compute()`` of the *whole* frame instead moves every Python object (payload strings, header
