@@ -7,6 +7,8 @@ ImportError that names the extra.
 - :mod:`nbkit.scale.partitions`: pure (pandas + nbkit): beacon-aligned byte ranges, one range read
   into ``nbkit.read_stream``'s typed frame.
 - :mod:`nbkit.scale.dask_reader`: ``read_stream`` returning a ``dask.dataframe.DataFrame``.
+- :mod:`nbkit.scale.heap`: a Dask worker process's heap set up once (glibc's mmap threshold), so that
+  reading partitions reuses memory instead of faulting in fresh pages.
 - :mod:`nbkit.scale.parquet`: ``to_parquet`` / ``read_parquet``.
 """
 
