@@ -21,6 +21,9 @@ class ShortRoute:
     direct: bool
     clock: Callable[[], int]
     hot: dict[str, tuple[bytes, StreamState]]
+    pending: list[bytes]
+    pending_count: int
+    flush_every: int
     def __init__(self, clock: Callable[[], int], default_clock: Callable[[], int], written: type) -> None: ...
     def attach(self, owner: Any, pure: Callable[..., Any]) -> None: ...
     def write(

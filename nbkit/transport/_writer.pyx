@@ -5,10 +5,11 @@ An exclusive writer on the compiled core keeps what ``write`` reads on every mes
 :class:`ShortRoute` (the pure twin is ``file_writer._Route``) and its streams' states in
 :class:`StreamState` (the pure twin is ``file_writer._StreamState``). ``ShortRoute.write`` handles the
 common message (a key written before on shard 0, the default sequence number, a bytes payload, a
-frame reaching no beacon boundary, checksum fold or size limit, a flush per message) in C: the clock,
+frame reaching no beacon boundary, checksum fold or size limit) in C: the clock,
 the stream bookkeeping, the frame (encoded by the wire's compiled encoder, ``encode_into`` of
 nbkit/wire/_speedups.pxd, into a scratch buffer), the ``write(2)`` call (GIL released as ``os.write``
-does, partial writes completed, EINTR retried) and the ``Written`` result. Every other write, and every
+does, partial writes completed, EINTR retried; with ``flush_every > 1`` or ``fsync`` the frame joins
+the pending batch instead) and the ``Written`` result. Every other write, and every
 error, is handed to the pure ``StreamWriter.write`` before anything changed, so both routes give
 the same files, results and errors (tests/transport/test_file_writer_twins.py).
 
@@ -100,7 +101,8 @@ cdef class StreamState:
 cdef class ShortRoute:
     """What an exclusive writer's ``write`` reads on every message, and its short route in C.
 
-    ``fd``, ``offset``, ``stop``, ``direct``, ``clock`` and ``hot`` mean what they mean on the pure
+    ``fd``, ``offset``, ``stop``, ``direct``, ``clock``, ``hot``, ``pending``, ``pending_count`` and
+    ``flush_every`` mean what they mean on the pure
     twin (``file_writer._Route``); the writer reads and sets them through its attributes. ``attach``
     gives the route its writer and the pure ``write`` (the reference route, which takes every write
     the short route does not).
@@ -112,6 +114,9 @@ cdef class ShortRoute:
     cdef public bint direct
     cdef public object clock
     cdef public dict hot
+    cdef public list pending
+    cdef public Py_ssize_t pending_count
+    cdef public object flush_every  # as given (the setter checks nothing, as on the pure route)
     cdef object _default_clock
     cdef type _written
     cdef object _owner
@@ -133,6 +138,9 @@ cdef class ShortRoute:
         self.direct = False
         self.clock = clock
         self.hot = {}
+        self.pending = []
+        self.pending_count = 0
+        self.flush_every = 1
         self._default_clock = default_clock
         self._written = written
 
@@ -153,7 +161,7 @@ cdef class ShortRoute:
         cdef Py_ssize_t k, size
         cdef uint16_t crc
         cdef const char* data
-        if (seq is not None or not self.direct or type(payload) is not bytes or type(stream_key) is not str
+        if (seq is not None or type(payload) is not bytes or type(stream_key) is not str
                 or type(shard_id) is not int or shard_id != 0):
             return self._hand_over(stream_key, payload, seq, shard_id, timestamp_ms)
         item = PyDict_GetItem(self.hot, stream_key)
@@ -181,9 +189,9 @@ cdef class ShortRoute:
         size = PyBytes_GET_SIZE(payload)
         start = self.offset
         end = start + 32 + k + size
-        if end >= self.stop or end - start > _SCRATCH:
-            # a beacon boundary, a fold or the size limit (or a large frame): the frame as bytes, the
-            # marks by the pure route's _write_at_mark, a large frame by _put
+        if end >= self.stop or end - start > _SCRATCH or not self.direct:
+            # a beacon boundary, a fold or the size limit, a large frame or a batch: the frame as bytes
+            # (the marks for the pure route's _write_at_mark, a batch for the pending list)
             frame = PyBytes_FromStringAndSize(NULL, end - start)
             crc = encode_into(<uint8_t*>PyBytes_AS_STRING(frame), <const uint8_t*>PyBytes_AS_STRING(raw_key), k,
                               0, next_seq, ts, <const uint8_t*>PyBytes_AS_STRING(payload), size)
@@ -199,7 +207,13 @@ cdef class ShortRoute:
             state.ts = ts
         state.crcs.append(crc)  # folded every _FOLD_BYTES (stop) into the running checksum
         self.offset = end
-        self._put(data, end - start, start)
+        if self.direct:  # the default: straight to the OS
+            self._put(data, end - start, start)
+        else:
+            self.pending.append(frame)
+            self.pending_count += 1
+            if self.pending_count >= self.flush_every:
+                self._owner.flush()
         return self._result(stream_key, next_seq, ts, start, end)
 
     cdef object _hand_over(self, stream_key, payload, seq, shard_id, timestamp_ms):

@@ -134,14 +134,16 @@ def _now_ms() -> int:
 
 class _Route:
     """What ``write`` reads on every message, in one object: the descriptor, the offset, the next mark
-    (``stop``), whether frames go straight to the OS (``direct``), the clock and the known keys (``hot``).
+    (``stop``), whether frames go straight to the OS (``direct``), the clock, the known keys (``hot``)
+    and the batch (``pending`` frames, ``pending_count`` messages, ``flush_every``).
 
     The pure-Python twin of :class:`nbkit.transport._writer.ShortRoute`, which an exclusive writer uses
     when the compiled core is active (it also runs the short route of ``write`` itself, in C); the
-    writer's attributes ``offset``, ``clock_ms``, ``_fd``, ``_stop`` and ``_direct`` read and set these.
+    writer's attributes ``offset``, ``clock_ms``, ``_fd``, ``_stop``, ``_direct``, ``_pending_count`` and
+    ``_flush_every`` read and set these (``_hot`` and ``_pending`` are the same objects).
     """
 
-    __slots__ = ("fd", "offset", "stop", "direct", "clock", "hot")
+    __slots__ = ("fd", "offset", "stop", "direct", "clock", "hot", "pending", "pending_count", "flush_every")
 
     def __init__(self, clock: Callable[[], int]) -> None:
         self.fd = -1
@@ -150,6 +152,9 @@ class _Route:
         self.direct = False
         self.clock = clock
         self.hot: dict[str, tuple[bytes, Any]] = {}
+        self.pending: list[bytes] = []  # frames (and beacons) not yet handed to the OS
+        self.pending_count = 0  # messages among them
+        self.flush_every = 1
 
 
 def _compiled_writer() -> ModuleType | None:
@@ -275,8 +280,7 @@ class StreamWriter:
         #: shard 0: what ``write`` need not look up or check again; emptied when the writer closes
         self._hot: dict[str, tuple[bytes, _StreamState]] = self._route.hot
         self._beacon_count = 0
-        self._pending: list[bytes] = []
-        self._pending_count = 0
+        self._pending: list[bytes] = self._route.pending
         self._direct = flush_every == 1 and not self.fsync  # each frame straight to the OS (nothing pending)
         self._fold_at = 0
         self.appended = False
@@ -365,6 +369,24 @@ class StreamWriter:
     @_stop.setter
     def _stop(self, value: int) -> None:
         self._route.stop = value
+
+    @property
+    def _pending_count(self) -> int:
+        """Messages among the pending (not yet written) frames."""
+        return self._route.pending_count
+
+    @_pending_count.setter
+    def _pending_count(self, value: int) -> None:
+        self._route.pending_count = value
+
+    @property
+    def _flush_every(self) -> int:
+        """Messages per ``os.write`` (the value behind ``flush_every``)."""
+        return self._route.flush_every
+
+    @_flush_every.setter
+    def _flush_every(self, value: int) -> None:
+        self._route.flush_every = value
 
     @property
     def _direct(self) -> bool:
@@ -759,9 +781,9 @@ class StreamWriter:
             if n != end - start:
                 self._send_rest(frame, n, 1, start)
         else:
-            self._pending.append(frame)
-            self._pending_count += 1
-            if self._pending_count >= self._flush_every:
+            route.pending.append(frame)
+            route.pending_count += 1
+            if route.pending_count >= route.flush_every:
                 self.flush()
         return _tuple_new(Written, (stream_key, shard_id, seq, timestamp_ms, start, end))
 

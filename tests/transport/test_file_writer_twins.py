@@ -1,7 +1,7 @@
 """The compiled short route of an exclusive StreamWriter (nbkit/transport/_writer.pyx) against the pure
 route, its reference twin: the same random sequences of writes (keys, payloads from empty to past a
 beacon interval, shard ids, sequence numbers, timestamps and clock readings, valid and not, beacon
-intervals, flush_every and size limits changed on the way) must give byte-identical files, equal
+intervals, fsync, flush_every and size limits changed on the way) must give byte-identical files, equal
 ``Written`` results and the same errors, message for message; and a failing ``write(2)`` (a full disk,
 a short write, a signal) must end as the pure route's ``os.write`` ends.
 
@@ -80,7 +80,10 @@ _payloads = st.one_of(
 _shards = st.sampled_from([0] * 8 + [1, 2**64 - 1, 2**64, -1, False, 0.0])
 _seqs = st.sampled_from([None] * 8 + [5, 0, 2**64 - 1, 2**64, -1])
 _stamps = st.sampled_from([None] * 8 + [3, 0, MAX_TIMESTAMP_MS, MAX_TIMESTAMP_MS + 1, -1, True])
-_readings = st.sampled_from([1_700_000_000_000] * 6 + [0, MAX_TIMESTAMP_MS, MAX_TIMESTAMP_MS + 1, -1, 1.5, None])
+# "tick": the clock moves on by 1 ms (the beacons' markers carry each stream's latest timestamp)
+_readings = st.sampled_from(
+    ["tick"] * 6 + [1_700_000_000_000, 0, MAX_TIMESTAMP_MS, MAX_TIMESTAMP_MS + 1, -1, 1.5, None]
+)
 _write = st.tuples(st.just("write"), _keys, _payloads, _shards, _seqs, _stamps, _readings)
 _setting = st.one_of(
     st.tuples(st.just("flush_every"), st.sampled_from([1, 1, 3])),
@@ -90,10 +93,11 @@ _setting = st.one_of(
 _steps = st.lists(st.one_of(_write, _write, _write, _setting), max_size=50)
 
 
-def _run(path: Path, steps, interval: int, flush_every: int, compiled: bool) -> tuple[list, bytes]:
+def _run(path: Path, steps, interval: int, flush_every: int, fsync: bool, compiled: bool) -> tuple[list, bytes]:
     """Take ``steps`` with a new exclusive writer at ``path``: every outcome, and the file's bytes."""
     path.unlink(missing_ok=True)
     now: list[object] = [0]
+    ticks = itertools.count(1_700_000_000_000)
     outcomes: list[object] = []
     with route(compiled):
         w = StreamWriter(
@@ -103,6 +107,7 @@ def _run(path: Path, steps, interval: int, flush_every: int, compiled: bool) -> 
             created_at_ms=7,
             clock_ms=lambda: now[0],
             flush_every=flush_every,
+            fsync=fsync,
             exclusive=True,
         )
     assert (type(w._route) is COMPILED.ShortRoute) is compiled  # type: ignore[union-attr]
@@ -110,7 +115,7 @@ def _run(path: Path, steps, interval: int, flush_every: int, compiled: bool) -> 
         for step in steps:
             if step[0] == "write":
                 _, key, payload, shard, seq, stamp, reading = step
-                now[0] = reading
+                now[0] = next(ticks) if reading == "tick" else reading
                 outcomes.append(
                     _outcome(
                         lambda: w.write(key, payload, seq=seq, shard_id=shard, timestamp_ms=stamp)  # noqa: B023
@@ -120,29 +125,38 @@ def _run(path: Path, steps, interval: int, flush_every: int, compiled: bool) -> 
                 w.flush()
             else:
                 setattr(w, step[0], step[1])
-            outcomes.append((w.offset, w.next_seq("a"), w.closed))
+            # what the next beacons will say: every stream's state (without folding its pending CRCs)
+            states = sorted((k, (st.seq, st.ts, st.running, tuple(st.crcs))) for k, st in w._streams.items())
+            outcomes.append((w.offset, w.next_seq("a"), w.closed, states))
     return outcomes, path.read_bytes()
 
 
 @HYPO
-@given(steps=_steps, interval=st.sampled_from([1024, 4096]), flush_every=st.sampled_from([1, 1, 2]))
+@given(
+    steps=_steps,
+    interval=st.sampled_from([1024, 4096]),
+    flush_every=st.sampled_from([1, 1, 2]),
+    fsync=st.sampled_from([False] * 4 + [True]),
+)
 # 128 (header) + 33 + 863 = 1024: the second frame of "a" ends on the boundary; then one starts after it
 @example(
     steps=[("write", "a", b"x", 0, None, None, 5), ("write", "a", b"x" * 862, 0, None, None, 5)]
     + [("write", "a", b"", 0, None, None, 6), ("write", "a", b"y", 0, None, None, 6)],
     interval=1024,
     flush_every=1,
+    fsync=False,
 )
 # the largest sequence number on the short route, then the one past it
 @example(
     steps=[("write", "a", b"x", 0, 2**64 - 2, None, 5)] + [("write", "a", b"x", 0, None, None, 5)] * 2,
     interval=4096,
     flush_every=1,
+    fsync=False,
 )
-def test_compiled_and_pure_routes_agree(tmp_path_factory, steps, interval, flush_every) -> None:
+def test_compiled_and_pure_routes_agree(tmp_path_factory, steps, interval, flush_every, fsync) -> None:
     path = tmp_path_factory.getbasetemp() / f"twins{next(_counter)}.ss"
-    compiled, compiled_bytes = _run(path, steps, interval, flush_every, compiled=True)
-    pure, pure_bytes = _run(path, steps, interval, flush_every, compiled=False)
+    compiled, compiled_bytes = _run(path, steps, interval, flush_every, fsync, compiled=True)
+    pure, pure_bytes = _run(path, steps, interval, flush_every, fsync, compiled=False)
     assert compiled == pure
     assert compiled_bytes == pure_bytes
     landed = [x for x in compiled if isinstance(x, file_writer.Written)]
