@@ -7,8 +7,8 @@ An exclusive writer on the compiled core keeps what ``write`` reads on every mes
 common message (a key written before on shard 0, the default sequence number, a bytes payload, a
 frame reaching no beacon boundary, checksum fold or size limit) in C: the clock,
 the stream bookkeeping, the frame (encoded by the wire's compiled encoder, ``encode_into`` of
-nbkit/wire/_speedups.pxd, into a scratch buffer), the ``write(2)`` call (GIL released as ``os.write``
-does, partial writes completed, EINTR retried; with ``flush_every > 1`` or ``fsync`` the frame joins
+nbkit/wire/_speedups.pxd, into a scratch buffer), the ``write(2)`` call (the GIL released as
+``os.write`` does when other threads exist, partial writes completed, EINTR retried; with ``flush_every > 1`` or ``fsync`` the frame joins
 the pending batch instead) and the ``Written`` result. Every other write, and every
 error, is handed to the pure ``StreamWriter.write`` before anything changed, so both routes give
 the same files, results and errors (tests/transport/test_file_writer_twins.py).
@@ -47,6 +47,24 @@ cdef extern from "<unistd.h>" nogil:
 
 cdef extern from "Python.h":
     object PyType_GenericAlloc(type t, Py_ssize_t nitems)
+    ctypedef struct PyInterpreterState:
+        pass
+    ctypedef struct PyThreadState:
+        pass
+    PyInterpreterState* PyInterpreterState_Head()
+    PyInterpreterState* PyInterpreterState_Next(PyInterpreterState* interp)
+    PyThreadState* PyInterpreterState_ThreadHead(PyInterpreterState* interp)
+    PyThreadState* PyThreadState_Next(PyThreadState* tstate)
+
+
+cdef inline bint _alone() noexcept:
+    """Whether this thread is the process's only Python thread (one interpreter, one thread state):
+    then nobody can be waiting for the GIL while ``write(2)`` runs, and releasing it (as ``os.write``
+    does) would only cost time. Read holding the GIL, under which thread states are deleted."""
+    cdef PyInterpreterState* interp = PyInterpreterState_Head()
+    if PyInterpreterState_Next(interp) is not NULL:
+        return False
+    return PyThreadState_Next(PyInterpreterState_ThreadHead(interp)) is NULL
 
 #: Payload CRCs a stream keeps before folding them into its running checksum (file_writer._FOLD_AT).
 FOLD_AT = 4096
@@ -122,6 +140,10 @@ cdef class ShortRoute:
     cdef object _owner
     cdef object _pure
     cdef uint8_t* _scratch
+    cdef long long _ts_value  # the last default clock reading, and its int
+    cdef object _ts_obj
+    cdef long long _end_value  # the last short-route message's end, and its int
+    cdef object _end_obj
 
     def __cinit__(self):
         self._scratch = <uint8_t*>malloc(_SCRATCH)
@@ -141,6 +163,7 @@ cdef class ShortRoute:
         self.pending = []
         self.pending_count = 0
         self.flush_every = 1
+        self._ts_value = self._end_value = -1
         self._default_clock = default_clock
         self._written = written
 
@@ -168,7 +191,7 @@ cdef class ShortRoute:
         if item is NULL:
             return self._hand_over(stream_key, payload, seq, shard_id, timestamp_ms)
         raw_key = <bytes>(<tuple>item)[0]
-        state = <StreamState>(<tuple>item)[1]
+        state = <StreamState?>(<tuple>item)[1]
         if state.seq == _MAX_SEQ:  # the next one does not fit: the pure route says so
             return self._hand_over(stream_key, payload, seq, shard_id, timestamp_ms)
         next_seq = state.seq + 1
@@ -214,7 +237,7 @@ cdef class ShortRoute:
             self.pending_count += 1
             if self.pending_count >= self.flush_every:
                 self._owner.flush()
-        return self._result(stream_key, next_seq, ts, start, end)
+        return self._result(stream_key, next_seq, ts, timestamp_ms, start, end)
 
     cdef object _hand_over(self, stream_key, payload, seq, shard_id, timestamp_ms):
         """The pure route's ``write``, for everything the short route does not take."""
@@ -222,19 +245,30 @@ cdef class ShortRoute:
             return self._pure(stream_key, payload)
         return self._pure(stream_key, payload, seq=seq, shard_id=shard_id, timestamp_ms=timestamp_ms)
 
-    cdef object _result(self, stream_key, unsigned long long seq, long long ts, long long start, long long end):
-        """A ``Written`` built as ``tuple.__new__(Written, ...)`` builds it, without the argument tuple."""
+    cdef object _result(self, stream_key, unsigned long long seq, long long ts, object ts_given, long long start,
+                        long long end):
+        """A ``Written`` built as ``tuple.__new__(Written, ...)`` builds it, without the argument tuple.
+        The timestamp given (explicit or the clock's) goes in as it came; a default clock reading that
+        repeats (many messages per millisecond) and the start (the last message's end) reuse their ints."""
         cdef object written = PyType_GenericAlloc(self._written, 6)
+        if ts_given is None:
+            if ts != self._ts_value:
+                self._ts_obj = ts
+                self._ts_value = ts
+            ts_given = self._ts_obj
         _set(written, 0, stream_key)
         _set(written, 1, 0)
         _set(written, 2, seq)
-        _set(written, 3, ts)
-        _set(written, 4, start)
-        _set(written, 5, end)
+        _set(written, 3, ts_given)
+        _set(written, 4, self._end_obj if start == self._end_value else start)
+        self._end_obj = end
+        self._end_value = end
+        _set(written, 5, self._end_obj)
         return written
 
     cdef int _put(self, const char* data, Py_ssize_t size, long long start) except -1:
-        """``write(2)`` the whole frame (a short write continues, EINTR retries). A failure goes to the
+        """``write(2)`` the whole frame (the GIL released unless this is the only thread; a short write
+        continues, EINTR retries). A failure goes to the
         writer's ``_failed`` (cut back to ``start``, close, FileIOError); a signal handler's exception
         propagates once the frame is out whole, as on the pure route."""
         cdef Py_ssize_t done = 0
@@ -242,11 +276,17 @@ cdef class ShortRoute:
         cdef int fd = self.fd
         cdef int err = 0
         cdef object pending = None
+        cdef bint alone = _alone()
         while done < size:
-            with nogil:
+            if alone:
                 got = c_write(fd, data + done, size - done)
                 if got < 0:
                     err = errno
+            else:  # other threads run meanwhile, as they do during os.write
+                with nogil:
+                    got = c_write(fd, data + done, size - done)
+                    if got < 0:
+                        err = errno
             if got >= 0:
                 done += got
                 continue

@@ -340,3 +340,33 @@ def test_a_signal_during_the_write_leaves_the_frame_whole(tmp_path: Path, raisin
     else:
         x = compiled[0]
         assert isinstance(x, file_writer.Written) and (x.seq, x.timestamp_ms, x.end - x.offset) == (2, 5, 20_033)
+
+
+@pytest.mark.timeout(60)
+def test_a_blocked_write_lets_other_threads_run(tmp_path: Path) -> None:
+    """With another thread alive the short route releases the GIL around ``write(2)``, as ``os.write``
+    does: here that thread must empty a full pipe for the write to finish at all."""
+    with route(True):
+        w = StreamWriter(tmp_path / "gil.ss", clock_ms=lambda: 5, exclusive=True)
+    w.write("a", b"one")
+    r, wr = os.pipe()
+    fcntl.fcntl(wr, fcntl.F_SETPIPE_SZ, 4096)
+    got = bytearray()
+
+    def drain() -> None:
+        time.sleep(0.02)  # the write below is blocked by then
+        while chunk := os.read(r, 4096):
+            got.extend(chunk)
+
+    drainer = threading.Thread(target=drain)
+    try:
+        os.write(wr, b"z" * 4096)  # full
+        _fail_with(wr, w)
+        drainer.start()
+        x = w.write("a", b"p" * 20_000)
+    finally:
+        w.close()
+        os.close(wr)
+        drainer.join()
+        os.close(r)
+    assert len(got) == 4096 + x.end - x.offset == 4096 + 32 + 1 + 20_000
