@@ -12,6 +12,14 @@ in another process sees it at once. Writers coordinate with an advisory lock (``
   appends meanwhile.
 
 A program that appends without taking the lock (the Rust writer) is outside both guarantees.
+
+On the compiled core an exclusive writer's ``write`` runs a compiled short route
+(:mod:`nbkit.transport._writer`, built next to ``nbkit.wire._speedups``): the common message (a known
+key on shard 0, the default sequence number, a bytes payload, a frame reaching no beacon boundary)
+is accounted, encoded and handed to ``write(2)`` in C; every other write, and every error, goes to
+the pure-Python ``StreamWriter.write`` below, its reference twin (same files, results and errors:
+tests/transport/test_file_writer_twins.py). ``NBKIT_PURE_PYTHON=1`` or a missing build gives the pure
+route everywhere; shared writers always take it.
 """
 
 from __future__ import annotations
