@@ -1,4 +1,5 @@
-"""Build hook for nbkit: compile the core (nbkit/wire/_speedups.pyx, Cython) when a C compiler is there.
+"""Build hook for nbkit: compile the core (nbkit/wire/_speedups.pyx and the writer's short route,
+nbkit/transport/_writer.pyx; Cython) when a C compiler is there.
 
 Everything else (metadata, extras, the ``nbkit`` script) lives in pyproject.toml. The compiled core is
 optional by design: when Cython is missing or the compiler fails (no compiler, ``CC=false``), the
@@ -52,7 +53,11 @@ def _extensions() -> list[Extension]:
         _notice(exc)
         return []
     return cythonize(
-        [Extension("nbkit.wire._speedups", ["nbkit/wire/_speedups.pyx"])],
+        [
+            Extension("nbkit.wire._speedups", ["nbkit/wire/_speedups.pyx"]),
+            # the writer's compiled short route (it cimports the wire's frame encoder, _speedups.pxd)
+            Extension("nbkit.transport._writer", ["nbkit/transport/_writer.pyx"]),
+        ],
         compiler_directives={"language_level": "3"},
         quiet=True,
     )

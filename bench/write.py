@@ -6,7 +6,9 @@ the default sequence numbers and clock. Baseline (the syscall bound): a loop of 
 handing the OS exactly the bytes nbkit wrote for each message (frame, plus a beacon where one falls),
 prepared in advance. Also batched mode (flush_every=N) against os.write of the same N-message blocks.
 The target is checked with ``exclusive=True`` (the lock taken once, for the writer's life): the write
-path itself. The same writes in the default shared mode (a lock, an fstat and an unlock around each
+path itself, which on the compiled core runs StreamWriter's compiled short route
+(nbkit/transport/_writer.pyx); the same writes on the pure-Python route (its reference twin) are
+timed beside it. The same writes in the default shared mode (a lock, an fstat and an unlock around each
 append, the others' frames read first when the file grew) are timed beside them. These runs are
 interleaved: each round runs every side once, so all see the same load; medians of wall and CPU time.
 
@@ -35,8 +37,10 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) 
 
 import _common as c  # noqa: E402
 
+from nbkit.transport import file_writer  # noqa: E402
 from nbkit.transport.file_reader import StreamReader  # noqa: E402
 from nbkit.transport.file_writer import StreamWriter  # noqa: E402
+from nbkit.wire import core  # noqa: E402
 
 TARGET = 1.5  # StreamWriter (flush per message) within this factor of the os.write loop
 
@@ -54,6 +58,11 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     n = args.messages
     c.banner("write: StreamWriter.write vs os.write", args)
+    compiled_route = file_writer._COMPILED is not None  # the short route of exclusive writers
+    print(
+        f"   nbkit core: {core.core_description()}; exclusive writers' short route: "
+        f"{'compiled (nbkit.transport._writer)' if compiled_route else 'pure-Python'}"
+    )
     items = [(c.KEYS[i % len(c.KEYS)], c.message_fields(i)[3]) for i in range(n)]
     results = []
     with c.workdir(args, "write") as tmp:
@@ -71,6 +80,15 @@ def main(argv: list[str] | None = None) -> int:
                 write = w.write
                 for key, payload in items[:count]:
                     write(key, payload)
+
+        def write_all_pure() -> None:
+            """The exclusive writer on the pure-Python route (the compiled route's reference twin)."""
+            saved = file_writer._COMPILED
+            file_writer._COMPILED = None  # private: new writers take the pure route (as the twin tests do)
+            try:
+                write_all_discard(1, exclusive=True)
+            finally:
+                file_writer._COMPILED = saved
 
         # what nbkit hands the OS for each message: its frame, and a beacon where one falls inside it
         c.remove(path)
@@ -108,6 +126,7 @@ def main(argv: list[str] | None = None) -> int:
             {
                 "os": lambda: os_write_loop(chunks),
                 "exclusive": lambda: write_all_discard(1, exclusive=True),
+                **({"pure": write_all_pure} if compiled_route else {}),
                 "shared": lambda: write_all_discard(1, exclusive=False),
                 "os batch": lambda: os_write_loop(blocks),
                 "batch": lambda: write_all_discard(args.batch),
@@ -116,6 +135,8 @@ def main(argv: list[str] | None = None) -> int:
             setup=fresh,
         )
         c.row("StreamWriter.write, flush_every=1, exclusive", timed["exclusive"], n)
+        if compiled_route:
+            c.row("  the same on the pure-Python route", timed["pure"], n)
         c.row("StreamWriter.write, flush_every=1, shared", timed["shared"], n)
         c.row("os.write per message (the syscall bound)", timed["os"], n)
         c.row(f"StreamWriter.write, flush_every={args.batch}", timed["batch"], n)
@@ -128,6 +149,8 @@ def main(argv: list[str] | None = None) -> int:
             f"   shared (a lock, an fstat and an unlock around each append): {c.ratio(timed['shared'], timed['os'])} "
             "the os.write loop"
         )
+        if compiled_route:
+            print(f"   exclusive on the pure-Python route: {c.ratio(timed['pure'], timed['os'])} the os.write loop")
         m = min(n, args.fsync_messages)
         best = interleaved(
             {

@@ -12,17 +12,27 @@ in another process sees it at once. Writers coordinate with an advisory lock (``
   appends meanwhile.
 
 A program that appends without taking the lock (the Rust writer) is outside both guarantees.
+
+On the compiled core an exclusive writer's ``write`` runs a compiled short route
+(:mod:`nbkit.transport._writer`, built next to ``nbkit.wire._speedups``): the common message (a known
+key on shard 0, the default sequence number, a bytes payload, a frame reaching no beacon boundary)
+is accounted, encoded and handed to ``write(2)`` in C; every other write, and every error, goes to
+the pure-Python ``StreamWriter.write`` below, its reference twin (same files, results and errors:
+tests/transport/test_file_writer_twins.py). ``NBKIT_PURE_PYTHON=1`` or a missing build gives the pure
+route everywhere; shared writers always take it.
 """
 
 from __future__ import annotations
 
 import fcntl
+import importlib
 import os
 import struct
 import time
 from collections import namedtuple
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from types import ModuleType
 from typing import Any, NoReturn
 
 from nbkit.errors import (
@@ -38,6 +48,7 @@ from nbkit.errors import (
     WriterLockedError,
 )
 from nbkit.transport.file_reader import StreamReader
+from nbkit.wire.core import FORCED_PURE
 from nbkit.wire.crc import CRC_INIT, crc16
 from nbkit.wire.keys import INTERNAL_KEY, validate_key
 from nbkit.wire.ssformat import (
@@ -127,6 +138,46 @@ class Written(_WrittenFields):
 def _now_ms() -> int:
     """The default clock: now, in epoch milliseconds."""
     return time.time_ns() // 1_000_000
+
+
+class _Route:
+    """What ``write`` reads on every message, in one object: the descriptor, the offset, the next mark
+    (``stop``), whether frames go straight to the OS (``direct``), the clock, the known keys (``hot``)
+    and the batch (``pending`` frames, ``pending_count`` messages, ``flush_every``).
+
+    The pure-Python twin of :class:`nbkit.transport._writer.ShortRoute`, which an exclusive writer uses
+    when the compiled core is active (it also runs the short route of ``write`` itself, in C); the
+    writer's attributes ``offset``, ``clock_ms``, ``_fd``, ``_stop``, ``_direct``, ``_pending_count`` and
+    ``_flush_every`` read and set these (``_hot`` and ``_pending`` are the same objects).
+    """
+
+    __slots__ = ("fd", "offset", "stop", "direct", "clock", "hot", "pending", "pending_count", "flush_every")
+
+    def __init__(self, clock: Callable[[], int]) -> None:
+        self.fd = -1
+        self.offset = 0
+        self.stop = 0
+        self.direct = False
+        self.clock = clock
+        self.hot: dict[str, tuple[bytes, Any]] = {}
+        self.pending: list[bytes] = []  # frames (and beacons) not yet handed to the OS
+        self.pending_count = 0  # messages among them
+        self.flush_every = 1
+
+
+def _compiled_writer() -> ModuleType | None:
+    """The compiled short route (``nbkit.transport._writer``) unless ``NBKIT_PURE_PYTHON`` forces the
+    pure twin or it was not built: chosen once, by the rule of :mod:`nbkit.wire.core`."""
+    if FORCED_PURE:
+        return None
+    try:
+        return importlib.import_module("nbkit.transport._writer")
+    except ImportError:
+        return None
+
+
+#: The compiled short route's module, or None: exclusive writers then run on the pure twin (_Route).
+_COMPILED = _compiled_writer()
 
 
 def _as_payload(payload: object) -> bytes:
@@ -223,21 +274,23 @@ class StreamWriter:
             raise ValueError(f"lock_timeout must be 0 or more seconds, not {lock_timeout}")
         if flush_every < 1:
             raise ValueError(f"flush_every must be at least 1, not {flush_every}")
-        self.clock_ms = clock_ms
+        compiled = _COMPILED if exclusive else None  # a shared writer's appends take the pure route
+        short = None if compiled is None else compiled.ShortRoute(clock_ms, _now_ms, Written)
+        #: the state ``write`` reads on every message (and, compiled, its short route in C)
+        self._route: Any = _Route(clock_ms) if short is None else short
+        #: builds a stream's state: the twin the route updates in place
+        self._State: Any = _StreamState if compiled is None else compiled.StreamState
         self._flush_every = flush_every
         self._size_limit = size_limit
         self._streams: dict[tuple[str, int], _StreamState] = {}
         self._prefixes: dict[str, bytes] = {}  # key -> its frame prefix (length byte + key), once validated
         #: key -> (its ASCII bytes, its stream's state on shard 0) for a key this writer has written on
         #: shard 0: what ``write`` need not look up or check again; emptied when the writer closes
-        self._hot: dict[str, tuple[bytes, _StreamState]] = {}
+        self._hot: dict[str, tuple[bytes, _StreamState]] = self._route.hot
         self._beacon_count = 0
-        self._pending: list[bytes] = []
-        self._pending_count = 0
+        self._pending: list[bytes] = self._route.pending
         self._direct = flush_every == 1 and not self.fsync  # each frame straight to the OS (nothing pending)
-        self._stop = 0  # a frame ending before this offset needs no beacon, fold or size-limit check
         self._fold_at = 0
-        self._fd = -1
         self.appended = False
         self.truncated_bytes = 0
         self.exclusive = exclusive
@@ -284,6 +337,73 @@ class StreamWriter:
             # every append goes through _shared_write (lock, catch up, write, unlock); an instance
             # attribute, so the exclusive writer's ``write`` is the method itself, with no check of the mode
             self.write = self._shared_write  # type: ignore[method-assign]
+        elif short is not None:
+            # the compiled short route; it hands every other write (and every error) to StreamWriter.write
+            short.attach(self, StreamWriter.write.__get__(self))
+            self.write = short.write  # type: ignore[method-assign]
+
+    @property
+    def offset(self) -> int:
+        """The file offset the next frame starts at (after everything written or buffered)."""
+        return self._route.offset
+
+    @offset.setter
+    def offset(self, value: int) -> None:
+        self._route.offset = value
+
+    @property
+    def clock_ms(self) -> Callable[[], int]:
+        """Returns the timestamp (epoch ms) of a message written without ``timestamp_ms``."""
+        return self._route.clock
+
+    @clock_ms.setter
+    def clock_ms(self, value: Callable[[], int]) -> None:
+        self._route.clock = value
+
+    @property
+    def _fd(self) -> int:
+        """The file's descriptor (-1 once closed)."""
+        return self._route.fd
+
+    @_fd.setter
+    def _fd(self, value: int) -> None:
+        self._route.fd = value
+
+    @property
+    def _stop(self) -> int:
+        """A frame ending before this offset reaches no beacon boundary, checksum fold or size limit."""
+        return self._route.stop
+
+    @_stop.setter
+    def _stop(self, value: int) -> None:
+        self._route.stop = value
+
+    @property
+    def _pending_count(self) -> int:
+        """Messages among the pending (not yet written) frames."""
+        return self._route.pending_count
+
+    @_pending_count.setter
+    def _pending_count(self, value: int) -> None:
+        self._route.pending_count = value
+
+    @property
+    def _flush_every(self) -> int:
+        """Messages per ``os.write`` (the value behind ``flush_every``)."""
+        return self._route.flush_every
+
+    @_flush_every.setter
+    def _flush_every(self, value: int) -> None:
+        self._route.flush_every = value
+
+    @property
+    def _direct(self) -> bool:
+        """Each frame goes straight to the OS (``flush_every=1``, no ``fsync``, nothing pending)."""
+        return self._route.direct
+
+    @_direct.setter
+    def _direct(self, value: bool) -> None:
+        self._route.direct = value
 
     @property
     def flush_every(self) -> int:
@@ -541,7 +661,7 @@ class StreamWriter:
     def _account(self, key: str, shard: int, seq: int, ts: int, payload: bytes, crc: int | None = None) -> None:
         state = self._streams.get((key, shard))
         if state is None:
-            state = self._streams[(key, shard)] = _StreamState(seq, ts, CRC_INIT)
+            state = self._streams[(key, shard)] = self._State(seq, ts, CRC_INIT)
         state.note(seq, ts, crc16(payload) if crc is None else crc)
 
     def _key_prefix(self, stream_key: str) -> bytes:
@@ -629,8 +749,9 @@ class StreamWriter:
         # puts its key in _hot, and the next ones skip what that proved: the key is valid, the stream
         # has its state, no strict_seq check applies. The frame encoder checks every field, and a
         # frame ending before _stop reaches no beacon boundary, checksum fold or size limit.
+        route = self._route
         try:
-            hot = self._hot.get(stream_key) if seq is None and shard_id == 0 else None
+            hot = route.hot.get(stream_key) if seq is None and shard_id == 0 else None
         except TypeError:  # not a key (unhashable): _stream_of says what is wrong
             hot = None
         if hot is None:
@@ -641,33 +762,36 @@ class StreamWriter:
         if payload.__class__ is not bytes:
             payload = _as_payload(payload)
         if timestamp_ms is None:
-            clock = self.clock_ms
+            clock = route.clock
             timestamp_ms = time.time_ns() // 1_000_000 if clock is _now_ms else clock()
         try:  # the wire encoder (compiled when the compiled core is active); it says which field is wrong
             frame, crc = encode_frame(raw_key, shard_id, seq, timestamp_ms, payload)
         except FormatError as exc:
             raise exc.located(path=self.path) from None
-        start = self.offset
+        start = route.offset
         end = start + len(frame)
-        if state is None or end >= self._stop:
+        if state is None or end >= route.stop:
             return self._write_at_mark(frame, crc, stream_key, shard_id, seq, timestamp_ms, raw_key, state)
         if seq > state.seq:  # an explicit seq may be lower (without strict_seq)
             state.seq = seq
         if timestamp_ms > state.ts:
             state.ts = timestamp_ms
         state.crcs.append(crc)  # folded every _FOLD_BYTES (_stop) into the running checksum
-        self.offset = end
-        if self._direct:  # the default: straight to the OS
+        route.offset = end
+        if route.direct:  # the default: straight to the OS
             try:
-                n = os.write(self._fd, frame)
+                n = os.write(route.fd, frame)
             except OSError as exc:
                 self._failed(exc, 1, start)
+            except BaseException:  # a signal handler's exception (os.write retries EINTR otherwise):
+                self._send_rest(frame, 0, 1, start)  # the frame goes out whole first, then it propagates
+                raise
             if n != end - start:
                 self._send_rest(frame, n, 1, start)
         else:
-            self._pending.append(frame)
-            self._pending_count += 1
-            if self._pending_count >= self._flush_every:
+            route.pending.append(frame)
+            route.pending_count += 1
+            if route.pending_count >= route.flush_every:
                 self.flush()
         return _tuple_new(Written, (stream_key, shard_id, seq, timestamp_ms, start, end))
 
@@ -715,7 +839,7 @@ class StreamWriter:
                 offset=start,
             )
         if state is None:
-            state = self._streams[(stream_key, shard_id)] = _StreamState(seq, ts, CRC_INIT)
+            state = self._streams[(stream_key, shard_id)] = self._State(seq, ts, CRC_INIT)
         state.note(seq, ts, crc)
         end, self.offset = self._cut(frame, start)
         if self.offset >= self._fold_at:
