@@ -10,9 +10,9 @@ shard_id     UInt64                   its shard (0 on pipes unless the line name
 seq          UInt64                   its sequence number
 timestamp    datetime64[ms, UTC]      its timestamp (NaT for a pipe line without one)
 size         Int64                    payload size in bytes, after the envelope is removed
-payload      object, str or binary    object for ``"auto"``/``"text"``/``"json"`` (str, bytes or parsed JSON);
-                                      ``"columns"``: the JSON text (str); ``"bytes"``: large_binary[pyarrow]
-                                      (each value reads as bytes)
+payload      str, object or binary    ``"json"``: the JSON text (str, Arrow-backed); ``"auto"``/``"text"``/
+                                      ``"objects"``: object (str, bytes or parsed JSON); ``"bytes"``:
+                                      large_binary[pyarrow] (each value reads as bytes)
 retry_count  Int64                    ``x-ruststream-retry-count`` from the envelope, 0 when absent
 attempt      Int64                    retry_count + 1 (first delivery = attempt 1)
 headers      object                   dict of the envelope's headers ({} when none)
@@ -20,12 +20,13 @@ offset       Int64                    byte offset of the frame (file) or line nu
 transport    category                 ``file`` or ``pipe``
 ===========  =======================  ===========================================================
 
-``payload="json"`` and ``payload="columns"`` add a ``payload.<field>`` column per top-level field of
-JSON-object payloads (int64, float64, bool, str, or object when mixed). ``"json"`` also parses every
-payload into a Python object (dict, list, ...) in ``payload``, exactly as ``json.loads`` would;
-``"columns"`` keeps ``payload`` as the JSON text (Arrow-backed str when every payload is UTF-8) and
-builds the field columns without a Python object per row (pyarrow.json over one buffer of the
-payloads; the row-by-row path where that could differ: nulls, nesting, integers beyond int64).
+``payload="json"`` and ``payload="objects"`` add a ``payload.<field>`` column per top-level field of
+JSON-object payloads (int64, float64, bool, str, or object when mixed). ``"json"`` keeps ``payload`` as
+the JSON text (Arrow-backed str when every payload is UTF-8) and builds the field columns without a
+Python object per row (pyarrow.json over one buffer of the payloads; the row-by-row path where that could
+differ: nulls, nesting, integers beyond int64). ``"objects"`` also parses every payload into a Python
+object (dict, list, ...) in ``payload``, exactly as ``json.loads`` would: on request only, since building
+one object per row costs more than the whole parse (``"columns"``, the old name of ``"json"``, raises).
 """
 
 from __future__ import annotations
@@ -83,10 +84,11 @@ def read_stream(
         The stream file.
     keys : str or iterable of str, optional
         Keep only these stream keys (the others are skipped cheaply).
-    payload : {"auto", "bytes", "text", "json", "columns"}
-        ``"auto"``: text where UTF-8, else bytes; ``"json"``: parsed, and a JSON object's fields also as
-        columns ``payload.<field>``; ``"columns"``: the ``payload.<field>`` columns, ``payload`` left as
-        JSON text (the fast way to load JSON records, no Python object per row); ``"bytes"``: the payloads
+    payload : {"auto", "bytes", "text", "json", "objects"}
+        ``"auto"``: text where UTF-8, else bytes; ``"json"``: a JSON object's fields as columns
+        ``payload.<field>``, ``payload`` left as the JSON text (no Python object per row: the fast way to
+        load JSON records); ``"objects"``: the same field columns, and ``payload`` parsed into a Python
+        object per row (dict, list, ...; slower, on request); ``"bytes"``: the payloads
         as stored, in an Arrow binary column (dtype ``large_binary[pyarrow]``, object when pyarrow is not
         installed) over one buffer, no Python object per row; each value reads as ``bytes``.
     start : FilePosition, datetime, int or str, optional
@@ -196,7 +198,7 @@ def read_pipe(
         a :class:`~nbkit.StdioBroker` wrote to.
     keys : str or iterable of str, optional
         Keep only these stream keys.
-    payload : {"auto", "bytes", "text", "json"}
+    payload : {"auto", "bytes", "text", "json", "objects"}
         How to present payloads, as in :func:`read_stream`.
 
     Returns

@@ -56,7 +56,7 @@ FRAME_COLUMNS = (
     "transport",
 )
 #: A ``payload=`` mode, as a type (mypy checks literal arguments against it).
-PayloadMode = Literal["auto", "bytes", "text", "json", "columns"]
+PayloadMode = Literal["auto", "bytes", "text", "json", "objects"]
 #: The ``payload=`` modes (checked at run time too: a wrong mode raises a ValueError naming these).
 PAYLOAD_MODES: tuple[PayloadMode, ...] = get_args(PayloadMode)
 
@@ -69,13 +69,13 @@ class FrameBuilder:
 
     Parameters
     ----------
-    payload_mode : {"auto", "bytes", "text", "json", "columns"}
+    payload_mode : {"auto", "bytes", "text", "json", "objects"}
         How payloads become the ``payload`` column (see ``nbkit.read_stream``).
 
     Raises
     ------
     ValueError
-        An unknown payload mode.
+        An unknown payload mode (``"columns"``, the old name of ``"json"``, says to pass ``"json"``).
 
     Examples
     --------
@@ -87,6 +87,11 @@ class FrameBuilder:
     """
 
     def __init__(self, payload_mode: PayloadMode) -> None:
+        if str(payload_mode) == "columns":  # the old name of "json" (callers without type checks pass it)
+            raise ValueError(
+                'payload="columns" is now payload="json" (the JSON text, and the fields as payload.<field> '
+                'columns); pass payload="json" (or payload="objects" for a parsed object per row)'
+            )
         if payload_mode not in PAYLOAD_MODES:
             raise ValueError(f"payload must be one of {', '.join(PAYLOAD_MODES)}, not {payload_mode!r}")
         self.mode = payload_mode
@@ -224,10 +229,10 @@ class FrameBuilder:
         size_list = list(map(len, bodies))
         sizes = _int_array(size_list, "Int64")
         fields: dict[str, pd.Series] | None = None
-        if self.mode == "columns":  # columnar: JSON text + field columns, no Python object per row
+        if self.mode == "json":  # columnar: JSON text + field columns, no Python object per row
             payloads = json_text_column(bodies, size_list)
             fields = json_field_columns(bodies)
-        elif self.mode == "json":
+        elif self.mode == "objects":
             fields = arrow_json_fields(bodies)  # None: the exact, row-by-row path in expand_json
             payloads = pd.Series(self._payloads(bodies, in_place=release), dtype=object)
         elif self.mode == "bytes":
@@ -262,7 +267,7 @@ class FrameBuilder:
         del columns
         if fields is not None:
             frame = with_fields(frame, fields)
-        elif self.mode == "json":
+        elif self.mode == "objects":
             frame = expand_json(frame)
         return frame
 
@@ -281,6 +286,7 @@ def _gc_paused() -> Iterator[None]:
 
 
 _TRANSPORTS = ("file", "pipe")
+_JSON_MODES = ("json", "objects")  # the modes that parse payloads as JSON (``payload.<field>`` columns)
 _CHUNK = 1 << 16  # payloads converted per step
 _starts_rs = methodcaller("startswith", b"rs")
 
@@ -306,13 +312,13 @@ def _buffers_frame(cols: ColumnBuffers, mode: str, transport: str, release: bool
     del heads, data
     fields: dict[str, pd.Series] | None = None
     values: list[Any] | None = None
-    if mode in ("json", "columns"):
+    if mode in _JSON_MODES:
         lines = gap == 1 and cols.data.count(b"\n") == n  # one payload per line: NDJSON as it stands
         # pyarrow parses the field columns with the GIL released, on a worker thread joined right here,
         # while this thread builds the payload column (the text, or the per-row objects by msgspec)
         with ThreadPoolExecutor(1, thread_name_prefix="nbkit-json-fields") as pool:
             parsing = pool.submit(ndjson_fields, cols.data, n) if lines else None
-            if mode == "columns":
+            if mode == "json":
                 payloads = json_text_column_from_buffer(cols.data, ends, gap)
             else:
                 values = json_lines(cols.data, n) if lines else None
@@ -320,7 +326,7 @@ def _buffers_frame(cols: ColumnBuffers, mode: str, transport: str, release: bool
                     values = json_values(split_payloads(cols.data, cols.data_end, gap))
                 payloads = pd.Series(values, dtype=object)
             fields = None if parsing is None else parsing.result()
-        if fields is None and mode == "columns":
+        if fields is None and mode == "json":
             fields = json_field_columns(split_payloads(cols.data, cols.data_end, gap))
     elif mode == "bytes":  # an Arrow binary array over the payload buffer itself: no object per row
         payloads = bytes_column_from_buffer(cols.data, ends, gap)
@@ -350,7 +356,7 @@ def _buffers_frame(cols: ColumnBuffers, mode: str, transport: str, release: bool
     del columns
     if fields is not None:
         return with_fields(frame, fields)
-    if mode == "json":
+    if mode == "objects":
         return expand_json(frame)
     return frame
 
@@ -450,7 +456,7 @@ def payload_separator(mode: str) -> bytes:
     >>> payload_separator("json"), payload_separator("bytes")
     (b'\\n', b'')
     """
-    return b"\n" if mode in ("json", "columns") else b""
+    return b"\n" if mode in _JSON_MODES else b""
 
 
 def in_window(cols: FrameColumns | ColumnBuffers, after_ms: int | None, end_ms: int | None) -> FrameColumns:

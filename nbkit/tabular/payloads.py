@@ -1,10 +1,11 @@
 """Payload columns: bytes as text or parsed JSON, and a JSON object's fields as ``payload.<field>`` columns.
 
 The conversions behind the ``payload=`` modes of ``read_stream`` (and the Dask reader, the Parquet
-export): ``"auto"`` (text where UTF-8, else bytes), ``"text"`` (UTF-8 with replacement), ``"json"``
-(what ``json.loads`` makes of each payload) and the field columns of ``"json"``/``"columns"``. Column at a
-time, no Python object per row where the caller did not ask for one: msgspec parses a whole list,
-pyarrow.json parses one buffer of the payloads; the row-by-row path decides wherever those could differ.
+export): ``"auto"`` (text where UTF-8, else bytes), ``"text"`` (UTF-8 with replacement), ``"json"`` (the
+JSON text as an Arrow-backed str column), ``"objects"`` (what ``json.loads`` makes of each payload) and the
+field columns of ``"json"``/``"objects"``. Column at a time, no Python object per row where the caller did
+not ask for one: msgspec parses a whole list, pyarrow.json parses one buffer of the payloads; the
+row-by-row path decides wherever those could differ.
 """
 
 from __future__ import annotations
@@ -104,7 +105,7 @@ def text_values(bodies: list[bytes]) -> list[str]:
 
 
 def json_value(body: bytes) -> Any:
-    """One payload in ``json`` mode: what ``json.loads`` makes of its UTF-8 text.
+    """One payload in ``objects`` mode: what ``json.loads`` makes of its UTF-8 text.
 
     The text if it is not JSON; the bytes if it is not UTF-8. msgspec parses first (it gives the same
     values, big integers exact); what it rejects (NaN, Infinity, lone surrogates, ...) the standard
@@ -168,13 +169,17 @@ _decode_lines = msgspec.json.Decoder().decode_lines
 
 
 #: The per-row payload conversion of each mode that has one (``"bytes"`` keeps the bytes).
-CONVERT: dict[str, Callable[[list[bytes]], list[Any]]] = {"auto": auto_values, "text": text_values, "json": json_values}
+CONVERT: dict[str, Callable[[list[bytes]], list[Any]]] = {
+    "auto": auto_values,
+    "text": text_values,
+    "objects": json_values,
+}
 
 
 def expand_json(frame: pd.DataFrame) -> pd.DataFrame:
     """Add a ``payload.<field>`` column for each top-level field of JSON-object payloads.
 
-    The row-by-row path: ``frame["payload"]`` holds parsed values (``payload="json"``).
+    The row-by-row path: ``frame["payload"]`` holds parsed values (``payload="objects"``).
 
     Parameters
     ----------
@@ -295,7 +300,7 @@ def bytes_column_from_buffer(data: bytes | bytearray, ends: np.ndarray, gap: int
 
 
 def json_text_column(bodies: list[bytes], sizes: list[int]) -> pd.Series:
-    """``payload="columns"``: the payloads as text, one Arrow string array over one buffer.
+    """``payload="json"``: the payloads as text, one Arrow string array over one buffer.
 
     pandas' str dtype when every payload is UTF-8 (and pandas stores str in Arrow); else what
     ``"auto"`` gives (str, or bytes where not UTF-8).
@@ -412,10 +417,10 @@ def json_text_column_from_buffer(data: bytes | bytearray, ends: np.ndarray, gap:
 
 
 def json_field_columns(bodies: list[bytes]) -> dict[str, pd.Series]:
-    """The ``payload.<field>`` columns of ``payload="columns"``.
+    """The ``payload.<field>`` columns of ``payload="json"``.
 
     Through pyarrow.json when that gives exactly what the row-by-row path gives, else that path (the
-    same values ``"json"`` has).
+    same values ``"objects"`` has).
 
     Parameters
     ----------

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import io
+import json
 import pickle
 
 import pandas as pd
@@ -59,9 +60,23 @@ def test_include_internal_keeps_eos(sample_path):
 def test_json_payloads_expand_fields(sample_path):
     df = read_stream(sample_path, payload="json", keys="file")
     assert len(df) == 1
-    assert df.loc[0, "payload"]["crate_name"] == "vec_map"
+    assert json.loads(df.loc[0, "payload"])["crate_name"] == "vec_map"  # the JSON text
     assert df.loc[0, "payload.crate_name"] == "vec_map"
     assert df.loc[0, "payload.id"] == 1
+
+
+def test_objects_payloads_are_parsed_with_the_same_fields(sample_path):
+    df = read_stream(sample_path, payload="objects", keys="file")
+    assert df.loc[0, "payload"]["crate_name"] == "vec_map"
+    as_json = read_stream(sample_path, payload="json", keys="file")
+    fields = [c for c in as_json.columns if c.startswith("payload.")]
+    assert [c for c in df.columns if c.startswith("payload.")] == fields
+    pd.testing.assert_frame_equal(df[fields], as_json[fields])
+
+
+def test_the_old_columns_mode_says_to_pass_json(sample_path):
+    with pytest.raises(ValueError, match='payload="json"'):
+        read_stream(sample_path, payload="columns")  # type: ignore[arg-type]
 
 
 JSON_EDGE_PAYLOADS = [
@@ -79,18 +94,16 @@ JSON_EDGE_PAYLOADS = [
 ]
 
 
-def test_json_mode_matches_the_standard_library(tmp_path):
+def test_objects_mode_matches_the_standard_library(tmp_path):
     """Every payload's value is what ``json.loads`` makes of it (text if not JSON, bytes if not UTF-8),
     whichever parser read it: mixed into plain JSON and alone."""
-    import json
-
     path = tmp_path / "edge.ss"
     with StreamWriter(path) as w:
         for i, payload in enumerate(JSON_EDGE_PAYLOADS):
             w.write("edge", payload)
             w.write("plain", b'{"i": %d}' % i)
     for keys in ("edge", None):
-        df = read_stream(path, payload="json", keys=keys)
+        df = read_stream(path, payload="objects", keys=keys)
         got = list(df[df["stream_key"] == "edge"]["payload"])
         for raw, value in zip(JSON_EDGE_PAYLOADS, got, strict=True):
             try:
@@ -105,6 +118,9 @@ def test_json_mode_matches_the_standard_library(tmp_path):
             assert type(value) is type(expected) and repr(value) == repr(expected), raw
         column = df["payload.s"].dropna()
         assert column.dtype == object and list(column) == ["\ud800"]
+        as_json = read_stream(path, payload="json", keys=keys)
+        assert as_json["payload"].tolist() == read_stream(path, keys=keys)["payload"].tolist()  # text, as auto
+        pd.testing.assert_frame_equal(as_json[list(df.columns[11:])], df[df.columns[11:]])
 
 
 @pytest.mark.parametrize("mode, kind", [("bytes", bytes), ("text", str), ("auto", str)])
@@ -283,7 +299,7 @@ def test_concat_file_and_pipe(sample_path):
     assert both["transport"].value_counts().to_dict() == {"file": 27, "pipe": 1}
 
 
-# -- payload="columns": the json fields, columnar ----------------------------------------------------
+# -- payload="json": the fields, columnar ----------------------------------------------------
 
 from hypothesis import HealthCheck, example, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
@@ -332,33 +348,34 @@ def _json_payloads(draw) -> list[bytes]:
 @example(payloads=[b'{"a": 9223372036854775808}', b'{"a": 1}'])  # pyarrow would make it a double
 @example(payloads=[b'{"t": "2024-01-02T03:04:05", "n": 1.5}', b'{"t": "x", "n": 2}'])  # text, not timestamps
 @example(payloads=[b'{"a": 1}', b'{"a": null}'])
-def test_columns_mode_has_the_json_modes_fields(tmp_path_factory, payloads):
-    """payload="columns" and "json" (pyarrow where it is exact, the row-by-row path elsewhere) give
-    the payload.<field> columns of the row-by-row path alone; "columns" keeps the text "auto" gives."""
+def test_json_mode_has_the_objects_modes_fields(tmp_path_factory, payloads):
+    """payload="json" and "objects" (pyarrow where it is exact, the row-by-row path elsewhere) give
+    the payload.<field> columns of the row-by-row path alone; "json" keeps the text "auto" gives."""
     path = tmp_path_factory.mktemp("cols") / "c.ss"
     with StreamWriter(path, created_at_ms=1) as w:
         for p in payloads:
             w.write("k", p, timestamp_ms=5)
     from nbkit.tabular import builder
 
-    fast = builder.arrow_json_fields
-    builder.arrow_json_fields = lambda bodies: None  # the reference: the row-by-row path only
+    fast = builder.arrow_json_fields, builder.ndjson_fields
+    builder.arrow_json_fields = builder.ndjson_fields = lambda *_: None  # the reference: the row-by-row path
     try:
-        as_json = read_stream(path, payload="json")
+        as_objects = read_stream(path, payload="objects")
     finally:
-        builder.arrow_json_fields = fast
-    as_columns = read_stream(path, payload="columns")
-    pd.testing.assert_frame_equal(read_stream(path, payload="json"), as_json)
-    fields = [c for c in as_json.columns if c.startswith("payload.")]
-    assert [c for c in as_columns.columns if c.startswith("payload.")] == fields
-    pd.testing.assert_frame_equal(as_columns[fields], as_json[fields])
-    assert as_columns["payload"].tolist() == read_stream(path)["payload"].tolist()
+        builder.arrow_json_fields, builder.ndjson_fields = fast
+    as_json = read_stream(path, payload="json")
+    pd.testing.assert_frame_equal(read_stream(path, payload="objects"), as_objects)
+    fields = [c for c in as_objects.columns if c.startswith("payload.")]
+    assert [c for c in as_json.columns if c.startswith("payload.")] == fields
+    pd.testing.assert_frame_equal(as_json[fields], as_objects[fields])
+    assert as_json["payload"].tolist() == read_stream(path)["payload"].tolist()
 
 
-def test_columns_mode_keeps_text_arrow_backed(sample_path):
-    df = read_stream(sample_path, payload="columns", keys="breakpoint")
+def test_json_mode_keeps_text_arrow_backed(sample_path):
+    df = read_stream(sample_path, payload="json", keys="breakpoint")
     assert df["payload"].dtype == pd.Series([], dtype="str").dtype
-    assert df.loc[0, "payload.id"] == read_stream(sample_path, payload="json", keys="breakpoint").loc[0, "payload.id"]
+    objects = read_stream(sample_path, payload="objects", keys="breakpoint")
+    assert df.loc[0, "payload.id"] == objects.loc[0, "payload.id"]
 
 
 def _flip_payload_byte(path, message_index: int) -> None:
