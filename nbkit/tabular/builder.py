@@ -10,6 +10,7 @@ payloads column by column (:mod:`nbkit.tabular.payloads`) and types every column
 from __future__ import annotations
 
 import gc
+import os
 from array import array
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -24,6 +25,8 @@ import pandas as pd
 from nbkit.runtime.delivery import retry_count
 from nbkit.tabular.payloads import (
     CONVERT,
+    STR_DTYPE,
+    FieldParse,
     arrow_json_fields,
     bytes_column,
     bytes_column_from_buffer,
@@ -33,7 +36,6 @@ from nbkit.tabular.payloads import (
     json_text_column,
     json_text_column_from_buffer,
     json_values,
-    ndjson_fields,
     with_fields,
 )
 from nbkit.wire import envelope
@@ -287,6 +289,7 @@ def _gc_paused() -> Iterator[None]:
 
 _TRANSPORTS = ("file", "pipe")
 _JSON_MODES = ("json", "objects")  # the modes that parse payloads as JSON (``payload.<field>`` columns)
+_WORKERS = max(1, min(4, os.cpu_count() or 1))  # threads that parse pieces of the payload buffer
 _CHUNK = 1 << 16  # payloads converted per step
 _starts_rs = methodcaller("startswith", b"rs")
 
@@ -310,32 +313,52 @@ def _buffers_frame(cols: ColumnBuffers, mode: str, transport: str, release: bool
     if np.any((data[heads] == 0x72) & (data[heads + 1] == 0x73)):  # b"rs": an envelope
         return None
     del heads, data
-    fields: dict[str, pd.Series] | None = None
-    values: list[Any] | None = None
     if mode in _JSON_MODES:
-        lines = gap == 1 and cols.data.count(b"\n") == n  # one payload per line: NDJSON as it stands
-        # pyarrow parses the field columns with the GIL released, on a worker thread joined right here,
-        # while this thread builds the payload column (the text, or the per-row objects by msgspec)
-        with ThreadPoolExecutor(1, thread_name_prefix="nbkit-json-fields") as pool:
-            parsing = pool.submit(ndjson_fields, cols.data, n) if lines else None
+        # pyarrow parses the field columns on worker threads (GIL released, a piece of the buffer each),
+        # while this thread builds the payload column and the other columns
+        with ThreadPoolExecutor(_WORKERS, thread_name_prefix="nbkit-json-fields") as pool:
+            parse = FieldParse(pool, cols.data, cols.data_end, gap)
+            utf8: bool | None = None
             if mode == "json":
-                payloads = json_text_column_from_buffer(cols.data, ends, gap)
+                payloads = json_text_column_from_buffer(cols.data, ends, gap)  # over the buffer when gap is 0
+                utf8 = True if payloads.dtype == STR_DTYPE else None
             else:
+                lines = gap == 1 and cols.data.count(b"\n") == n  # one payload per line: NDJSON as it stands
                 values = json_lines(cols.data, n) if lines else None
                 if values is None:
                     values = json_values(split_payloads(cols.data, cols.data_end, gap))
                 payloads = pd.Series(values, dtype=object)
-            fields = None if parsing is None else parsing.result()
+                del values
+            columns = _columns(cols, transport, sizes, payloads)
+            del payloads
+            fields = parse.result(utf8=utf8)
         if fields is None and mode == "json":
-            fields = json_field_columns(split_payloads(cols.data, cols.data_end, gap))
-    elif mode == "bytes":  # an Arrow binary array over the payload buffer itself: no object per row
-        payloads = bytes_column_from_buffer(cols.data, ends, gap)
+            fields = json_field_columns(split_payloads(cols.data, cols.data_end, gap), arrow=False)
     else:
-        payloads = pd.Series(_payload_objects(cols, mode, starts, ends), dtype=object, copy=False)
+        if mode == "bytes":  # an Arrow binary array over the payload buffer itself: no object per row
+            payloads = bytes_column_from_buffer(cols.data, ends, gap)
+        else:
+            payloads = pd.Series(_payload_objects(cols, mode, starts, ends), dtype=object, copy=False)
+        columns = _columns(cols, transport, sizes, payloads)
+        del payloads
+        fields = None
     if release:
-        cols.data = bytearray()  # the payload column is built: the buffer's bytes are not needed
+        cols.data = bytearray()  # the payload column is built (and the fields): the buffer is not needed
+    # spent builder (``release``): the frame may take the column buffers' memory as it is, no copy
+    frame = pd.DataFrame(columns, columns=list(FRAME_COLUMNS), copy=not release)
+    del columns
+    if fields is not None:
+        return with_fields(frame, fields)
+    if mode == "objects":
+        return expand_json(frame)
+    return frame
+
+
+def _columns(cols: ColumnBuffers, transport: str, sizes: np.ndarray, payloads: pd.Series) -> dict[str, Any]:
+    """The frame's columns (:data:`FRAME_COLUMNS`) from column buffers and the payload column."""
+    n = len(cols)
     zeros = pd.array(np.zeros(n, dtype=np.int64), dtype="Int64")
-    columns: dict[str, Any] = {
+    return {
         "stream_key": _category_codes(np.frombuffer(cols.key_code, dtype=np.int32), cols.keys),
         "shard_id": _view_array(cols.shard_id, np.uint64),
         "seq": _view_array(cols.seq, np.uint64),
@@ -350,15 +373,6 @@ def _buffers_frame(cols: ColumnBuffers, mode: str, transport: str, release: bool
         "offset": _view_array(cols.offset, np.int64),
         "transport": _transport_column(n, transport),
     }
-    del payloads, values
-    # spent builder (``release``): the frame may take the column buffers' memory as it is, no copy
-    frame = pd.DataFrame(columns, columns=list(FRAME_COLUMNS), copy=not release)
-    del columns
-    if fields is not None:
-        return with_fields(frame, fields)
-    if mode == "objects":
-        return expand_json(frame)
-    return frame
 
 
 def _empty_dicts(n: int) -> np.ndarray:
@@ -438,8 +452,9 @@ def _category(keys: list[str]) -> pd.Series:
 def payload_separator(mode: str) -> bytes:
     """The separator a reader's payload buffer should have for a payload mode (``ColumnBuffers``).
 
-    ``b"\\n"`` for the JSON modes: the buffer is then NDJSON that ``pyarrow.json`` and msgspec parse in
-    one call; ``b""`` for the others (the payloads back to back).
+    ``b""`` (the payloads back to back: the ``"json"`` text column and the ``"bytes"`` column are Arrow
+    arrays over that buffer itself) except for ``"objects"``: ``b"\\n"``, NDJSON that msgspec parses in
+    one call.
 
     Parameters
     ----------
@@ -453,10 +468,10 @@ def payload_separator(mode: str) -> bytes:
 
     Examples
     --------
-    >>> payload_separator("json"), payload_separator("bytes")
-    (b'\\n', b'')
+    >>> payload_separator("json"), payload_separator("objects")
+    (b'', b'\\n')
     """
-    return b"\n" if mode in _JSON_MODES else b""
+    return b"\n" if mode == "objects" else b""
 
 
 def in_window(cols: FrameColumns | ColumnBuffers, after_ms: int | None, end_ms: int | None) -> FrameColumns:

@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from nbkit.wire.scan import compact_payloads
+from nbkit.wire.scan import payload_lines as _payload_lines
 
 try:  # pandas 3 stores str in Arrow when pyarrow is installed; then bytes payloads go in Arrow too
     import pyarrow as _pa
@@ -30,6 +31,8 @@ except ImportError:  # pragma: no cover - pyarrow is in the scale extra and in B
 __all__ = [
     "BYTES_DTYPE",
     "CONVERT",
+    "PIECE_BYTES",
+    "FieldParse",
     "STR_DTYPE",
     "arrow_json_fields",
     "auto_values",
@@ -416,7 +419,7 @@ def json_text_column_from_buffer(data: bytes | bytearray, ends: np.ndarray, gap:
     )
 
 
-def json_field_columns(bodies: list[bytes]) -> dict[str, pd.Series]:
+def json_field_columns(bodies: list[bytes], *, arrow: bool = True) -> dict[str, pd.Series]:
     """The ``payload.<field>`` columns of ``payload="json"``.
 
     Through pyarrow.json when that gives exactly what the row-by-row path gives, else that path (the
@@ -426,6 +429,8 @@ def json_field_columns(bodies: list[bytes]) -> dict[str, pd.Series]:
     ----------
     bodies
         Payloads (envelopes removed).
+    arrow
+        Try pyarrow.json first (False: the caller knows it would not do, go row by row).
 
     Returns
     -------
@@ -437,7 +442,7 @@ def json_field_columns(bodies: list[bytes]) -> dict[str, pd.Series]:
     >>> json_field_columns([b'{"a": 1}', b'{"a": 2}'])["a"].tolist()
     [1, 2]
     """
-    fields = arrow_json_fields(bodies)
+    fields = arrow_json_fields(bodies) if arrow else None
     if fields is not None:
         return fields
     return {name: infer_column(values) for name, values in _field_values(json_values(bodies)).items()}
@@ -492,7 +497,8 @@ def ndjson_fields(data: bytes | bytearray, n: int) -> dict[str, pd.Series] | Non
     Returns
     -------
     dict or None
-        Field name -> column, or None where pyarrow could differ from the row-by-row path.
+        Field name -> column, or None where pyarrow could differ from the row-by-row path (text that is
+        not UTF-8 included: pyarrow.json does not check it).
 
     Examples
     --------
@@ -500,25 +506,52 @@ def ndjson_fields(data: bytes | bytearray, n: int) -> dict[str, pd.Series] | Non
     >>> fields is None or fields["a"].tolist() == [1, 2]
     True
     """
-    if not n or getattr(STR_DTYPE, "storage", None) != "pyarrow":
+    if not n or _pa is None or not _utf8(data):
+        return None
+    return _table_fields(_arrow_table(data), n)
+
+
+def _utf8(data: bytes | bytearray) -> bool:
+    """Whether ``data`` is UTF-8 throughout (pyarrow's check: no copy, no Python object)."""
+    offsets = np.array([0, len(data)], dtype=np.int64)
+    buffers = [None, _pa.py_buffer(offsets), _pa.py_buffer(data)]
+    whole = _pa.LargeBinaryArray.from_buffers(_pa.large_binary(), 1, buffers)
+    try:
+        whole.cast(_pa.large_string())
+    except _pa.ArrowInvalid:
+        return False
+    return True
+
+
+def _arrow_table(data: bytes | bytearray) -> Any:
+    """NDJSON parsed by pyarrow.json (GIL released; fields that look like ISO times read as text), or
+    None where pyarrow cannot parse it."""
+    if getattr(STR_DTYPE, "storage", None) != "pyarrow":
         return None
     try:
-        import pyarrow as pa
         import pyarrow.json as pa_json
     except ImportError:
         return None
+    pa = _pa
     joined = pa.py_buffer(data)
+    options = pa_json.ReadOptions(use_threads=False)  # one thread per buffer: callers run buffers in parallel
     try:
-        table = pa_json.read_json(pa.BufferReader(joined))
+        table = pa_json.read_json(pa.BufferReader(joined), read_options=options)
         stamps = [f.name for f in table.schema if pa.types.is_timestamp(f.type) or pa.types.is_date(f.type)]
         if stamps:  # pyarrow reads ISO-looking text as timestamps: read those fields as text
             schema = pa.schema([pa.field(name, pa.string()) for name in stamps])
-            options = pa_json.ParseOptions(explicit_schema=schema)
+            parse = pa_json.ParseOptions(explicit_schema=schema)
             order = table.column_names
-            table = pa_json.read_json(pa.BufferReader(joined), parse_options=options).select(order)
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            table = pa_json.read_json(pa.BufferReader(joined), read_options=options, parse_options=parse).select(order)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, UnicodeDecodeError):
         return None
-    if table.num_rows != n:  # empty payloads (blank lines) are skipped by pyarrow
+    return table
+
+
+def _table_fields(table: Any, n: int) -> dict[str, pd.Series] | None:
+    """The field columns of a pyarrow.json table of ``n`` payloads, or None where they could differ from
+    the row-by-row path (a row skipped, a null, a nested or other type, a double that may be a big int)."""
+    if table is None or table.num_rows != n:  # empty payloads (blank lines) are skipped by pyarrow
         return None
     columns: dict[str, pd.Series] = {}
     for name, column in zip(table.column_names, table.columns, strict=True):
@@ -533,6 +566,84 @@ def ndjson_fields(data: bytes | bytearray, n: int) -> dict[str, pd.Series] | Non
             return None  # perhaps an integer beyond int64, which the row-by-row path keeps exact
         columns[name] = pd.Series(values)
     return columns
+
+
+#: Payload bytes per piece that :class:`FieldParse` hands to one pyarrow.json call.
+PIECE_BYTES = 24 << 20
+
+
+class FieldParse:
+    """The ``payload.<field>`` columns of a payload buffer, parsed by pyarrow.json on worker threads.
+
+    The buffer is cut into pieces of about :data:`PIECE_BYTES`; each worker builds its piece's NDJSON
+    (:func:`~nbkit.wire.scan.payload_lines`, GIL released) and parses it (pyarrow, GIL released), so the
+    pieces run on every core while the caller's thread builds the other columns. :meth:`result` joins them:
+    the same columns :func:`ndjson_fields` gives for the whole buffer, or None where that could differ from
+    the row-by-row path.
+
+    Parameters
+    ----------
+    pool : concurrent.futures.Executor
+        Runs the pieces.
+    data : bytes or bytearray
+        The payloads back to back, each followed by ``gap`` separator bytes (not changed until
+        :meth:`result` returns).
+    ends : array.array
+        Where each payload ends in ``data`` (``array("q")``).
+    gap : int
+        The separator's length (0 or 1).
+
+    Examples
+    --------
+    >>> from array import array
+    >>> from concurrent.futures import ThreadPoolExecutor
+    >>> with ThreadPoolExecutor(2) as pool:
+    ...     fields = FieldParse(pool, b'{"a": 1}{"a": 2}', array("q", [8, 16]), 0).result(utf8=True)
+    >>> fields is None or fields["a"].tolist() == [1, 2]
+    True
+    """
+
+    def __init__(self, pool: Any, data: bytes | bytearray, ends: array, gap: int) -> None:
+        self._data, self._ends, self._gap = data, ends, gap
+        n = len(ends)
+        cuts = [0]
+        if n:
+            at = np.frombuffer(ends, dtype=np.int64)
+            marks = np.arange(PIECE_BYTES, int(at[-1]), PIECE_BYTES, dtype=np.int64)
+            cuts += sorted(set(np.searchsorted(at, marks).tolist()) - {0, n})
+            cuts.append(n)
+        self._pieces = [pool.submit(self._piece, first, last) for first, last in zip(cuts[:-1], cuts[1:], strict=False)]
+
+    def _piece(self, first: int, last: int) -> Any:
+        """One piece's pyarrow table, or None (a payload with a newline, or pyarrow cannot parse it)."""
+        lines = _payload_lines(self._data, self._ends, first, last, self._gap)
+        return None if lines is None else _arrow_table(lines)
+
+    def result(self, *, utf8: bool | None = None) -> dict[str, pd.Series] | None:
+        """Wait for the pieces and return the field columns (None: take the row-by-row path).
+
+        Parameters
+        ----------
+        utf8 : bool, optional
+            Whether the caller knows the buffer is UTF-8 throughout (None: check it here).
+
+        Returns
+        -------
+        dict or None
+            Field name -> column.
+        """
+        tables = [piece.result() for piece in self._pieces]
+        n = len(self._ends)
+        if not tables or any(t is None for t in tables):
+            return None
+        if utf8 is None:
+            utf8 = _utf8(self._data)
+        if not utf8:
+            return None
+        if any(t.schema != tables[0].schema for t in tables[1:]):  # types inferred apart differ: parse as one
+            lines = _payload_lines(self._data, self._ends, 0, n, self._gap)
+            return None if lines is None else _table_fields(_arrow_table(lines), n)
+        return _table_fields(_pa.concat_tables(tables) if len(tables) > 1 else tables[0], n)
 
 
 def _field_values(payloads: list[Any]) -> dict[str, list[Any]]:

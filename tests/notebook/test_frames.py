@@ -326,7 +326,8 @@ def _json_payloads(draw) -> list[bytes]:
     for _ in range(draw(st.integers(1, 12))):
         record = {name: draw(st.one_of(st.just(kinds[name]), _json_scalars)) for name in names}
         text = json.dumps(record, separators=draw(st.sampled_from([(",", ":"), (", ", ": ")])))
-        twist = draw(st.sampled_from([None] * 8 + ["list", "empty", "newline", "dup", "nested", "notjson"]))
+        twists = ["list", "empty", "newline", "dup", "nested", "notjson", "notutf8"]
+        twist = draw(st.sampled_from([None] * 8 + twists))
         if twist == "list":
             text = "[1, 2]"
         elif twist == "empty":
@@ -339,6 +340,9 @@ def _json_payloads(draw) -> list[bytes]:
             text = '{"a": {"x": 1}}'
         elif twist == "notjson":
             text = "not json"
+        elif twist == "notutf8":  # JSON pyarrow parses without checking the text's UTF-8
+            out.append(b'{"a": "\xff"}')
+            continue
         out.append(text.encode())
     return out
 
@@ -348,21 +352,25 @@ def _json_payloads(draw) -> list[bytes]:
 @example(payloads=[b'{"a": 9223372036854775808}', b'{"a": 1}'])  # pyarrow would make it a double
 @example(payloads=[b'{"t": "2024-01-02T03:04:05", "n": 1.5}', b'{"t": "x", "n": 2}'])  # text, not timestamps
 @example(payloads=[b'{"a": 1}', b'{"a": null}'])
-def test_json_mode_has_the_objects_modes_fields(tmp_path_factory, payloads):
+@example(payloads=[b'{"a": 1}', b'{"a": 2.5}', b'{"a": 3}'])  # in pieces of one payload: int, double, int
+@example(payloads=[b'{"a": "x"}', b'{"a": "\xff"}'])  # pyarrow.json does not check UTF-8
+@pytest.mark.parametrize("piece_bytes", [1, 30, 24 << 20])  # pieces of the buffer parsed apart, or one
+def test_json_mode_has_the_objects_modes_fields(tmp_path_factory, payloads, piece_bytes, monkeypatch):
     """payload="json" and "objects" (pyarrow where it is exact, the row-by-row path elsewhere) give
     the payload.<field> columns of the row-by-row path alone; "json" keeps the text "auto" gives."""
     path = tmp_path_factory.mktemp("cols") / "c.ss"
     with StreamWriter(path, created_at_ms=1) as w:
         for p in payloads:
             w.write("k", p, timestamp_ms=5)
-    from nbkit.tabular import builder
+    from nbkit.tabular import payloads as payload_module
 
-    fast = builder.arrow_json_fields, builder.ndjson_fields
-    builder.arrow_json_fields = builder.ndjson_fields = lambda *_: None  # the reference: the row-by-row path
+    fast = payload_module._arrow_table
+    payload_module._arrow_table = lambda data: None  # the reference: no pyarrow, the row-by-row path only
     try:
         as_objects = read_stream(path, payload="objects")
     finally:
-        builder.arrow_json_fields, builder.ndjson_fields = fast
+        payload_module._arrow_table = fast
+    monkeypatch.setattr(payload_module, "PIECE_BYTES", piece_bytes)
     as_json = read_stream(path, payload="json")
     pd.testing.assert_frame_equal(read_stream(path, payload="objects"), as_objects)
     fields = [c for c in as_objects.columns if c.startswith("payload.")]
