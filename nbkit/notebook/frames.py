@@ -58,6 +58,7 @@ from nbkit.wire.stdio_line import LineDecoder, parse_line
 __all__ = ["FRAME_COLUMNS", "PAYLOAD_MODES", "Selection", "concat_frames", "read_pipe", "read_stream", "selection"]
 
 _PROGRESS_MIN_BYTES = 64 << 20
+_SLICE_BYTES = 24 << 20  # file bytes per read of payload="json" (its fields parse while the next is read)
 
 
 def read_stream(
@@ -137,20 +138,28 @@ def read_stream(
         def accept(key: str) -> bool:
             return (wanted is None or key in wanted) and (include_internal or key not in INTERNAL_KEYS)
 
+    window = after_ms is not None or end_ms is not None
+    # json: read in slices, each handed to the builder at once, whose worker threads parse its fields
+    # while the next slice is read (the other modes read in one go)
+    step = _SLICE_BYTES if payload == "json" and not window else None
     with StreamReader(path, start=position, key=seek_key, on_bad_frames=on_bad_frames) as reader:
         bar = _progress_bar(reader, progress)
-        got = reader.read_column_buffers(
-            accept=accept, progress=None if bar is None else bar.update, separator=payload_separator(payload)
-        )
+        while True:
+            until = None if step is None else reader.pos + step
+            got = reader.read_column_buffers(
+                accept=accept,
+                progress=None if bar is None else bar.update,
+                separator=payload_separator(payload),
+                until=until,
+            )
+            cols.extend(in_window(got, after_ms, end_ms) if window else got)
+            del got
+            if until is None or reader.end is not None or reader.pos < until:  # read to the end
+                break
         if bar is not None:
             bar.close()
         ended = reader.end
         damaged = [region.to_dict() for region in reader.damaged]
-    if after_ms is not None or end_ms is not None:
-        cols.extend(in_window(got, after_ms, end_ms))
-    else:
-        cols.extend(got)
-    del got
     frame = cols.frame("file", release=True)
     frame.attrs["damaged"] = damaged
     if ended is not None:

@@ -33,6 +33,7 @@ from nbkit.tabular.payloads import (
     expand_json,
     json_field_columns,
     json_lines,
+    json_text_array,
     json_text_column,
     json_text_column_from_buffer,
     json_values,
@@ -40,6 +41,11 @@ from nbkit.tabular.payloads import (
 )
 from nbkit.wire import envelope
 from nbkit.wire.scan import ColumnBuffers, FrameColumns, split_payloads
+
+try:
+    import pyarrow as _pa
+except ImportError:  # pragma: no cover - pyarrow is a core dependency; without it no text array is made
+    _pa = None
 
 __all__ = ["FRAME_COLUMNS", "PAYLOAD_MODES", "FrameBuilder", "PayloadMode", "in_window", "payload_separator"]
 
@@ -103,7 +109,9 @@ class FrameBuilder:
         self.times: list[int | None] = []
         self.raw: list[bytes] = []  # payloads as stored, envelope included
         self.offsets: list[int] = []
-        self._buffers: ColumnBuffers | None = None  # a reader's whole result, kept columnar until frame()
+        self._parts: list[ColumnBuffers] = []  # readers' results, kept columnar until frame()
+        self._pool: ThreadPoolExecutor | None = None  # parses the JSON modes' fields while reading goes on
+        self._parse: FieldParse | None = None
 
     def add(self, key: str, shard: int, seq: int, ts_ms: int | None, data: bytes, offset: int) -> None:
         """Add one message.
@@ -119,7 +127,7 @@ class FrameBuilder:
         offset
             The frame's byte offset (a pipe line's number).
         """
-        if self._buffers is not None:
+        if self._parts:
             self._to_lists()
         self.keys.append(key)
         self.shards.append(shard)
@@ -131,8 +139,11 @@ class FrameBuilder:
     def extend(self, cols: FrameColumns | ColumnBuffers) -> None:
         """Add every message of a ``StreamReader.read_columns`` / ``read_column_buffers`` result.
 
-        Column buffers given to an empty builder stay columnar: :meth:`frame` then builds every column
-        from them without a Python object per message (except where the mode asks for one).
+        Column buffers given to a builder without messages added one by one stay columnar (one or several
+        reads, in order): :meth:`frame` then builds every column from them without a Python object per
+        message (except where the mode asks for one). In the JSON modes the payloads' fields start being
+        parsed right away, on worker threads, so a caller reading a file in slices overlaps its reading
+        with the parse.
 
         Parameters
         ----------
@@ -140,11 +151,13 @@ class FrameBuilder:
             The columns; the builder may keep them, so the caller must not change them after.
         """
         if isinstance(cols, ColumnBuffers):
-            if not self.offsets and self._buffers is None:
-                self._buffers = cols
+            if not self.offsets:
+                self._parts.append(cols)
+                if self.mode in _JSON_MODES and len(cols):
+                    self._field_parse().add(cols.data, cols.data_end, len(cols.separator))
                 return
             cols = cols.to_lists()
-        if self._buffers is not None:
+        if self._parts:
             self._to_lists()
         if not self.offsets:
             self.keys, self.shards, self.seqs, self.raw, self.offsets = (
@@ -165,9 +178,23 @@ class FrameBuilder:
 
     def _to_lists(self) -> None:
         """Turn the column buffers into the column lists (a message added after them, or envelopes)."""
-        buffers, self._buffers = self._buffers, None
-        if buffers is not None:
-            self.extend(buffers.to_lists())
+        parts, self._parts = self._parts, []
+        self._stop_parse()
+        for part in parts:
+            self.extend(part.to_lists())
+
+    def _field_parse(self) -> FieldParse:
+        """The parse of the buffers' JSON fields, started on first use."""
+        if self._parse is None:
+            self._pool = ThreadPoolExecutor(_WORKERS, thread_name_prefix="nbkit-json-fields")
+            self._parse = FieldParse(self._pool)
+        return self._parse
+
+    def _stop_parse(self) -> None:
+        """End the field parse: pieces not started are dropped, running ones finish; the threads go."""
+        pool, self._pool, self._parse = self._pool, None, None
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
 
     def _unwrap(self) -> tuple[list[bytes], list[dict], list[int]]:
         """Bodies, headers and retry counts: envelopes (payloads starting ``rs``) decoded."""
@@ -214,14 +241,23 @@ class FrameBuilder:
             One row per message: :data:`FRAME_COLUMNS`, then any ``payload.<field>`` columns.
         """
         with _gc_paused():
-            if self._buffers is not None:
-                frame = _buffers_frame(self._buffers, self.mode, transport, release)
-                if frame is not None:
-                    if release:
-                        self._buffers = None
-                    return frame
-                self._to_lists()  # envelopes: the row-by-row path removes them
-            return self._frame(transport, release)
+            try:
+                if self._parts:
+                    parse = None
+                    if self.mode in _JSON_MODES:
+                        if self._parse is None:  # a frame built before: parse again
+                            for part in self._parts:
+                                self._field_parse().add(part.data, part.data_end, len(part.separator))
+                        parse = self._parse
+                    frame = _buffers_frame(self._parts, self.mode, transport, release, parse)
+                    if frame is not None:
+                        if release:
+                            self._parts = []
+                        return frame
+                    self._to_lists()  # envelopes: the row-by-row path removes them
+                return self._frame(transport, release)
+            finally:
+                self._stop_parse()
 
     def _frame(self, transport: str, release: bool) -> pd.DataFrame:
         n = len(self.keys)
@@ -294,56 +330,61 @@ _CHUNK = 1 << 16  # payloads converted per step
 _starts_rs = methodcaller("startswith", b"rs")
 
 
-def _buffers_frame(cols: ColumnBuffers, mode: str, transport: str, release: bool) -> pd.DataFrame | None:
-    """The typed frame straight from column buffers, or None when a payload is an envelope (the
-    row-by-row path removes it). Numbers are numpy views of the buffers; payloads are cut from the one
-    payload buffer only where the mode asks for Python objects (bytes, text, parsed JSON), a chunk at a
-    time; ``release`` then empties the payload buffer as soon as the payload column is built."""
-    n = len(cols)
+def _buffers_frame(
+    parts: list[ColumnBuffers], mode: str, transport: str, release: bool, parse: FieldParse | None
+) -> pd.DataFrame | None:
+    """The typed frame straight from column buffers (one read, or several in order), or None when a
+    payload is an envelope (the row-by-row path removes it). Numbers are numpy views of the buffers (one
+    read) or their concatenation; payloads are cut from the payload buffers only where the mode asks for
+    Python objects (bytes, text, parsed JSON), a chunk at a time. The ``"json"`` text column is Arrow
+    arrays over the buffers themselves (a chunk per read); the other modes first join several reads into
+    one. ``parse``: the JSON modes' field parse, with every buffer added. ``release`` then empties the
+    payload buffers as soon as the frame is built."""
+    parts = [part for part in parts if len(part)]
+    n = sum(map(len, parts))
     if not n:
         return None
-    gap = len(cols.separator)
-    ends = np.frombuffer(cols.data_end, dtype=np.int64)
-    starts = np.empty(n, dtype=np.int64)
-    starts[0] = 0
-    starts[1:] = ends[:-1] + gap
-    sizes = ends - starts
-    data = np.frombuffer(cols.data, dtype=np.uint8)
-    heads = starts[sizes >= 2]
-    if np.any((data[heads] == 0x72) & (data[heads + 1] == 0x73)):  # b"rs": an envelope
-        return None
-    del heads, data
-    if mode in _JSON_MODES:
-        # pyarrow parses the field columns on worker threads (GIL released, a piece of the buffer each),
+    if len(parts) > 1 and mode != "json":
+        parts = [_joined(parts)]
+    layout = [_layout(part) for part in parts]
+    for part, (_, starts, sizes) in zip(parts, layout, strict=True):
+        data = np.frombuffer(part.data, dtype=np.uint8)
+        heads = starts[sizes >= 2]
+        if np.any((data[heads] == 0x72) & (data[heads + 1] == 0x73)):  # b"rs": an envelope
+            return None
+    sizes = layout[0][2] if len(layout) == 1 else np.concatenate([sizes for _, _, sizes in layout])
+    fields: dict[str, pd.Series] | None = None
+    if mode in _JSON_MODES and parse is not None:
+        # pyarrow parses the field columns on worker threads (GIL released, a piece of a buffer each),
         # while this thread builds the payload column and the other columns
-        with ThreadPoolExecutor(_WORKERS, thread_name_prefix="nbkit-json-fields") as pool:
-            parse = FieldParse(pool, cols.data, cols.data_end, gap)
-            utf8: bool | None = None
-            if mode == "json":
-                payloads = json_text_column_from_buffer(cols.data, ends, gap)  # over the buffer when gap is 0
-                utf8 = True if payloads.dtype == STR_DTYPE else None
-            else:
-                lines = gap == 1 and cols.data.count(b"\n") == n  # one payload per line: NDJSON as it stands
-                values = json_lines(cols.data, n) if lines else None
-                if values is None:
-                    values = json_values(split_payloads(cols.data, cols.data_end, gap))
-                payloads = pd.Series(values, dtype=object)
-                del values
-            columns = _columns(cols, transport, sizes, payloads)
-            del payloads
-            fields = parse.result(utf8=utf8)
+        utf8: bool | None = None
+        if mode == "json":
+            payloads = _text_column(parts, [ends for ends, _, _ in layout])
+            utf8 = True if payloads.dtype == STR_DTYPE else None
+        else:
+            cols, gap = parts[0], len(parts[0].separator)
+            lines = gap == 1 and cols.data.count(b"\n") == n  # one payload per line: NDJSON as it stands
+            values = json_lines(cols.data, n) if lines else None
+            if values is None:
+                values = json_values(split_payloads(cols.data, cols.data_end, gap))
+            payloads = pd.Series(values, dtype=object)
+            del values
+        columns = _columns(parts, transport, sizes, payloads)
+        del payloads
+        fields = parse.result(utf8=utf8)
         if fields is None and mode == "json":
-            fields = json_field_columns(split_payloads(cols.data, cols.data_end, gap), arrow=False)
+            fields = json_field_columns([body for part in parts for body in part.payloads()], arrow=False)
     else:
+        cols, (ends, starts, _) = parts[0], layout[0]
         if mode == "bytes":  # an Arrow binary array over the payload buffer itself: no object per row
-            payloads = bytes_column_from_buffer(cols.data, ends, gap)
+            payloads = bytes_column_from_buffer(cols.data, ends, len(cols.separator))
         else:
             payloads = pd.Series(_payload_objects(cols, mode, starts, ends), dtype=object, copy=False)
-        columns = _columns(cols, transport, sizes, payloads)
+        columns = _columns(parts, transport, sizes, payloads)
         del payloads
-        fields = None
     if release:
-        cols.data = bytearray()  # the payload column is built (and the fields): the buffer is not needed
+        for part in parts:
+            part.data = bytearray()  # the frame is built: the buffers' bytes are not needed (or in Arrow's hands)
     # spent builder (``release``): the frame may take the column buffers' memory as it is, no copy
     frame = pd.DataFrame(columns, columns=list(FRAME_COLUMNS), copy=not release)
     del columns
@@ -354,23 +395,120 @@ def _buffers_frame(cols: ColumnBuffers, mode: str, transport: str, release: bool
     return frame
 
 
-def _columns(cols: ColumnBuffers, transport: str, sizes: np.ndarray, payloads: pd.Series) -> dict[str, Any]:
-    """The frame's columns (:data:`FRAME_COLUMNS`) from column buffers and the payload column."""
-    n = len(cols)
+def _layout(cols: ColumnBuffers) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Where each payload of a read ends and starts in its buffer, and its size (int64 arrays)."""
+    gap = len(cols.separator)
+    ends = np.frombuffer(cols.data_end, dtype=np.int64)
+    starts = np.empty(len(ends), dtype=np.int64)
+    if len(ends):
+        starts[0] = 0
+        starts[1:] = ends[:-1] + gap
+    return ends, starts, ends - starts
+
+
+def _joined(parts: list[ColumnBuffers]) -> ColumnBuffers:
+    """Several reads' column buffers as one (payload buffers copied into one, key codes renumbered)."""
+    out = ColumnBuffers(parts[0].separator)
+    for part in parts:
+        if part.separator != out.separator:
+            part = _with_separator(part, out.separator)
+        lookup = np.array([_key_code(out.keys, key) for key in part.keys] or [0], dtype=np.int32)
+        out.key_code.frombytes(lookup[np.frombuffer(part.key_code, dtype=np.int32)].tobytes())
+        out.shard_id.extend(part.shard_id)
+        out.seq.extend(part.seq)
+        out.timestamp_ms.extend(part.timestamp_ms)
+        out.offset.extend(part.offset)
+        shift = len(out.data)
+        out.data_end.extend(array("q", (np.frombuffer(part.data_end, dtype=np.int64) + shift).tobytes()))
+        out.data += part.data
+    return out
+
+
+def _with_separator(cols: ColumnBuffers, separator: bytes) -> ColumnBuffers:
+    """The same messages with another payload separator."""
+    out = ColumnBuffers(separator)
+    out.keys = cols.keys
+    out.key_code, out.shard_id, out.seq, out.timestamp_ms, out.offset = (
+        cols.key_code,
+        cols.shard_id,
+        cols.seq,
+        cols.timestamp_ms,
+        cols.offset,
+    )
+    for body in cols.payloads():
+        out.data += body
+        out.data_end.append(len(out.data))
+        out.data += separator
+    return out
+
+
+def _key_code(keys: list[str], key: str) -> int:
+    """``key``'s index in ``keys``, appended if new."""
+    if key not in keys:
+        keys.append(key)
+    return keys.index(key)
+
+
+def _text_column(parts: list[ColumnBuffers], ends: list[np.ndarray]) -> pd.Series:
+    """The ``"json"`` text column of several reads: Arrow arrays over their buffers (a chunk each) when
+    every payload is UTF-8, else what ``"auto"`` gives."""
+    arrays = [json_text_array(part.data, e, len(part.separator)) for part, e in zip(parts, ends, strict=True)]
+    if all(a is not None for a in arrays):
+        return pd.Series(arrays[0] if len(arrays) == 1 else _pa.chunked_array(arrays), dtype=STR_DTYPE)
+    columns = [
+        json_text_column_from_buffer(part.data, e, len(part.separator)) for part, e in zip(parts, ends, strict=True)
+    ]
+    if len(columns) == 1:
+        return columns[0]
+    return pd.Series([value for column in columns for value in column.tolist()], dtype=object)
+
+
+def _columns(parts: list[ColumnBuffers], transport: str, sizes: np.ndarray, payloads: pd.Series) -> dict[str, Any]:
+    """The frame's columns (:data:`FRAME_COLUMNS`) from reads' column buffers and the payload column."""
+    n = len(sizes)
+    if len(parts) == 1:
+        cols = parts[0]
+        codes, keys = np.frombuffer(cols.key_code, dtype=np.int32), cols.keys
+        shard, seq, stamp, offset = (
+            np.frombuffer(a, dtype=t)
+            for a, t in (
+                (cols.shard_id, np.uint64),
+                (cols.seq, np.uint64),
+                (cols.timestamp_ms, np.int64),
+                (cols.offset, np.int64),
+            )
+        )
+    else:
+        keys = []
+        codes = np.concatenate(
+            [
+                np.array([_key_code(keys, k) for k in part.keys] or [0], dtype=np.int32)[
+                    np.frombuffer(part.key_code, dtype=np.int32)
+                ]
+                for part in parts
+            ]
+        )
+        shard, seq, stamp, offset = (
+            np.concatenate([np.frombuffer(getattr(part, name), dtype=t) for part in parts])
+            for name, t in (
+                ("shard_id", np.uint64),
+                ("seq", np.uint64),
+                ("timestamp_ms", np.int64),
+                ("offset", np.int64),
+            )
+        )
     zeros = pd.array(np.zeros(n, dtype=np.int64), dtype="Int64")
     return {
-        "stream_key": _category_codes(np.frombuffer(cols.key_code, dtype=np.int32), cols.keys),
-        "shard_id": _view_array(cols.shard_id, np.uint64),
-        "seq": _view_array(cols.seq, np.uint64),
-        "timestamp": pd.DatetimeIndex(
-            np.frombuffer(cols.timestamp_ms, dtype=np.int64).view("datetime64[ms]")
-        ).tz_localize("UTC"),
+        "stream_key": _category_codes(codes, keys),
+        "shard_id": _int_view(shard),
+        "seq": _int_view(seq),
+        "timestamp": pd.DatetimeIndex(stamp.view("datetime64[ms]")).tz_localize("UTC"),
         "size": pd.arrays.IntegerArray(sizes, np.zeros(n, dtype=np.bool_)),
         "payload": payloads,
         "retry_count": zeros,
         "attempt": zeros + 1,
         "headers": pd.Series(_empty_dicts(n), copy=False),
-        "offset": _view_array(cols.offset, np.int64),
+        "offset": _int_view(offset),
         "transport": _transport_column(n, transport),
     }
 
@@ -381,9 +519,9 @@ def _empty_dicts(n: int) -> np.ndarray:
     return np.fromiter(map(dict.copy, repeat({}, n)), dtype=object, count=n)
 
 
-def _view_array(values: array, dtype: type[np.integer]) -> pd.arrays.IntegerArray:
-    """A nullable integer array (``Int64``/``UInt64``) over a column buffer's memory, not a copy of it."""
-    return pd.arrays.IntegerArray(np.frombuffer(values, dtype=dtype), np.zeros(len(values), dtype=np.bool_))
+def _int_view(values: np.ndarray) -> pd.arrays.IntegerArray:
+    """A nullable integer array (``Int64``/``UInt64``) over ``values``' memory, not a copy of it."""
+    return pd.arrays.IntegerArray(values, np.zeros(len(values), dtype=np.bool_))
 
 
 def _payload_objects(cols: ColumnBuffers, mode: str, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:

@@ -43,6 +43,7 @@ __all__ = [
     "json_field_columns",
     "json_lines",
     "json_text_column",
+    "json_text_array",
     "json_text_column_from_buffer",
     "json_value",
     "json_values",
@@ -370,6 +371,42 @@ def json_lines(data: bytes | bytearray, n: int) -> list[Any] | None:
     return values if len(values) == n else None
 
 
+def json_text_array(data: bytes | bytearray, ends: np.ndarray, gap: int) -> Any:
+    """The payloads of a buffer as one Arrow ``large_string`` array over it (no copy when ``gap`` is 0).
+
+    Parameters
+    ----------
+    data, ends, gap
+        As for :func:`json_text_column_from_buffer`.
+
+    Returns
+    -------
+    pyarrow.LargeStringArray or None
+        The text; None when a payload is not UTF-8, there are none, or pandas does not store str in Arrow.
+
+    Examples
+    --------
+    >>> text = json_text_array(b'{"a": 1}[]', np.array([8, 10]), 0)
+    >>> text is None or text.to_pylist() == ['{"a": 1}', '[]']
+    True
+    """
+    n = len(ends)
+    if getattr(STR_DTYPE, "storage", None) != "pyarrow" or not n:
+        return None
+    pa = _pa
+    offsets = np.empty(n + 1, dtype=np.int64)
+    offsets[0] = 0
+    offsets[1:] = ends - gap * np.arange(n, dtype=np.int64)  # where each ends once separators are out
+    values = data
+    if gap:
+        values = compact_payloads(data, array("q", ends.astype(np.int64).tobytes()), gap)
+    binary = pa.LargeBinaryArray.from_buffers(pa.large_binary(), n, [None, pa.py_buffer(offsets), pa.py_buffer(values)])
+    try:
+        return binary.cast(pa.large_string())  # checks UTF-8 throughout
+    except pa.ArrowInvalid:
+        return None
+
+
 def json_text_column_from_buffer(data: bytes | bytearray, ends: np.ndarray, gap: int) -> pd.Series:
     """:func:`json_text_column` of payloads given as one buffer: an Arrow string array over it.
 
@@ -394,24 +431,9 @@ def json_text_column_from_buffer(data: bytes | bytearray, ends: np.ndarray, gap:
     ['{"a": 1}', '[]']
     """
     n = len(ends)
-    if getattr(STR_DTYPE, "storage", None) == "pyarrow" and n:
-        import pyarrow as pa
-
-        offsets = np.empty(n + 1, dtype=np.int64)
-        offsets[0] = 0
-        offsets[1:] = ends - gap * np.arange(n, dtype=np.int64)  # where each ends once separators are out
-        values = data
-        if gap:
-            values = compact_payloads(data, array("q", ends.astype(np.int64).tobytes()), gap)
-        binary = pa.LargeBinaryArray.from_buffers(
-            pa.large_binary(), n, [None, pa.py_buffer(offsets), pa.py_buffer(values)]
-        )
-        try:
-            text = binary.cast(pa.large_string())  # checks UTF-8 throughout
-        except pa.ArrowInvalid:
-            pass
-        else:
-            return pd.Series(text, dtype=STR_DTYPE)
+    text = json_text_array(data, ends, gap)
+    if text is not None:
+        return pd.Series(text, dtype=STR_DTYPE)
     starts = np.concatenate(([0], ends[:-1] + gap)) if n else ends
     view = memoryview(data)
     return pd.Series(
@@ -523,9 +545,10 @@ def _utf8(data: bytes | bytearray) -> bool:
     return True
 
 
-def _arrow_table(data: bytes | bytearray) -> Any:
+def _arrow_table(data: bytes | bytearray, schema: Any = None) -> Any:
     """NDJSON parsed by pyarrow.json (GIL released; fields that look like ISO times read as text), or
-    None where pyarrow cannot parse it."""
+    None where pyarrow cannot parse it. ``schema``: the fields and types the data must have exactly
+    (None: inferred from the data)."""
     if getattr(STR_DTYPE, "storage", None) != "pyarrow":
         return None
     try:
@@ -536,6 +559,9 @@ def _arrow_table(data: bytes | bytearray) -> Any:
     joined = pa.py_buffer(data)
     options = pa_json.ReadOptions(use_threads=False)  # one thread per buffer: callers run buffers in parallel
     try:
+        if schema is not None:
+            parse = pa_json.ParseOptions(explicit_schema=schema, unexpected_field_behavior="error")
+            return pa_json.read_json(pa.BufferReader(joined), read_options=options, parse_options=parse)
         table = pa_json.read_json(pa.BufferReader(joined), read_options=options)
         stamps = [f.name for f in table.schema if pa.types.is_timestamp(f.type) or pa.types.is_date(f.type)]
         if stamps:  # pyarrow reads ISO-looking text as timestamps: read those fields as text
@@ -573,51 +599,78 @@ PIECE_BYTES = 24 << 20
 
 
 class FieldParse:
-    """The ``payload.<field>`` columns of a payload buffer, parsed by pyarrow.json on worker threads.
+    """The ``payload.<field>`` columns of payload buffers, parsed by pyarrow.json on worker threads.
 
-    The buffer is cut into pieces of about :data:`PIECE_BYTES`; each worker builds its piece's NDJSON
-    (:func:`~nbkit.wire.scan.payload_lines`, GIL released) and parses it (pyarrow, GIL released), so the
-    pieces run on every core while the caller's thread builds the other columns. :meth:`result` joins them:
-    the same columns :func:`ndjson_fields` gives for the whole buffer, or None where that could differ from
-    the row-by-row path.
+    Each buffer given to :meth:`add` is cut into pieces of about :data:`PIECE_BYTES`; a worker builds a
+    piece's NDJSON (:func:`~nbkit.wire.scan.payload_lines`, GIL released) and parses it (pyarrow, GIL
+    released), so pieces run on every core while the caller's thread goes on (reading the next buffer,
+    building the other columns). The first piece's schema is given to the others (pyarrow then skips its
+    type inference). :meth:`result` joins them: the columns :func:`ndjson_fields` gives for all the
+    payloads as one buffer, or None where that could differ from the row-by-row path.
 
     Parameters
     ----------
     pool : concurrent.futures.Executor
         Runs the pieces.
-    data : bytes or bytearray
-        The payloads back to back, each followed by ``gap`` separator bytes (not changed until
-        :meth:`result` returns).
-    ends : array.array
-        Where each payload ends in ``data`` (``array("q")``).
-    gap : int
-        The separator's length (0 or 1).
 
     Examples
     --------
     >>> from array import array
     >>> from concurrent.futures import ThreadPoolExecutor
     >>> with ThreadPoolExecutor(2) as pool:
-    ...     fields = FieldParse(pool, b'{"a": 1}{"a": 2}', array("q", [8, 16]), 0).result(utf8=True)
-    >>> fields is None or fields["a"].tolist() == [1, 2]
+    ...     parse = FieldParse(pool)
+    ...     parse.add(b'{"a": 1}{"a": 2}', array("q", [8, 16]), 0)
+    ...     parse.add(b'{"a": 3}', array("q", [8]), 0)
+    ...     fields = parse.result(utf8=True)
+    >>> fields is None or fields["a"].tolist() == [1, 2, 3]
     True
     """
 
-    def __init__(self, pool: Any, data: bytes | bytearray, ends: array, gap: int) -> None:
-        self._data, self._ends, self._gap = data, ends, gap
-        n = len(ends)
-        cuts = [0]
-        if n:
-            at = np.frombuffer(ends, dtype=np.int64)
-            marks = np.arange(PIECE_BYTES, int(at[-1]), PIECE_BYTES, dtype=np.int64)
-            cuts += sorted(set(np.searchsorted(at, marks).tolist()) - {0, n})
-            cuts.append(n)
-        self._pieces = [pool.submit(self._piece, first, last) for first, last in zip(cuts[:-1], cuts[1:], strict=False)]
+    def __init__(self, pool: Any) -> None:
+        self._pool = pool
+        self._buffers: list[tuple[bytes | bytearray, array, int]] = []
+        self._pieces: list[Any] = []
 
-    def _piece(self, first: int, last: int) -> Any:
-        """One piece's pyarrow table, or None (a payload with a newline, or pyarrow cannot parse it)."""
-        lines = _payload_lines(self._data, self._ends, first, last, self._gap)
-        return None if lines is None else _arrow_table(lines)
+    def add(self, data: bytes | bytearray, ends: array, gap: int) -> None:
+        """Start parsing the payloads of one more buffer (they follow those added before).
+
+        Parameters
+        ----------
+        data : bytes or bytearray
+            The payloads back to back, each followed by ``gap`` separator bytes (not changed until
+            :meth:`result` returns).
+        ends : array.array
+            Where each payload ends in ``data`` (``array("q")``).
+        gap : int
+            The separator's length (0 or 1).
+        """
+        self._buffers.append((data, ends, gap))
+        n = len(ends)
+        if not n:
+            return
+        at = np.frombuffer(ends, dtype=np.int64)
+        marks = np.arange(PIECE_BYTES, int(at[-1]), PIECE_BYTES, dtype=np.int64)
+        cuts = [0, *sorted(set(np.searchsorted(at, marks).tolist()) - {0, n}), n]
+        for first, last in zip(cuts[:-1], cuts[1:], strict=False):
+            lead = self._pieces[0] if self._pieces else None
+            self._pieces.append(self._pool.submit(self._piece, data, ends, gap, first, last, lead))
+
+    @staticmethod
+    def _piece(data: bytes | bytearray, ends: array, gap: int, first: int, last: int, lead: Any) -> Any:
+        """One piece's pyarrow table, or None (a payload with a newline, or pyarrow cannot parse it).
+
+        Pieces after the first (``lead``) are parsed with the first one's schema; where that schema does
+        not fit the piece, the piece is parsed again with inference (then the schemas differ and
+        :meth:`result` parses all payloads as one buffer)."""
+        lines = _payload_lines(data, ends, first, last, gap)
+        if lines is None:
+            return None
+        table = None
+        if lead is not None:
+            first_table = lead.result()
+            if first_table is not None:
+                table = _arrow_table(lines, first_table.schema)
+        return _arrow_table(lines) if table is None else table
 
     def result(self, *, utf8: bool | None = None) -> dict[str, pd.Series] | None:
         """Wait for the pieces and return the field columns (None: take the row-by-row path).
@@ -625,7 +678,7 @@ class FieldParse:
         Parameters
         ----------
         utf8 : bool, optional
-            Whether the caller knows the buffer is UTF-8 throughout (None: check it here).
+            Whether the caller knows the payloads are UTF-8 throughout (None: check it here).
 
         Returns
         -------
@@ -633,16 +686,18 @@ class FieldParse:
             Field name -> column.
         """
         tables = [piece.result() for piece in self._pieces]
-        n = len(self._ends)
+        n = sum(len(ends) for _, ends, _ in self._buffers)
         if not tables or any(t is None for t in tables):
             return None
         if utf8 is None:
-            utf8 = _utf8(self._data)
+            utf8 = all(_utf8(data) for data, _, _ in self._buffers)
         if not utf8:
             return None
         if any(t.schema != tables[0].schema for t in tables[1:]):  # types inferred apart differ: parse as one
-            lines = _payload_lines(self._data, self._ends, 0, n, self._gap)
-            return None if lines is None else _table_fields(_arrow_table(lines), n)
+            lines = [_payload_lines(data, ends, 0, len(ends), gap) for data, ends, gap in self._buffers]
+            if any(part is None for part in lines):
+                return None
+            return _table_fields(_arrow_table(b"".join(lines)), n)  # type: ignore[arg-type]  # None ruled out
         return _table_fields(_pa.concat_tables(tables) if len(tables) > 1 else tables[0], n)
 
 

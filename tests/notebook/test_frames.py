@@ -415,3 +415,63 @@ def test_on_bad_frames_skip_and_warn_record_the_damage(tmp_path):
     with pytest.warns(DamageWarning, match="checksum"):
         warned = read_stream(path, on_bad_frames="warn")
     pd.testing.assert_frame_equal(warned, frame)
+
+
+# -- payload="json" read in slices ---------------------------------------------------------------------
+
+
+def _slices_file(path, twist: str) -> None:
+    """Records over three keys, small beacon interval, with a twist in the middle of the file."""
+    with StreamWriter(path, beacon_interval=1024, created_at_ms=1) as w:
+        for i in range(120):
+            payload = b'{"id": %d, "item": "x%d", "price": %d.5}' % (i, i % 7, i)
+            if i == 70 and twist == "envelope":
+                payload = envelope.encode({"x-trace": "t"}, payload, force_text=True)
+            elif i == 70 and twist == "not-utf8":
+                payload = b'{"id": 70, "item": "\xff", "price": 1.5}'
+            elif i == 70 and twist == "int-then-double":
+                payload = b'{"id": 70.5, "item": "x", "price": 1.5}'
+            elif i == 70 and twist == "new-field":
+                payload = b'{"id": 70, "item": "x", "price": 1.5, "extra": true}'
+            w.write(("orders", "audit", "refunds")[i % 3], payload, timestamp_ms=10 + i)
+
+
+@pytest.mark.parametrize("twist", ["none", "envelope", "not-utf8", "int-then-double", "new-field"])
+@pytest.mark.parametrize("slice_bytes", [1, 300, 4096])
+def test_json_read_in_slices_is_the_read_in_one_go(tmp_path, monkeypatch, twist, slice_bytes):
+    """read_stream(payload="json") reads a file in slices whose fields parse while the next is read: the
+    frame is the one a single read gives, whatever the slice size, keys kept or payloads met."""
+    from nbkit.notebook import frames
+    from nbkit.tabular import payloads as payload_module
+
+    path = tmp_path / "s.ss"
+    _slices_file(path, twist)
+    monkeypatch.setattr(frames, "_SLICE_BYTES", 1 << 40)
+    whole = {keys: read_stream(path, payload="json", keys=keys) for keys in (None, "audit")}
+    objects = read_stream(path, payload="objects")
+    monkeypatch.setattr(frames, "_SLICE_BYTES", slice_bytes)
+    monkeypatch.setattr(payload_module, "PIECE_BYTES", 200)
+    for keys, want in whole.items():
+        pd.testing.assert_frame_equal(read_stream(path, payload="json", keys=keys), want)
+    fields = [c for c in objects.columns if c.startswith("payload.")]
+    pd.testing.assert_frame_equal(whole[None][fields], objects[fields])
+
+
+@pytest.mark.parametrize("mode", ["auto", "bytes", "text", "json", "objects"])
+def test_a_builder_given_several_reads_builds_the_frame_of_one(tmp_path, mode):
+    """FrameBuilder.extend with the column buffers of consecutive reads (the keys met in another order
+    in each): the frame of one read of them all, in every payload mode."""
+    from nbkit import StreamReader
+    from nbkit.tabular import FrameBuilder, payload_separator
+
+    path = tmp_path / "s.ss"
+    _slices_file(path, "not-utf8")
+    with StreamReader(path) as reader:
+        whole = FrameBuilder(mode)
+        whole.extend(reader.read_column_buffers(separator=payload_separator(mode)))
+    pieces = FrameBuilder(mode)
+    with StreamReader(path) as reader:
+        while reader.end is None:
+            pieces.extend(reader.read_column_buffers(separator=payload_separator(mode), until=reader.pos + 700))
+    pd.testing.assert_frame_equal(pieces.frame("file"), whole.frame("file"))
+    pd.testing.assert_frame_equal(pieces.frame("file", release=True), whole.frame("file"))
