@@ -348,9 +348,7 @@ def _buffers_frame(
         parts = [_joined(parts)]
     layout = [_layout(part) for part in parts]
     for part, (_, starts, sizes) in zip(parts, layout, strict=True):
-        data = np.frombuffer(part.data, dtype=np.uint8)
-        heads = starts[sizes >= 2]
-        if np.any((data[heads] == 0x72) & (data[heads + 1] == 0x73)):  # b"rs": an envelope
+        if _has_envelope(part.data, starts, sizes):
             return None
     sizes = layout[0][2] if len(layout) == 1 else np.concatenate([sizes for _, _, sizes in layout])
     fields: dict[str, pd.Series] | None = None
@@ -380,11 +378,13 @@ def _buffers_frame(
             payloads = bytes_column_from_buffer(cols.data, ends, len(cols.separator))
         else:
             payloads = pd.Series(_payload_objects(cols, mode, starts, ends), dtype=object, copy=False)
+        if release:
+            cols.data = bytearray()  # the payload column is built: the buffer's bytes are not needed
         columns = _columns(parts, transport, sizes, payloads)
         del payloads
     if release:
         for part in parts:
-            part.data = bytearray()  # the frame is built: the buffers' bytes are not needed (or in Arrow's hands)
+            part.data = bytearray()  # fields parsed: the buffers' bytes are not needed (or in Arrow's hands)
     # spent builder (``release``): the frame may take the column buffers' memory as it is, no copy
     frame = pd.DataFrame(columns, columns=list(FRAME_COLUMNS), copy=not release)
     del columns
@@ -393,6 +393,13 @@ def _buffers_frame(
     if mode == "objects":
         return expand_json(frame)
     return frame
+
+
+def _has_envelope(data: bytearray, starts: np.ndarray, sizes: np.ndarray) -> bool:
+    """Whether a payload of the buffer starts with ``rs`` (an envelope, or text the envelope decoder judges)."""
+    view = np.frombuffer(data, dtype=np.uint8)  # a view: gone on return, so the buffer can be let go later
+    heads = starts[sizes >= 2]
+    return bool(np.any((view[heads] == 0x72) & (view[heads + 1] == 0x73)))
 
 
 def _layout(cols: ColumnBuffers) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
