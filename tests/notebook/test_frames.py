@@ -436,25 +436,48 @@ def _slices_file(path, twist: str) -> None:
             w.write(("orders", "audit", "refunds")[i % 3], payload, timestamp_ms=10 + i)
 
 
-@pytest.mark.parametrize("twist", ["none", "envelope", "not-utf8", "int-then-double", "new-field"])
+@pytest.mark.parametrize(
+    "twist", ["none", "envelope", "not-utf8", "int-then-double", "new-field", "damaged", "truncated"]
+)
 @pytest.mark.parametrize("slice_bytes", [1, 300, 4096])
 def test_json_read_in_slices_is_the_read_in_one_go(tmp_path, monkeypatch, twist, slice_bytes):
     """read_stream(payload="json") reads a file in slices whose fields parse while the next is read: the
-    frame is the one a single read gives, whatever the slice size, keys kept or payloads met."""
+    frame (and its attrs: damage skipped, how the read ended) is the one a single read gives, whatever
+    the slice size, keys kept or payloads met."""
+    import warnings
+
     from nbkit.notebook import frames
     from nbkit.tabular import payloads as payload_module
 
     path = tmp_path / "s.ss"
     _slices_file(path, twist)
+    if twist == "damaged":
+        _flip_payload_byte(path, 50)
+    elif twist == "truncated":
+        path.write_bytes(path.read_bytes()[:-7])
+
+    def read(**options):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            frame = read_stream(path, payload="json", on_bad_frames="skip", **options)
+        return frame, [str(w.message) for w in caught]
+
     monkeypatch.setattr(frames, "_SLICE_BYTES", 1 << 40)
-    whole = {keys: read_stream(path, payload="json", keys=keys) for keys in (None, "audit")}
-    objects = read_stream(path, payload="objects")
+    whole = {keys: read(keys=keys) for keys in (None, "audit")}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the truncated tail's warning, checked above
+        objects = read_stream(path, payload="objects", on_bad_frames="skip")
     monkeypatch.setattr(frames, "_SLICE_BYTES", slice_bytes)
     monkeypatch.setattr(payload_module, "PIECE_BYTES", 200)
-    for keys, want in whole.items():
-        pd.testing.assert_frame_equal(read_stream(path, payload="json", keys=keys), want)
+    for keys, (want, said) in whole.items():
+        got, told = read(keys=keys)
+        pd.testing.assert_frame_equal(got, want)
+        assert got.attrs["damaged"] == want.attrs["damaged"] and told == said
+        assert str(got.attrs.get("read_end")) == str(want.attrs.get("read_end"))
+    if twist == "damaged":
+        assert whole[None][0].attrs["damaged"]
     fields = [c for c in objects.columns if c.startswith("payload.")]
-    pd.testing.assert_frame_equal(whole[None][fields], objects[fields])
+    pd.testing.assert_frame_equal(whole[None][0][fields], objects[fields])
 
 
 @pytest.mark.parametrize("mode", ["auto", "bytes", "text", "json", "objects"])
