@@ -682,7 +682,7 @@ def _add_export(p: argparse.ArgumentParser) -> None:
     _add_key_filter(p)
     p.add_argument(
         "--payload",
-        choices=("auto", "bytes", "text", "json"),
+        choices=("auto", "bytes", "text", "json", "objects"),
         default="auto",
         help="payload column as nbkit.read_stream's payload= (default auto: text where UTF-8, else bytes)",
     )

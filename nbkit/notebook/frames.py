@@ -10,9 +10,9 @@ shard_id     UInt64                   its shard (0 on pipes unless the line name
 seq          UInt64                   its sequence number
 timestamp    datetime64[ms, UTC]      its timestamp (NaT for a pipe line without one)
 size         Int64                    payload size in bytes, after the envelope is removed
-payload      object, str or binary    object for ``"auto"``/``"text"``/``"json"`` (str, bytes or parsed JSON);
-                                      ``"columns"``: the JSON text (str); ``"bytes"``: large_binary[pyarrow]
-                                      (each value reads as bytes)
+payload      str, object or binary    ``"json"``: the JSON text (str, Arrow-backed); ``"auto"``/``"text"``/
+                                      ``"objects"``: object (str, bytes or parsed JSON); ``"bytes"``:
+                                      large_binary[pyarrow] (each value reads as bytes)
 retry_count  Int64                    ``x-ruststream-retry-count`` from the envelope, 0 when absent
 attempt      Int64                    retry_count + 1 (first delivery = attempt 1)
 headers      object                   dict of the envelope's headers ({} when none)
@@ -20,12 +20,13 @@ offset       Int64                    byte offset of the frame (file) or line nu
 transport    category                 ``file`` or ``pipe``
 ===========  =======================  ===========================================================
 
-``payload="json"`` and ``payload="columns"`` add a ``payload.<field>`` column per top-level field of
-JSON-object payloads (int64, float64, bool, str, or object when mixed). ``"json"`` also parses every
-payload into a Python object (dict, list, ...) in ``payload``, exactly as ``json.loads`` would;
-``"columns"`` keeps ``payload`` as the JSON text (Arrow-backed str when every payload is UTF-8) and
-builds the field columns without a Python object per row (pyarrow.json over one buffer of the
-payloads; the row-by-row path where that could differ: nulls, nesting, integers beyond int64).
+``payload="json"`` and ``payload="objects"`` add a ``payload.<field>`` column per top-level field of
+JSON-object payloads (int64, float64, bool, str, or object when mixed). ``"json"`` keeps ``payload`` as
+the JSON text (Arrow-backed str when every payload is UTF-8) and builds the field columns without a
+Python object per row (pyarrow.json over one buffer of the payloads; the row-by-row path where that could
+differ: nulls, nesting, integers beyond int64). ``"objects"`` also parses every payload into a Python
+object (dict, list, ...) in ``payload``, exactly as ``json.loads`` would: on request only, since building
+one object per row costs more than the whole parse (``"columns"``, the old name of ``"json"``, raises).
 """
 
 from __future__ import annotations
@@ -57,6 +58,7 @@ from nbkit.wire.stdio_line import LineDecoder, parse_line
 __all__ = ["FRAME_COLUMNS", "PAYLOAD_MODES", "Selection", "concat_frames", "read_pipe", "read_stream", "selection"]
 
 _PROGRESS_MIN_BYTES = 64 << 20
+_SLICE_BYTES = 24 << 20  # file bytes per read of payload="json" (its fields parse while the next is read)
 
 
 def read_stream(
@@ -83,10 +85,11 @@ def read_stream(
         The stream file.
     keys : str or iterable of str, optional
         Keep only these stream keys (the others are skipped cheaply).
-    payload : {"auto", "bytes", "text", "json", "columns"}
-        ``"auto"``: text where UTF-8, else bytes; ``"json"``: parsed, and a JSON object's fields also as
-        columns ``payload.<field>``; ``"columns"``: the ``payload.<field>`` columns, ``payload`` left as
-        JSON text (the fast way to load JSON records, no Python object per row); ``"bytes"``: the payloads
+    payload : {"auto", "bytes", "text", "json", "objects"}
+        ``"auto"``: text where UTF-8, else bytes; ``"json"``: a JSON object's fields as columns
+        ``payload.<field>``, ``payload`` left as the JSON text (no Python object per row: the fast way to
+        load JSON records); ``"objects"``: the same field columns, and ``payload`` parsed into a Python
+        object per row (dict, list, ...; slower, on request); ``"bytes"``: the payloads
         as stored, in an Arrow binary column (dtype ``large_binary[pyarrow]``, object when pyarrow is not
         installed) over one buffer, no Python object per row; each value reads as ``bytes``.
     start : FilePosition, datetime, int or str, optional
@@ -135,20 +138,28 @@ def read_stream(
         def accept(key: str) -> bool:
             return (wanted is None or key in wanted) and (include_internal or key not in INTERNAL_KEYS)
 
+    window = after_ms is not None or end_ms is not None
+    # json: read in slices, each handed to the builder at once, whose worker threads parse its fields
+    # while the next slice is read (the other modes read in one go)
+    step = _SLICE_BYTES if payload == "json" and not window else None
     with StreamReader(path, start=position, key=seek_key, on_bad_frames=on_bad_frames) as reader:
         bar = _progress_bar(reader, progress)
-        got = reader.read_column_buffers(
-            accept=accept, progress=None if bar is None else bar.update, separator=payload_separator(payload)
-        )
+        while True:
+            until = None if step is None else reader.pos + step
+            got = reader.read_column_buffers(
+                accept=accept,
+                progress=None if bar is None else bar.update,
+                separator=payload_separator(payload),
+                until=until,
+            )
+            cols.extend(in_window(got, after_ms, end_ms) if window else got)
+            del got
+            if until is None or reader.end is not None or reader.pos < until:  # read to the end
+                break
         if bar is not None:
             bar.close()
         ended = reader.end
         damaged = [region.to_dict() for region in reader.damaged]
-    if after_ms is not None or end_ms is not None:
-        cols.extend(in_window(got, after_ms, end_ms))
-    else:
-        cols.extend(got)
-    del got
     frame = cols.frame("file", release=True)
     frame.attrs["damaged"] = damaged
     if ended is not None:
@@ -196,7 +207,7 @@ def read_pipe(
         a :class:`~nbkit.StdioBroker` wrote to.
     keys : str or iterable of str, optional
         Keep only these stream keys.
-    payload : {"auto", "bytes", "text", "json"}
+    payload : {"auto", "bytes", "text", "json", "objects"}
         How to present payloads, as in :func:`read_stream`.
 
     Returns

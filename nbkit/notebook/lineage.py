@@ -30,10 +30,11 @@ Limits: identical payloads with identical headers and no ``stream-sequence`` hea
 only by order, so two such messages retried with different delays may swap histories (counted in
 ``attrs["ambiguous_links"]``). A copy whose predecessor was written before the file (or capture)
 begins links to nothing: it starts a message of its own at attempt ``c + 1`` with no delay (counted in
-``attrs["unlinked_copies"]``). With ``payload="json"`` parsed values are compared, so payloads that
-differ only in spacing look the same; read with the default ``payload="auto"`` for exact bytes. A pipe
-line's timestamp has whole seconds (producers drop the fraction), so delays observed on a pipe are whole
-seconds, within a second of the scheduled ones; a stream file keeps milliseconds.
+``attrs["unlinked_copies"]``). With ``payload="objects"`` parsed values are compared, so payloads
+that differ only in spacing look the same; ``payload="json"`` (the JSON text) and the default
+``payload="auto"`` compare the exact text. A pipe line's timestamp has whole seconds (producers drop
+the fraction), so delays observed on a pipe are whole seconds, within a second of the scheduled ones; a
+stream file keeps milliseconds.
 
 What the file cannot tell: a record with no further copy was handled, dropped, rejected at the cap
 or lost with a crashed process (its delayed copy never written); all look the same here, so its state
@@ -283,7 +284,7 @@ def _payload_codes(values: np.ndarray, *, exact: bool) -> tuple[np.ndarray, bool
     """Codes under which equal payloads are equal, and whether equal codes mean equal payloads.
     Text and bytes are coded by a 64-bit hash unless ``exact`` (the caller checks its links and asks
     again, exactly, on a collision); anything else exactly. Parsed JSON objects and arrays
-    (``payload="json"``) are compared by their JSON encoding."""
+    (``payload="objects"``) are compared by their JSON encoding."""
     if not exact:
         try:
             hashes = pd.util.hash_array(values, categorize=False)

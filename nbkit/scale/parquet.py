@@ -13,9 +13,10 @@ stream_key     dictionary<int32, string>       pandas reads it back as category
 shard_id, seq  uint64
 timestamp      timestamp[ms, tz=UTC]           null for a pipe line without one
 size           int64
-payload        binary / string / string        ``payload="bytes"`` / ``"text"`` / ``"auto"``;
-                                               ``"json"``: JSON text of the parsed value
-payload_bytes  binary (auto and json only)     the payload when it is not UTF-8 (then payload is
+payload        binary / string / string        ``payload="bytes"`` / ``"text"`` / ``"auto"`` and
+                                               ``"json"`` (the JSON text as stored); ``"objects"``:
+                                               JSON text of the parsed value
+payload_bytes  binary (auto, json, objects)    the payload when it is not UTF-8 (then payload is
                                                null); null otherwise
 retry_count,   int64
 attempt
@@ -24,14 +25,14 @@ headers_bytes  map<string, binary>             header values that are not UTF-8 
                                                rare), null when none
 offset         int64
 transport      dictionary<int32, string>
-payload.<f>    int64 / double / bool / string  json mode: one column per field, as read_stream has
+payload.<f>    int64 / double / bool / string  json, objects: one column per field, as read_stream has
                                                them; object columns (mixed or nested) as JSON text
 =============  ==============================  ==================================================
 
 The schema metadata key ``nbkit`` records the layout version and payload mode. ``pandas.read_parquet``
 gives the same dtypes for the typed columns (pyarrow's pandas metadata); :func:`read_parquet` also
 rebuilds the object columns, so ``read_parquet(out)`` equals ``nbkit.read_stream(file, ...)`` with the
-same options (json mode: the ``payload.<field>`` columns are recomputed from ``payload`` as
+same options (json and objects: the ``payload.<field>`` columns are recomputed from ``payload`` as
 read_stream does; headers with bytes values come back with those entries last).
 """
 
@@ -50,13 +51,22 @@ from nbkit.errors import FormatError
 from nbkit.scale import require
 from nbkit.scale.partitions import (
     DEFAULT_PARTITION_SIZE,
+    FIELD_MODES,
     ByteRange,
     json_fields_of,
     plan_ranges,
     read_range,
     selection,
 )
-from nbkit.tabular import FRAME_COLUMNS, PayloadMode, bytes_column, expand_json
+from nbkit.tabular import (
+    FRAME_COLUMNS,
+    PayloadMode,
+    bytes_column,
+    expand_json,
+    json_field_columns,
+    json_text_column,
+    with_fields,
+)
 from nbkit.transport.damage import check_on_bad_frames
 from nbkit.transport.positions import FilePosition
 
@@ -80,7 +90,7 @@ def _columns(mode: str) -> list[str]:
     cols = []
     for name in FRAME_COLUMNS:
         cols.append(name)
-        if name == "payload" and mode in ("auto", "json"):
+        if name == "payload" and mode in ("auto", "json", "objects"):
             cols.append("payload_bytes")
         if name == "headers":
             cols.append("headers_bytes")
@@ -127,9 +137,11 @@ def _schema(mode: str, fields: Mapping[str, Any] | None) -> Any:
 
 
 def _infer_mode(frame: pd.DataFrame) -> str:
-    if any(str(c).startswith("payload.") for c in frame.columns):
-        return "json"
+    """The payload mode a frame was read with, from its columns and values: field columns mean ``"json"``
+    (text payloads) or ``"objects"`` (parsed ones); parsed values without field columns, ``"objects"``."""
     kinds = {type(v) for v in frame["payload"]}
+    if any(str(c).startswith("payload.") for c in frame.columns):
+        return "json" if kinds <= {str, bytes} else "objects"
     if not kinds:
         return "auto"
     if kinds <= {bytes}:
@@ -138,7 +150,7 @@ def _infer_mode(frame: pd.DataFrame) -> str:
         return "text"
     if kinds <= {str, bytes}:
         return "auto"
-    return "json"
+    return "objects"
 
 
 def _dumps(value: Any) -> str:
@@ -160,9 +172,9 @@ def frame_to_table(frame: pd.DataFrame, *, mode: str | None = None, fields: Mapp
     _check_columns(frame)
     if mode is None:
         mode = _infer_mode(frame)
-    if mode == "json" and fields is None:
+    if mode in FIELD_MODES and fields is None:
         fields = json_fields_of(frame)
-    if mode != "json":
+    if mode not in FIELD_MODES:
         fields = None
     payloads = frame["payload"].tolist()
     out: dict[str, Any] = {}
@@ -181,7 +193,7 @@ def frame_to_table(frame: pd.DataFrame, *, mode: str | None = None, fields: Mapp
     else:
         texts: list[Any] = []
         raws: list[Any] = []
-        as_json = mode == "json"
+        as_json = mode == "objects"  # parsed values: written as their JSON text
         for v in payloads:
             if isinstance(v, (bytes, bytearray)):
                 texts.append(None)
@@ -193,7 +205,9 @@ def frame_to_table(frame: pd.DataFrame, *, mode: str | None = None, fields: Mapp
                 texts.append(v)
                 raws.append(None)
             else:
-                raise ValueError(f"payload value of type {type(v).__name__} needs the json layout: pass mode='json'")
+                raise ValueError(
+                    f"payload value of type {type(v).__name__} needs the objects layout: pass mode='objects'"
+                )
         out["payload"] = pd.Series(texts, dtype=object)
         out["payload_bytes"] = pd.Series(raws, dtype=object)
     out["retry_count"] = frame["retry_count"]
@@ -265,7 +279,7 @@ def to_parquet(
     partition_size : int
         Bytes of stream file per row group.
     json_fields, sample
-        As for :func:`nbkit.dask.read_stream` (``payload="json"``).
+        As for :func:`nbkit.dask.read_stream` (``payload="json"`` or ``"objects"``).
     compression : str, optional
         The Parquet codec (``"zstd"``; None for none).
     on_bad_frames : {"error", "warn", "skip"}
@@ -336,13 +350,11 @@ def _file_to_parquet(
     sel, position, seek_key = selection(
         keys=keys, payload=payload, start=start, end=end, include_internal=include_internal
     )
-    if sel.payload == "columns":
-        raise ValueError("payload='columns' is a DataFrame layout; export with payload='json' (the same fields)")
     plan = plan_ranges(path, partition_size=partition_size, start=position, key=seek_key)
     if plan.tail is not None and plan.tail.reason == "truncated":
         warnings.warn(f"{path}: {plan.tail.describe()}", stacklevel=3)
     fields = None
-    if sel.payload == "json":
+    if sel.payload in FIELD_MODES:
         if json_fields is None:
             rng = ByteRange(plan.first, min(plan.ranges[-1].end, plan.first + sample), 0)
             fields = json_fields_of(read_range(path, rng, sel, on_bad_frames=on_bad_frames))
@@ -374,7 +386,7 @@ def _dask_to_parquet(ddf: Any, out: str, pq: Any, compression: str | None) -> in
         for i in range(0, len(parts), batch):
             for frame in dask.compute(*parts[i : i + batch]):
                 if mode is None:
-                    mode = "json" if fields is not None else _infer_mode(frame)
+                    mode = _infer_mode(frame)
                     if mode in ("bytes", "text"):
                         mode = "auto"  # later partitions may mix str and bytes
                 yield frame_to_table(frame, mode=mode, fields=fields)
@@ -446,7 +458,7 @@ def read_parquet(path: str | os.PathLike) -> pd.DataFrame:
     texts = values("payload")
     if "payload_bytes" in names:
         raws = values("payload_bytes")
-        if mode == "json":
+        if mode == "objects":
             payloads = [r if r is not None else json.loads(t) for t, r in zip(texts, raws, strict=True)]
         else:
             payloads = [r if r is not None else t for t, r in zip(texts, raws, strict=True)]
@@ -466,7 +478,7 @@ def read_parquet(path: str | os.PathLike) -> pd.DataFrame:
             "seq": typed["seq"].astype("UInt64"),
             "timestamp": typed["timestamp"].astype("datetime64[ms, UTC]"),
             "size": typed["size"].astype("Int64"),
-            "payload": bytes_column(payloads) if mode == "bytes" else pd.Series(payloads, dtype=object),
+            "payload": _payload_column(payloads, mode),
             "retry_count": typed["retry_count"].astype("Int64"),
             "attempt": typed["attempt"].astype("Int64"),
             "headers": pd.Series(headers, dtype=object),
@@ -475,6 +487,23 @@ def read_parquet(path: str | os.PathLike) -> pd.DataFrame:
         },
         columns=list(FRAME_COLUMNS),
     )
-    if mode == "json":
+    if mode == "objects":
         frame = expand_json(frame)
+    elif mode == "json":
+        frame = with_fields(frame, json_field_columns(_bodies(payloads)))
     return frame
+
+
+def _bodies(payloads: list[Any]) -> list[bytes]:
+    """The payloads as stored (UTF-8 text encoded back; bytes as they are)."""
+    return [p.encode("utf-8") if isinstance(p, str) else p for p in payloads]
+
+
+def _payload_column(payloads: list[Any], mode: str) -> pd.Series:
+    """The ``payload`` column read_stream builds for ``mode`` from these values."""
+    if mode == "bytes":
+        return bytes_column(payloads)
+    if mode == "json":
+        bodies = _bodies(payloads)
+        return json_text_column(bodies, list(map(len, bodies)))
+    return pd.Series(payloads, dtype=object)

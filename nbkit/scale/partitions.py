@@ -57,7 +57,7 @@ __all__ = [
 ]
 
 #: Payload modes with ``payload.<field>`` columns, which every partition must have alike.
-FIELD_MODES = ("json", "columns")
+FIELD_MODES = ("json", "objects")
 #: Default partition size: 64 MiB of file per range.
 DEFAULT_PARTITION_SIZE = 64 << 20
 #: The first 22 bytes of an end-of-stream frame: K (21) and the key SEA_STREAMER_INTERNAL.
@@ -344,7 +344,7 @@ def conform_json(
     becomes an all-missing column; a column of another dtype is converted when that loses nothing.
     A field not in ``fields``, or a conversion that would lose values, raises :class:`NbkitError`
     naming the field and the fix (pass ``json_fields=``). ``payload``: the frame's payload mode
-    (``"json"``: parsed values; ``"columns"``: JSON text, parsed here only if a field must be rebuilt).
+    (``"objects"``: parsed values; ``"json"``: JSON text, parsed here only if a field must be rebuilt).
     """
     if not isinstance(fields, Mapping):
         fields = {name: object for name in fields}
@@ -370,7 +370,7 @@ def conform_json(
             continue
         if objects is None:
             values = frame["payload"].tolist()
-            if payload == "columns":  # the column holds the JSON text: parse it (only on this path)
+            if payload == "json":  # the column holds the JSON text: parse it (only on this path)
                 values = json_values([v.encode("utf-8") if isinstance(v, str) else v for v in values])
             objects = [p if isinstance(p, dict) else None for p in values]
         raw = pd.Series([o.get(name) if o else None for o in objects], index=frame.index, dtype=object)

@@ -8,7 +8,8 @@ reader and the Parquet export (:mod:`nbkit.scale`) share one schema and one buil
   (columns in, the typed frame out), :func:`payload_separator` (how a reader should lay out the
   payload buffer for a mode) and :func:`in_window` (the time filter);
 - :mod:`nbkit.tabular.payloads`: payload decoding per mode and the ``payload.<field>`` columns of JSON
-  payloads (:func:`expand_json`, :func:`json_values`), the Arrow binary column of ``payload="bytes"``
+  payloads (:func:`expand_json`, :func:`json_values`, :func:`json_field_columns`, :func:`with_fields`), the
+  JSON text column of ``payload="json"`` (:func:`json_text_column`), the Arrow binary column of ``payload="bytes"``
   (:func:`bytes_column`, :data:`BYTES_DTYPE`);
 - :mod:`nbkit.tabular.selection`: :class:`Selection` / :func:`selection`, the read options checked once.
 
@@ -18,7 +19,16 @@ Importing it loads pandas (the package ``nbkit`` itself does not).
 from __future__ import annotations
 
 from nbkit.tabular.builder import FRAME_COLUMNS, PAYLOAD_MODES, FrameBuilder, PayloadMode, in_window, payload_separator
-from nbkit.tabular.payloads import BYTES_DTYPE, bytes_column, expand_json, json_value, json_values
+from nbkit.tabular.payloads import (
+    BYTES_DTYPE,
+    bytes_column,
+    expand_json,
+    json_field_columns,
+    json_text_column,
+    json_value,
+    json_values,
+    with_fields,
+)
 from nbkit.tabular.selection import Selection, selection
 
 __all__ = [
@@ -31,8 +41,11 @@ __all__ = [
     "bytes_column",
     "expand_json",
     "in_window",
+    "json_field_columns",
+    "json_text_column",
     "json_value",
     "json_values",
     "payload_separator",
     "selection",
+    "with_fields",
 ]

@@ -10,6 +10,7 @@ payloads column by column (:mod:`nbkit.tabular.payloads`) and types every column
 from __future__ import annotations
 
 import gc
+import os
 from array import array
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -24,20 +25,27 @@ import pandas as pd
 from nbkit.runtime.delivery import retry_count
 from nbkit.tabular.payloads import (
     CONVERT,
+    STR_DTYPE,
+    FieldParse,
     arrow_json_fields,
     bytes_column,
     bytes_column_from_buffer,
     expand_json,
     json_field_columns,
     json_lines,
+    json_text_array,
     json_text_column,
     json_text_column_from_buffer,
     json_values,
-    ndjson_fields,
     with_fields,
 )
 from nbkit.wire import envelope
 from nbkit.wire.scan import ColumnBuffers, FrameColumns, split_payloads
+
+try:
+    import pyarrow as _pa
+except ImportError:  # pragma: no cover - pyarrow is a core dependency; without it no text array is made
+    _pa = None
 
 __all__ = ["FRAME_COLUMNS", "PAYLOAD_MODES", "FrameBuilder", "PayloadMode", "in_window", "payload_separator"]
 
@@ -56,7 +64,7 @@ FRAME_COLUMNS = (
     "transport",
 )
 #: A ``payload=`` mode, as a type (mypy checks literal arguments against it).
-PayloadMode = Literal["auto", "bytes", "text", "json", "columns"]
+PayloadMode = Literal["auto", "bytes", "text", "json", "objects"]
 #: The ``payload=`` modes (checked at run time too: a wrong mode raises a ValueError naming these).
 PAYLOAD_MODES: tuple[PayloadMode, ...] = get_args(PayloadMode)
 
@@ -69,13 +77,13 @@ class FrameBuilder:
 
     Parameters
     ----------
-    payload_mode : {"auto", "bytes", "text", "json", "columns"}
+    payload_mode : {"auto", "bytes", "text", "json", "objects"}
         How payloads become the ``payload`` column (see ``nbkit.read_stream``).
 
     Raises
     ------
     ValueError
-        An unknown payload mode.
+        An unknown payload mode (``"columns"``, the old name of ``"json"``, says to pass ``"json"``).
 
     Examples
     --------
@@ -87,6 +95,11 @@ class FrameBuilder:
     """
 
     def __init__(self, payload_mode: PayloadMode) -> None:
+        if str(payload_mode) == "columns":  # the old name of "json" (callers without type checks pass it)
+            raise ValueError(
+                'payload="columns" is now payload="json" (the JSON text, and the fields as payload.<field> '
+                'columns); pass payload="json" (or payload="objects" for a parsed object per row)'
+            )
         if payload_mode not in PAYLOAD_MODES:
             raise ValueError(f"payload must be one of {', '.join(PAYLOAD_MODES)}, not {payload_mode!r}")
         self.mode = payload_mode
@@ -96,7 +109,9 @@ class FrameBuilder:
         self.times: list[int | None] = []
         self.raw: list[bytes] = []  # payloads as stored, envelope included
         self.offsets: list[int] = []
-        self._buffers: ColumnBuffers | None = None  # a reader's whole result, kept columnar until frame()
+        self._parts: list[ColumnBuffers] = []  # readers' results, kept columnar until frame()
+        self._pool: ThreadPoolExecutor | None = None  # parses the JSON modes' fields while reading goes on
+        self._parse: FieldParse | None = None
 
     def add(self, key: str, shard: int, seq: int, ts_ms: int | None, data: bytes, offset: int) -> None:
         """Add one message.
@@ -112,7 +127,7 @@ class FrameBuilder:
         offset
             The frame's byte offset (a pipe line's number).
         """
-        if self._buffers is not None:
+        if self._parts:
             self._to_lists()
         self.keys.append(key)
         self.shards.append(shard)
@@ -124,8 +139,11 @@ class FrameBuilder:
     def extend(self, cols: FrameColumns | ColumnBuffers) -> None:
         """Add every message of a ``StreamReader.read_columns`` / ``read_column_buffers`` result.
 
-        Column buffers given to an empty builder stay columnar: :meth:`frame` then builds every column
-        from them without a Python object per message (except where the mode asks for one).
+        Column buffers given to a builder without messages added one by one stay columnar (one or several
+        reads, in order): :meth:`frame` then builds every column from them without a Python object per
+        message (except where the mode asks for one). In the JSON modes the payloads' fields start being
+        parsed right away, on worker threads, so a caller reading a file in slices overlaps its reading
+        with the parse.
 
         Parameters
         ----------
@@ -133,11 +151,13 @@ class FrameBuilder:
             The columns; the builder may keep them, so the caller must not change them after.
         """
         if isinstance(cols, ColumnBuffers):
-            if not self.offsets and self._buffers is None:
-                self._buffers = cols
+            if not self.offsets:
+                self._parts.append(cols)
+                if self.mode in _JSON_MODES and len(cols):
+                    self._field_parse().add(cols.data, cols.data_end, len(cols.separator))
                 return
             cols = cols.to_lists()
-        if self._buffers is not None:
+        if self._parts:
             self._to_lists()
         if not self.offsets:
             self.keys, self.shards, self.seqs, self.raw, self.offsets = (
@@ -158,9 +178,23 @@ class FrameBuilder:
 
     def _to_lists(self) -> None:
         """Turn the column buffers into the column lists (a message added after them, or envelopes)."""
-        buffers, self._buffers = self._buffers, None
-        if buffers is not None:
-            self.extend(buffers.to_lists())
+        parts, self._parts = self._parts, []
+        self._stop_parse()
+        for part in parts:
+            self.extend(part.to_lists())
+
+    def _field_parse(self) -> FieldParse:
+        """The parse of the buffers' JSON fields, started on first use."""
+        if self._parse is None:
+            self._pool = ThreadPoolExecutor(_WORKERS, thread_name_prefix="nbkit-json-fields")
+            self._parse = FieldParse(self._pool)
+        return self._parse
+
+    def _stop_parse(self) -> None:
+        """End the field parse: pieces not started are dropped, running ones finish; the threads go."""
+        pool, self._pool, self._parse = self._pool, None, None
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
 
     def _unwrap(self) -> tuple[list[bytes], list[dict], list[int]]:
         """Bodies, headers and retry counts: envelopes (payloads starting ``rs``) decoded."""
@@ -207,14 +241,23 @@ class FrameBuilder:
             One row per message: :data:`FRAME_COLUMNS`, then any ``payload.<field>`` columns.
         """
         with _gc_paused():
-            if self._buffers is not None:
-                frame = _buffers_frame(self._buffers, self.mode, transport, release)
-                if frame is not None:
-                    if release:
-                        self._buffers = None
-                    return frame
-                self._to_lists()  # envelopes: the row-by-row path removes them
-            return self._frame(transport, release)
+            try:
+                if self._parts:
+                    parse = None
+                    if self.mode in _JSON_MODES:
+                        if self._parse is None:  # a frame built before: parse again
+                            for part in self._parts:
+                                self._field_parse().add(part.data, part.data_end, len(part.separator))
+                        parse = self._parse
+                    frame = _buffers_frame(self._parts, self.mode, transport, release, parse)
+                    if frame is not None:
+                        if release:
+                            self._parts = []
+                        return frame
+                    self._to_lists()  # envelopes: the row-by-row path removes them
+                return self._frame(transport, release)
+            finally:
+                self._stop_parse()
 
     def _frame(self, transport: str, release: bool) -> pd.DataFrame:
         n = len(self.keys)
@@ -224,10 +267,10 @@ class FrameBuilder:
         size_list = list(map(len, bodies))
         sizes = _int_array(size_list, "Int64")
         fields: dict[str, pd.Series] | None = None
-        if self.mode == "columns":  # columnar: JSON text + field columns, no Python object per row
+        if self.mode == "json":  # columnar: JSON text + field columns, no Python object per row
             payloads = json_text_column(bodies, size_list)
             fields = json_field_columns(bodies)
-        elif self.mode == "json":
+        elif self.mode == "objects":
             fields = arrow_json_fields(bodies)  # None: the exact, row-by-row path in expand_json
             payloads = pd.Series(self._payloads(bodies, in_place=release), dtype=object)
         elif self.mode == "bytes":
@@ -262,7 +305,7 @@ class FrameBuilder:
         del columns
         if fields is not None:
             frame = with_fields(frame, fields)
-        elif self.mode == "json":
+        elif self.mode == "objects":
             frame = expand_json(frame)
         return frame
 
@@ -281,78 +324,200 @@ def _gc_paused() -> Iterator[None]:
 
 
 _TRANSPORTS = ("file", "pipe")
+_JSON_MODES = ("json", "objects")  # the modes that parse payloads as JSON (``payload.<field>`` columns)
+_WORKERS = max(1, min(4, os.cpu_count() or 1))  # threads that parse pieces of the payload buffer
 _CHUNK = 1 << 16  # payloads converted per step
 _starts_rs = methodcaller("startswith", b"rs")
 
 
-def _buffers_frame(cols: ColumnBuffers, mode: str, transport: str, release: bool) -> pd.DataFrame | None:
-    """The typed frame straight from column buffers, or None when a payload is an envelope (the
-    row-by-row path removes it). Numbers are numpy views of the buffers; payloads are cut from the one
-    payload buffer only where the mode asks for Python objects (bytes, text, parsed JSON), a chunk at a
-    time; ``release`` then empties the payload buffer as soon as the payload column is built."""
-    n = len(cols)
+def _buffers_frame(
+    parts: list[ColumnBuffers], mode: str, transport: str, release: bool, parse: FieldParse | None
+) -> pd.DataFrame | None:
+    """The typed frame straight from column buffers (one read, or several in order), or None when a
+    payload is an envelope (the row-by-row path removes it). Numbers are numpy views of the buffers (one
+    read) or their concatenation; payloads are cut from the payload buffers only where the mode asks for
+    Python objects (bytes, text, parsed JSON), a chunk at a time. The ``"json"`` text column is Arrow
+    arrays over the buffers themselves (a chunk per read); the other modes first join several reads into
+    one. ``parse``: the JSON modes' field parse, with every buffer added. ``release`` then empties the
+    payload buffers as soon as the frame is built."""
+    parts = [part for part in parts if len(part)]
+    n = sum(map(len, parts))
     if not n:
         return None
-    gap = len(cols.separator)
-    ends = np.frombuffer(cols.data_end, dtype=np.int64)
-    starts = np.empty(n, dtype=np.int64)
-    starts[0] = 0
-    starts[1:] = ends[:-1] + gap
-    sizes = ends - starts
-    data = np.frombuffer(cols.data, dtype=np.uint8)
-    heads = starts[sizes >= 2]
-    if np.any((data[heads] == 0x72) & (data[heads + 1] == 0x73)):  # b"rs": an envelope
-        return None
-    del heads, data
+    if len(parts) > 1 and mode != "json":
+        parts = [_joined(parts)]
+    layout = [_layout(part) for part in parts]
+    for part, (_, starts, sizes) in zip(parts, layout, strict=True):
+        if _has_envelope(part.data, starts, sizes):
+            return None
+    sizes = layout[0][2] if len(layout) == 1 else np.concatenate([sizes for _, _, sizes in layout])
     fields: dict[str, pd.Series] | None = None
-    values: list[Any] | None = None
-    if mode in ("json", "columns"):
-        lines = gap == 1 and cols.data.count(b"\n") == n  # one payload per line: NDJSON as it stands
-        # pyarrow parses the field columns with the GIL released, on a worker thread joined right here,
-        # while this thread builds the payload column (the text, or the per-row objects by msgspec)
-        with ThreadPoolExecutor(1, thread_name_prefix="nbkit-json-fields") as pool:
-            parsing = pool.submit(ndjson_fields, cols.data, n) if lines else None
-            if mode == "columns":
-                payloads = json_text_column_from_buffer(cols.data, ends, gap)
-            else:
-                values = json_lines(cols.data, n) if lines else None
-                if values is None:
-                    values = json_values(split_payloads(cols.data, cols.data_end, gap))
-                payloads = pd.Series(values, dtype=object)
-            fields = None if parsing is None else parsing.result()
-        if fields is None and mode == "columns":
-            fields = json_field_columns(split_payloads(cols.data, cols.data_end, gap))
-    elif mode == "bytes":  # an Arrow binary array over the payload buffer itself: no object per row
-        payloads = bytes_column_from_buffer(cols.data, ends, gap)
+    if mode in _JSON_MODES and parse is not None:
+        # pyarrow parses the field columns on worker threads (GIL released, a piece of a buffer each),
+        # while this thread builds the payload column and the other columns
+        utf8: bool | None = None
+        if mode == "json":
+            payloads = _text_column(parts, [ends for ends, _, _ in layout])
+            utf8 = True if payloads.dtype == STR_DTYPE else None
+        else:
+            cols, gap = parts[0], len(parts[0].separator)
+            lines = gap == 1 and cols.data.count(b"\n") == n  # one payload per line: NDJSON as it stands
+            values = json_lines(cols.data, n) if lines else None
+            if values is None:
+                values = json_values(split_payloads(cols.data, cols.data_end, gap))
+            payloads = pd.Series(values, dtype=object)
+            del values
+        columns = _columns(parts, transport, sizes, payloads)
+        del payloads
+        fields = parse.result(utf8=utf8)
+        if fields is None and mode == "json":
+            fields = json_field_columns([body for part in parts for body in part.payloads()], arrow=False)
     else:
-        payloads = pd.Series(_payload_objects(cols, mode, starts, ends), dtype=object, copy=False)
+        cols, (ends, starts, _) = parts[0], layout[0]
+        if mode == "bytes":  # an Arrow binary array over the payload buffer itself: no object per row
+            payloads = bytes_column_from_buffer(cols.data, ends, len(cols.separator))
+        else:
+            payloads = pd.Series(_payload_objects(cols, mode, starts, ends), dtype=object, copy=False)
+        if release:
+            cols.data = bytearray()  # the payload column is built: the buffer's bytes are not needed
+        columns = _columns(parts, transport, sizes, payloads)
+        del payloads
     if release:
-        cols.data = bytearray()  # the payload column is built: the buffer's bytes are not needed
-    zeros = pd.array(np.zeros(n, dtype=np.int64), dtype="Int64")
-    columns: dict[str, Any] = {
-        "stream_key": _category_codes(np.frombuffer(cols.key_code, dtype=np.int32), cols.keys),
-        "shard_id": _view_array(cols.shard_id, np.uint64),
-        "seq": _view_array(cols.seq, np.uint64),
-        "timestamp": pd.DatetimeIndex(
-            np.frombuffer(cols.timestamp_ms, dtype=np.int64).view("datetime64[ms]")
-        ).tz_localize("UTC"),
-        "size": pd.arrays.IntegerArray(sizes, np.zeros(n, dtype=np.bool_)),
-        "payload": payloads,
-        "retry_count": zeros,
-        "attempt": zeros + 1,
-        "headers": pd.Series(_empty_dicts(n), copy=False),
-        "offset": _view_array(cols.offset, np.int64),
-        "transport": _transport_column(n, transport),
-    }
-    del payloads, values
+        for part in parts:
+            part.data = bytearray()  # fields parsed: the buffers' bytes are not needed (or in Arrow's hands)
     # spent builder (``release``): the frame may take the column buffers' memory as it is, no copy
     frame = pd.DataFrame(columns, columns=list(FRAME_COLUMNS), copy=not release)
     del columns
     if fields is not None:
         return with_fields(frame, fields)
-    if mode == "json":
+    if mode == "objects":
         return expand_json(frame)
     return frame
+
+
+def _has_envelope(data: bytearray, starts: np.ndarray, sizes: np.ndarray) -> bool:
+    """Whether a payload of the buffer starts with ``rs`` (an envelope, or text the envelope decoder judges)."""
+    view = np.frombuffer(data, dtype=np.uint8)  # a view: gone on return, so the buffer can be let go later
+    heads = starts[sizes >= 2]
+    return bool(np.any((view[heads] == 0x72) & (view[heads + 1] == 0x73)))
+
+
+def _layout(cols: ColumnBuffers) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Where each payload of a read ends and starts in its buffer, and its size (int64 arrays)."""
+    gap = len(cols.separator)
+    ends = np.frombuffer(cols.data_end, dtype=np.int64)
+    starts = np.empty(len(ends), dtype=np.int64)
+    if len(ends):
+        starts[0] = 0
+        starts[1:] = ends[:-1] + gap
+    return ends, starts, ends - starts
+
+
+def _joined(parts: list[ColumnBuffers]) -> ColumnBuffers:
+    """Several reads' column buffers as one (payload buffers copied into one, key codes renumbered)."""
+    out = ColumnBuffers(parts[0].separator)
+    for part in parts:
+        if part.separator != out.separator:
+            part = _with_separator(part, out.separator)
+        lookup = np.array([_key_code(out.keys, key) for key in part.keys] or [0], dtype=np.int32)
+        out.key_code.frombytes(lookup[np.frombuffer(part.key_code, dtype=np.int32)].tobytes())
+        out.shard_id.extend(part.shard_id)
+        out.seq.extend(part.seq)
+        out.timestamp_ms.extend(part.timestamp_ms)
+        out.offset.extend(part.offset)
+        shift = len(out.data)
+        out.data_end.extend(array("q", (np.frombuffer(part.data_end, dtype=np.int64) + shift).tobytes()))
+        out.data += part.data
+    return out
+
+
+def _with_separator(cols: ColumnBuffers, separator: bytes) -> ColumnBuffers:
+    """The same messages with another payload separator."""
+    out = ColumnBuffers(separator)
+    out.keys = cols.keys
+    out.key_code, out.shard_id, out.seq, out.timestamp_ms, out.offset = (
+        cols.key_code,
+        cols.shard_id,
+        cols.seq,
+        cols.timestamp_ms,
+        cols.offset,
+    )
+    for body in cols.payloads():
+        out.data += body
+        out.data_end.append(len(out.data))
+        out.data += separator
+    return out
+
+
+def _key_code(keys: list[str], key: str) -> int:
+    """``key``'s index in ``keys``, appended if new."""
+    if key not in keys:
+        keys.append(key)
+    return keys.index(key)
+
+
+def _text_column(parts: list[ColumnBuffers], ends: list[np.ndarray]) -> pd.Series:
+    """The ``"json"`` text column of several reads: Arrow arrays over their buffers (a chunk each) when
+    every payload is UTF-8, else what ``"auto"`` gives."""
+    arrays = [json_text_array(part.data, e, len(part.separator)) for part, e in zip(parts, ends, strict=True)]
+    if all(a is not None for a in arrays):
+        return pd.Series(arrays[0] if len(arrays) == 1 else _pa.chunked_array(arrays), dtype=STR_DTYPE)
+    columns = [
+        json_text_column_from_buffer(part.data, e, len(part.separator)) for part, e in zip(parts, ends, strict=True)
+    ]
+    if len(columns) == 1:
+        return columns[0]
+    return pd.Series([value for column in columns for value in column.tolist()], dtype=object)
+
+
+def _columns(parts: list[ColumnBuffers], transport: str, sizes: np.ndarray, payloads: pd.Series) -> dict[str, Any]:
+    """The frame's columns (:data:`FRAME_COLUMNS`) from reads' column buffers and the payload column."""
+    n = len(sizes)
+    if len(parts) == 1:
+        cols = parts[0]
+        codes, keys = np.frombuffer(cols.key_code, dtype=np.int32), cols.keys
+        shard, seq, stamp, offset = (
+            np.frombuffer(a, dtype=t)
+            for a, t in (
+                (cols.shard_id, np.uint64),
+                (cols.seq, np.uint64),
+                (cols.timestamp_ms, np.int64),
+                (cols.offset, np.int64),
+            )
+        )
+    else:
+        keys = []
+        codes = np.concatenate(
+            [
+                np.array([_key_code(keys, k) for k in part.keys] or [0], dtype=np.int32)[
+                    np.frombuffer(part.key_code, dtype=np.int32)
+                ]
+                for part in parts
+            ]
+        )
+        shard, seq, stamp, offset = (
+            np.concatenate([np.frombuffer(getattr(part, name), dtype=t) for part in parts])
+            for name, t in (
+                ("shard_id", np.uint64),
+                ("seq", np.uint64),
+                ("timestamp_ms", np.int64),
+                ("offset", np.int64),
+            )
+        )
+    zeros = pd.array(np.zeros(n, dtype=np.int64), dtype="Int64")
+    return {
+        "stream_key": _category_codes(codes, keys),
+        "shard_id": _int_view(shard),
+        "seq": _int_view(seq),
+        "timestamp": pd.DatetimeIndex(stamp.view("datetime64[ms]")).tz_localize("UTC"),
+        "size": pd.arrays.IntegerArray(sizes, np.zeros(n, dtype=np.bool_)),
+        "payload": payloads,
+        "retry_count": zeros,
+        "attempt": zeros + 1,
+        "headers": pd.Series(_empty_dicts(n), copy=False),
+        "offset": _int_view(offset),
+        "transport": _transport_column(n, transport),
+    }
 
 
 def _empty_dicts(n: int) -> np.ndarray:
@@ -361,9 +526,9 @@ def _empty_dicts(n: int) -> np.ndarray:
     return np.fromiter(map(dict.copy, repeat({}, n)), dtype=object, count=n)
 
 
-def _view_array(values: array, dtype: type[np.integer]) -> pd.arrays.IntegerArray:
-    """A nullable integer array (``Int64``/``UInt64``) over a column buffer's memory, not a copy of it."""
-    return pd.arrays.IntegerArray(np.frombuffer(values, dtype=dtype), np.zeros(len(values), dtype=np.bool_))
+def _int_view(values: np.ndarray) -> pd.arrays.IntegerArray:
+    """A nullable integer array (``Int64``/``UInt64``) over ``values``' memory, not a copy of it."""
+    return pd.arrays.IntegerArray(values, np.zeros(len(values), dtype=np.bool_))
 
 
 def _payload_objects(cols: ColumnBuffers, mode: str, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
@@ -432,8 +597,9 @@ def _category(keys: list[str]) -> pd.Series:
 def payload_separator(mode: str) -> bytes:
     """The separator a reader's payload buffer should have for a payload mode (``ColumnBuffers``).
 
-    ``b"\\n"`` for the JSON modes: the buffer is then NDJSON that ``pyarrow.json`` and msgspec parse in
-    one call; ``b""`` for the others (the payloads back to back).
+    ``b""`` (the payloads back to back: the ``"json"`` text column and the ``"bytes"`` column are Arrow
+    arrays over that buffer itself) except for ``"objects"``: ``b"\\n"``, NDJSON that msgspec parses in
+    one call.
 
     Parameters
     ----------
@@ -447,10 +613,10 @@ def payload_separator(mode: str) -> bytes:
 
     Examples
     --------
-    >>> payload_separator("json"), payload_separator("bytes")
-    (b'\\n', b'')
+    >>> payload_separator("json"), payload_separator("objects")
+    (b'', b'\\n')
     """
-    return b"\n" if mode in ("json", "columns") else b""
+    return b"\n" if mode == "objects" else b""
 
 
 def in_window(cols: FrameColumns | ColumnBuffers, after_ms: int | None, end_ms: int | None) -> FrameColumns:

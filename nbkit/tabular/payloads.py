@@ -1,10 +1,11 @@
 """Payload columns: bytes as text or parsed JSON, and a JSON object's fields as ``payload.<field>`` columns.
 
 The conversions behind the ``payload=`` modes of ``read_stream`` (and the Dask reader, the Parquet
-export): ``"auto"`` (text where UTF-8, else bytes), ``"text"`` (UTF-8 with replacement), ``"json"``
-(what ``json.loads`` makes of each payload) and the field columns of ``"json"``/``"columns"``. Column at a
-time, no Python object per row where the caller did not ask for one: msgspec parses a whole list,
-pyarrow.json parses one buffer of the payloads; the row-by-row path decides wherever those could differ.
+export): ``"auto"`` (text where UTF-8, else bytes), ``"text"`` (UTF-8 with replacement), ``"json"`` (the
+JSON text as an Arrow-backed str column), ``"objects"`` (what ``json.loads`` makes of each payload) and the
+field columns of ``"json"``/``"objects"``. Column at a time, no Python object per row where the caller did
+not ask for one: msgspec parses a whole list, pyarrow.json parses one buffer of the payloads; the
+row-by-row path decides wherever those could differ.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from nbkit.wire.scan import compact_payloads
+from nbkit.wire.scan import payload_lines as _payload_lines
 
 try:  # pandas 3 stores str in Arrow when pyarrow is installed; then bytes payloads go in Arrow too
     import pyarrow as _pa
@@ -29,6 +31,8 @@ except ImportError:  # pragma: no cover - pyarrow is in the scale extra and in B
 __all__ = [
     "BYTES_DTYPE",
     "CONVERT",
+    "PIECE_BYTES",
+    "FieldParse",
     "STR_DTYPE",
     "arrow_json_fields",
     "auto_values",
@@ -39,6 +43,7 @@ __all__ = [
     "json_field_columns",
     "json_lines",
     "json_text_column",
+    "json_text_array",
     "json_text_column_from_buffer",
     "json_value",
     "json_values",
@@ -104,7 +109,7 @@ def text_values(bodies: list[bytes]) -> list[str]:
 
 
 def json_value(body: bytes) -> Any:
-    """One payload in ``json`` mode: what ``json.loads`` makes of its UTF-8 text.
+    """One payload in ``objects`` mode: what ``json.loads`` makes of its UTF-8 text.
 
     The text if it is not JSON; the bytes if it is not UTF-8. msgspec parses first (it gives the same
     values, big integers exact); what it rejects (NaN, Infinity, lone surrogates, ...) the standard
@@ -168,13 +173,17 @@ _decode_lines = msgspec.json.Decoder().decode_lines
 
 
 #: The per-row payload conversion of each mode that has one (``"bytes"`` keeps the bytes).
-CONVERT: dict[str, Callable[[list[bytes]], list[Any]]] = {"auto": auto_values, "text": text_values, "json": json_values}
+CONVERT: dict[str, Callable[[list[bytes]], list[Any]]] = {
+    "auto": auto_values,
+    "text": text_values,
+    "objects": json_values,
+}
 
 
 def expand_json(frame: pd.DataFrame) -> pd.DataFrame:
     """Add a ``payload.<field>`` column for each top-level field of JSON-object payloads.
 
-    The row-by-row path: ``frame["payload"]`` holds parsed values (``payload="json"``).
+    The row-by-row path: ``frame["payload"]`` holds parsed values (``payload="objects"``).
 
     Parameters
     ----------
@@ -295,7 +304,7 @@ def bytes_column_from_buffer(data: bytes | bytearray, ends: np.ndarray, gap: int
 
 
 def json_text_column(bodies: list[bytes], sizes: list[int]) -> pd.Series:
-    """``payload="columns"``: the payloads as text, one Arrow string array over one buffer.
+    """``payload="json"``: the payloads as text, one Arrow string array over one buffer.
 
     pandas' str dtype when every payload is UTF-8 (and pandas stores str in Arrow); else what
     ``"auto"`` gives (str, or bytes where not UTF-8).
@@ -362,6 +371,42 @@ def json_lines(data: bytes | bytearray, n: int) -> list[Any] | None:
     return values if len(values) == n else None
 
 
+def json_text_array(data: bytes | bytearray, ends: np.ndarray, gap: int) -> Any:
+    """The payloads of a buffer as one Arrow ``large_string`` array over it (no copy when ``gap`` is 0).
+
+    Parameters
+    ----------
+    data, ends, gap
+        As for :func:`json_text_column_from_buffer`.
+
+    Returns
+    -------
+    pyarrow.LargeStringArray or None
+        The text; None when a payload is not UTF-8, there are none, or pandas does not store str in Arrow.
+
+    Examples
+    --------
+    >>> text = json_text_array(b'{"a": 1}[]', np.array([8, 10]), 0)
+    >>> text is None or text.to_pylist() == ['{"a": 1}', '[]']
+    True
+    """
+    n = len(ends)
+    if getattr(STR_DTYPE, "storage", None) != "pyarrow" or not n:
+        return None
+    pa = _pa
+    offsets = np.empty(n + 1, dtype=np.int64)
+    offsets[0] = 0
+    offsets[1:] = ends - gap * np.arange(n, dtype=np.int64)  # where each ends once separators are out
+    values = data
+    if gap:
+        values = compact_payloads(data, array("q", ends.astype(np.int64).tobytes()), gap)
+    binary = pa.LargeBinaryArray.from_buffers(pa.large_binary(), n, [None, pa.py_buffer(offsets), pa.py_buffer(values)])
+    try:
+        return binary.cast(pa.large_string())  # checks UTF-8 throughout
+    except pa.ArrowInvalid:
+        return None
+
+
 def json_text_column_from_buffer(data: bytes | bytearray, ends: np.ndarray, gap: int) -> pd.Series:
     """:func:`json_text_column` of payloads given as one buffer: an Arrow string array over it.
 
@@ -386,24 +431,9 @@ def json_text_column_from_buffer(data: bytes | bytearray, ends: np.ndarray, gap:
     ['{"a": 1}', '[]']
     """
     n = len(ends)
-    if getattr(STR_DTYPE, "storage", None) == "pyarrow" and n:
-        import pyarrow as pa
-
-        offsets = np.empty(n + 1, dtype=np.int64)
-        offsets[0] = 0
-        offsets[1:] = ends - gap * np.arange(n, dtype=np.int64)  # where each ends once separators are out
-        values = data
-        if gap:
-            values = compact_payloads(data, array("q", ends.astype(np.int64).tobytes()), gap)
-        binary = pa.LargeBinaryArray.from_buffers(
-            pa.large_binary(), n, [None, pa.py_buffer(offsets), pa.py_buffer(values)]
-        )
-        try:
-            text = binary.cast(pa.large_string())  # checks UTF-8 throughout
-        except pa.ArrowInvalid:
-            pass
-        else:
-            return pd.Series(text, dtype=STR_DTYPE)
+    text = json_text_array(data, ends, gap)
+    if text is not None:
+        return pd.Series(text, dtype=STR_DTYPE)
     starts = np.concatenate(([0], ends[:-1] + gap)) if n else ends
     view = memoryview(data)
     return pd.Series(
@@ -411,16 +441,18 @@ def json_text_column_from_buffer(data: bytes | bytearray, ends: np.ndarray, gap:
     )
 
 
-def json_field_columns(bodies: list[bytes]) -> dict[str, pd.Series]:
-    """The ``payload.<field>`` columns of ``payload="columns"``.
+def json_field_columns(bodies: list[bytes], *, arrow: bool = True) -> dict[str, pd.Series]:
+    """The ``payload.<field>`` columns of ``payload="json"``.
 
     Through pyarrow.json when that gives exactly what the row-by-row path gives, else that path (the
-    same values ``"json"`` has).
+    same values ``"objects"`` has).
 
     Parameters
     ----------
     bodies
         Payloads (envelopes removed).
+    arrow
+        Try pyarrow.json first (False: the caller knows it would not do, go row by row).
 
     Returns
     -------
@@ -432,7 +464,7 @@ def json_field_columns(bodies: list[bytes]) -> dict[str, pd.Series]:
     >>> json_field_columns([b'{"a": 1}', b'{"a": 2}'])["a"].tolist()
     [1, 2]
     """
-    fields = arrow_json_fields(bodies)
+    fields = arrow_json_fields(bodies) if arrow else None
     if fields is not None:
         return fields
     return {name: infer_column(values) for name, values in _field_values(json_values(bodies)).items()}
@@ -487,7 +519,8 @@ def ndjson_fields(data: bytes | bytearray, n: int) -> dict[str, pd.Series] | Non
     Returns
     -------
     dict or None
-        Field name -> column, or None where pyarrow could differ from the row-by-row path.
+        Field name -> column, or None where pyarrow could differ from the row-by-row path (text that is
+        not UTF-8 included: pyarrow.json does not check it).
 
     Examples
     --------
@@ -495,25 +528,56 @@ def ndjson_fields(data: bytes | bytearray, n: int) -> dict[str, pd.Series] | Non
     >>> fields is None or fields["a"].tolist() == [1, 2]
     True
     """
-    if not n or getattr(STR_DTYPE, "storage", None) != "pyarrow":
+    if not n or _pa is None or not _utf8(data):
+        return None
+    return _table_fields(_arrow_table(data), n)
+
+
+def _utf8(data: bytes | bytearray) -> bool:
+    """Whether ``data`` is UTF-8 throughout (pyarrow's check: no copy, no Python object)."""
+    offsets = np.array([0, len(data)], dtype=np.int64)
+    buffers = [None, _pa.py_buffer(offsets), _pa.py_buffer(data)]
+    whole = _pa.LargeBinaryArray.from_buffers(_pa.large_binary(), 1, buffers)
+    try:
+        whole.cast(_pa.large_string())
+    except _pa.ArrowInvalid:
+        return False
+    return True
+
+
+def _arrow_table(data: bytes | bytearray, schema: Any = None) -> Any:
+    """NDJSON parsed by pyarrow.json (GIL released; fields that look like ISO times read as text), or
+    None where pyarrow cannot parse it. ``schema``: the fields and types the data must have exactly
+    (None: inferred from the data)."""
+    if getattr(STR_DTYPE, "storage", None) != "pyarrow":
         return None
     try:
-        import pyarrow as pa
         import pyarrow.json as pa_json
     except ImportError:
         return None
+    pa = _pa
     joined = pa.py_buffer(data)
+    options = pa_json.ReadOptions(use_threads=False)  # one thread per buffer: callers run buffers in parallel
     try:
-        table = pa_json.read_json(pa.BufferReader(joined))
+        if schema is not None:
+            parse = pa_json.ParseOptions(explicit_schema=schema, unexpected_field_behavior="error")
+            return pa_json.read_json(pa.BufferReader(joined), read_options=options, parse_options=parse)
+        table = pa_json.read_json(pa.BufferReader(joined), read_options=options)
         stamps = [f.name for f in table.schema if pa.types.is_timestamp(f.type) or pa.types.is_date(f.type)]
         if stamps:  # pyarrow reads ISO-looking text as timestamps: read those fields as text
             schema = pa.schema([pa.field(name, pa.string()) for name in stamps])
-            options = pa_json.ParseOptions(explicit_schema=schema)
+            parse = pa_json.ParseOptions(explicit_schema=schema)
             order = table.column_names
-            table = pa_json.read_json(pa.BufferReader(joined), parse_options=options).select(order)
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            table = pa_json.read_json(pa.BufferReader(joined), read_options=options, parse_options=parse).select(order)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, UnicodeDecodeError):
         return None
-    if table.num_rows != n:  # empty payloads (blank lines) are skipped by pyarrow
+    return table
+
+
+def _table_fields(table: Any, n: int) -> dict[str, pd.Series] | None:
+    """The field columns of a pyarrow.json table of ``n`` payloads, or None where they could differ from
+    the row-by-row path (a row skipped, a null, a nested or other type, a double that may be a big int)."""
+    if table is None or table.num_rows != n:  # empty payloads (blank lines) are skipped by pyarrow
         return None
     columns: dict[str, pd.Series] = {}
     for name, column in zip(table.column_names, table.columns, strict=True):
@@ -528,6 +592,113 @@ def ndjson_fields(data: bytes | bytearray, n: int) -> dict[str, pd.Series] | Non
             return None  # perhaps an integer beyond int64, which the row-by-row path keeps exact
         columns[name] = pd.Series(values)
     return columns
+
+
+#: Payload bytes per piece that :class:`FieldParse` hands to one pyarrow.json call.
+PIECE_BYTES = 24 << 20
+
+
+class FieldParse:
+    """The ``payload.<field>`` columns of payload buffers, parsed by pyarrow.json on worker threads.
+
+    Each buffer given to :meth:`add` is cut into pieces of about :data:`PIECE_BYTES`; a worker builds a
+    piece's NDJSON (:func:`~nbkit.wire.scan.payload_lines`, GIL released) and parses it (pyarrow, GIL
+    released), so pieces run on every core while the caller's thread goes on (reading the next buffer,
+    building the other columns). The first piece's schema is given to the others (pyarrow then skips its
+    type inference). :meth:`result` joins them: the columns :func:`ndjson_fields` gives for all the
+    payloads as one buffer, or None where that could differ from the row-by-row path.
+
+    Parameters
+    ----------
+    pool : concurrent.futures.Executor
+        Runs the pieces.
+
+    Examples
+    --------
+    >>> from array import array
+    >>> from concurrent.futures import ThreadPoolExecutor
+    >>> with ThreadPoolExecutor(2) as pool:
+    ...     parse = FieldParse(pool)
+    ...     parse.add(b'{"a": 1}{"a": 2}', array("q", [8, 16]), 0)
+    ...     parse.add(b'{"a": 3}', array("q", [8]), 0)
+    ...     fields = parse.result(utf8=True)
+    >>> fields is None or fields["a"].tolist() == [1, 2, 3]
+    True
+    """
+
+    def __init__(self, pool: Any) -> None:
+        self._pool = pool
+        self._buffers: list[tuple[bytes | bytearray, array, int]] = []
+        self._pieces: list[Any] = []
+
+    def add(self, data: bytes | bytearray, ends: array, gap: int) -> None:
+        """Start parsing the payloads of one more buffer (they follow those added before).
+
+        Parameters
+        ----------
+        data : bytes or bytearray
+            The payloads back to back, each followed by ``gap`` separator bytes (not changed until
+            :meth:`result` returns).
+        ends : array.array
+            Where each payload ends in ``data`` (``array("q")``).
+        gap : int
+            The separator's length (0 or 1).
+        """
+        self._buffers.append((data, ends, gap))
+        n = len(ends)
+        if not n:
+            return
+        at = np.frombuffer(ends, dtype=np.int64)
+        marks = np.arange(PIECE_BYTES, int(at[-1]), PIECE_BYTES, dtype=np.int64)
+        cuts = [0, *sorted(set(np.searchsorted(at, marks).tolist()) - {0, n}), n]
+        for first, last in zip(cuts[:-1], cuts[1:], strict=False):
+            lead = self._pieces[0] if self._pieces else None
+            self._pieces.append(self._pool.submit(self._piece, data, ends, gap, first, last, lead))
+
+    @staticmethod
+    def _piece(data: bytes | bytearray, ends: array, gap: int, first: int, last: int, lead: Any) -> Any:
+        """One piece's pyarrow table, or None (a payload with a newline, or pyarrow cannot parse it).
+
+        Pieces after the first (``lead``) are parsed with the first one's schema; where that schema does
+        not fit the piece, the piece is parsed again with inference (then the schemas differ and
+        :meth:`result` parses all payloads as one buffer)."""
+        lines = _payload_lines(data, ends, first, last, gap)
+        if lines is None:
+            return None
+        table = None
+        if lead is not None:
+            first_table = lead.result()
+            if first_table is not None:
+                table = _arrow_table(lines, first_table.schema)
+        return _arrow_table(lines) if table is None else table
+
+    def result(self, *, utf8: bool | None = None) -> dict[str, pd.Series] | None:
+        """Wait for the pieces and return the field columns (None: take the row-by-row path).
+
+        Parameters
+        ----------
+        utf8 : bool, optional
+            Whether the caller knows the payloads are UTF-8 throughout (None: check it here).
+
+        Returns
+        -------
+        dict or None
+            Field name -> column.
+        """
+        tables = [piece.result() for piece in self._pieces]
+        n = sum(len(ends) for _, ends, _ in self._buffers)
+        if not tables or any(t is None for t in tables):
+            return None
+        if utf8 is None:
+            utf8 = all(_utf8(data) for data, _, _ in self._buffers)
+        if not utf8:
+            return None
+        if any(t.schema != tables[0].schema for t in tables[1:]):  # types inferred apart differ: parse as one
+            lines = [_payload_lines(data, ends, 0, len(ends), gap) for data, ends, gap in self._buffers]
+            if any(part is None for part in lines):
+                return None
+            return _table_fields(_arrow_table(b"".join(lines)), n)  # type: ignore[arg-type]  # None ruled out
+        return _table_fields(_pa.concat_tables(tables) if len(tables) > 1 else tables[0], n)
 
 
 def _field_values(payloads: list[Any]) -> dict[str, list[Any]]:

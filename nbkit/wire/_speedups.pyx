@@ -6,7 +6,8 @@ Same signatures, results and errors as the pure-Python reference twin:
 - :func:`crc16` as :data:`nbkit.wire.crc.crc16` (CRC-16/CDMA2000),
 - :func:`scan_frames` as :func:`nbkit.wire.scan.scan_frames` (the frame scanner),
 - :func:`scan_columns` as :func:`nbkit.wire.scan.scan_columns` (the scanner into column buffers) and
-  :func:`split_payloads` / :func:`compact_payloads` as their :mod:`nbkit.wire.scan` twins,
+  :func:`split_payloads` / :func:`compact_payloads` / :func:`payload_lines` as their :mod:`nbkit.wire.scan`
+  twins,
 - :func:`encode_frame` as :func:`nbkit.wire.ssformat.encode_frame` (the writer's frame encoding),
 - :func:`parse_fields` and :func:`format_line` as ``nbkit.wire.stdio_line._parse_fields`` and
   :func:`nbkit.wire.stdio_line.format_line` (stdio lines),
@@ -281,6 +282,50 @@ def compact_payloads(object data, array.array ends not None, Py_ssize_t gap):
         memcpy(o, base + start, end - start)
         o += end - start
         start = end + gap
+    return out
+
+
+cdef extern from "string.h":
+    const void* memchr(const void* s, int c, size_t n) nogil
+
+
+def payload_lines(object data, array.array ends not None, Py_ssize_t first, Py_ssize_t last, Py_ssize_t gap):
+    """The compiled :func:`nbkit.wire.scan.payload_lines`: payloads ``first:last`` as NDJSON, or None when
+    one holds a newline; the copy runs with the GIL released."""
+    if (ends.ob_descr.typecode != b'q' or not (gap == 0 or gap == 1)
+            or not (0 <= first <= last <= len(ends))):
+        from nbkit.wire.scan import payload_lines_pure  # the twin says what is wrong
+        return payload_lines_pure(data, ends, first, last, gap)
+    cdef const uint8_t[::1] view = data
+    cdef Py_ssize_t k, end, size = view.shape[0], total = 0
+    cdef Py_ssize_t start0 = 0 if first == 0 else <Py_ssize_t>ends.data.as_longlongs[first - 1] + gap
+    cdef Py_ssize_t start = start0
+    cdef long long* e = ends.data.as_longlongs
+    for k in range(first, last):
+        end = <Py_ssize_t>e[k]
+        if end < start or end > size or start < 0:
+            from nbkit.wire.scan import payload_lines_pure
+            return payload_lines_pure(data, ends, first, last, gap)
+        total += end - start + 1
+        start = end + gap
+    cdef bytes out = PyBytes_FromStringAndSize(NULL, total)
+    cdef char* o = PyBytes_AS_STRING(out)
+    cdef const char* base = <const char*>&view[0] if size else <const char*>b""
+    cdef bint newline = False
+    start = start0
+    with nogil:
+        for k in range(first, last):
+            end = <Py_ssize_t>e[k]
+            if memchr(base + start, 10, end - start) != NULL:
+                newline = True
+                break
+            memcpy(o, base + start, end - start)
+            o += end - start
+            o[0] = 10
+            o += 1
+            start = end + gap
+    if newline:
+        return None
     return out
 
 

@@ -29,6 +29,8 @@ __all__ = [
     "compact_payloads_pure",
     "FrameColumns",
     "new_columns",
+    "payload_lines",
+    "payload_lines_pure",
     "scan_columns",
     "scan_columns_pure",
     "scan_frames",
@@ -415,6 +417,54 @@ def compact_payloads(data: bytes | bytearray | memoryview, ends: array, gap: int
     return b"".join(split_payloads_pure(data, ends, gap))
 
 
+def payload_lines(data: bytes | bytearray | memoryview, ends: array, first: int, last: int, gap: int) -> bytes | None:
+    """Payloads ``first`` to ``last - 1`` of a buffer as NDJSON: each followed by ``b"\\n"``.
+
+    What ``pyarrow.json`` reads, one payload per line, built from a buffer whose payloads are back to
+    back (``gap`` 0) or already newline-separated (``gap`` 1); the compiled twin copies with the GIL
+    released, so a worker thread can build its lines while another thread runs Python.
+
+    Parameters
+    ----------
+    data, ends, gap
+        As for :func:`split_payloads`.
+    first, last
+        The payloads wanted: ``split_payloads(data, ends, gap)[first:last]``
+        (``0 <= first <= last <= len(ends)``).
+
+    Returns
+    -------
+    bytes or None
+        The lines; None when a payload holds a newline itself (the lines would not be one per payload).
+
+    Raises
+    ------
+    ValueError
+        ``first`` or ``last`` out of range.
+
+    Examples
+    --------
+    >>> from array import array
+    >>> payload_lines(b"abcd", array("q", [2, 4]), 0, 2, 0)
+    b'ab\\ncd\\n'
+    >>> payload_lines(b"a\\nb", array("q", [3]), 0, 1, 0) is None
+    True
+    """
+    if not 0 <= first <= last <= len(ends):
+        raise ValueError(f"payloads {first}:{last} are not within the {len(ends)} of the buffer")
+    view = memoryview(data)
+    start = 0 if first == 0 else ends[first - 1] + gap
+    out = bytearray()
+    for end in ends[first:last]:
+        part = view[start:end].tobytes()
+        if b"\n" in part:
+            return None
+        out += part
+        out += b"\n"
+        start = end + gap
+    return bytes(out)
+
+
 #: The pure-Python twins, kept under their own names for the twin tests and benchmarks.
 scan_frames_pure = scan_frames
 scan_frames = pick("scan_frames", scan_frames_pure)  # noqa: F811 (the twin this process runs)
@@ -424,3 +474,5 @@ split_payloads_pure = split_payloads
 split_payloads = pick("split_payloads", split_payloads_pure)  # noqa: F811
 compact_payloads_pure = compact_payloads
 compact_payloads = pick("compact_payloads", compact_payloads_pure)  # noqa: F811
+payload_lines_pure = payload_lines
+payload_lines = pick("payload_lines", payload_lines_pure)  # noqa: F811

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import io
+import json
 import pickle
 
 import pandas as pd
@@ -59,9 +60,23 @@ def test_include_internal_keeps_eos(sample_path):
 def test_json_payloads_expand_fields(sample_path):
     df = read_stream(sample_path, payload="json", keys="file")
     assert len(df) == 1
-    assert df.loc[0, "payload"]["crate_name"] == "vec_map"
+    assert json.loads(df.loc[0, "payload"])["crate_name"] == "vec_map"  # the JSON text
     assert df.loc[0, "payload.crate_name"] == "vec_map"
     assert df.loc[0, "payload.id"] == 1
+
+
+def test_objects_payloads_are_parsed_with_the_same_fields(sample_path):
+    df = read_stream(sample_path, payload="objects", keys="file")
+    assert df.loc[0, "payload"]["crate_name"] == "vec_map"
+    as_json = read_stream(sample_path, payload="json", keys="file")
+    fields = [c for c in as_json.columns if c.startswith("payload.")]
+    assert [c for c in df.columns if c.startswith("payload.")] == fields
+    pd.testing.assert_frame_equal(df[fields], as_json[fields])
+
+
+def test_the_old_columns_mode_says_to_pass_json(sample_path):
+    with pytest.raises(ValueError, match='payload="json"'):
+        read_stream(sample_path, payload="columns")  # type: ignore[arg-type]
 
 
 JSON_EDGE_PAYLOADS = [
@@ -79,18 +94,16 @@ JSON_EDGE_PAYLOADS = [
 ]
 
 
-def test_json_mode_matches_the_standard_library(tmp_path):
+def test_objects_mode_matches_the_standard_library(tmp_path):
     """Every payload's value is what ``json.loads`` makes of it (text if not JSON, bytes if not UTF-8),
     whichever parser read it: mixed into plain JSON and alone."""
-    import json
-
     path = tmp_path / "edge.ss"
     with StreamWriter(path) as w:
         for i, payload in enumerate(JSON_EDGE_PAYLOADS):
             w.write("edge", payload)
             w.write("plain", b'{"i": %d}' % i)
     for keys in ("edge", None):
-        df = read_stream(path, payload="json", keys=keys)
+        df = read_stream(path, payload="objects", keys=keys)
         got = list(df[df["stream_key"] == "edge"]["payload"])
         for raw, value in zip(JSON_EDGE_PAYLOADS, got, strict=True):
             try:
@@ -105,6 +118,9 @@ def test_json_mode_matches_the_standard_library(tmp_path):
             assert type(value) is type(expected) and repr(value) == repr(expected), raw
         column = df["payload.s"].dropna()
         assert column.dtype == object and list(column) == ["\ud800"]
+        as_json = read_stream(path, payload="json", keys=keys)
+        assert as_json["payload"].tolist() == read_stream(path, keys=keys)["payload"].tolist()  # text, as auto
+        pd.testing.assert_frame_equal(as_json[list(df.columns[11:])], df[df.columns[11:]])
 
 
 @pytest.mark.parametrize("mode, kind", [("bytes", bytes), ("text", str), ("auto", str)])
@@ -283,7 +299,7 @@ def test_concat_file_and_pipe(sample_path):
     assert both["transport"].value_counts().to_dict() == {"file": 27, "pipe": 1}
 
 
-# -- payload="columns": the json fields, columnar ----------------------------------------------------
+# -- payload="json": the fields, columnar ----------------------------------------------------
 
 from hypothesis import HealthCheck, example, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
@@ -310,7 +326,8 @@ def _json_payloads(draw) -> list[bytes]:
     for _ in range(draw(st.integers(1, 12))):
         record = {name: draw(st.one_of(st.just(kinds[name]), _json_scalars)) for name in names}
         text = json.dumps(record, separators=draw(st.sampled_from([(",", ":"), (", ", ": ")])))
-        twist = draw(st.sampled_from([None] * 8 + ["list", "empty", "newline", "dup", "nested", "notjson"]))
+        twists = ["list", "empty", "newline", "dup", "nested", "notjson", "notutf8"]
+        twist = draw(st.sampled_from([None] * 8 + twists))
         if twist == "list":
             text = "[1, 2]"
         elif twist == "empty":
@@ -323,6 +340,9 @@ def _json_payloads(draw) -> list[bytes]:
             text = '{"a": {"x": 1}}'
         elif twist == "notjson":
             text = "not json"
+        elif twist == "notutf8":  # JSON pyarrow parses without checking the text's UTF-8
+            out.append(b'{"a": "\xff"}')
+            continue
         out.append(text.encode())
     return out
 
@@ -332,33 +352,38 @@ def _json_payloads(draw) -> list[bytes]:
 @example(payloads=[b'{"a": 9223372036854775808}', b'{"a": 1}'])  # pyarrow would make it a double
 @example(payloads=[b'{"t": "2024-01-02T03:04:05", "n": 1.5}', b'{"t": "x", "n": 2}'])  # text, not timestamps
 @example(payloads=[b'{"a": 1}', b'{"a": null}'])
-def test_columns_mode_has_the_json_modes_fields(tmp_path_factory, payloads):
-    """payload="columns" and "json" (pyarrow where it is exact, the row-by-row path elsewhere) give
-    the payload.<field> columns of the row-by-row path alone; "columns" keeps the text "auto" gives."""
+@example(payloads=[b'{"a": 1}', b'{"a": 2.5}', b'{"a": 3}'])  # in pieces of one payload: int, double, int
+@example(payloads=[b'{"a": "x"}', b'{"a": "\xff"}'])  # pyarrow.json does not check UTF-8
+@pytest.mark.parametrize("piece_bytes", [1, 30, 24 << 20])  # pieces of the buffer parsed apart, or one
+def test_json_mode_has_the_objects_modes_fields(tmp_path_factory, payloads, piece_bytes, monkeypatch):
+    """payload="json" and "objects" (pyarrow where it is exact, the row-by-row path elsewhere) give
+    the payload.<field> columns of the row-by-row path alone; "json" keeps the text "auto" gives."""
     path = tmp_path_factory.mktemp("cols") / "c.ss"
     with StreamWriter(path, created_at_ms=1) as w:
         for p in payloads:
             w.write("k", p, timestamp_ms=5)
-    from nbkit.tabular import builder
+    from nbkit.tabular import payloads as payload_module
 
-    fast = builder.arrow_json_fields
-    builder.arrow_json_fields = lambda bodies: None  # the reference: the row-by-row path only
+    fast = payload_module._arrow_table
+    payload_module._arrow_table = lambda data: None  # the reference: no pyarrow, the row-by-row path only
     try:
-        as_json = read_stream(path, payload="json")
+        as_objects = read_stream(path, payload="objects")
     finally:
-        builder.arrow_json_fields = fast
-    as_columns = read_stream(path, payload="columns")
-    pd.testing.assert_frame_equal(read_stream(path, payload="json"), as_json)
-    fields = [c for c in as_json.columns if c.startswith("payload.")]
-    assert [c for c in as_columns.columns if c.startswith("payload.")] == fields
-    pd.testing.assert_frame_equal(as_columns[fields], as_json[fields])
-    assert as_columns["payload"].tolist() == read_stream(path)["payload"].tolist()
+        payload_module._arrow_table = fast
+    monkeypatch.setattr(payload_module, "PIECE_BYTES", piece_bytes)
+    as_json = read_stream(path, payload="json")
+    pd.testing.assert_frame_equal(read_stream(path, payload="objects"), as_objects)
+    fields = [c for c in as_objects.columns if c.startswith("payload.")]
+    assert [c for c in as_json.columns if c.startswith("payload.")] == fields
+    pd.testing.assert_frame_equal(as_json[fields], as_objects[fields])
+    assert as_json["payload"].tolist() == read_stream(path)["payload"].tolist()
 
 
-def test_columns_mode_keeps_text_arrow_backed(sample_path):
-    df = read_stream(sample_path, payload="columns", keys="breakpoint")
+def test_json_mode_keeps_text_arrow_backed(sample_path):
+    df = read_stream(sample_path, payload="json", keys="breakpoint")
     assert df["payload"].dtype == pd.Series([], dtype="str").dtype
-    assert df.loc[0, "payload.id"] == read_stream(sample_path, payload="json", keys="breakpoint").loc[0, "payload.id"]
+    objects = read_stream(sample_path, payload="objects", keys="breakpoint")
+    assert df.loc[0, "payload.id"] == objects.loc[0, "payload.id"]
 
 
 def _flip_payload_byte(path, message_index: int) -> None:
@@ -390,3 +415,86 @@ def test_on_bad_frames_skip_and_warn_record_the_damage(tmp_path):
     with pytest.warns(DamageWarning, match="checksum"):
         warned = read_stream(path, on_bad_frames="warn")
     pd.testing.assert_frame_equal(warned, frame)
+
+
+# -- payload="json" read in slices ---------------------------------------------------------------------
+
+
+def _slices_file(path, twist: str) -> None:
+    """Records over three keys, small beacon interval, with a twist in the middle of the file."""
+    with StreamWriter(path, beacon_interval=1024, created_at_ms=1) as w:
+        for i in range(120):
+            payload = b'{"id": %d, "item": "x%d", "price": %d.5}' % (i, i % 7, i)
+            if i == 70 and twist == "envelope":
+                payload = envelope.encode({"x-trace": "t"}, payload, force_text=True)
+            elif i == 70 and twist == "not-utf8":
+                payload = b'{"id": 70, "item": "\xff", "price": 1.5}'
+            elif i == 70 and twist == "int-then-double":
+                payload = b'{"id": 70.5, "item": "x", "price": 1.5}'
+            elif i == 70 and twist == "new-field":
+                payload = b'{"id": 70, "item": "x", "price": 1.5, "extra": true}'
+            w.write(("orders", "audit", "refunds")[i % 3], payload, timestamp_ms=10 + i)
+
+
+@pytest.mark.parametrize(
+    "twist", ["none", "envelope", "not-utf8", "int-then-double", "new-field", "damaged", "truncated"]
+)
+@pytest.mark.parametrize("slice_bytes", [1, 300, 4096])
+def test_json_read_in_slices_is_the_read_in_one_go(tmp_path, monkeypatch, twist, slice_bytes):
+    """read_stream(payload="json") reads a file in slices whose fields parse while the next is read: the
+    frame (and its attrs: damage skipped, how the read ended) is the one a single read gives, whatever
+    the slice size, keys kept or payloads met."""
+    import warnings
+
+    from nbkit.notebook import frames
+    from nbkit.tabular import payloads as payload_module
+
+    path = tmp_path / "s.ss"
+    _slices_file(path, twist)
+    if twist == "damaged":
+        _flip_payload_byte(path, 50)
+    elif twist == "truncated":
+        path.write_bytes(path.read_bytes()[:-7])
+
+    def read(**options):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            frame = read_stream(path, payload="json", on_bad_frames="skip", **options)
+        return frame, [str(w.message) for w in caught]
+
+    monkeypatch.setattr(frames, "_SLICE_BYTES", 1 << 40)
+    whole = {keys: read(keys=keys) for keys in (None, "audit")}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the truncated tail's warning, checked above
+        objects = read_stream(path, payload="objects", on_bad_frames="skip")
+    monkeypatch.setattr(frames, "_SLICE_BYTES", slice_bytes)
+    monkeypatch.setattr(payload_module, "PIECE_BYTES", 200)
+    for keys, (want, said) in whole.items():
+        got, told = read(keys=keys)
+        pd.testing.assert_frame_equal(got, want)
+        assert got.attrs["damaged"] == want.attrs["damaged"] and told == said
+        assert str(got.attrs.get("read_end")) == str(want.attrs.get("read_end"))
+    if twist == "damaged":
+        assert whole[None][0].attrs["damaged"]
+    fields = [c for c in objects.columns if c.startswith("payload.")]
+    pd.testing.assert_frame_equal(whole[None][0][fields], objects[fields])
+
+
+@pytest.mark.parametrize("mode", ["auto", "bytes", "text", "json", "objects"])
+def test_a_builder_given_several_reads_builds_the_frame_of_one(tmp_path, mode):
+    """FrameBuilder.extend with the column buffers of consecutive reads (the keys met in another order
+    in each): the frame of one read of them all, in every payload mode."""
+    from nbkit import StreamReader
+    from nbkit.tabular import FrameBuilder, payload_separator
+
+    path = tmp_path / "s.ss"
+    _slices_file(path, "not-utf8")
+    with StreamReader(path) as reader:
+        whole = FrameBuilder(mode)
+        whole.extend(reader.read_column_buffers(separator=payload_separator(mode)))
+    pieces = FrameBuilder(mode)
+    with StreamReader(path) as reader:
+        while reader.end is None:
+            pieces.extend(reader.read_column_buffers(separator=payload_separator(mode), until=reader.pos + 700))
+    pd.testing.assert_frame_equal(pieces.frame("file"), whole.frame("file"))
+    pd.testing.assert_frame_equal(pieces.frame("file", release=True), whole.frame("file"))

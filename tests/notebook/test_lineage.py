@@ -362,10 +362,11 @@ def test_a_pipe_stdout_alone_links_from_the_first_copy_on(tmp_path):
     assert delays_by_message(lin) == [[4.0, 8.0]] * 4
 
 
-def test_json_payloads_link_as_the_bytes_do(tmp_path):
+@pytest.mark.parametrize("mode", ["json", "objects"])
+def test_json_payloads_link_as_the_bytes_do(tmp_path, mode):
     run_file(tmp_path, ORDERS, until(3, lambda a: 5)())
     auto = lineage(read_stream(tmp_path / "service.ss"))
-    parsed = lineage(read_stream(tmp_path / "service.ss", payload="json"))
+    parsed = lineage(read_stream(tmp_path / "service.ss", payload=mode))
     pd.testing.assert_series_equal(auto["message"], parsed["message"])
     pd.testing.assert_series_equal(auto["delay"], parsed["delay"])
 

@@ -24,7 +24,7 @@ from nbkit.transport.file_writer import StreamWriter  # noqa: E402
 T0 = 1_700_000_000_000
 
 
-@pytest.mark.parametrize("mode", ["auto", "bytes", "text", "json"])
+@pytest.mark.parametrize("mode", ["auto", "bytes", "text", "json", "objects"])
 def test_file_round_trip_in_every_payload_mode(tmp_path, scale_file, mode):
     out = tmp_path / f"{mode}.parquet"
     rows = to_parquet(scale_file, out, payload=mode, partition_size=4096)
@@ -34,7 +34,7 @@ def test_file_round_trip_in_every_payload_mode(tmp_path, scale_file, mode):
     assert pq.ParquetFile(out).num_row_groups > 1  # one row group per range: memory stays flat
 
 
-@pytest.mark.parametrize("mode", ["auto", "bytes", "text", "json"])
+@pytest.mark.parametrize("mode", ["auto", "bytes", "text", "json", "objects"])
 def test_frame_round_trip(tmp_path, scale_file, mode):
     want = read_stream(scale_file, payload=mode)
     out = tmp_path / "frame.parquet"
@@ -79,7 +79,8 @@ def test_plain_pandas_reads_the_layout(tmp_path, scale_file):
     assert any(e is not None for e in plain["headers_bytes"])  # the workload has rs2 bytes values
 
 
-def test_json_mode_columns_are_typed_and_text_for_objects(tmp_path):
+@pytest.mark.parametrize("mode", ["json", "objects"])
+def test_json_mode_columns_are_typed_and_text_for_objects(tmp_path, mode):
     path = tmp_path / "j.ss"
     with StreamWriter(path, beacon_interval=1024, created_at_ms=T0) as w:
         for i in range(50):
@@ -92,17 +93,17 @@ def test_json_mode_columns_are_typed_and_text_for_objects(tmp_path):
         w.write("j", b"\xff not utf-8", seq=51, timestamp_ms=T0 + 51)
         w.write("j", b"plain text", seq=52, timestamp_ms=T0 + 52)
     out = tmp_path / "j.parquet"
-    to_parquet(path, out, payload="json", partition_size=1024)
+    to_parquet(path, out, payload=mode, partition_size=1024)
     schema = pq.read_schema(out)
     assert schema.field("payload.id").type == pa.float64()  # ints and a missing value, as read_stream
     assert schema.field("payload.ok").type == pa.string()  # bools with missing values: object -> JSON
     plain = pd.read_parquet(out)
-    assert plain["payload"].iloc[0] == json.dumps(
-        {"id": 0, "tags": ["a", 0], "ok": True, "v": 0.0}, separators=(",", ":")
-    )
+    record = {"id": 0, "tags": ["a", 0], "ok": True, "v": 0.0}
+    # json: the text as stored; objects: the parsed value's JSON text
+    assert plain["payload"].iloc[0] == json.dumps(record, separators=(",", ":") if mode == "objects" else None)
     assert plain["payload.tags"].iloc[3] == '["a",3]'
     assert plain["payload_bytes"].iloc[50] == b"\xff not utf-8"
-    pd.testing.assert_frame_equal(read_parquet(out), read_stream(path, payload="json"))
+    pd.testing.assert_frame_equal(read_parquet(out), read_stream(path, payload=mode))
 
 
 def test_pipe_frame_round_trip(tmp_path):

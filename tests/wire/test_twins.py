@@ -20,6 +20,7 @@ from nbkit.wire.scan import (
     ColumnBuffers,
     compact_payloads_pure,
     new_columns,
+    payload_lines_pure,
     scan_columns_pure,
     scan_frames_pure,
     split_payloads_pure,
@@ -191,6 +192,26 @@ def test_split_payloads_twins_agree(data, ends, gap, kind, typecode):
     arr = array(typecode, ends)
     assert outcome(compiled.split_payloads, buf, arr, gap) == outcome(split_payloads_pure, buf, arr, gap)
     assert outcome(compiled.compact_payloads, buf, arr, gap) == outcome(compact_payloads_pure, buf, arr, gap)
+
+
+@HYPO
+@given(
+    data=st.binary(max_size=300).map(lambda b: b.replace(b"\x00", b"\n")),  # newlines inside payloads too
+    ends=st.lists(st.integers(-3, 320), max_size=12),
+    first=st.integers(-2, 14),
+    count=st.integers(-2, 14),
+    gap=st.integers(-1, 2),
+    kind=st.sampled_from(["bytes", "bytearray"]),
+    typecode=st.sampled_from(["q", "i"]),
+)
+@example(data=b"ab\ncd\n", ends=[2, 5], first=0, count=2, gap=1, kind="bytes", typecode="q")
+def test_payload_lines_twins_agree(data, ends, first, count, gap, kind, typecode):
+    """payload_lines: any buffer, any ends and range (also out of order, past the end, or a payload holding
+    a newline): the same lines, the same None, the same error."""
+    buf = bytes(data) if kind == "bytes" else bytearray(data)
+    arr = array(typecode, sorted(ends) if count % 2 else ends)  # in order half the time: the usual case
+    args = (buf, arr, first, first + count, gap)
+    assert outcome(compiled.payload_lines, *args) == outcome(payload_lines_pure, *args)
 
 
 # -- whole files through the reader, on each twin ------------------------------------------------------
