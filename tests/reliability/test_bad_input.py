@@ -341,7 +341,10 @@ def world_readable_dir():
 
 # the standard library lives under /root (pyenv), which "nobody" cannot read: what nbkit imports lazily
 # on these paths (gettext's locale, for argparse) is imported before the drop
-DROP = "import os, sys, locale; from nbkit import cli; os.setgid(65534); os.setuid(65534); sys.exit(cli.main(sys.argv[1:]))"
+DROP = (
+    "import os, sys, locale; from nbkit import cli; "
+    "os.setgid(65534); os.setuid(65534); sys.exit(cli.main(sys.argv[1:]))"
+)
 
 
 @pytest.mark.skipif(
