@@ -604,16 +604,19 @@ def _cmd_run(args: argparse.Namespace) -> int:
     """Run a service (an nbkit.App) until its subscriptions end; SIGINT/SIGTERM shut it down gracefully."""
     import logging
 
-    from nbkit.runtime.logs import STREAM_ERROR, RunLogHandler, flush_run_logs
+    from nbkit.runtime.logs import STREAM_ERROR, LogOrderedStream, RunLogHandler, flush_run_logs
     from nbkit.transport.pipe_io import StdoutClosedError
 
     root = logging.getLogger()
+    streams = sys.stdout, sys.stderr
     if not root.handlers:  # as logging.basicConfig: an embedding that set up logging keeps its own
         # one buffered line per record on stderr, ending with its delivery: stream_key=orders seq=17 attempt=2;
         # "subscriber stream error" is left out: the error it reports ends the run and is printed as the one
         # ``nbkit: ...`` line (not twice)
         root.addHandler(RunLogHandler(sys.stderr, skip_texts=(STREAM_ERROR,)))
         root.setLevel(getattr(logging, args.log_level))
+        # what the service prints comes after the log lines of the deliveries settled before it
+        sys.stdout, sys.stderr = LogOrderedStream(sys.stdout), LogOrderedStream(sys.stderr)
     try:
         app = load_app(args.target)
         app.run()
@@ -624,6 +627,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         return 0
     finally:
         flush_run_logs()  # the gathered log lines go out before any ``nbkit: ...`` line about the end
+        sys.stdout, sys.stderr = streams
     return 0
 
 

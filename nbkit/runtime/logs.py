@@ -305,6 +305,68 @@ def flush_run_logs() -> None:
         handler.flush()
 
 
+class LogOrderedStream:
+    """A text stream (``sys.stdout`` / ``sys.stderr`` under ``nbkit run``) that writes out the gathered run
+    log lines before each write of its own, so a service's ``print`` never comes before the log lines of
+    deliveries settled earlier. Everything else is the wrapped stream's.
+
+    Parameters
+    ----------
+    stream : file
+        The text stream to wrap.
+
+    Returns
+    -------
+    LogOrderedStream
+        A file-like object.
+
+    Examples
+    --------
+    >>> import io
+    >>> err = io.StringIO()
+    >>> handler = RunLogHandler(err)
+    >>> handler.write_line("WARNING nbkit.dispatch: gathered\\n")
+    >>> ordered = LogOrderedStream(err)
+    >>> print("printed by the service", file=ordered)
+    >>> err.getvalue().splitlines()
+    ['WARNING nbkit.dispatch: gathered', 'printed by the service']
+    >>> handler.close()
+    """
+
+    def __init__(self, stream: Any) -> None:
+        self.wrapped = stream
+
+    def write(self, text: str) -> int:
+        """Write out the gathered log lines, then ``text``.
+
+        Parameters
+        ----------
+        text : str
+            What to write.
+
+        Returns
+        -------
+        int
+            What the wrapped stream's ``write`` returns.
+        """
+        flush_run_logs()
+        return int(self.wrapped.write(text))
+
+    def writelines(self, lines: Iterable[str]) -> None:
+        """Write out the gathered log lines, then ``lines``.
+
+        Parameters
+        ----------
+        lines : iterable of str
+            What to write.
+        """
+        flush_run_logs()
+        self.wrapped.writelines(lines)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.wrapped, name)
+
+
 def sole_run_handler(logger: logging.Logger, level: int) -> RunLogHandler | None:
     """The :class:`RunLogHandler` that is the only handler a record of ``logger`` at ``level`` would reach.
 

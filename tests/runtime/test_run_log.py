@@ -251,3 +251,31 @@ def test_a_finished_stage_writes_every_log_line(tmp_path):
     assert done.returncode == 0, done.stderr
     assert _acked(done.stderr) == list(range(0, 400, 2))
     assert len(done.stdout.decode().splitlines()) == 200
+
+
+PRINTING = """
+import sys
+from nbkit import App, StdioBroker
+broker = StdioBroker()
+@broker.subscriber("jobs", out_retry="jobs.retry")
+def work(d):
+    print(f"handled {d.seq}", file=sys.stderr if d.seq % 2 else sys.stdout)
+app = App(broker)
+"""
+
+
+def test_what_a_service_prints_comes_after_the_log_lines_before_it(tmp_path):
+    """``nbkit run`` wraps stdout and stderr (``LogOrderedStream``): a print writes out the gathered log lines
+    first, so on stderr each delivery's print follows the WARNING of the delivery before it."""
+    done = _run_cli(tmp_path, PRINTING, 6)
+    assert done.returncode == 0, done.stderr
+    err = [line.split(" attempt=")[0].split(" stream_key=jobs ")[-1] for line in done.stderr.decode().splitlines()]
+    assert err == ["seq=0", "handled 1", "seq=1", "seq=2", "handled 3", "seq=3", "seq=4", "handled 5", "seq=5"]
+    assert done.stdout.decode().splitlines() == ["handled 0", "handled 2", "handled 4"]
+
+
+def test_the_ordered_stream_hands_everything_else_to_the_stream():
+    out = io.StringIO()
+    ordered = logs.LogOrderedStream(out)
+    ordered.writelines(["a\n", "b\n"])
+    assert ordered.getvalue() == "a\nb\n" and ordered.wrapped is out
