@@ -1008,7 +1008,12 @@ class _VersionAction(argparse.Action):
 
 def _version_line() -> str:
     """``nbkit 0.1.0 (compiled core ...; Python 3.11.7)``: what ``nbkit --version`` prints."""
-    return f"{PROG} {nbkit.__version__} ({core.core_description()}; Python {platform.python_version()})"
+    from nbkit.transport.file_writer import writer_route
+
+    return (
+        f"{PROG} {nbkit.__version__} ({core.core_description()}; {writer_route()} writer route; "
+        f"Python {platform.python_version()})"
+    )
 
 
 def _core_notice() -> None:

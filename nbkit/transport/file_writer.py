@@ -180,6 +180,24 @@ def _compiled_writer() -> ModuleType | None:
 _COMPILED = _compiled_writer()
 
 
+def writer_route() -> str:
+    """Which route an exclusive writer's common message takes: ``"compiled"`` or ``"pure-Python"``.
+
+    ``nbkit --version`` names it beside the core (the two are built together).
+
+    Returns
+    -------
+    str
+        ``"compiled"`` when ``nbkit.transport._writer`` is built and not forced off, else ``"pure-Python"``.
+
+    Examples
+    --------
+    >>> writer_route() in ("compiled", "pure-Python")
+    True
+    """
+    return "pure-Python" if _COMPILED is None else "compiled"
+
+
 def _as_payload(payload: object) -> bytes:
     """A bytes-like payload as bytes (a memoryview's bytes, not its items); anything else is refused."""
     if not isinstance(payload, (bytes, bytearray, memoryview)):
