@@ -545,10 +545,14 @@ def _utf8(data: bytes | bytearray) -> bool:
     return True
 
 
-def _arrow_table(data: bytes | bytearray, schema: Any = None) -> Any:
-    """NDJSON parsed by pyarrow.json (GIL released; fields that look like ISO times read as text), or
-    None where pyarrow cannot parse it. ``schema``: the fields and types the data must have exactly
-    (None: inferred from the data)."""
+_MAX_BLOCK = (1 << 31) - 1  # pyarrow.json's largest block; a larger input is cut at newlines
+
+
+def _arrow_table(data: bytes | bytearray | Any, schema: Any = None) -> Any:
+    """JSON objects one after the other (NDJSON, or back to back: one block) parsed by pyarrow.json (GIL
+    released; fields that look like ISO times read as text), or None where pyarrow cannot parse them.
+    ``data``: bytes, a bytearray or a ``pyarrow.Buffer`` (a slice of a larger buffer, not copied).
+    ``schema``: the fields and types the data must have exactly (None: inferred from the data)."""
     if getattr(STR_DTYPE, "storage", None) != "pyarrow":
         return None
     try:
@@ -556,8 +560,10 @@ def _arrow_table(data: bytes | bytearray, schema: Any = None) -> Any:
     except ImportError:
         return None
     pa = _pa
-    joined = pa.py_buffer(data)
-    options = pa_json.ReadOptions(use_threads=False)  # one thread per buffer: callers run buffers in parallel
+    joined = data if isinstance(data, pa.Buffer) else pa.py_buffer(data)
+    # one thread per buffer (callers run buffers in parallel) and one block for all of it: the parser then
+    # reads the objects one after the other, with or without newlines between them (no chunking pass)
+    options = pa_json.ReadOptions(use_threads=False, block_size=min(max(joined.size + 1, 1 << 20), _MAX_BLOCK))
     try:
         if schema is not None:
             parse = pa_json.ParseOptions(explicit_schema=schema, unexpected_field_behavior="error")
@@ -601,12 +607,12 @@ PIECE_BYTES = 24 << 20
 class FieldParse:
     """The ``payload.<field>`` columns of payload buffers, parsed by pyarrow.json on worker threads.
 
-    Each buffer given to :meth:`add` is cut into pieces of about :data:`PIECE_BYTES`; a worker builds a
-    piece's NDJSON (:func:`~nbkit.wire.scan.payload_lines`, GIL released) and parses it (pyarrow, GIL
-    released), so pieces run on every core while the caller's thread goes on (reading the next buffer,
-    building the other columns). The first piece's schema is given to the others (pyarrow then skips its
-    type inference). :meth:`result` joins them: the columns :func:`ndjson_fields` gives for all the
-    payloads as one buffer, or None where that could differ from the row-by-row path.
+    Each buffer given to :meth:`add` is cut into pieces of about :data:`PIECE_BYTES`; a worker parses a
+    piece where it lies in the buffer (pyarrow, GIL released, no copy), so pieces run on every core while
+    the caller's thread goes on (reading the next buffer, building the other columns). The first piece's
+    schema is given to the others (pyarrow then skips its type inference). :meth:`result` joins them: the
+    columns :func:`ndjson_fields` gives for all the payloads as one buffer, or None where that could
+    differ from the row-by-row path.
 
     Parameters
     ----------
@@ -657,12 +663,22 @@ class FieldParse:
 
     @staticmethod
     def _piece(data: bytes | bytearray, ends: array, gap: int, first: int, last: int, lead: Any) -> Any:
-        """One piece's pyarrow table, or None (a payload with a newline, or pyarrow cannot parse it).
+        """One piece's pyarrow table, or None (pyarrow cannot parse it).
 
-        Pieces after the first (``lead``) are parsed with the first one's schema; where that schema does
-        not fit the piece, the piece is parsed again with inference (then the schemas differ and
-        :meth:`result` parses all payloads as one buffer)."""
-        lines = _payload_lines(data, ends, first, last, gap)
+        The piece is parsed where it lies in the buffer (a zero-copy slice, one pyarrow block: the parser
+        reads the objects one after the other, with or without separators). Each payload is one row
+        unless a payload is not one JSON object (then the row count or :meth:`result`'s checks differ,
+        as they did for the payloads as NDJSON lines). Pieces after the first (``lead``) are parsed with
+        the first one's schema; where that schema does not fit the piece, the piece is parsed again with
+        inference (then the schemas differ and :meth:`result` parses all payloads as one buffer)."""
+        if _pa is None:
+            return None
+        start = 0 if first == 0 else ends[first - 1] + gap
+        stop = ends[last - 1] + gap
+        if stop - start >= _MAX_BLOCK:  # more than one block: pyarrow cuts at newlines, so give it lines
+            lines = _payload_lines(data, ends, first, last, gap)
+        else:
+            lines = _pa.py_buffer(data).slice(start, stop - start)
         if lines is None:
             return None
         table = None

@@ -174,6 +174,10 @@ cdef extern from "Python.h":
     Py_ssize_t PyByteArray_GET_SIZE(object bytearray)
 
 
+cdef enum:
+    _SEEN = 16  # keys scan_columns remembers per call
+
+
 def scan_columns(bytes buf not None, long long base, long long pos, long long until, long long interval,
                  dict keymap not None, object cols):
     """The compiled :func:`nbkit.wire.scan.scan_columns` (see there): same arguments, same result."""
@@ -203,16 +207,38 @@ def scan_columns(bytes buf not None, long long base, long long pos, long long un
     cdef const uint8_t* last_raw = NULL
     cdef Py_ssize_t last_len = -1
     cdef long code = -1
-    cdef object found
+    cdef object found, raw_key
+    # the keys met so far in this call and their codes (keys alternate: a look-up without a bytes object
+    # and a dict look-up per frame); ``seen`` keeps the key objects the pointers point into alive
+    cdef const char* seen_raw[_SEEN]
+    cdef Py_ssize_t seen_len[_SEEN]
+    cdef long seen_code[_SEEN]
+    cdef int nseen = 0, s
+    cdef list seen = []
     try:
         while i < limit:
             if not _frame_at(b, i, stop, &f):
                 break
             if not (last_len == f.klen and memcmp(last_raw, b + i + 1, f.klen) == 0):
-                found = keymap.get(PyBytes_FromStringAndSize(<const char*>(b + i + 1), f.klen))
-                if found is None:
-                    break
-                code = found
+                for s in range(nseen):
+                    if seen_len[s] == f.klen and memcmp(seen_raw[s], b + i + 1, f.klen) == 0:
+                        break
+                else:
+                    s = -1
+                if s >= 0:
+                    code = seen_code[s]
+                else:
+                    raw_key = PyBytes_FromStringAndSize(<const char*>(b + i + 1), f.klen)
+                    found = keymap.get(raw_key)
+                    if found is None:
+                        break
+                    code = found
+                    if nseen < _SEEN:
+                        seen.append(raw_key)
+                        seen_raw[nseen] = PyBytes_AS_STRING(raw_key)
+                        seen_len[nseen] = f.klen
+                        seen_code[nseen] = code
+                        nseen += 1
                 last_raw = b + i + 1
                 last_len = f.klen
             if code >= 0:
