@@ -1,5 +1,6 @@
-"""Build hook for nbkit: compile the core (nbkit/wire/_speedups.pyx and the writer's short route,
-nbkit/transport/_writer.pyx; Cython) when a C compiler is there.
+"""Build hook for nbkit: compile the core (nbkit/wire/_speedups.pyx, the writer's short route
+nbkit/transport/_writer.pyx and the JSON field parser nbkit/wire/_jsonfields.pyx; Cython) when a C
+compiler is there.
 
 Everything else (metadata, extras, the ``nbkit`` script) lives in pyproject.toml. The compiled core is
 optional by design: when Cython is missing or the compiler fails (no compiler, ``CC=false``), the
@@ -57,6 +58,8 @@ def _extensions() -> list[Extension]:
             Extension("nbkit.wire._speedups", ["nbkit/wire/_speedups.pyx"]),
             # the writer's compiled short route (it cimports the wire's frame encoder, _speedups.pxd)
             Extension("nbkit.transport._writer", ["nbkit/transport/_writer.pyx"]),
+            # flat JSON payloads to field columns (read_stream's payload="json"); glibc's strtod_l
+            Extension("nbkit.wire._jsonfields", ["nbkit/wire/_jsonfields.pyx"]),
         ],
         compiler_directives={"language_level": "3"},
         quiet=True,

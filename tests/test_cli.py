@@ -639,6 +639,9 @@ def test_version_names_the_active_core(capsys):
     from nbkit.transport.file_writer import writer_route
 
     assert f"; {writer_route()} writer route;" in out
+    from nbkit.wire.jsonfields import COMPILED
+
+    assert ("; compiled JSON field parser;" if COMPILED else "; pyarrow.json JSON field parser;") in out
 
 
 def test_the_pure_core_is_chosen_by_the_environment(tmp_path):
@@ -648,6 +651,7 @@ def test_the_pure_core_is_chosen_by_the_environment(tmp_path):
         w.write("orders", b"hello", timestamp_ms=5)
     env = {**os.environ, "NBKIT_PURE_PYTHON": "1", "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
     version = subprocess.run([sys.executable, "-m", "nbkit", "--version"], env=env, capture_output=True, text=True)
-    assert "pure-Python core (NBKIT_PURE_PYTHON is set); pure-Python writer route;" in version.stdout
+    twins = "pure-Python core (NBKIT_PURE_PYTHON is set); pure-Python writer route; pyarrow.json JSON field parser;"
+    assert twins in version.stdout
     cat = subprocess.run([sys.executable, "-m", "nbkit", "cat", str(path)], env=env, capture_output=True, text=True)
     assert cat.returncode == 0 and cat.stderr == "" and "hello" in cat.stdout

@@ -20,6 +20,8 @@ import msgspec
 import numpy as np
 import pandas as pd
 
+from nbkit.wire.jsonfields import COMPILED as _FLAT_COMPILED
+from nbkit.wire.jsonfields import flat_columns
 from nbkit.wire.scan import compact_payloads
 from nbkit.wire.scan import payload_lines as _payload_lines
 
@@ -39,6 +41,7 @@ __all__ = [
     "bytes_column",
     "bytes_column_from_buffer",
     "expand_json",
+    "flat_table",
     "infer_column",
     "json_field_columns",
     "json_lines",
@@ -673,6 +676,10 @@ class FieldParse:
         inference (then the schemas differ and :meth:`result` parses all payloads as one buffer)."""
         if _pa is None:
             return None
+        if _FLAT_COMPILED:  # flat objects (the common shape): the compiled field parser, ~3x pyarrow's speed
+            table = flat_table(flat_columns(data, ends, first, last, gap), last - first)
+            if table is not None:
+                return table
         start = 0 if first == 0 else ends[first - 1] + gap
         stop = ends[last - 1] + gap
         if stop - start >= _MAX_BLOCK:  # more than one block: pyarrow cuts at newlines, so give it lines
@@ -715,6 +722,47 @@ class FieldParse:
                 return None
             return _table_fields(_arrow_table(b"".join(lines)), n)  # type: ignore[arg-type]  # None ruled out
         return _table_fields(_pa.concat_tables(tables) if len(tables) > 1 else tables[0], n)
+
+
+_FLAT_TYPES = {"int64": "int64", "double": "float64"}  # pyarrow type factories of the numeric kinds
+
+
+def flat_table(columns: list[tuple[str, str, Any]] | None, n: int) -> Any:
+    """The pyarrow table of :func:`nbkit.wire.jsonfields.flat_columns`' field buffers (no copy but the
+    bools' packing), typed as pyarrow.json would type the same payloads; None for None.
+
+    Parameters
+    ----------
+    columns : list of (str, str, object) or None
+        What ``flat_columns`` returned for ``n`` payloads.
+    n : int
+        How many payloads (rows).
+
+    Returns
+    -------
+    pyarrow.Table or None
+
+    Examples
+    --------
+    >>> from array import array
+    >>> from nbkit.wire.jsonfields import flat_columns
+    >>> table = flat_table(flat_columns(b'{"id":1,"ok":true}', array("q", [18]), 0, 1, 0), 1)
+    >>> table.to_pydict()
+    {'id': [1], 'ok': [True]}
+    """
+    if columns is None or _pa is None:
+        return None
+    pa = _pa
+    arrays = []
+    for _, kind, buffers in columns:
+        if kind == "string":
+            offsets, text = buffers
+            arrays.append(pa.StringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(text)))
+        elif kind == "bool":
+            arrays.append(pa.array(np.frombuffer(buffers, dtype=np.bool_)))
+        else:
+            arrays.append(pa.Array.from_buffers(getattr(pa, _FLAT_TYPES[kind])(), n, [None, pa.py_buffer(buffers)]))
+    return pa.Table.from_arrays(arrays, names=[name for name, _, _ in columns])
 
 
 def _field_values(payloads: list[Any]) -> dict[str, list[Any]]:

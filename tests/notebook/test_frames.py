@@ -364,12 +364,10 @@ def test_json_mode_has_the_objects_modes_fields(tmp_path_factory, payloads, piec
             w.write("k", p, timestamp_ms=5)
     from nbkit.tabular import payloads as payload_module
 
-    fast = payload_module._arrow_table
-    payload_module._arrow_table = lambda data: None  # the reference: no pyarrow, the row-by-row path only
-    try:
+    with monkeypatch.context() as m:  # the reference: no pyarrow, no compiled field parser: row by row only
+        m.setattr(payload_module, "_arrow_table", lambda data: None)
+        m.setattr(payload_module, "_FLAT_COMPILED", False)
         as_objects = read_stream(path, payload="objects")
-    finally:
-        payload_module._arrow_table = fast
     monkeypatch.setattr(payload_module, "PIECE_BYTES", piece_bytes)
     as_json = read_stream(path, payload="json")
     pd.testing.assert_frame_equal(read_stream(path, payload="objects"), as_objects)
