@@ -480,7 +480,9 @@ _ARROW_KINDS = ("int64", "double", "bool", "string", "large_string")
 def arrow_json_fields(bodies: list[bytes]) -> dict[str, pd.Series] | None:
     """The ``payload.<field>`` columns parsed by ``pyarrow.json``, or None where that could differ.
 
-    The payloads are joined by newlines (one buffer, no Python object per value). None when the result
+    The payloads are joined by newlines (one buffer, no Python object per value). Flat objects (the
+    common shape) are read by the compiled field parser (:mod:`nbkit.wire.jsonfields`) where it is
+    built, everything else by pyarrow.json. None when the result
     could differ from the row-by-row path: pyarrow missing, a payload that is not one JSON object on
     one line, an empty one, a null, a nested value, a duplicate field, an integer beyond int64 (pyarrow
     makes it a double).
@@ -504,6 +506,11 @@ def arrow_json_fields(bodies: list[bytes]) -> dict[str, pd.Series] | None:
     if not bodies:
         return None
     joined = b"\n".join(bodies)
+    if _FLAT_COMPILED:  # flat objects: the compiled field parser (newlines inside a payload are no matter)
+        ends = array("q", (np.cumsum(np.fromiter(map(len, bodies), np.int64, len(bodies)) + 1) - 1).tobytes())
+        table = flat_table(flat_columns(joined, ends, 0, len(bodies), 1), len(bodies))
+        if table is not None:
+            return _table_fields(table, len(bodies))
     if joined.count(b"\n") != len(bodies) - 1:  # a payload with a newline inside: rows would not line up
         return None
     return ndjson_fields(joined, len(bodies))

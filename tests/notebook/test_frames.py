@@ -377,6 +377,23 @@ def test_json_mode_has_the_objects_modes_fields(tmp_path_factory, payloads, piec
     assert as_json["payload"].tolist() == read_stream(path)["payload"].tolist()
 
 
+@settings(max_examples=80, deadline=None)
+@given(payloads=_json_payloads())
+@example(payloads=[b'{"a": 1,\n "b": "x"}', b'{"b": "y", "a": 2.5}'])  # a newline inside, fields reordered
+def test_field_columns_of_a_list_of_payloads_are_the_row_by_row_columns(payloads):
+    """The list path (pipes, enveloped files): the compiled field parser or pyarrow, where they read the
+    payloads, give exactly the row-by-row path's columns."""
+    from nbkit.tabular.payloads import arrow_json_fields, json_field_columns
+
+    fast = arrow_json_fields(payloads)
+    if fast is None:
+        return
+    reference = json_field_columns(payloads, arrow=False)
+    assert list(fast) == list(reference)
+    for name, column in fast.items():
+        pd.testing.assert_series_equal(column, reference[name])
+
+
 def test_json_mode_keeps_text_arrow_backed(sample_path):
     df = read_stream(sample_path, payload="json", keys="breakpoint")
     assert df["payload"].dtype == pd.Series([], dtype="str").dtype
