@@ -615,10 +615,11 @@ PIECE_BYTES = 24 << 20
 
 
 class FieldParse:
-    """The ``payload.<field>`` columns of payload buffers, parsed by pyarrow.json on worker threads.
+    """The ``payload.<field>`` columns of payload buffers, parsed on worker threads.
 
     Each buffer given to :meth:`add` is cut into pieces of about :data:`PIECE_BYTES`; a worker parses a
-    piece where it lies in the buffer (pyarrow, GIL released, no copy), so pieces run on every core while
+    piece where it lies in the buffer (GIL released, no copy: the compiled field parser of
+    :mod:`nbkit.wire.jsonfields` for flat objects, else pyarrow.json), so pieces run on every core while
     the caller's thread goes on (reading the next buffer, building the other columns). The first piece's
     schema is given to the others (pyarrow then skips its type inference). :meth:`result` joins them: the
     columns :func:`ndjson_fields` gives for all the payloads as one buffer, or None where that could
