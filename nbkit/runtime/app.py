@@ -19,7 +19,7 @@ import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from functools import partial
 from types import FrameType
@@ -502,6 +502,11 @@ class App:
             if taken is None:
                 return None
             sub, delivery, result = taken
+        return self._complete(sub, delivery, result)
+
+    def _complete(self, sub: Subscription, delivery: Delivery, result: Any) -> SettlementEvent:
+        """:meth:`step` after the handler ran: an async handler's result is awaited on the app's own loop (or the
+        delivery is held for :meth:`astep` when a loop runs here), then the delivery is settled."""
         if result is not None and type(result) is not HandlerOutcome and inspect.isawaitable(result):
             if loop_running():
                 self._held = (sub, delivery, result)
@@ -516,6 +521,120 @@ class App:
                 self._loop = asyncio.new_event_loop()
             result = self._loop.run_until_complete(_capture(result))
         return self.settle(sub, delivery, result)
+
+    def _settle_ready(self) -> int | None:
+        """:meth:`run`'s steps while deliveries are ready: how many were settled (0: none was ready), or None
+        when :meth:`step` must take the next one (more than one subscription, a delayed copy pending, a held
+        delivery).
+
+        Each delivery is what :meth:`step` would take next and is settled as :meth:`settle` does, one after
+        the other, with :meth:`run`'s stop check before each; only the work that is the same for every
+        delivery of the subscription is done once. Those taken from the reader's scanned batch
+        (:meth:`Subscription.ready`) skip the polling layers. A HandlerOutcome result on a first attempt whose
+        decision writes no copy (an unsupported ack / nack: a file or pipe service's every settlement) is
+        settled here, its "ack / nack failed" WARNING handed to the run log handler's writer when
+        :func:`~nbkit.runtime.logs.sole_run_handler` says, per delivery, that it is the only place the record
+        would go; anything else (another outcome, a retry, a handler that raised or returned something else,
+        an awaitable, a WARNING record to make) goes to :meth:`settle` or :meth:`_complete` as from
+        :meth:`step`. Once a delayed copy is pending or a delivery held, :meth:`step` takes over.
+        """
+        subs = self.subscriptions
+        if not self.started or self._held is not None or self._pending or len(subs) != 1:
+            return None
+        sub = subs[0]
+        reg = sub.registration  # a Registration is frozen: its handler, name and declaration stay
+        handler = reg.handler
+        name = reg.name
+        transport = sub.broker.transport
+        checkpoint = reg.checkpoint
+        dispatch = logs.DISPATCH
+        message = logs.ack_failed_message(name)
+        sole_run_handler = logs.sole_run_handler
+        ack = HandlerOutcome.ack()
+        last: HandlerOutcome | None = None  # the outcome ``quiet`` and ``decision`` are about
+        decision: Decision | None = None
+        quiet = False  # settling ``last`` writes no copy and logs nothing but the ack / nack WARNING
+        log_handler: logs.RunLogHandler | None = None  # the run log handler ``write`` is for
+        write: Callable[[int], None] | None = None
+        write_key = ""
+        ready: Iterator[Delivery] = iter(())
+        settled = 0
+        while not self._stop_requested:
+            if sub.ended or self._pending or self._held is not None:
+                break
+            delivery = next(ready, None)
+            if delivery is None:
+                try:
+                    polled = sub.poll()
+                except NbkitError as exc:
+                    logs.emit(logs.SUBSCRIBER, logging.ERROR, logs.STREAM_ERROR, subscription=sub.name, error=exc)
+                    raise
+                if polled is None or polled is NEED_MORE:
+                    break
+                delivery = polled
+                ready = sub.ready()
+            settled += 1
+            self.last_delivery = delivery
+            try:  # invoke(), inline
+                result = handler(delivery)
+            except Exception as exc:  # a failing handler drops the delivery, like an Err from Rust
+                result = exc
+            if result is None:
+                result = ack  # what settle() makes of None
+            headers = delivery.headers
+            if type(result) is not HandlerOutcome or RETRY_COUNT_HEADER in headers:
+                self._complete(sub, delivery, result)
+                continue
+            if result is not last:  # (a HandlerOutcome is immutable; the attempt here is always 1)
+                decision, destination = self._decision(sub, result.kind, result.delay, 1)
+                quiet = destination is None and decision.action is Action.UNSUPPORTED
+                last = result
+            if not quiet:
+                self.settle(sub, delivery, result)
+                continue
+            assert decision is not None
+            stream_key = delivery.stream_key
+            seq = delivery.seq
+            if dispatch.isEnabledFor(logging.WARNING):  # logs.ack_failed()'s checks, per delivery
+                run_handler = sole_run_handler(dispatch, logging.WARNING)
+                if run_handler is None:  # a record to make, naming settle() as its source: settle() logs it
+                    self.settle(sub, delivery, result)
+                    continue
+                if run_handler is not log_handler or stream_key != write_key:
+                    write = run_handler.settlement_writer(dispatch.name, logging.WARNING, message, stream_key, 1)
+                    log_handler, write_key = run_handler, stream_key
+                assert write is not None
+                now = self.clock.now()
+                write(seq)
+            else:
+                now = self.clock.now()
+            # what settle() records for it, in SettlementEvent's field order
+            event = _new_event(
+                (
+                    now,
+                    transport,
+                    name,
+                    stream_key,
+                    delivery.shard_id,
+                    seq,
+                    1,  # attempt
+                    result.kind,
+                    decision.action_name,
+                    decision.delay,
+                    None,  # destination
+                    None,  # due
+                    None,  # written_at
+                    None,  # copy_seq
+                    False,  # abandoned
+                    None,  # error
+                    REDRIVEN_FROM_HEADER in headers,
+                )
+            )
+            self.events.append(event)
+            self.settled += 1
+            if checkpoint is not None:
+                checkpoint.save(stream_key, seq + 1)
+        return settled
 
     async def astep(self) -> SettlementEvent | None:
         """:meth:`step` for code running in an event loop: an async handler is awaited on that loop.
@@ -663,7 +782,10 @@ class App:
         try:
             idle = _IDLE_MIN
             while not self._stop_requested:
-                if self.step() is not None:
+                settled = self._settle_ready()
+                if settled is None:
+                    settled = self.step() is not None
+                if settled:
                     idle = _IDLE_MIN
                     continue
                 if self.all_ended() and not self._pending:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import inspect
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Generic, NamedTuple, TypeVar
 
 from nbkit.errors import ConfigurationError, NotConnectedError
@@ -47,6 +47,14 @@ class Subscription(ABC):
     @abstractmethod
     def poll(self) -> Delivery | NeedMore | None:
         """A Delivery, ``NEED_MORE`` (nothing yet), or ``None`` once the subscription has ended."""
+
+    def ready(self) -> Iterator[Delivery]:
+        """The deliveries ``poll()`` would return next without reading or waiting, each taken as it is handed out.
+
+        Stopping early leaves the rest to ``poll()``. The base class has none; a file subscription hands out
+        the messages its reader has scanned already (:meth:`~nbkit.StreamReader.ready`).
+        """
+        return iter(())
 
     @property
     def exhausted(self) -> bool:

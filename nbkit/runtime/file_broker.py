@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from nbkit.errors import (
     ConfigurationError,
@@ -86,6 +86,20 @@ class FileSubscription(Subscription):
         return Delivery(
             payload, headers, stream_key, shard_id, seq, timestamp_ms, "file", self.registration.name, offset
         )
+
+    def ready(self) -> Iterator[Delivery]:
+        """The deliveries of the messages the reader has scanned already (:meth:`StreamReader.ready`), made as
+        :meth:`poll` makes them; none once the subscription has ended."""
+        messages = self.reader.ready()
+        name = self.registration.name
+        decode = envelope.decode_delivery
+        while not self.ended:
+            msg = next(messages, None)
+            if msg is None:
+                return
+            stream_key, shard_id, seq, timestamp_ms, data, offset, _ = msg  # as in poll()
+            headers, payload = decode(data, seq)
+            yield Delivery(payload, headers, stream_key, shard_id, seq, timestamp_ms, "file", name, offset)
 
     def seek(self, position: FilePosition) -> None:
         """Move this subscription; on refusal a live subscription ends and a replay stays put."""
