@@ -557,12 +557,13 @@ class App:
         log_handler: logs.RunLogHandler | None = None  # the run log handler ``write`` is for
         write: Callable[[int], None] | None = None
         write_key = ""
+        scans_ahead = sub.scans_ahead
         ready: Iterator[Delivery] = iter(())
         settled = 0
         while not self._stop_requested:
             if sub.ended or self._pending or self._held is not None:
                 break
-            delivery = next(ready, None)
+            delivery = next(ready, None) if scans_ahead else None
             if delivery is None:
                 try:
                     polled = sub.poll()
@@ -572,7 +573,8 @@ class App:
                 if polled is None or polled is NEED_MORE:
                     break
                 delivery = polled
-                ready = sub.ready()
+                if scans_ahead:
+                    ready = sub.ready()
             settled += 1
             self.last_delivery = delivery
             try:  # invoke(), inline

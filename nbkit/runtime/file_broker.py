@@ -32,6 +32,7 @@ class FileSubscription(Subscription):
     """Deliveries of one stream key: a live tail (``replay=False``) or a replay that ends."""
 
     registration: FileRegistration
+    scans_ahead = True  # ready(): the messages the reader has scanned already
 
     def __init__(self, broker: FileBroker, registration: FileRegistration) -> None:
         super().__init__(broker, registration)
