@@ -24,6 +24,7 @@ from nbkit.transport.file_writer import StreamWriter
 from nbkit.transport.polling import NEED_MORE, NeedMore
 from nbkit.transport.positions import FilePosition
 from nbkit.wire import envelope
+from nbkit.wire.deliveries import file_deliveries
 from nbkit.wire.keys import PRIMING_KEY, validate_key
 from nbkit.wire.ssformat import DEFAULT_BEACON_INTERVAL, HEADER_SIZE, check_write_interval
 
@@ -90,17 +91,12 @@ class FileSubscription(Subscription):
 
     def ready(self) -> Iterator[Delivery]:
         """The deliveries of the messages the reader has scanned already (:meth:`StreamReader.ready`), made as
-        :meth:`poll` makes them; none once the subscription has ended."""
-        messages = self.reader.ready()
-        name = self.registration.name
-        decode = envelope.decode_delivery
-        while not self.ended:
-            msg = next(messages, None)
-            if msg is None:
-                return
-            stream_key, shard_id, seq, timestamp_ms, data, offset, _ = msg  # as in poll()
-            headers, payload = decode(data, seq)
-            yield Delivery(payload, headers, stream_key, shard_id, seq, timestamp_ms, "file", name, offset)
+        :meth:`poll` makes them (:func:`~nbkit.wire.deliveries.file_deliveries`), each message taken as its
+        delivery is asked for. None once the subscription has ended; a caller that may close it meanwhile (a
+        handler can) checks ``ended`` before asking for the next one, as :meth:`App.run` does."""
+        if self.ended:
+            return iter(())
+        return file_deliveries(self.reader.ready(), self.registration.name, Delivery)
 
     def seek(self, position: FilePosition) -> None:
         """Move this subscription; on refusal a live subscription ends and a replay stays put."""
