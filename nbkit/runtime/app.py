@@ -548,14 +548,20 @@ class App:
         transport = sub.broker.transport
         checkpoint = reg.checkpoint
         dispatch = logs.DISPATCH
+        warns = partial(dispatch.isEnabledFor, logging.WARNING)  # asked per delivery, as logs.ack_failed() does
         message = logs.ack_failed_message(name)
         sole_run_handler = logs.sole_run_handler
+        retry_header, redriven_header = RETRY_COUNT_HEADER, REDRIVEN_FROM_HEADER
         ack = HandlerOutcome.ack()
-        last: HandlerOutcome | None = None  # the outcome ``quiet`` and ``decision`` are about
-        decision: Decision | None = None
-        quiet = False  # settling ``last`` writes no copy and logs nothing but the ack / nack WARNING
+        # what settling ``last`` records: its event's outcome, action and delay; ``quiet``: it writes no copy
+        # and logs nothing but the ack / nack WARNING
+        last: HandlerOutcome | None = None
+        kind: str = ""
+        action = ""
+        delay: float | None = None
+        quiet = False
         log_handler: logs.RunLogHandler | None = None  # the run log handler ``write`` is for
-        write: Callable[[int], None] | None = None
+        write: Callable[[int], None] = _write_nothing
         write_key = ""
         scans_ahead = sub.scans_ahead
         ready: Iterator[Delivery] = iter(())
@@ -584,20 +590,20 @@ class App:
             if result is None:
                 result = ack  # what settle() makes of None
             headers = delivery.headers
-            if type(result) is not HandlerOutcome or RETRY_COUNT_HEADER in headers:
+            if type(result) is not HandlerOutcome or retry_header in headers:
                 self._complete(sub, delivery, result)
                 continue
             if result is not last:  # (a HandlerOutcome is immutable; the attempt here is always 1)
                 decision, destination = self._decision(sub, result.kind, result.delay, 1)
+                kind, action, delay = result.kind, decision.action_name, decision.delay
                 quiet = destination is None and decision.action is Action.UNSUPPORTED
                 last = result
             if not quiet:
                 self.settle(sub, delivery, result)
                 continue
-            assert decision is not None
             stream_key = delivery.stream_key
             seq = delivery.seq
-            if dispatch.isEnabledFor(logging.WARNING):  # logs.ack_failed()'s checks, per delivery
+            if warns():  # logs.ack_failed()'s checks, per delivery
                 run_handler = sole_run_handler(dispatch, logging.WARNING)
                 if run_handler is None:  # a record to make, naming settle() as its source: settle() logs it
                     self.settle(sub, delivery, result)
@@ -605,7 +611,6 @@ class App:
                 if run_handler is not log_handler or stream_key != write_key:
                     write = run_handler.settlement_writer(dispatch.name, logging.WARNING, message, stream_key, 1)
                     log_handler, write_key = run_handler, stream_key
-                assert write is not None
                 now = self.clock.now()
                 write(seq)
             else:
@@ -620,16 +625,16 @@ class App:
                     delivery.shard_id,
                     seq,
                     1,  # attempt
-                    result.kind,
-                    decision.action_name,
-                    decision.delay,
+                    kind,  # outcome
+                    action,
+                    delay,
                     None,  # destination
                     None,  # due
                     None,  # written_at
                     None,  # copy_seq
                     False,  # abandoned
                     None,  # error
-                    REDRIVEN_FROM_HEADER in headers,
+                    redriven_header in headers,  # redriven
                 )
             )
             self.events.append(event)
@@ -939,6 +944,10 @@ class App:
                 awaitable.close()
         if self._loop is not None:
             self._loop.close()
+
+
+def _write_nothing(seq: int) -> None:
+    """The settlement writer :meth:`App._settle_ready` starts with: replaced before its first line is due."""
 
 
 def _check_keep(keep: int | None) -> None:
