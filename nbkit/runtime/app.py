@@ -502,6 +502,8 @@ class App:
             if taken is None:
                 return None
             sub, delivery, result = taken
+        if result is None or type(result) is HandlerOutcome:  # the usual results: settled at once
+            return self.settle(sub, delivery, result)
         return self._complete(sub, delivery, result)
 
     def _complete(self, sub: Subscription, delivery: Delivery, result: Any) -> SettlementEvent:
