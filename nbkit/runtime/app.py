@@ -19,7 +19,7 @@ import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from functools import partial
 from types import FrameType
@@ -502,6 +502,13 @@ class App:
             if taken is None:
                 return None
             sub, delivery, result = taken
+        if result is None or type(result) is HandlerOutcome:  # the usual results: settled at once
+            return self.settle(sub, delivery, result)
+        return self._complete(sub, delivery, result)
+
+    def _complete(self, sub: Subscription, delivery: Delivery, result: Any) -> SettlementEvent:
+        """:meth:`step` after the handler ran: an async handler's result is awaited on the app's own loop (or the
+        delivery is held for :meth:`astep` when a loop runs here), then the delivery is settled."""
         if result is not None and type(result) is not HandlerOutcome and inspect.isawaitable(result):
             if loop_running():
                 self._held = (sub, delivery, result)
@@ -516,6 +523,127 @@ class App:
                 self._loop = asyncio.new_event_loop()
             result = self._loop.run_until_complete(_capture(result))
         return self.settle(sub, delivery, result)
+
+    def _settle_ready(self) -> int | None:
+        """:meth:`run`'s steps while deliveries are ready: how many were settled (0: none was ready), or None
+        when :meth:`step` must take the next one (more than one subscription, a delayed copy pending, a held
+        delivery).
+
+        Each delivery is what :meth:`step` would take next and is settled as :meth:`settle` does, one after
+        the other, with :meth:`run`'s stop check before each; only the work that is the same for every
+        delivery of the subscription is done once. Those taken from the reader's scanned batch
+        (:meth:`Subscription.ready`) skip the polling layers. A HandlerOutcome result on a first attempt whose
+        decision writes no copy (an unsupported ack / nack: a file or pipe service's every settlement) is
+        settled here, its "ack / nack failed" WARNING handed to the run log handler's writer when
+        :func:`~nbkit.runtime.logs.sole_run_handler` says, per delivery, that it is the only place the record
+        would go; anything else (another outcome, a retry, a handler that raised or returned something else,
+        an awaitable, a WARNING record to make) goes to :meth:`settle` or :meth:`_complete` as from
+        :meth:`step`. Once a delayed copy is pending or a delivery held, :meth:`step` takes over.
+        """
+        subs = self.subscriptions
+        if not self.started or self._held is not None or self._pending or len(subs) != 1:
+            return None
+        sub = subs[0]
+        reg = sub.registration  # a Registration is frozen: its handler, name and declaration stay
+        handler = reg.handler
+        name = reg.name
+        transport = sub.broker.transport
+        checkpoint = reg.checkpoint
+        dispatch = logs.DISPATCH
+        warns = partial(dispatch.isEnabledFor, logging.WARNING)  # asked per delivery, as logs.ack_failed() does
+        message = logs.ack_failed_message(name)
+        sole_run_handler = logs.sole_run_handler
+        retry_header, redriven_header = RETRY_COUNT_HEADER, REDRIVEN_FROM_HEADER
+        ack = HandlerOutcome.ack()
+        # what settling ``last`` records: its event's outcome, action and delay; ``quiet``: it writes no copy
+        # and logs nothing but the ack / nack WARNING
+        last: HandlerOutcome | None = None
+        kind: str = ""
+        action = ""
+        delay: float | None = None
+        quiet = False
+        log_handler: logs.RunLogHandler | None = None  # the run log handler ``write`` is for
+        write: Callable[[int], None] = _write_nothing
+        write_key = ""
+        scans_ahead = sub.scans_ahead
+        ready: Iterator[Delivery] = iter(())
+        settled = 0
+        while not self._stop_requested:
+            if sub.ended or self._pending or self._held is not None:
+                break
+            delivery = next(ready, None) if scans_ahead else None
+            if delivery is None:
+                try:
+                    polled = sub.poll()
+                except NbkitError as exc:
+                    logs.emit(logs.SUBSCRIBER, logging.ERROR, logs.STREAM_ERROR, subscription=sub.name, error=exc)
+                    raise
+                if polled is None or polled is NEED_MORE:
+                    break
+                delivery = polled
+                if scans_ahead:
+                    ready = sub.ready()
+            settled += 1
+            self.last_delivery = delivery
+            try:  # invoke(), inline
+                result = handler(delivery)
+            except Exception as exc:  # a failing handler drops the delivery, like an Err from Rust
+                result = exc
+            if result is None:
+                result = ack  # what settle() makes of None
+            headers = delivery.headers
+            if type(result) is not HandlerOutcome or retry_header in headers:
+                self._complete(sub, delivery, result)
+                continue
+            if result is not last:  # (a HandlerOutcome is immutable; the attempt here is always 1)
+                decision, destination = self._decision(sub, result.kind, result.delay, 1)
+                kind, action, delay = result.kind, decision.action_name, decision.delay
+                quiet = destination is None and decision.action is Action.UNSUPPORTED
+                last = result
+            if not quiet:
+                self.settle(sub, delivery, result)
+                continue
+            stream_key = delivery.stream_key
+            seq = delivery.seq
+            if warns():  # logs.ack_failed()'s checks, per delivery
+                run_handler = sole_run_handler(dispatch, logging.WARNING)
+                if run_handler is None:  # a record to make, naming settle() as its source: settle() logs it
+                    self.settle(sub, delivery, result)
+                    continue
+                if run_handler is not log_handler or stream_key != write_key:
+                    write = run_handler.settlement_writer(dispatch.name, logging.WARNING, message, stream_key, 1)
+                    log_handler, write_key = run_handler, stream_key
+                now = self.clock.now()
+                write(seq)
+            else:
+                now = self.clock.now()
+            # what settle() records for it, in SettlementEvent's field order
+            event = _new_event(
+                (
+                    now,
+                    transport,
+                    name,
+                    stream_key,
+                    delivery.shard_id,
+                    seq,
+                    1,  # attempt
+                    kind,  # outcome
+                    action,
+                    delay,
+                    None,  # destination
+                    None,  # due
+                    None,  # written_at
+                    None,  # copy_seq
+                    False,  # abandoned
+                    None,  # error
+                    redriven_header in headers,  # redriven
+                )
+            )
+            self.events.append(event)
+            self.settled += 1
+            if checkpoint is not None:
+                checkpoint.save(stream_key, seq + 1)
+        return settled
 
     async def astep(self) -> SettlementEvent | None:
         """:meth:`step` for code running in an event loop: an async handler is awaited on that loop.
@@ -663,7 +791,10 @@ class App:
         try:
             idle = _IDLE_MIN
             while not self._stop_requested:
-                if self.step() is not None:
+                settled = self._settle_ready()
+                if settled is None:
+                    settled = self.step() is not None
+                if settled:
                     idle = _IDLE_MIN
                     continue
                 if self.all_ended() and not self._pending:
@@ -815,6 +946,10 @@ class App:
                 awaitable.close()
         if self._loop is not None:
             self._loop.close()
+
+
+def _write_nothing(seq: int) -> None:
+    """The settlement writer :meth:`App._settle_ready` starts with: replaced before its first line is due."""
 
 
 def _check_keep(keep: int | None) -> None:

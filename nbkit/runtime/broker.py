@@ -5,8 +5,8 @@ from __future__ import annotations
 import functools
 import inspect
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
-from typing import Any, Generic, NamedTuple, TypeVar
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, ClassVar, Generic, NamedTuple, TypeVar
 
 from nbkit.errors import ConfigurationError, NotConnectedError
 from nbkit.runtime.clock import Clock, RealClock
@@ -30,6 +30,9 @@ new_published = functools.partial(tuple.__new__, Published)
 class Subscription(ABC):
     """One registration's open feed of deliveries; ``poll()`` never blocks."""
 
+    #: Whether :meth:`ready` can hand out deliveries (a reader that scans ahead of ``poll()``).
+    scans_ahead: ClassVar[bool] = False
+
     def __init__(self, broker: Broker[Any], registration: Registration) -> None:
         self.broker = broker
         self.registration = registration
@@ -47,6 +50,14 @@ class Subscription(ABC):
     @abstractmethod
     def poll(self) -> Delivery | NeedMore | None:
         """A Delivery, ``NEED_MORE`` (nothing yet), or ``None`` once the subscription has ended."""
+
+    def ready(self) -> Iterator[Delivery]:
+        """The deliveries ``poll()`` would return next without reading or waiting, each taken as it is handed out.
+
+        Stopping early leaves the rest to ``poll()``. The base class has none (``scans_ahead`` is False); a file
+        subscription hands out the messages its reader has scanned already (:meth:`~nbkit.StreamReader.ready`).
+        """
+        return iter(())
 
     @property
     def exhausted(self) -> bool:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from nbkit.errors import (
     ConfigurationError,
@@ -24,6 +24,7 @@ from nbkit.transport.file_writer import StreamWriter
 from nbkit.transport.polling import NEED_MORE, NeedMore
 from nbkit.transport.positions import FilePosition
 from nbkit.wire import envelope
+from nbkit.wire.deliveries import file_deliveries
 from nbkit.wire.keys import PRIMING_KEY, validate_key
 from nbkit.wire.ssformat import DEFAULT_BEACON_INTERVAL, HEADER_SIZE, check_write_interval
 
@@ -32,6 +33,7 @@ class FileSubscription(Subscription):
     """Deliveries of one stream key: a live tail (``replay=False``) or a replay that ends."""
 
     registration: FileRegistration
+    scans_ahead = True  # ready(): the messages the reader has scanned already
 
     def __init__(self, broker: FileBroker, registration: FileRegistration) -> None:
         super().__init__(broker, registration)
@@ -86,6 +88,15 @@ class FileSubscription(Subscription):
         return Delivery(
             payload, headers, stream_key, shard_id, seq, timestamp_ms, "file", self.registration.name, offset
         )
+
+    def ready(self) -> Iterator[Delivery]:
+        """The deliveries of the messages the reader has scanned already (:meth:`StreamReader.ready`), made as
+        :meth:`poll` makes them (:func:`~nbkit.wire.deliveries.file_deliveries`), each message taken as its
+        delivery is asked for. None once the subscription has ended; a caller that may close it meanwhile (a
+        handler can) checks ``ended`` before asking for the next one, as :meth:`App.run` does."""
+        if self.ended:
+            return iter(())
+        return file_deliveries(self.reader.ready(), self.registration.name, Delivery)
 
     def seek(self, position: FilePosition) -> None:
         """Move this subscription; on refusal a live subscription ends and a replay stays put."""

@@ -7,7 +7,7 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from nbkit.errors import AckError
@@ -59,9 +59,7 @@ def ack_failed(logger: logging.Logger, subscription: str, delivery: Delivery | N
         return
     message = _ACK_FAILED_TEXTS.get(subscription)
     if message is None:
-        message = f"{ACK_FAILED} subscription={_render(subscription)} error={_render(_UNSUPPORTED)}"
-        if len(_ACK_FAILED_TEXTS) < 1024:
-            _ACK_FAILED_TEXTS[subscription] = message
+        message = ack_failed_message(subscription)
     if delivery is not None and _RUN_HANDLERS and (handler := sole_run_handler(logger, logging.WARNING)) is not None:
         handler.write_settlement(logger.name, logging.WARNING, message, delivery)
         return
@@ -76,6 +74,32 @@ def ack_failed(logger: logging.Logger, subscription: str, delivery: Delivery | N
     logger.handle(
         _RECORDS.make(logger, logging.WARNING, code.co_filename, frame.f_lineno, code.co_name, message, extra)
     )
+
+
+def ack_failed_message(subscription: str) -> str:
+    """The message of the WARN an unsupported ack / nack of ``subscription`` logs (made once per subscription).
+
+    Parameters
+    ----------
+    subscription : str
+        The subscription's name.
+
+    Returns
+    -------
+    str
+        ``ack / nack failed subscription=NAME error="..."``, as :func:`ack_failed` logs it.
+
+    Examples
+    --------
+    >>> ack_failed_message("orders")
+    'ack / nack failed subscription=orders error="acknowledgement is not supported by this broker"'
+    """
+    message = _ACK_FAILED_TEXTS.get(subscription)
+    if message is None:
+        message = f"{ACK_FAILED} subscription={_render(subscription)} error={_render(_UNSUPPORTED)}"
+        if len(_ACK_FAILED_TEXTS) < 1024:
+            _ACK_FAILED_TEXTS[subscription] = message
+    return message
 
 
 def delivery_extra(delivery: Delivery | None) -> dict[str, object]:
@@ -212,7 +236,9 @@ class RunLogHandler(logging.Handler):
         self.limit = limit
         self.run_formatter = DeliveryFormatter(RUN_FORMAT)
         self.setFormatter(self.run_formatter)
-        self._lines: list[str] = []
+        # the gathered text, in order: lines, and the pieces of settlement lines (a sequence number as an int,
+        # made text when written out); ``_size`` counts their characters
+        self._lines: list[str | int] = []
         self._size = 0
         self._prefixes: dict[tuple[str, str, str], tuple[str, str]] = {}  # see write_settlement
         _RUN_HANDLERS.add(self)
@@ -255,7 +281,7 @@ class RunLogHandler(logging.Handler):
         key = (name, message, stream_key)
         cached = self._prefixes.get(key)
         if cached is None or cached[0] is not levelname:  # (a level renamed with logging.addLevelName)
-            cached = (levelname, f"{levelname} {name}: {message} stream_key={_render(stream_key)} seq=")
+            cached = (levelname, _settlement_head(levelname, name, message, stream_key))
             if len(self._prefixes) >= 1024:
                 self._prefixes.clear()
             self._prefixes[key] = cached
@@ -265,6 +291,74 @@ class RunLogHandler(logging.Handler):
         if self._size >= self.limit:
             self.flush()
 
+    def settlement_writer(
+        self, name: str, level: int, message: str, stream_key: str, attempt: int
+    ) -> Callable[[int], None]:
+        """:meth:`write_settlement` for many settlements of one stream key and attempt: ``write(seq)`` gathers the
+        line ``write_settlement(name, level, message, (subscription, stream_key, seq, attempt))`` gathers.
+
+        The line's text around the sequence number is made once, and the number is made text when the lines
+        are written out, so a settlement costs one list extend (atomic, like the append of a line); a level
+        renamed with ``logging.addLevelName`` meanwhile is still seen, line by line. The caller checks, per
+        settlement as for :meth:`write_settlement`, that this handler is the only place the record would go
+        (:func:`sole_run_handler`).
+
+        Parameters
+        ----------
+        name : str
+            The logger's name.
+        level : int
+            The records' level.
+        message : str
+            Their message (it names the subscription).
+        stream_key : str
+            The deliveries' stream key.
+        attempt : int
+            Their attempt.
+
+        Returns
+        -------
+        callable
+            ``write(seq)``: gathers one settlement's line.
+
+        Examples
+        --------
+        >>> import io
+        >>> out = io.StringIO()
+        >>> handler = RunLogHandler(out)
+        >>> write = handler.settlement_writer("nbkit.dispatch", logging.WARNING, "ack / nack failed", "orders", 1)
+        >>> write(9)
+        >>> write(10)
+        >>> handler.flush()
+        >>> print(out.getvalue(), end="")
+        WARNING nbkit.dispatch: ack / nack failed stream_key=orders seq=9 attempt=1
+        WARNING nbkit.dispatch: ack / nack failed stream_key=orders seq=10 attempt=1
+        >>> handler.close()
+        """
+        levelname = logging.getLevelName(level)
+        head = _settlement_head(levelname, name, message, stream_key)
+        tail = f" attempt={attempt}\n"
+        extend = self._lines.extend  # flush() empties the list in place: it stays the one to add to
+        low = high = 0  # the sequence numbers with ``digits`` digits: low <= seq < high
+        size = 0  # the characters of a line whose number has ``digits`` digits
+
+        def write(seq: int) -> None:
+            nonlocal levelname, head, low, high, size
+            if logging.getLevelName(level) is not levelname:  # a level renamed with logging.addLevelName
+                levelname = logging.getLevelName(level)
+                head = _settlement_head(levelname, name, message, stream_key)
+                high = 0
+            if not low <= seq < high:  # (sequence numbers grow: a new digit now and then)
+                digits = len(str(seq))
+                low, high = (10 ** (digits - 1) if digits > 1 else 0), 10**digits
+                size = len(head) + digits + len(tail)
+            extend((head, seq, tail))  # the whole line in one call: atomic, as write_settlement's append
+            self._size += size
+            if self._size >= self.limit:
+                self.flush()
+
+        return write
+
     def flush(self) -> None:
         """Write the gathered lines in one piece and flush the stream."""
         with self.lock:  # type: ignore[union-attr]  # created by logging.Handler.__init__
@@ -272,7 +366,7 @@ class RunLogHandler(logging.Handler):
             n = len(lines)
             if not n:
                 return
-            text = "".join(lines[:n])
+            text = "".join(map(str, lines[:n]))  # (an int is a settlement's sequence number)
             del lines[:n]  # (a line another thread appended meanwhile stays, for the next flush)
             self._size = 0
             try:
@@ -288,6 +382,11 @@ class RunLogHandler(logging.Handler):
         finally:
             _RUN_HANDLERS.discard(self)
             super().close()
+
+
+def _settlement_head(levelname: str, name: str, message: str, stream_key: str) -> str:
+    """The start of a settlement's run log line, up to its sequence number (:meth:`RunLogHandler.write_settlement`)."""
+    return f"{levelname} {name}: {message} stream_key={_render(stream_key)} seq="
 
 
 def flush_run_logs() -> None:
@@ -325,11 +424,11 @@ class LogOrderedStream:
     >>> import io
     >>> err = io.StringIO()
     >>> handler = RunLogHandler(err)
-    >>> handler.write_line("WARNING nbkit.dispatch: gathered\\n")
+    >>> handler.write_settlement("nbkit.dispatch", logging.WARNING, "gathered", ("w", "jobs", 3, 1))
     >>> ordered = LogOrderedStream(err)
     >>> print("printed by the service", file=ordered)
     >>> err.getvalue().splitlines()
-    ['WARNING nbkit.dispatch: gathered', 'printed by the service']
+    ['WARNING nbkit.dispatch: gathered stream_key=jobs seq=3 attempt=1', 'printed by the service']
     >>> handler.close()
     """
 
@@ -402,19 +501,19 @@ def sole_run_handler(logger: logging.Logger, level: int) -> RunLogHandler | None
     found: RunLogHandler | None = None
     current: logging.Logger | None = logger
     while current is not None:  # as Logger.callHandlers walks
-        handlers = current.handlers
-        for handler in handlers if handlers else ():
-            if level >= handler.level:
-                if (
-                    found is not None
-                    or type(handler) is not RunLogHandler
-                    or handler.filters
-                    or handler.formatter is not handler.run_formatter
-                ):
-                    return None
-                found = handler
+        if current.handlers:
+            for handler in current.handlers:
+                if level >= handler.level:
+                    if (
+                        found is not None
+                        or type(handler) is not RunLogHandler
+                        or handler.filters
+                        or handler.formatter is not handler.run_formatter
+                    ):
+                        return None
+                    found = handler
         if not current.propagate:
-            break
+            return found
         current = current.parent
     return found
 

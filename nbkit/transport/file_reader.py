@@ -599,6 +599,39 @@ class StreamReader:
                 return msg
         return None
 
+    def ready(self) -> Iterator[Message]:
+        """The messages :meth:`poll` would return next without reading the file: those already scanned.
+
+        Each message is taken as it is handed out (``pos`` moves past it), so stopping early leaves the rest
+        to :meth:`poll`; the iterator ends where :meth:`poll` would have to read, wait or end, and at once
+        once the reader is moved (``seek``, ``resync``) or has ended. A runtime settling one message
+        after another uses it to skip :meth:`poll`'s bookkeeping per message.
+
+        Returns
+        -------
+        iterator of Message
+            Possibly empty (nothing is scanned ahead before a :meth:`poll`, nor after the last one).
+
+        Examples
+        --------
+        >>> from nbkit import StreamReader, StreamWriter
+        >>> with StreamWriter("ready.ss") as writer:
+        ...     for n in range(5):
+        ...         _ = writer.write("orders", b"{}")
+        >>> seqs = []
+        >>> with StreamReader("ready.ss") as reader:
+        ...     while (msg := reader.poll()) is not None:
+        ...         seqs += [msg.seq] + [m.seq for m in reader.ready()]
+        >>> seqs
+        [1, 2, 3, 4, 5]
+        """
+        while self.end is None and self.pos == self._ahead_pos:  # as poll(): not moved since the last message
+            ahead = next(self._ahead, None)
+            if ahead is None:
+                return
+            self.pos = self._ahead_pos = ahead.end
+            yield ahead
+
     def _parse_fresh(self) -> Message:
         """:meth:`_parse_frame` at ``pos``; in follow mode a FormatError is checked once more against
         bytes read again: a writer that resumes after a crash cuts a torn frame off and writes new bytes

@@ -923,3 +923,61 @@ def decode_delivery(data, seq):
         headers, payload = _pure_envelope_decode(data)
     headers[u"stream-sequence"] = str(seq)
     return headers, payload
+
+
+# ------------------------------------------------------------------------------------- file deliveries
+
+from cpython.tuple cimport PyTuple_Check, PyTuple_GET_ITEM, PyTuple_GET_SIZE
+
+
+_pure_deliveries = None
+
+
+cdef object _pure_file_deliveries():
+    """:func:`nbkit.wire.deliveries.file_deliveries_pure`, imported on first use."""
+    global _pure_deliveries
+    if _pure_deliveries is None:
+        from nbkit.wire.deliveries import file_deliveries_pure
+        _pure_deliveries = file_deliveries_pure
+    return _pure_deliveries
+
+
+cdef class _FileDeliveries:
+    """The iterator :func:`file_deliveries` returns: one ``make(...)`` per message, taken as it is asked for."""
+
+    cdef object _messages
+    cdef object _subscription
+    cdef object _make
+
+    def __cinit__(self, messages, subscription, make):
+        self._messages = iter(messages)
+        self._subscription = subscription
+        self._make = make
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        cdef object msg = next(self._messages)
+        if PyTuple_Check(msg) and PyTuple_GET_SIZE(msg) == 7:  # a Message: its fields, without unpacking
+            stream_key = <object>PyTuple_GET_ITEM(msg, 0)
+            shard_id = <object>PyTuple_GET_ITEM(msg, 1)
+            seq = <object>PyTuple_GET_ITEM(msg, 2)
+            timestamp_ms = <object>PyTuple_GET_ITEM(msg, 3)
+            data = <object>PyTuple_GET_ITEM(msg, 4)
+            offset = <object>PyTuple_GET_ITEM(msg, 5)
+        else:  # not a 7-tuple: the pure twin answers (or raises) for it
+            return next(_pure_file_deliveries()((msg,), self._subscription, self._make))
+        if type(data) is bytes and not (PyBytes_GET_SIZE(data) >= 2 and PyBytes_AS_STRING(data)[0] == 114
+                                        and PyBytes_AS_STRING(data)[1] == 115):  # no envelope: decode_delivery's
+            headers, payload = {u"stream-sequence": str(seq)}, data
+        else:
+            headers, payload = decode_delivery(data, seq)
+        return self._make(payload, headers, stream_key, shard_id, seq, timestamp_ms, u"file", self._subscription,
+                          offset)
+
+
+def file_deliveries(messages, subscription, make):
+    """The compiled :func:`nbkit.wire.deliveries.file_deliveries`: the same deliveries, each made in one C call
+    (a payload without an envelope gets its headers here; any other goes to :func:`decode_delivery`)."""
+    return _FileDeliveries(messages, subscription, make)

@@ -279,3 +279,33 @@ def test_the_ordered_stream_hands_everything_else_to_the_stream():
     ordered = logs.LogOrderedStream(out)
     ordered.writelines(["a\n", "b\n"])
     assert ordered.getvalue() == "a\nb\n" and ordered.wrapped is out
+
+
+def test_a_settlement_writer_gathers_and_writes_what_write_settlement_does():
+    """Line for line and flush for flush (a small limit, sequence numbers gaining digits, a level renamed)."""
+    seqs = [*range(7, 12), *range(97, 103), *range(998, 1003), 10**19, 0]
+    seen: dict[str, list[str]] = {}
+    for way in ("write_settlement", "settlement_writer"):
+        out = io.StringIO()
+        handler = logs.RunLogHandler(out, limit=300)
+        write = handler.settlement_writer("nbkit.dispatch", logging.WARNING, "ack / nack failed", "jobs", 2)
+        seen[way] = []
+        try:
+            for seq in seqs:
+                if seq == 998:
+                    logging.addLevelName(logging.WARNING, "WARN")
+                if way == "write_settlement":
+                    handler.write_settlement(
+                        "nbkit.dispatch", logging.WARNING, "ack / nack failed", ("w", "jobs", seq, 2)
+                    )
+                else:
+                    write(seq)
+                seen[way].append(out.getvalue())
+        finally:
+            logging.addLevelName(logging.WARNING, "WARNING")
+        handler.close()
+        seen[way].append(out.getvalue())
+    assert seen["settlement_writer"] == seen["write_settlement"]
+    written = seen["write_settlement"]
+    assert len(set(written)) > 3 and written[-1].count("\n") == len(seqs)
+    assert "WARN nbkit.dispatch: ack / nack failed stream_key=jobs seq=998 attempt=2\n" in written[-1]

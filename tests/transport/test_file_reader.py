@@ -549,3 +549,49 @@ def test_keys_filter_rejects_non_strings(tmp_path):
     path = _mixed(tmp_path, n=3)
     with pytest.raises(TypeError, match="stream key strings"):
         StreamReader(path, keys=[b"a"])
+
+
+# -- ready(): the messages scanned ahead of poll() -------------------------------------------------------
+
+
+def _ready_file(path: Path, n: int = 400) -> None:
+    with StreamWriter(path, beacon_interval=1024) as w:  # beacons every 1 KiB: batches end at boundaries too
+        for i in range(n):
+            w.write("orders" if i % 3 else "audit", b"x" * (i % 50))
+
+
+def _read_with_ready(reader: StreamReader, take: int) -> list[tuple[str, int]]:
+    """poll(), then at most ``take`` messages of each ready() batch, until the read ends."""
+    got = []
+    while (msg := reader.poll()) is not None:
+        got.append((msg.stream_key, msg.seq))
+        for m in itertools.islice(reader.ready(), take):
+            assert reader.pos == m.end  # taken as it is handed out
+            got.append((m.stream_key, m.seq))
+    return got
+
+
+@pytest.mark.parametrize("take", [0, 1, 5, 10**6])
+@pytest.mark.parametrize("keys", [None, "orders"])
+def test_ready_hands_out_what_poll_would_in_the_same_order(tmp_path, take, keys):
+    """However much of each batch is taken, poll() goes on from there: the read is poll()'s alone."""
+    path = tmp_path / "r.ss"
+    _ready_file(path)
+    with StreamReader(path, keys=keys) as r:
+        expected = [(m.stream_key, m.seq) for m in r]
+    with StreamReader(path, keys=keys) as r:
+        assert _read_with_ready(r, take) == expected
+        assert r.end is not None and r.end.reason == "end" and list(r.ready()) == []
+
+
+def test_ready_stops_once_the_reader_is_moved(tmp_path):
+    path = tmp_path / "r.ss"
+    _ready_file(path)
+    with StreamReader(path, keys="orders") as r:
+        while not (ahead := list(itertools.islice(r.ready(), 1))):  # once a poll() has scanned a batch
+            r.poll()
+        ready = r.ready()
+        assert next(ready).seq == ahead[0].seq + 1
+        r.seek(FilePosition.sequence(2), key="orders")
+        assert list(ready) == []
+        assert r.poll().seq == 2

@@ -331,3 +331,87 @@ def test_format_line_twins_agree(ts, key, seq, payload):
     assert outcome(compiled.format_line, ts, key, seq, payload) == outcome(
         stdio_line.format_line_pure, ts, key, seq, payload
     )
+
+
+# -- file deliveries ----------------------------------------------------------------------------------
+
+from nbkit.wire import envelope as _envelope  # noqa: E402 (this section is appended; its imports are its own)
+from nbkit.wire.deliveries import file_deliveries_pure  # noqa: E402
+
+
+@st.composite
+def stored_payloads(draw):
+    """A payload as a file stores it: plain bytes, an envelope (valid, or cut or bent), or something odd."""
+    body = draw(st.binary(max_size=40))
+    headers = draw(st.dictionaries(st.sampled_from(["trace", "x-ruststream-retry-count", "Kind"]), st.text(max_size=8)))
+    enveloped = _envelope.encode(headers, body, force_text=draw(st.booleans()))
+    return draw(
+        st.sampled_from(
+            [body, enveloped, enveloped[: len(enveloped) // 2], b"rs" + body, b"rs2:" + body, b"r", b"", enveloped]
+        )
+    )
+
+
+def _message(draw, payload):
+    return (
+        draw(st.sampled_from(["orders", "audit", "ü"])),
+        draw(st.integers(0, 3)),
+        draw(st.integers(0, 2**64 - 1)),
+        draw(st.integers(0, MAX_TIMESTAMP_MS)),
+        payload,
+        draw(st.integers(64, 10**9)),
+        draw(st.integers(64, 10**9)),
+    )
+
+
+@st.composite
+def message_lists(draw):
+    """Messages as the reader yields them (7-tuples, a NamedTuple too), now and then a wrong shape or type."""
+    messages = []
+    for _ in range(draw(st.integers(0, 6))):
+        fields = _message(draw, draw(stored_payloads()))
+        shape = draw(st.integers(0, 12))
+        if shape == 0:
+            fields = fields[: draw(st.integers(0, 6))] + fields[7:]  # too few
+        elif shape == 1:
+            fields = (*fields, "extra")
+        elif shape == 2:
+            messages.append(list(fields))
+            continue
+        elif shape == 3:
+            messages.append(draw(st.sampled_from([None, 5, "orders"])))
+            continue
+        elif shape == 4:
+            fields = (*fields[:4], draw(st.sampled_from(["text", bytearray(b"rs1:"), memoryview(b"x")])), *fields[5:])
+        elif shape == 5:
+            fields = file_reader.Message(*fields)
+        messages.append(fields)
+    return messages
+
+
+def _made(fn, messages):
+    """The deliveries made (as tuples of their fields), or the error where making one failed."""
+    made = []
+    try:
+        for delivery in fn(messages, "work", lambda *fields: fields):
+            made.append(tuple(bytes(f) if isinstance(f, memoryview) else f for f in delivery))
+    except Exception as exc:  # noqa: BLE001 - the point is to compare any error
+        made.append(("error", type(exc).__name__, str(exc)))
+    return made
+
+
+@HYPO
+@given(messages=message_lists())
+@example(messages=[("orders", 0, 17, 1704067200000, b'{"id": 1}', 100, 140)])
+@example(messages=[("orders", 0, 1, 0, b"rs1:AAAAAA==", 64, 80), ("orders", 0, 2, 0, b"rs", 80, 90)])
+def test_file_deliveries_twins_agree(messages):
+    assert _made(compiled.file_deliveries, messages) == _made(file_deliveries_pure, messages)
+
+
+def test_file_deliveries_take_messages_one_at_a_time():
+    """A message is taken from the source only when its delivery is asked for (both twins)."""
+    for fn in (compiled.file_deliveries, file_deliveries_pure):
+        source = iter([("k", 0, n, 0, b"{}", 64 * n, 64 * n + 40) for n in range(1, 4)])
+        deliveries = fn(source, "work", lambda *fields: fields[4])
+        assert next(deliveries) == 1
+        assert [m[2] for m in source] == [2, 3]
