@@ -56,3 +56,25 @@ def test_namespace_examples_run(namespace, tmp_path, monkeypatch):
     for test in doctest.DocTestFinder(recurse=False, exclude_empty=True).find(module, namespace):
         runner.run(test)
     assert runner.summarize(verbose=False).failed == 0
+
+
+def _modules() -> list[str]:
+    """Every module of the package (internal ones too: their examples are documentation as well)."""
+    import pkgutil
+
+    import nbkit
+
+    return sorted(m.name for m in pkgutil.walk_packages(nbkit.__path__, "nbkit.") if not m.name.endswith("__main__"))
+
+
+@pytest.mark.parametrize("module_name", _modules())
+def test_every_modules_examples_run(module_name, tmp_path_factory, monkeypatch, capsys):
+    """The examples of every docstring in every module run, each docstring in a fresh folder (so an internal
+    helper's example cannot go stale unseen, as the public names' cannot)."""
+    module = importlib.import_module(module_name)
+    runner = doctest.DocTestRunner(optionflags=FLAGS)
+    for test in doctest.DocTestFinder(exclude_empty=True).find(module, module_name):
+        monkeypatch.chdir(tmp_path_factory.mktemp("doctest"))
+        runner.run(test)
+    results = runner.summarize(verbose=False)
+    assert results.failed == 0, f"{module_name}: {results.failed} of {results.attempted} examples failed (see above)"
