@@ -35,7 +35,7 @@ from nbkit.runtime.outcome import HandlerOutcome, OutcomeKind, as_outcome
 from nbkit.runtime.redrive import REDRIVEN_FROM_HEADER
 from nbkit.runtime.registration import Registration
 from nbkit.runtime.settle import Action, Decision, decide
-from nbkit.transport.polling import NEED_MORE
+from nbkit.transport.polling import NEED_MORE, NeedMore
 from nbkit.wire.envelope import RETRY_COUNT_HEADER
 
 if TYPE_CHECKING:
@@ -236,11 +236,7 @@ class App:
             sub = subs[(self._rr + i) % n]
             if sub.ended:
                 continue
-            try:
-                item = sub.poll()
-            except NbkitError as exc:
-                logs.emit(logs.SUBSCRIBER, logging.ERROR, logs.STREAM_ERROR, subscription=sub.name, error=exc)
-                raise
+            item = _poll(sub)
             if item is None or item is NEED_MORE:
                 continue
             self._rr = (self._rr + i + 1) % n
@@ -480,11 +476,7 @@ class App:
                 sub = subs[0]
                 if sub.ended:
                     return None
-                try:
-                    delivery = sub.poll()
-                except NbkitError as exc:
-                    logs.emit(logs.SUBSCRIBER, logging.ERROR, logs.STREAM_ERROR, subscription=sub.name, error=exc)
-                    raise
+                delivery = _poll(sub)
                 if delivery is None or delivery is NEED_MORE:
                     return None
             else:
@@ -573,11 +565,7 @@ class App:
                 break
             delivery = next(ready, None) if scans_ahead else None
             if delivery is None:
-                try:
-                    polled = sub.poll()
-                except NbkitError as exc:
-                    logs.emit(logs.SUBSCRIBER, logging.ERROR, logs.STREAM_ERROR, subscription=sub.name, error=exc)
-                    raise
+                polled = _poll(sub)
                 if polled is None or polled is NEED_MORE:
                     break
                 delivery = polled
@@ -946,6 +934,15 @@ class App:
                 awaitable.close()
         if self._loop is not None:
             self._loop.close()
+
+
+def _poll(sub: Subscription) -> Delivery | NeedMore | None:
+    """``sub.poll()``; a stream error is logged (ERROR, as upstream's subscriber does) before it propagates."""
+    try:
+        return sub.poll()
+    except NbkitError as exc:
+        logs.emit(logs.SUBSCRIBER, logging.ERROR, logs.STREAM_ERROR, subscription=sub.name, error=exc)
+        raise
 
 
 def _write_nothing(seq: int) -> None:
