@@ -15,36 +15,43 @@ import sys
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
-NOTICE = "nbkit: the compiled core was not built ({why}); nbkit will run on its pure-Python twin"
+NOTICE = "nbkit: {what} was not built ({why}); nbkit will run on its pure-Python twin"
 
 
 _told = False
 
 
-def _notice(why: object) -> None:
+def _notice(why: object, what: str = "the compiled core") -> None:
     """Print the one-line notice (once per build) with the first line of the reason."""
     global _told
     if _told:
         return
     _told = True
     text = str(why).strip().splitlines()[0] if str(why).strip() else type(why).__name__
-    print(NOTICE.format(why=text[:120]), file=sys.stderr)
+    print(NOTICE.format(what=what, why=text[:120]), file=sys.stderr)
 
 
 class OptionalBuildExt(build_ext):
-    """``build_ext`` that never fails the install: a compile error becomes the one-line notice."""
+    """``build_ext`` that never fails the install: compile errors become the one-line notice, which names
+    the modules not built when others were (each has its pure-Python twin)."""
 
     def run(self) -> None:
+        self._failed: list[tuple[str, Exception]] = []
         try:
             super().run()
         except Exception as exc:  # no compiler at all, or the toolchain failed
             _notice(exc)
+            return
+        if self._failed:
+            built_none = len(self._failed) == len(self.extensions)
+            names = ", ".join(name for name, _ in self._failed)
+            _notice(self._failed[0][1], "the compiled core" if built_none else names)
 
     def build_extension(self, ext: Extension) -> None:
         try:
             super().build_extension(ext)
-        except Exception as exc:
-            _notice(exc)
+        except Exception as exc:  # this module only: the others may still build
+            self._failed.append((ext.name, exc))
 
 
 def _extensions() -> list[Extension]:
