@@ -724,6 +724,12 @@ class FieldParse:
             utf8 = all(_utf8(data) for data, _, _ in self._buffers)
         if not utf8:
             return None
+        names = tables[0].column_names
+        # a piece whose first payload lists the same fields in another order: the first piece's order (that of
+        # the payloads as one buffer, whose columns come in the order the fields first appear)
+        tables = [
+            t if t.column_names == names or set(t.column_names) != set(names) else t.select(names) for t in tables
+        ]
         if any(t.schema != tables[0].schema for t in tables[1:]):  # types inferred apart differ: parse as one
             lines = [_payload_lines(data, ends, 0, len(ends), gap) for data, ends, gap in self._buffers]
             if any(part is None for part in lines):

@@ -354,6 +354,7 @@ def _json_payloads(draw) -> list[bytes]:
 @example(payloads=[b'{"a": 1}', b'{"a": null}'])
 @example(payloads=[b'{"a": 1}', b'{"a": 2.5}', b'{"a": 3}'])  # in pieces of one payload: int, double, int
 @example(payloads=[b'{"a": "x"}', b'{"a": "\xff"}'])  # pyarrow.json does not check UTF-8
+@example(payloads=[b'{"a": 1, "b": "x"}', b'{"b": "y", "a": 2}'])  # pieces whose fields come in another order
 @pytest.mark.parametrize("piece_bytes", [1, 30, 24 << 20])  # pieces of the buffer parsed apart, or one
 def test_json_mode_has_the_objects_modes_fields(tmp_path_factory, payloads, piece_bytes, monkeypatch):
     """payload="json" and "objects" (pyarrow where it is exact, the row-by-row path elsewhere) give
