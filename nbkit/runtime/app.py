@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from nbkit.errors import ConfigurationError, NbkitError
 from nbkit.runtime import logs
 from nbkit.runtime.broker import Broker, Subscription
+from nbkit.runtime.checkpoint import Checkpointer
 from nbkit.runtime.clock import Clock, RealClock
 from nbkit.runtime.delivery import Delivery, retry_count
 from nbkit.runtime.events import SettlementEvent, events_frame
@@ -64,6 +65,8 @@ class PendingCopy:
     event_number: int = field(compare=False)  # the event's place among all the app's settlements
     subscription: str = field(compare=False)
     attempt: int = field(compare=False)
+    #: told when the copy is in the file, so an at-least-once checkpoint can move past its original
+    checkpointer: Checkpointer | None = field(compare=False, default=None)
 
 
 class App:
@@ -370,12 +373,13 @@ class App:
                 self.settled,
                 name,
                 attempt,
+                sub.checkpointer,
             )
             heapq.heappush(self._pending, copy)
         self.events.append(event)
         self.settled += 1
-        if reg.checkpoint is not None:
-            reg.checkpoint.save(stream_key, seq + 1)
+        if sub.checkpointer is not None:
+            sub.checkpointer.settled(stream_key, seq, copy_pending=due is not None and destination is not None)
         return event
 
     def _decision(
@@ -540,7 +544,7 @@ class App:
         handler = reg.handler
         name = reg.name
         transport = sub.broker.transport
-        checkpoint = reg.checkpoint
+        checkpointer = sub.checkpointer
         dispatch = logs.DISPATCH
         warns = partial(dispatch.isEnabledFor, logging.WARNING)  # asked per delivery, as logs.ack_failed() does
         message = logs.ack_failed_message(name)
@@ -629,8 +633,8 @@ class App:
             )
             self.events.append(event)
             self.settled += 1
-            if checkpoint is not None:
-                checkpoint.save(stream_key, seq + 1)
+            if checkpointer is not None:
+                checkpointer.settled(stream_key, seq, copy_pending=False)
         return settled
 
     async def astep(self) -> SettlementEvent | None:
@@ -714,6 +718,8 @@ class App:
             event = event._replace(error=self._copy_lost(settled, copy.destination, exc))
         else:
             event = event._replace(written_at=published.time, copy_seq=published.seq)
+            if copy.checkpointer is not None:
+                copy.checkpointer.copy_written(event.stream_key, event.seq)
         self._update_event(copy.event_number, event)
         return event
 

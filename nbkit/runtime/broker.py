@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any, ClassVar, Generic, NamedTuple, TypeVar
 
 from nbkit.errors import ConfigurationError, NotConnectedError
+from nbkit.runtime.checkpoint import Checkpointer
 from nbkit.runtime.clock import Clock, RealClock
 from nbkit.runtime.delivery import Delivery
 from nbkit.runtime.registration import Handler, Registration
@@ -41,6 +42,12 @@ class Subscription(ABC):
         #: the App's settlement decisions for this subscription and their copies' keys, per (outcome, delay,
         #: at the cap)
         self.decisions: dict[tuple[str, float | None, bool], Any] = {}
+        #: saves this subscription's positions as it settles (None: the registration has no checkpoint)
+        self.checkpointer: Checkpointer | None = (
+            None
+            if registration.checkpoint is None
+            else Checkpointer(registration.checkpoint, at_least_once=registration.at_least_once)
+        )
 
     @property
     def name(self) -> str:

@@ -202,6 +202,7 @@ class FileBroker(Broker[FileRegistration]):
         max_attempts: int | None = None,
         dead_letter: str | None = None,
         checkpoint: PositionStore | None = None,
+        at_least_once: bool = False,
     ) -> Callable[[Handler], Handler]:
         """Register the decorated function as the handler of stream ``key``; returns it unchanged.
 
@@ -224,7 +225,13 @@ class FileBroker(Broker[FileRegistration]):
         dead_letter : str, optional
             The key spent deliveries are copied to.
         checkpoint : PositionStore, optional
-            Saves ``seq + 1`` after every settlement; resume with ``start_at=store.position(key)``.
+            Saves ``seq + 1`` after every settlement, as upstream does; resume with
+            ``start_at=store.position(key)``. A ``retry_after`` copy still pending when the process dies is
+            then lost for good (its original is behind the saved position): at-most-once across the delay.
+        at_least_once : bool
+            nbkit's own option, beyond upstream (needs ``checkpoint``): the saved position never passes a
+            message whose delayed copy is not yet appended, so a restart after a crash in the delay window
+            delivers that message again (as attempt 1) and the ones after it too: at-least-once.
 
         Returns
         -------
@@ -257,9 +264,21 @@ class FileBroker(Broker[FileRegistration]):
                 f"checkpoint takes a PositionStore (nbkit.PositionStore(path)), not {checkpoint!r}"
             )
 
+        if at_least_once not in (True, False):
+            raise ConfigurationError(f"at_least_once takes True or False, not {at_least_once!r}")
+        if at_least_once and checkpoint is None:
+            raise ConfigurationError(
+                "at_least_once=True holds a saved position back: it needs checkpoint=PositionStore(path)"
+            )
+
         return self._decorator(
             lambda handler: FileRegistration(
-                **common, handler=handler, replay=bool(replay), start_at=start_at, checkpoint=checkpoint
+                **common,
+                handler=handler,
+                replay=bool(replay),
+                start_at=start_at,
+                checkpoint=checkpoint,
+                at_least_once=at_least_once,
             )
         )
 

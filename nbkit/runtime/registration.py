@@ -29,6 +29,8 @@ class Registration:
 
     ``checkpoint`` is the position store the app saves ``seq + 1`` to after each settlement; only a
     file subscription takes one (a pipe has no positions), so on a pipe it is always None.
+    ``at_least_once`` holds that saved position behind every message whose delayed copy is not yet
+    appended (:mod:`nbkit.runtime.checkpoint`; nbkit's own option, beyond upstream).
     """
 
     key: str
@@ -36,6 +38,7 @@ class Registration:
     name: str
     declaration: Declaration = Declaration()
     checkpoint: PositionStore | None = None
+    at_least_once: bool = False
 
     @property
     def is_async(self) -> bool:

@@ -8,7 +8,7 @@ from nbkit import FileBroker, FilePosition, PositionStore, StdioBroker
 from nbkit.errors import ConfigurationError
 from nbkit.runtime.registration import FileRegistration, PipeRegistration
 
-FILE_TAKES = "FileBroker.subscriber takes: name, replay, start_at, max_attempts, dead_letter, checkpoint"
+FILE_TAKES = "FileBroker.subscriber takes: name, replay, start_at, max_attempts, dead_letter, checkpoint, at_least_once"
 PIPE_TAKES = "StdioBroker.subscriber takes: name, max_attempts, dead_letter, out_retry"
 
 
