@@ -42,6 +42,7 @@ from nbkit.errors import (
     PathIsDirectoryError,
     Utf8Error,
 )
+from nbkit.scale import DISTRIBUTION, EXTRA
 from nbkit.transport.damage import BAD_FRAME_CHOICES, DamagedRegion
 from nbkit.transport.file_info import summarize
 from nbkit.transport.file_reader import Message, ReadEnd, StreamReader
@@ -692,10 +693,17 @@ def _add_export(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--include-internal", action="store_true", help="keep EOS and the priming message")
     _add_on_bad_frames(p)
+    # Kept verbatim (not rewrapped: argparse would break the distribution's name at its hyphen).
+    p.formatter_class = argparse.RawDescriptionHelpFormatter
+    p.epilog = (
+        f"install the extra {EXTRA!r} with one of:\n"
+        f"  pip install -e '.[{EXTRA}]'                # in a clone of the repository\n"
+        f"  pip install '{DISTRIBUTION}[{EXTRA}]'    # the published package (not 'nbkit')"
+    )
 
 
 def _cmd_export(args: argparse.Namespace) -> int:
-    """Export a stream file to Parquet (needs the scale extra: pip install 'nbkit[scale]')."""
+    """Export a stream file to Parquet (needs nbkit's optional extra 'scale': Dask, distributed, pyarrow)."""
     import warnings
 
     from nbkit.scale.parquet import to_parquet

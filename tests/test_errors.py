@@ -139,7 +139,11 @@ CASES: dict[type[errors.NbkitError], tuple[Callable[[Path], object], type[BaseEx
         "size limit",
     ),
     errors.WriterLockedError: (_locked, TimeoutError, "is writing this stream file"),
-    errors.MissingExtraError: (lambda t: require("nbkit_not_installed", feature="this"), ImportError, "nbkit[scale]"),
+    errors.MissingExtraError: (
+        lambda t: require("nbkit_not_installed", feature="this"),
+        ImportError,
+        "nbkit-ruststream[scale]",
+    ),
     errors.AckError: (lambda t: _ack(), errors.NbkitError, "not supported"),
 }
 
@@ -169,12 +173,12 @@ def test_a_broken_extra_is_still_one_cli_line(tmp_path: Path, monkeypatch, capsy
     import nbkit.scale.parquet as parquet
 
     def without_pyarrow(*args: object, **kwargs: object) -> int:
-        raise ImportError("to_parquet needs pyarrow: pip install 'nbkit[scale]'")
+        raise ImportError("to_parquet needs pyarrow: pip install -e '.[scale]'")
 
     monkeypatch.setattr(parquet, "to_parquet", without_pyarrow)
     path = _written(tmp_path / "e.ss", ("orders", b"x"))
     assert main(["export", str(path), "-o", str(tmp_path / "e.parquet")]) == 1
-    assert capsys.readouterr().err == "nbkit: to_parquet needs pyarrow: pip install 'nbkit[scale]'\n"
+    assert capsys.readouterr().err == "nbkit: to_parquet needs pyarrow: pip install -e '.[scale]'\n"
 
 
 def test_every_error_class_has_a_row() -> None:

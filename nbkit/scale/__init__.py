@@ -1,8 +1,9 @@
 """Scale-out: stream files as Dask DataFrames (:mod:`nbkit.dask`) and Parquet export (:mod:`.parquet`).
 
-Dask, distributed and pyarrow are the optional extra ``scale``: ``pip install 'nbkit[scale]'``. This
-package imports none of them itself; :func:`require` imports one and, when it is missing, raises an
-ImportError that names the extra.
+Dask, distributed and pyarrow are the optional extra ``scale``: ``pip install -e '.[scale]'`` in a clone,
+or ``pip install 'nbkit-ruststream[scale]'`` (:data:`DISTRIBUTION`: the name this project is published
+under; the import name stays ``nbkit``). This package imports none of them itself; :func:`require`
+imports one and, when it is missing, raises an ImportError whose message is :func:`install_hint`.
 
 - :mod:`nbkit.scale.partitions`: pure (pandas + nbkit): beacon-aligned byte ranges, one range read
   into ``nbkit.read_stream``'s typed frame.
@@ -19,10 +20,23 @@ from types import ModuleType
 
 from nbkit.errors import MissingExtraError
 
-__all__ = ["EXTRA", "require"]
+__all__ = ["DISTRIBUTION", "EXTRA", "install_hint", "require"]
 
 #: The optional extra that brings Dask, distributed and pyarrow.
 EXTRA = "scale"
+
+#: The distribution's name (``[project] name``: what ``pip install`` takes for a release). The import name
+#: is ``nbkit``, but the PyPI name ``nbkit`` belongs to an unrelated package: no install line names it.
+DISTRIBUTION = "nbkit-ruststream"
+
+
+def install_hint(extra: str = EXTRA) -> str:
+    """The install lines that add ``extra`` to *this* project, from a clone and from PyPI.
+
+    >>> print(install_hint())
+    pip install -e '.[scale]' (in a clone of the repository) or pip install 'nbkit-ruststream[scale]'
+    """
+    return f"pip install -e '.[{extra}]' (in a clone of the repository) or pip install '{DISTRIBUTION}[{extra}]'"
 
 
 def require(module: str, *, feature: str) -> ModuleType:
@@ -32,6 +46,6 @@ def require(module: str, *, feature: str) -> ModuleType:
     except ImportError as exc:
         top = module.split(".")[0]
         raise MissingExtraError(
-            f"{feature} needs {top!r}, which is not installed; install nbkit's optional extra: "
-            f"pip install 'nbkit[{EXTRA}]'  (Dask, distributed and pyarrow)"
+            f"{feature} needs {top!r}, which is not installed; install nbkit's optional extra {EXTRA!r} "
+            f"(Dask, distributed and pyarrow): {install_hint(EXTRA)}"
         ) from exc
