@@ -117,6 +117,52 @@ def test_widget_snapshots_use_the_sites_own_javascript(built_site):  # noqa: F81
         assert not CDN.search(path.read_text(encoding="utf-8")), f"{path} loads from a CDN"
 
 
+HREF = re.compile(r'<a [^>]*href="([^"]+)"')
+IDS = re.compile(r'\sid="([^"]+)"')
+
+
+def test_every_internal_link_of_the_site_reaches_its_page_and_anchor(built_site):  # noqa: F811
+    ids: dict[Path, set[str]] = {}
+
+    def anchors(path: Path) -> set[str]:
+        if path not in ids:
+            ids[path] = set(IDS.findall(path.read_text(encoding="utf-8")))
+        return ids[path]
+
+    broken = []
+    for path in sorted(built_site.html.rglob("*.html")):
+        for href in HREF.findall(path.read_text(encoding="utf-8")):
+            href = html.unescape(href)
+            if re.match(r"[a-z][a-z0-9+.-]*:", href) or href.startswith("//"):
+                continue  # another site (checked by hand, never fetched in tests) or mailto:
+            target, _, anchor = href.partition("#")
+            target_path = (path.parent / target.split("?")[0]).resolve() if target else path
+            if target_path.is_dir():
+                target_path = target_path / "index.html"
+            where = f"{path.relative_to(built_site.html)} -> {href}"
+            if not target_path.is_file():
+                broken.append(f"{where}: no such file")
+            elif anchor and target_path.suffix == ".html" and anchor not in anchors(target_path):
+                broken.append(f"{where}: no such anchor")
+    assert not broken, "\n".join(broken[:40])
+
+
+def test_glossary_terms_have_lower_case_anchors_and_diagrams_use_the_sites_mermaid(built_site):  # noqa: F811
+    glossary = page(built_site, "glossary.html")
+    for anchor in ("term-eos-mark", "term-dead-letter-key", "term-out_retry", "term-at-least-once"):
+        assert f'id="{anchor}"' in glossary, anchor
+    with_diagrams = [
+        p for p in built_site.html.rglob("*.html") if '<pre class="mermaid">' in p.read_text(encoding="utf-8")
+    ]
+    assert with_diagrams, "no page has a diagram"
+    bundle = built_site.html / "_static" / "mermaid" / "mermaid.min.js"
+    assert bundle.is_file() and bundle.stat().st_size > 1_000_000
+    for path in with_diagrams:
+        text = path.read_text(encoding="utf-8")
+        assert "_static/mermaid/mermaid.min.js" in text and "_static/nbkit-mermaid.js" in text, path
+    assert "mermaid.min.js" not in page(built_site, "cli.html"), "a page without diagrams loads the bundle"
+
+
 # -- a broken internal reference fails the build --------------------------------------------------------
 CONF = """
 import sys
@@ -160,7 +206,11 @@ def test_references_to_implementation_modules_resolve_to_public_pages(tmp_path):
 
 @pytest.mark.parametrize(
     "extra, named",
-    [(":class:`nbkit.NoSuchThing`", "nbkit.NoSuchThing"), (":doc:`no-such-page`", "no-such-page")],
+    [
+        (":class:`nbkit.NoSuchThing`", "nbkit.NoSuchThing"),
+        (":doc:`no-such-page`", "no-such-page"),
+        (":term:`no such term`", "no such term"),
+    ],
 )
 def test_a_broken_internal_reference_fails_the_build(tmp_path, extra, named):
     done = _tiny_build(tmp_path, extra)

@@ -2,6 +2,9 @@
 
 - :mod:`.lessons`: the tutorial notebooks copied in as pages, and the Learn index's objectives;
 - :mod:`.widgets_js`: the ipywidgets HTML manager served from the site's own ``_static``;
+- :mod:`.mermaid`: ```` ```mermaid ```` fences drawn as diagrams by a Mermaid bundle the site serves;
+- :mod:`.npm_assets`: the pinned npm downloads those two rely on;
+- :mod:`.glossary_links`: lower-case glossary anchors, and lessons' glossary links made local;
 - :mod:`.api_pages`: one autosummary page per public namespace, listed from its ``__all__``;
 - :mod:`.cli_reference`: the ``nbkit-cli`` directive, rendering the real argparse parsers;
 - :mod:`.public_refs`: cross-references to implementation modules resolved to the public names.
@@ -15,13 +18,15 @@ from typing import Any
 
 from sphinx.application import Sphinx
 
-from . import api_pages, cli_reference, lessons, public_refs, widgets_js
+from . import api_pages, cli_reference, glossary_links, lessons, mermaid, public_refs, widgets_js
 
 
 def setup(app: Sphinx) -> dict[str, Any]:
     """Register every part (Sphinx calls this for ``extensions = ["nbkit_docs"]``)."""
     lessons.setup(app)
     widgets_js.setup(app)
+    mermaid.setup(app)
+    glossary_links.setup(app)
     api_pages.setup(app)
     cli_reference.setup(app)
     public_refs.setup(app)

@@ -4,7 +4,9 @@ The notebooks are executed and checked by strict nbval elsewhere; the site rende
 (``nb_execution_mode = "off"``) and never runs them again. Every ``notebooks/NN-*.ipynb`` becomes
 ``learn/NN-*`` (the Learn toctree globs them, so a new lesson appears without editing the site), and
 the ``nbkit-lessons`` directive lists each lesson with the objectives its first cell states ("You will
-learn" and the time needed). The landing page's dashboard figure is the one lesson 00 draws.
+learn" and the time needed). Glossary links in the lessons' Markdown (addresses of the published
+glossary, so they work in JupyterLab) become ``{term}`` references in the copies
+(:mod:`.glossary_links`). The landing page's dashboard figure is the one lesson 00 draws.
 """
 
 from __future__ import annotations
@@ -12,7 +14,6 @@ from __future__ import annotations
 import base64
 import json
 import re
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,8 @@ from docutils import nodes
 from docutils.statemachine import StringList
 from sphinx.application import Sphinx
 from sphinx.util.docutils import SphinxDirective
+
+from .glossary_links import defined_terms, link_pattern, rewrite_glossary_links
 
 #: Lesson files: two digits, a dash, a name (the tools/build_notebooks.py naming).
 LESSON_GLOB = "[0-9][0-9]-*.ipynb"
@@ -111,11 +114,26 @@ def copy_notebooks(app: Sphinx, config: object = None) -> None:
     for stale in learn.glob(LESSON_GLOB):
         if stale.name not in wanted:
             stale.unlink()
+    terms = defined_terms(Path(app.srcdir) / "glossary.md")
     for name, path in wanted.items():
         target = learn / name
-        if not target.exists() or target.read_bytes() != path.read_bytes():
-            shutil.copyfile(path, target)
+        data = site_copy(path, terms)
+        if not target.exists() or target.read_bytes() != data:
+            target.write_bytes(data)
     _write_dashboard(sorted(wanted.values())[0], Path(app.srcdir) / "_static" / "generated" / "dashboard.png")
+
+
+def site_copy(notebook: Path, terms: dict[str, str]) -> bytes:
+    """The notebook's bytes as the site renders them: glossary links of Markdown cells made local."""
+    data = notebook.read_bytes()
+    if not link_pattern().search(data.decode("utf-8")):
+        return data
+    nb = json.loads(data)
+    for cell in nb["cells"]:
+        if cell["cell_type"] == "markdown":
+            source = cell["source"] if isinstance(cell["source"], str) else "".join(cell["source"])
+            cell["source"] = rewrite_glossary_links(source, terms)
+    return (json.dumps(nb, ensure_ascii=False, indent=1) + "\n").encode("utf-8")
 
 
 def _write_dashboard(notebook: Path, target: Path) -> None:

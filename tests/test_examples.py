@@ -1,0 +1,97 @@
+"""The repository's ``examples/`` services run as the guide shows them (docs/guide/services.md).
+
+The file service is started with ``nbkit run service:app`` in a copy of the folder and fed with
+``nbkit publish`` while it runs; the two pipe stages are chained in a shell pipeline, and the output
+the guide prints for that pipeline is compared with what it really writes (timestamps aside).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = ROOT / "examples"
+GUIDE = ROOT / "docs" / "guide" / "services.md"
+TIMESTAMP = re.compile(r"^\[[^|]*\|")
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+def _folder(tmp_path: Path) -> Path:
+    folder = tmp_path / "examples"
+    shutil.copytree(EXAMPLES, folder, ignore=shutil.ignore_patterns("__pycache__", "*.ss", "*.json"))
+    return folder
+
+
+def test_the_file_service_is_fed_while_it_runs(tmp_path: Path) -> None:
+    folder, env = _folder(tmp_path), _env()
+    service = subprocess.Popen(
+        [sys.executable, "-m", "nbkit", "run", "service:app", "--log-level", "INFO"],
+        cwd=folder, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    out: list[str] = []
+    drain = threading.Thread(target=lambda: out.extend(service.stdout), daemon=True)
+    drain.start()
+    try:
+        ss = folder / "orders.ss"
+        deadline = time.monotonic() + 20
+        while not (ss.exists() and ss.stat().st_size > 128):  # created and primed: the service follows it
+            assert service.poll() is None, service.stderr.read()
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        time.sleep(0.3)
+        feed = re.search(r"Feed it from a second terminal.*?```bash\n(.*?)```", GUIDE.read_text(), re.S)
+        assert feed, "docs/guide/services.md: no feeding block after 'Feed it from a second terminal'"
+        for line in filter(str.strip, feed.group(1).splitlines()):
+            done = subprocess.run(["bash", "-c", line], cwd=folder, env=env, capture_output=True, text=True, timeout=30)
+            assert done.returncode == 0 and done.stdout.startswith("published orders seq "), (line, done.stderr)
+        deadline = time.monotonic() + 30
+        while len(out) < 4:
+            assert time.monotonic() < deadline, out
+            time.sleep(0.05)
+    finally:
+        service.send_signal(signal.SIGINT)
+        err = service.stderr.read()
+        service.wait(timeout=30)
+        drain.join(timeout=10)
+    assert service.returncode == 0, err
+    assert out[-1] == "paid 2 attempt 3\n" and sorted(out[:3]) == [f"paid {n} attempt 1\n" for n in (1, 3, 4)]
+    assert (folder / "orders.positions.json").exists()
+
+
+def test_the_two_pipe_stages_print_what_the_guide_shows(tmp_path: Path) -> None:
+    block = re.search(r"```console\n(.*?)```", GUIDE.read_text(), re.S)
+    assert block, "docs/guide/services.md: no console block for the pipe"
+    folder, env = _folder(tmp_path), _env()
+    shown, printed = [], []
+    for line in block.group(1).splitlines():
+        if line.startswith("$ "):
+            done = subprocess.run(
+                ["bash", "-c", line[2:]], cwd=folder, env=env, capture_output=True, text=True, timeout=30
+            )
+            assert done.returncode == 0, (line, done.stderr)
+            printed.extend(done.stdout.splitlines())
+        else:
+            shown.append(line)
+    assert len(shown) == 4 and "jobs.dead" in shown[-1]
+    assert [TIMESTAMP.sub("[|", line) for line in printed] == [TIMESTAMP.sub("[|", line) for line in shown], (
+        "the guide's pipe output is not what the stages print now"
+    )
