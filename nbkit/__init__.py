@@ -16,6 +16,7 @@ from nbkit.errors import (
     SeekError,
     StreamKeyError,
     TruncatedError,
+    UnknownKeyError,
     WriterLockedError,
 )
 from nbkit.runtime.app import App
@@ -124,6 +125,7 @@ __all__ = [
     "StreamReader",
     "StreamWriter",
     "TruncatedError",
+    "UnknownKeyError",
     "VirtualClock",
     "WriterLockedError",
     "__version__",

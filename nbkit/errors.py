@@ -23,6 +23,7 @@ its stdlib base (``except FileNotFoundError``, ``except ValueError``)::
     ├── ClosedError(ValueError)              a writer used after close (as a closed Python file)
     │   └── NotConnectedError                a broker used after shutdown
     ├── SeekError(LookupError)               a seek to a position the file does not hold
+    ├── UnknownKeyError(LookupError)         a stream key asked for that the file does not hold
     ├── MissingFileError(FileNotFoundError)  a file to read (or append to) does not exist
     ├── PathIsDirectoryError(IsADirectoryError)  a path names a directory, not a file
     ├── FilePermissionError(PermissionError) the file cannot be read or written with these rights
@@ -436,6 +437,38 @@ class SeekError(NbkitError, LookupError):
     ...     print(str(err).split(";")[0])
     orders.ss: stream 'orders' (shard 0) has no sequence 9
     """
+
+
+class UnknownKeyError(NbkitError, LookupError):
+    """A read asked for a stream key the file holds no message of (a typo, most often); also a
+    ``LookupError``. The message names the keys the file does hold; ``missing`` and ``available`` list them.
+
+    Every reader that takes ``keys=`` raises it (``read_stream``, the Dask reader, ``to_parquet``, lineage
+    by key), and the CLI's ``--key`` says the same in one line.
+
+    Examples
+    --------
+    >>> from nbkit import StreamWriter, UnknownKeyError, read_stream
+    >>> with StreamWriter("orders.ss") as writer:
+    ...     _ = writer.write("payments", b"{}")
+    >>> try:
+    ...     read_stream("orders.ss", keys="payment")
+    ... except UnknownKeyError as err:
+    ...     print(err)
+    orders.ss: the file holds no message of the key 'payment'; the keys there: payments
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        path: str | None = None,
+        missing: list[str] | None = None,
+        available: list[str] | None = None,
+    ) -> None:
+        super().__init__(_where(message, path, None, None))
+        self.missing = list(missing or [])
+        self.available = list(available or [])
 
 
 class AckError(NbkitError):

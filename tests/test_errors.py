@@ -17,6 +17,7 @@ import pytest
 import nbkit.errors as errors
 from nbkit import App, FileBroker, FilePosition, PositionStore, StdioBroker, StreamReader, StreamWriter
 from nbkit.cli import main
+from nbkit.notebook.frames import read_stream
 from nbkit.runtime.delivery import Delivery
 from nbkit.scale import require
 from nbkit.transport.repair import repair
@@ -128,6 +129,11 @@ CASES: dict[type[errors.NbkitError], tuple[Callable[[Path], object], type[BaseEx
     errors.ClosedError: (_closed_writer, ValueError, "closed"),
     errors.NotConnectedError: (_shut_broker, ValueError, "not connected"),
     errors.SeekError: (_seek_past_end, LookupError, "no sequence 9"),
+    errors.UnknownKeyError: (
+        lambda t: read_stream(_written(t / "u.ss", ("orders", b"x")), keys="order"),
+        LookupError,
+        "the keys there: orders",
+    ),
     errors.MissingFileError: (lambda t: StreamReader(t / "nowhere.ss"), FileNotFoundError, "no such file"),
     errors.PathIsDirectoryError: (lambda t: StreamReader(t), IsADirectoryError, "is a directory"),
     errors.FilePermissionError: (_unwritable, PermissionError, "permission denied"),

@@ -37,6 +37,7 @@ PUBLIC = {
     "StreamReader",
     "StreamWriter",
     "TruncatedError",
+    "UnknownKeyError",
     "VirtualClock",
     "WriterLockedError",
     "__version__",
@@ -78,6 +79,7 @@ def test_errors_share_one_root():
         "SeekError",
         "StreamKeyError",
         "TruncatedError",
+        "UnknownKeyError",
         "WriterLockedError",
     ):
         assert issubclass(getattr(nbkit, name), nbkit.NbkitError)

@@ -6,8 +6,8 @@ Columns (file and pipe alike; ``transport`` tells them apart):
 column       dtype                    meaning
 ===========  =======================  ===========================================================
 stream_key   category                 the message's stream key
-shard_id     UInt64                   its shard (0 on pipes unless the line names one)
-seq          UInt64                   its sequence number
+shard_id     Int64                    its shard (0 on pipes unless the line names one)
+seq          Int64                    its sequence number (signed: ``diff()`` and ``seq - retry_count`` work)
 timestamp    datetime64[ms, UTC]      its timestamp (NaT for a pipe line without one)
 size         Int64                    payload size in bytes, after the envelope is removed
 payload      str, object or binary    ``"json"``: the JSON text (str, Arrow-backed); ``"auto"``/``"text"``/
@@ -46,13 +46,12 @@ from nbkit.tabular import (
     FrameBuilder,
     PayloadMode,
     Selection,
-    in_window,
     payload_separator,
     selection,
 )
-from nbkit.transport.file_reader import StreamReader
+from nbkit.transport.file_reader import ReadEnd, StreamReader
 from nbkit.transport.positions import FilePosition
-from nbkit.wire.keys import INTERNAL_KEYS
+from nbkit.wire.ssformat import HEADER_SIZE
 from nbkit.wire.stdio_line import LineDecoder, parse_line
 
 __all__ = ["FRAME_COLUMNS", "PAYLOAD_MODES", "Selection", "concat_frames", "read_pipe", "read_stream", "selection"]
@@ -109,7 +108,7 @@ def read_stream(
     Returns
     -------
     pandas.DataFrame
-        One row per message, with the columns ``stream_key`` (category), ``shard_id``, ``seq`` (UInt64),
+        One row per message, with the columns ``stream_key`` (category), ``shard_id``, ``seq`` (Int64),
         ``timestamp`` (datetime64[ms, UTC]), ``size`` (payload bytes), ``payload``, ``retry_count``,
         ``attempt`` (retry_count + 1), ``headers`` (dict), ``offset`` (the frame's byte offset) and
         ``transport`` (``"file"``), then any ``payload.<field>`` columns.
@@ -127,39 +126,40 @@ def read_stream(
     0    1        1         book
     1    2        1         lamp
     """
-    sel, position, seek_key = selection(
-        keys=keys, payload=payload, start=start, end=end, include_internal=include_internal
-    )
-    wanted, after_ms, end_ms = sel.keys, sel.after_ms, sel.end_ms
+    sel, position, _ = selection(keys=keys, payload=payload, start=start, end=end, include_internal=include_internal)
     cols = FrameBuilder(payload)
-    accept = None
-    if wanted is not None or not include_internal:
-
-        def accept(key: str) -> bool:
-            return (wanted is None or key in wanted) and (include_internal or key not in INTERNAL_KEYS)
-
-    window = after_ms is not None or end_ms is not None
-    # json: read in slices, each handed to the builder at once, whose worker threads parse its fields
-    # while the next slice is read (the other modes read in one go)
-    step = _SLICE_BYTES if payload == "json" and not window else None
-    with StreamReader(path, start=position, key=seek_key, on_bad_frames=on_bad_frames) as reader:
-        bar = _progress_bar(reader, progress)
+    accept = sel.key_filter()
+    with StreamReader(path, start=position, on_bad_frames=on_bad_frames) as reader:
+        window = sel.open_window(reader)
+        # json: read in slices, each handed to the builder at once, whose worker threads parse its fields
+        # while the next slice is read (the other modes read in one go, to the window's stop)
+        step = _SLICE_BYTES if payload == "json" else None
+        bar = _progress_bar(reader, progress, window.stop)
         while True:
-            until = None if step is None else reader.pos + step
+            until = window.stop if step is None else reader.pos + step
+            if window.stop is not None and until is not None:
+                until = min(until, window.stop)
             got = reader.read_column_buffers(
                 accept=accept,
                 progress=None if bar is None else bar.update,
                 separator=payload_separator(payload),
                 until=until,
             )
-            cols.extend(in_window(got, after_ms, end_ms) if window else got)
+            cols.extend(sel.rows(got))
             del got
-            if until is None or reader.end is not None or reader.pos < until:  # read to the end
+            if until is None or reader.end is not None or reader.pos < until or until == window.stop:
                 break
         if bar is not None:
             bar.close()
         ended = reader.end
+        if ended is None and window.stop is not None:
+            ended = ReadEnd("window", reader.pos)
         damaged = [region.to_dict() for region in reader.damaged]
+        sel.check_keys(
+            reader.seen_keys,
+            path=os.fspath(path),
+            whole=position is None and window.start == HEADER_SIZE and window.stop is None,
+        )
     frame = cols.frame("file", release=True)
     frame.attrs["damaged"] = damaged
     if ended is not None:
@@ -169,11 +169,11 @@ def read_stream(
     return frame
 
 
-def _progress_bar(reader: StreamReader, progress: bool | None) -> Any:
+def _progress_bar(reader: StreamReader, progress: bool | None, stop: int | None = None) -> Any:
     if progress is False:
         return None
-    size = reader.size()
-    if progress is None and size < _PROGRESS_MIN_BYTES:
+    size = reader.size() if stop is None else stop
+    if progress is None and size - reader.pos < _PROGRESS_MIN_BYTES:
         return None
     from tqdm.auto import tqdm
 

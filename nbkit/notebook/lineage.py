@@ -301,7 +301,9 @@ def _payload_codes(values: np.ndarray, *, exact: bool) -> tuple[np.ndarray, bool
 
 
 def _u64_as_i64(seq: pd.Series) -> np.ndarray:
-    return pd.array(seq, dtype="UInt64").to_numpy(dtype=np.uint64, na_value=0).view(np.int64)
+    if pd.api.types.is_unsigned_integer_dtype(seq.dtype):  # above 2**63 - 1: the bits, as a sort key
+        return pd.array(seq, dtype="UInt64").to_numpy(dtype=np.uint64, na_value=0).view(np.int64)
+    return pd.array(seq, dtype="Int64").to_numpy(dtype=np.int64, na_value=0)
 
 
 def _fifo_links(
@@ -399,7 +401,7 @@ def _histories(
         "message": message.astype(np.int64)[order],
         "attempt": pd.array(counts[order] + 1, dtype="Int64"),
         "stream_key": keys.iloc[order].reset_index(drop=True).cat.remove_unused_categories(),
-        "seq": pd.array(frame["seq"], dtype="UInt64")[order],
+        "seq": pd.array(frame["seq"], dtype=frame["seq"].dtype if len(frame) else "Int64")[order],
         "timestamp": times.iloc[order].reset_index(drop=True),
         "delay": delay[order],
         "dead_letter": dead[order],

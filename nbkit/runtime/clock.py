@@ -159,7 +159,7 @@ class VirtualClock:
     Parameters
     ----------
     start : float or datetime.datetime
-        Epoch seconds or an aware datetime (default 2024-01-01T00:00:00Z).
+        Epoch seconds or a datetime (UTC when it has no timezone; default 2024-01-01T00:00:00Z).
 
     Examples
     --------
@@ -176,8 +176,8 @@ class VirtualClock:
 
     def __init__(self, start: float | dt.datetime = DEFAULT_VIRTUAL_START) -> None:
         if isinstance(start, dt.datetime):
-            if start.tzinfo is None:
-                raise ValueError("the virtual clock's start must be an aware datetime (e.g. tzinfo=datetime.UTC)")
+            if start.tzinfo is None:  # naive times are UTC, as everywhere nbkit takes a time
+                start = start.replace(tzinfo=dt.UTC)
             start = start.timestamp()
         self._now = float(start)
         self.start = self._now

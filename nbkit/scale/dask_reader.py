@@ -127,8 +127,10 @@ def plan(
     >>> len(nbkit.dask.plan("big.ss", partition_size=1024).ranges)
     5
     """
-    _, position, seek_key = selection(keys=keys, start=start)
-    return plan_ranges(path, partition_size=_nbytes(partition_size, "partition_size"), start=position, key=seek_key)
+    sel, position, seek_key = selection(keys=keys, start=start)
+    return plan_ranges(
+        path, partition_size=_nbytes(partition_size, "partition_size"), start=position, key=seek_key, sel=sel
+    )
 
 
 def read_stream(
@@ -188,7 +190,9 @@ def read_stream(
         keys=keys, payload=payload, start=start, end=end, include_internal=include_internal
     )
     check_on_bad_frames(on_bad_frames)
-    the_plan = plan_ranges(path, partition_size=_nbytes(partition_size, "partition_size"), start=position, key=seek_key)
+    the_plan = plan_ranges(
+        path, partition_size=_nbytes(partition_size, "partition_size"), start=position, key=seek_key, sel=sel
+    )
     if the_plan.tail is not None and the_plan.tail.reason == "truncated":
         warnings.warn(f"{the_plan.path}: {the_plan.tail.describe()}", stacklevel=2)
     fields: dict[str, Any] | None = None

@@ -10,7 +10,7 @@ at one range whatever the file's size):
 column         Arrow type                      holds
 =============  ==============================  ==================================================
 stream_key     dictionary<int32, string>       pandas reads it back as category
-shard_id, seq  uint64
+shard_id, seq  int64                           signed (uint64 only for values above 2**63 - 1)
 timestamp      timestamp[ms, tz=UTC]           null for a pipe line without one
 size           int64
 payload        binary / string / string        ``payload="bytes"`` / ``"text"`` / ``"auto"`` and
@@ -108,13 +108,13 @@ def _field_type(pa: Any, dtype: Any) -> Any:
     return pa.string()  # str, and object (written as JSON text)
 
 
-def _schema(mode: str, fields: Mapping[str, Any] | None) -> Any:
+def _schema(mode: str, fields: Mapping[str, Any] | None, unsigned: frozenset[str] = frozenset()) -> Any:
     pa, _ = _pa()
     text = pa.string()
     types = {
         "stream_key": pa.dictionary(pa.int32(), text),
-        "shard_id": pa.uint64(),
-        "seq": pa.uint64(),
+        "shard_id": pa.uint64() if "shard_id" in unsigned else pa.int64(),
+        "seq": pa.uint64() if "seq" in unsigned else pa.int64(),
         "timestamp": pa.timestamp("ms", tz="UTC"),
         "size": pa.int64(),
         "payload": pa.binary() if mode == "bytes" else text,
@@ -237,7 +237,8 @@ def frame_to_table(frame: pd.DataFrame, *, mode: str | None = None, fields: Mapp
             series = pd.Series([None if _is_missing(v) else _dumps(v) for v in series.tolist()], dtype=object)
         out[col] = series
     plain = pd.DataFrame({k: (v.reset_index(drop=True) if isinstance(v, pd.Series) else v) for k, v in out.items()})
-    return pa.Table.from_pandas(plain, schema=_schema(mode, fields), preserve_index=False)
+    unsigned = frozenset(n for n in ("shard_id", "seq") if pd.api.types.is_unsigned_integer_dtype(frame[n].dtype))
+    return pa.Table.from_pandas(plain, schema=_schema(mode, fields, unsigned), preserve_index=False)
 
 
 def _is_missing(v: Any) -> bool:
@@ -265,7 +266,7 @@ def to_parquet(
     """Write a stream file, a ``read_stream``/``read_pipe`` frame or a ``nbkit.dask`` frame to Parquet.
 
     A stream file is read range by range (one row group each, memory flat). Timestamps are UTC,
-    sequence numbers unsigned and headers a map column; :func:`read_parquet` reads it back.
+    sequence numbers signed (int64) and headers a map column; :func:`read_parquet` reads it back.
 
     Parameters
     ----------
@@ -350,7 +351,7 @@ def _file_to_parquet(
     sel, position, seek_key = selection(
         keys=keys, payload=payload, start=start, end=end, include_internal=include_internal
     )
-    plan = plan_ranges(path, partition_size=partition_size, start=position, key=seek_key)
+    plan = plan_ranges(path, partition_size=partition_size, start=position, key=seek_key, sel=sel)
     if plan.tail is not None and plan.tail.reason == "truncated":
         warnings.warn(f"{path}: {plan.tail.describe()}", stacklevel=3)
     fields = None
@@ -474,8 +475,8 @@ def read_parquet(path: str | os.PathLike) -> pd.DataFrame:
     frame = pd.DataFrame(
         {
             "stream_key": pd.Series(values("stream_key"), dtype="category"),
-            "shard_id": typed["shard_id"].astype("UInt64"),
-            "seq": typed["seq"].astype("UInt64"),
+            "shard_id": typed["shard_id"].astype(_int_dtype(typed["shard_id"])),
+            "seq": typed["seq"].astype(_int_dtype(typed["seq"])),
             "timestamp": typed["timestamp"].astype("datetime64[ms, UTC]"),
             "size": typed["size"].astype("Int64"),
             "payload": _payload_column(payloads, mode),
@@ -492,6 +493,11 @@ def read_parquet(path: str | os.PathLike) -> pd.DataFrame:
     elif mode == "json":
         frame = with_fields(frame, json_field_columns(_bodies(payloads)))
     return frame
+
+
+def _int_dtype(series: pd.Series) -> str:
+    """``Int64``, or ``UInt64`` for a column written unsigned (values above 2**63 - 1)."""
+    return "UInt64" if pd.api.types.is_unsigned_integer_dtype(series.dtype) else "Int64"
 
 
 def _bodies(payloads: list[Any]) -> list[bytes]:

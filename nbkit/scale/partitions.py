@@ -37,10 +37,10 @@ import numpy as np
 import pandas as pd
 
 from nbkit.errors import FormatError, SeekError
-from nbkit.tabular import FrameBuilder, PayloadMode, Selection, in_window, json_values, payload_separator, selection
+from nbkit.tabular import FrameBuilder, PayloadMode, Selection, json_values, payload_separator, selection
 from nbkit.transport.file_reader import CHUNK, Message, ReadEnd, StreamReader
 from nbkit.transport.positions import FilePosition
-from nbkit.wire.keys import INTERNAL_KEY, INTERNAL_KEYS
+from nbkit.wire.keys import INTERNAL_KEY
 
 __all__ = [
     "FIELD_MODES",
@@ -114,12 +114,15 @@ def plan_ranges(
     start: FilePosition | None = None,
     key: str | None = None,
     check_tail: bool = True,
+    sel: Selection | None = None,
 ) -> Plan:
     """Cut ``path`` into beacon-aligned ranges of about ``partition_size`` bytes (a whole number of
     beacon intervals, at least one). A file smaller than one interval is one range.
 
-    ``start``/``key`` seek as :class:`StreamReader` does (the first range starts there). Also finds
-    the EOS the read stops at and (``check_tail``) whether the file ends in a partial frame.
+    ``start``/``key`` seek as :class:`StreamReader` does (the first range starts there); a ``sel`` with a
+    time or sequence window narrows the plan to the bytes :meth:`Selection.open_window` finds from the
+    beacons (as ``read_stream`` reads them). Also finds the EOS the read stops at and (``check_tail``)
+    whether the file ends in a partial frame.
     """
     path = os.fspath(path)
     if partition_size < 1:
@@ -127,9 +130,14 @@ def plan_ranges(
     with StreamReader(path, start=start, key=key) as reader:
         interval = reader.interval
         size = reader.size()
-        first = reader.pos
-    eos = find_eos(path, first, size, interval)
+        if sel is not None:
+            sel.check_keys_named(reader)  # a key the file does not hold raises, naming the keys it does
+        window = (sel or _EVERYTHING).open_window(reader)
+        first = window.start
+    eos = find_eos(path, first, size if window.stop is None else window.stop, interval)
     stop = size if eos is None else eos + 1  # frames starting before `stop` belong to the read
+    if window.stop is not None and eos is None:
+        stop = min(stop, window.stop)
     step = max(interval, partition_size // interval * interval)
     ranges = []
     lo, beacon = first, 0
@@ -139,7 +147,7 @@ def plan_ranges(
         lo, beacon = b, b // interval
         b += step
     ranges.append(ByteRange(lo, max(lo, stop), beacon))
-    tail = _tail_end(path, interval, size, first) if check_tail and eos is None else None
+    tail = _tail_end(path, interval, size, first) if check_tail and eos is None and window.stop is None else None
     return Plan(path, interval, size, first, tuple(ranges), eos, tail)
 
 
@@ -275,14 +283,7 @@ def read_range(
     """
     cols = FrameBuilder(sel.payload)
     if rng.start < rng.end:
-        wanted = sel.keys
-        include_internal = sel.include_internal
-        accept = None
-        if wanted is not None or not include_internal:
-
-            def accept(key: str) -> bool:
-                return (wanted is None or key in wanted) and (include_internal or key not in INTERNAL_KEYS)
-
+        accept = sel.key_filter()
         with StreamReader(path, on_bad_frames=on_bad_frames) as reader:
             started = True
             if rng.beacon:
@@ -298,10 +299,7 @@ def read_range(
                 reader.pos = rng.start
             if started:
                 got = reader.read_column_buffers(accept=accept, until=rng.end, separator=payload_separator(sel.payload))
-                if sel.after_ms is not None or sel.end_ms is not None:
-                    cols.extend(in_window(got, sel.after_ms, sel.end_ms))
-                else:
-                    cols.extend(got)
+                cols.extend(sel.rows(got))
                 del got
     frame = cols.frame("file", release=True)
     frame.index = pd.Index(frame["offset"].to_numpy(dtype="int64"), dtype="int64")

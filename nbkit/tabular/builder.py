@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import gc
 import os
+import warnings
 from array import array
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -47,7 +48,16 @@ try:
 except ImportError:  # pragma: no cover - pyarrow is a core dependency; without it no text array is made
     _pa = None
 
-__all__ = ["FRAME_COLUMNS", "PAYLOAD_MODES", "FrameBuilder", "PayloadMode", "in_window", "payload_separator"]
+__all__ = [
+    "FRAME_COLUMNS",
+    "INT64_MAX",
+    "PAYLOAD_MODES",
+    "FrameBuilder",
+    "PayloadMode",
+    "UnsignedFallbackWarning",
+    "in_window",
+    "payload_separator",
+]
 
 #: The columns of every messages frame, in order (the schema table in :mod:`nbkit.notebook.frames`).
 FRAME_COLUMNS = (
@@ -282,8 +292,8 @@ class FrameBuilder:
         columns: dict[str, Any] = {}
         for name, attr, build in (
             ("stream_key", "keys", _category),
-            ("shard_id", "shards", _uint64_array),
-            ("seq", "seqs", _uint64_array),
+            ("shard_id", "shards", _signed_array),
+            ("seq", "seqs", _signed_array),
             ("timestamp", "times", _timestamps),
         ):
             columns[name] = build(getattr(self, attr))
@@ -507,8 +517,8 @@ def _columns(parts: list[ColumnBuffers], transport: str, sizes: np.ndarray, payl
     zeros = pd.array(np.zeros(n, dtype=np.int64), dtype="Int64")
     return {
         "stream_key": _category_codes(codes, keys),
-        "shard_id": _int_view(shard),
-        "seq": _int_view(seq),
+        "shard_id": _signed(shard, "shard_id"),
+        "seq": _signed(seq, "seq"),
         "timestamp": pd.DatetimeIndex(stamp.view("datetime64[ms]")).tz_localize("UTC"),
         "size": pd.arrays.IntegerArray(sizes, np.zeros(n, dtype=np.bool_)),
         "payload": payloads,
@@ -524,6 +534,29 @@ def _empty_dicts(n: int) -> np.ndarray:
     """An object array of ``n`` distinct empty dicts (the ``headers`` of messages without an envelope): one
     dict per row, so changing one row's headers changes no other row; built by numpy, not a Python loop."""
     return np.fromiter(map(dict.copy, repeat({}, n)), dtype=object, count=n)
+
+
+#: The largest value of a signed 64-bit integer: ``seq`` and ``shard_id`` above it keep an unsigned dtype.
+INT64_MAX = (1 << 63) - 1
+
+
+class UnsignedFallbackWarning(UserWarning):
+    """A ``seq`` or ``shard_id`` above 2**63 - 1 (the format allows it, no producer writes it): the column
+    stays ``UInt64``, where subtraction wraps around instead of going negative."""
+
+
+def _signed(values: np.ndarray, name: str) -> pd.arrays.IntegerArray:
+    """``shard_id``/``seq`` as nullable ``Int64`` (a view of the uint64 memory), so that ``diff()`` and
+    ``seq - retry_count`` give signed integers; values above 2**63 - 1 keep ``UInt64`` and warn once."""
+    if len(values) and int(values.max()) > INT64_MAX:
+        warnings.warn(
+            f"{name} holds {int(values.max())}, above 2**63 - 1: the column stays UInt64, where subtraction "
+            "wraps around (cast with .astype('float64') or Python ints for arithmetic)",
+            UnsignedFallbackWarning,
+            stacklevel=4,
+        )
+        return _int_view(values)
+    return _int_view(values.view(np.int64))
 
 
 def _int_view(values: np.ndarray) -> pd.arrays.IntegerArray:
@@ -565,8 +598,9 @@ def _category_codes(codes: np.ndarray, keys: list[str]) -> pd.Series:
     return pd.Series(pd.Categorical.from_codes(lookup[codes], categories=categories))
 
 
-def _uint64_array(values: list[int]) -> Any:
-    return _int_array(values, "UInt64")
+def _signed_array(values: list[int], name: str = "seq") -> Any:
+    """``shard_id``/``seq`` from a list of ints: :func:`_signed` over a numpy copy."""
+    return _signed(np.array(values, dtype=np.uint64), name)
 
 
 def _int_array(values: list[int], dtype: str) -> Any:

@@ -19,7 +19,7 @@ from nbkit.transport.file_reader import ReadEnd, StreamReader
 from nbkit.wire.ssformat import FileHeader
 from nbkit.wire.timestamps import iso_utc
 
-__all__ = ["FileSummary", "StreamSummary", "summarize", "text_table"]
+__all__ = ["FileSummary", "StreamSummary", "stream_keys", "summarize", "text_table"]
 
 
 def text_table(rows: Sequence[Sequence[str]]) -> list[str]:
@@ -237,3 +237,36 @@ def summarize(path: str | os.PathLike, *, on_bad_frames: str = "skip") -> FileSu
         damaged=damaged,
         recovered_after=tuple(recovered),
     )
+
+
+def stream_keys(path: str | os.PathLike) -> set[str]:
+    """Every stream key the file holds a message of, read with the frame scanner (no row is kept; damaged
+    regions are stepped over). What an error about a key the file does not hold names instead.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The stream file.
+
+    Returns
+    -------
+    set of str
+        The keys, the internal key included when the file has an end-of-stream mark.
+
+    Examples
+    --------
+    >>> from nbkit import StreamWriter
+    >>> with StreamWriter("orders.ss") as writer:
+    ...     _ = writer.write("orders", b"{}")
+    >>> stream_keys("orders.ss")
+    {'orders'}
+    """
+    seen: set[str] = set()
+
+    def note(key: str) -> bool:
+        seen.add(key)
+        return False
+
+    with StreamReader(path, on_bad_frames="skip", stop_at_eos=False) as reader:
+        reader.read_column_buffers(accept=note)
+    return seen

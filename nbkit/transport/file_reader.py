@@ -55,6 +55,7 @@ from nbkit.wire.ssformat import (
 _HEAD = struct.Struct(">QQQI")
 _CRC = struct.Struct(">H")
 CHUNK = 1 << 22  # bytes per pread: large enough to amortise syscalls, small enough to stay flat
+_PEEK_BYTES = 1 << 12  # a beacon survey's first read per beacon (a beacon of 100 short keys fits)
 
 
 class Message(NamedTuple):
@@ -108,7 +109,7 @@ _message = partial(tuple.__new__, Message)
 
 
 #: Why a read ended: the values of :attr:`ReadEnd.reason`.
-EndReason = Literal["eos", "end", "truncated", "removed", "idle", "error"]
+EndReason = Literal["eos", "end", "truncated", "removed", "idle", "error", "window"]
 END_REASONS: tuple[EndReason, ...] = get_args(EndReason)
 
 
@@ -126,14 +127,16 @@ class ReadEnd(_ReadEndFields):
 
     ``reason`` is ``eos``, ``end`` (clean end of data), ``truncated`` (a partial frame at the
     tail: ``trailing_bytes`` from ``offset``), ``removed`` (file deleted while followed), ``idle`` (a
-    follow read stopped after ``idle_timeout`` seconds without new data) or ``error`` (with
-    ``errors="stop"``; ``error`` holds the problem). A reader's ``end`` holds one once it has ended, and
-    ``read_stream`` puts it in ``frame.attrs["read_end"]``. It is a named tuple, so pandas can copy it with
+    follow read stopped after ``idle_timeout`` seconds without new data), ``error`` (with
+    ``errors="stop"``; ``error`` holds the problem) or ``window`` (``read_stream`` with ``end=`` stopped at
+    the beacon after which every wanted key is past the end: the rest was not read). A reader's ``end``
+    holds one once it has ended, and ``read_stream`` puts it in ``frame.attrs["read_end"]``. It is a named
+    tuple, so pandas can copy it with
     the frame and ``DataFrame.to_parquet`` can store it (as a JSON list) with the other ``attrs``.
 
     Parameters
     ----------
-    reason : {"eos", "end", "truncated", "removed", "idle", "error"}
+    reason : {"eos", "end", "truncated", "removed", "idle", "error", "window"}
         One of the reasons above; any other value raises ValueError.
     offset : int
         The byte offset where reading stopped.
@@ -200,6 +203,8 @@ class ReadEnd(_ReadEndFields):
             )
         if self.reason == "removed":
             return f"ended at offset {self.offset}: the file was removed"
+        if self.reason == "window":
+            return f"stopped at offset {self.offset}: the window's end (later messages are past it)"
         if self.reason == "idle":
             tail = f"; {self.trailing_bytes} trailing bytes are not a complete frame" if self.trailing_bytes else ""
             return f"stopped following at offset {self.offset}: no new data within the idle timeout{tail}"
@@ -373,6 +378,11 @@ class StreamReader:
             self.close()
         except Exception:
             pass
+
+    @property
+    def seen_keys(self) -> frozenset[str]:
+        """Every stream key the reader has met so far, kept by its filters or not (the internal key too)."""
+        return frozenset(self._keys.values())
 
     # -- byte access -------------------------------------------------------------------------------
     def _read_header(self) -> FileHeader:
@@ -937,6 +947,39 @@ class StreamReader:
             return self._beacon_at(offset)
         except _NeedMore:
             raise TruncatedError("the file ends inside this beacon", path=self.path, offset=offset) from None
+
+    def peek_beacon(self, offset: int) -> Beacon | None:
+        """The beacon at boundary ``offset`` read with a small read of its own, or None when it is
+        incomplete or damaged; the reader's position and buffer are left alone (a beacon survey, such as
+        :func:`nbkit.transport.windows.find_window`, reads a few KiB per beacon, not a whole buffer).
+
+        Parameters
+        ----------
+        offset
+            A beacon boundary of this file (a positive multiple of the interval).
+
+        Returns
+        -------
+        Beacon or None
+            The beacon, when it parses and ends in its CR.
+        """
+        if offset <= 0 or offset % self.interval:
+            raise ValueError(f"offset {offset} is not a beacon boundary (a positive multiple of {self.interval})")
+        want = min(self.interval, _PEEK_BYTES)
+        while True:
+            data = os.pread(self._fd, want, offset)
+            try:
+                beacon = decode_beacon(data, 0, offset)
+            except TruncatedError:
+                if len(data) < want or want >= self.interval:
+                    return None  # the file ends inside it, or it overruns its interval: damage
+                want = min(self.interval, want * 4)
+                continue
+            except FormatError:
+                return None
+            if beacon.size > self.interval or data[:1] != b"\r" or data[beacon.size - 1 : beacon.size] != b"\r":
+                return None
+            return beacon
 
     def __iter__(self) -> Iterator[Message]:
         delay = self.poll_min

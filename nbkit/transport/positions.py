@@ -11,16 +11,25 @@ from nbkit.wire.ssformat import MAX_TIMESTAMP_MS, MAX_U64
 
 
 def to_epoch_ms(t: int | float | dt.datetime) -> int:
-    """Epoch milliseconds from an int/float of ms or an aware datetime (naive datetimes are refused)."""
+    """Epoch milliseconds from an int/float of ms or a datetime (``pandas.Timestamp`` too).
+
+    A datetime without a timezone is UTC: the one rule for naive times everywhere nbkit takes a time
+    (``read_stream``'s ``start``/``end``, ``FilePosition.timestamp``, the CLI's times), since a stream
+    file's timestamps are UTC and its text renderings print them without an offset.
+
+    Examples
+    --------
+    >>> import datetime as dt
+    >>> to_epoch_ms(dt.datetime(2024, 1, 1)) == to_epoch_ms(dt.datetime(2024, 1, 1, tzinfo=dt.UTC))
+    True
+    """
     if isinstance(t, dt.datetime):
         if t.tzinfo is None:
-            raise ValueError(
-                f"naive datetime {t.isoformat()} is ambiguous; give it a timezone, e.g. tzinfo=datetime.UTC"
-            )
+            t = t.replace(tzinfo=dt.UTC)
         delta = t - dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
         ms = (delta.days * 86_400 + delta.seconds) * 1000 + delta.microseconds // 1000
     elif isinstance(t, bool) or not isinstance(t, (int, float)):
-        raise TypeError(f"a timestamp is epoch milliseconds or an aware datetime, not {type(t).__name__}")
+        raise TypeError(f"a timestamp is epoch milliseconds or a datetime, not {type(t).__name__}")
     else:
         ms = int(t)
     if not 0 <= ms <= MAX_TIMESTAMP_MS:
@@ -134,7 +143,7 @@ class FilePosition:
         Parameters
         ----------
         t : int, float or datetime.datetime
-            Epoch milliseconds, or an aware datetime (a naive one is refused as ambiguous).
+            Epoch milliseconds, or a datetime (one without a timezone is UTC).
 
         Returns
         -------

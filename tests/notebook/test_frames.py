@@ -18,8 +18,8 @@ from nbkit.wire import envelope
 
 DTYPES = {
     "stream_key": "category",
-    "shard_id": "UInt64",
-    "seq": "UInt64",
+    "shard_id": "Int64",
+    "seq": "Int64",
     "timestamp": "datetime64[ms, UTC]",
     "size": "Int64",
     "payload": "object",
@@ -205,8 +205,10 @@ def test_time_window_and_sequence_start(sample_path):
     assert list(df["stream_key"]) == ["file", "breakpoint", "breakpoint", "breakpoint", "event"]
     df = read_stream(sample_path, keys="event", start=FilePosition.sequence(20))
     assert list(df["seq"]) == [20, 21, 22]
-    with pytest.raises(ValueError, match="exactly one stream key"):
-        read_stream(sample_path, start=FilePosition.sequence(3))
+    # several keys (or all): each key from its own sequence number 3 on
+    every = read_stream(sample_path)
+    df = read_stream(sample_path, start=FilePosition.sequence(3))
+    assert df["offset"].tolist() == every.loc[every["seq"] >= 3, "offset"].tolist()
 
 
 def test_binary_payloads_auto(tmp_path):
@@ -514,3 +516,26 @@ def test_a_builder_given_several_reads_builds_the_frame_of_one(tmp_path, mode):
             pieces.extend(reader.read_column_buffers(separator=payload_separator(mode), until=reader.pos + 700))
     pd.testing.assert_frame_equal(pieces.frame("file"), whole.frame("file"))
     pd.testing.assert_frame_equal(pieces.frame("file", release=True), whole.frame("file"))
+
+
+def test_seq_is_signed_so_arithmetic_is_exact(tmp_path):
+    path = tmp_path / "mixed.ss"
+    with StreamWriter(path) as w:
+        for i in range(60):
+            w.write("orders", b"{}")
+        w.write("audit", b"{}")
+    df = read_stream(path)
+    assert str(df["seq"].dtype) == "Int64" and str(df["shard_id"].dtype) == "Int64"
+    assert df["seq"].diff().iloc[-1] == 1 - 60  # -59, not 2**64 - 59
+    assert str((df["seq"] - df["retry_count"]).dtype) == "Int64"
+
+
+def test_seq_above_the_signed_range_keeps_uint64_and_warns(tmp_path):
+    from nbkit.tabular.builder import UnsignedFallbackWarning
+
+    path = tmp_path / "huge.ss"
+    with StreamWriter(path) as w:
+        w.write("orders", b"{}", seq=(1 << 64) - 1)
+    with pytest.warns(UnsignedFallbackWarning, match="above 2\\*\\*63 - 1"):
+        df = read_stream(path)
+    assert str(df["seq"].dtype) == "UInt64" and int(df["seq"].iloc[0]) == (1 << 64) - 1

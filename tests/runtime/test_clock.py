@@ -38,8 +38,8 @@ def test_virtual_clock_set_refuses_going_backwards():
 def test_virtual_clock_start():
     assert VirtualClock(dt.datetime(2025, 6, 1, 12, tzinfo=dt.UTC)).now() == 1748779200.0
     assert VirtualClock(100.0).now() == 100.0
-    with pytest.raises(ValueError, match="aware"):
-        VirtualClock(dt.datetime(2025, 6, 1))
+    # a naive datetime is UTC, the one rule for naive times
+    assert VirtualClock(dt.datetime(2025, 6, 1, 12)).now() == 1748779200.0
 
 
 def test_real_clock():

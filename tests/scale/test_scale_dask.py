@@ -131,8 +131,8 @@ def test_bad_options_fail_early(scale_file):
         nbkit.dask.read_stream(scale_file, payload="xml")
     with pytest.raises(ValueError, match="partition_size"):
         nbkit.dask.read_stream(scale_file, partition_size=0)
-    with pytest.raises(ValueError, match="exactly one stream key"):
-        nbkit.dask.read_stream(scale_file, start=FilePosition.sequence(3))
+    with pytest.raises(nbkit.UnknownKeyError, match="payment"):
+        nbkit.dask.read_stream(scale_file, keys="payment")
     with pytest.raises(NbkitError, match="no such file"):
         nbkit.dask.read_stream(os.path.join(str(scale_file) + ".missing"))
 

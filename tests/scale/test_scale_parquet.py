@@ -56,7 +56,7 @@ def test_plain_pandas_reads_the_layout(tmp_path, scale_file):
     to_parquet(scale_file, out)
     schema = pq.read_schema(out)
     assert schema.field("timestamp").type == pa.timestamp("ms", tz="UTC")
-    assert schema.field("shard_id").type == pa.uint64()
+    assert schema.field("shard_id").type == pa.int64()
     assert schema.field("payload").type == pa.string()
     assert schema.field("payload_bytes").type == pa.binary()
     assert schema.field("headers").type == pa.map_(pa.string(), pa.string())

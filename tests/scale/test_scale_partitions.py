@@ -26,7 +26,7 @@ T0 = 1_700_000_000_000
 
 def read_parts(path, partition_size, **options) -> tuple[list[pd.DataFrame], object]:
     sel, position, key = selection(**options)
-    plan = plan_ranges(path, partition_size=partition_size, start=position, key=key)
+    plan = plan_ranges(path, partition_size=partition_size, start=position, key=key, sel=sel)
     return [read_range(path, r, sel) for r in plan.ranges], plan
 
 

@@ -67,5 +67,7 @@ def test_the_class_methods_check_their_ranges():
         FilePosition.sequence(1 << 64)
     with pytest.raises(ValueError, match="non-negative"):
         FilePosition.beacon(-2)
-    with pytest.raises(ValueError, match="naive datetime"):
-        FilePosition.timestamp(dt.datetime(2024, 1, 1))
+    # a naive datetime is UTC, the one rule for naive times (as for read_stream's start/end)
+    assert FilePosition.timestamp(dt.datetime(2024, 1, 1)) == FilePosition.timestamp(
+        dt.datetime(2024, 1, 1, tzinfo=dt.UTC)
+    )
