@@ -521,7 +521,7 @@ def test_a_builder_given_several_reads_builds_the_frame_of_one(tmp_path, mode):
 def test_seq_is_signed_so_arithmetic_is_exact(tmp_path):
     path = tmp_path / "mixed.ss"
     with StreamWriter(path) as w:
-        for i in range(60):
+        for _ in range(60):
             w.write("orders", b"{}")
         w.write("audit", b"{}")
     df = read_stream(path)
