@@ -30,14 +30,14 @@ from nbkit.runtime import logs
 from nbkit.runtime.broker import Broker, Subscription
 from nbkit.runtime.checkpoint import Checkpointer
 from nbkit.runtime.clock import Clock, RealClock
-from nbkit.runtime.delivery import Delivery, retry_count
+from nbkit.runtime.delivery import Delivery
 from nbkit.runtime.events import SettlementEvent, events_frame
 from nbkit.runtime.outcome import HandlerOutcome, OutcomeKind, as_outcome
 from nbkit.runtime.redrive import REDRIVEN_FROM_HEADER
 from nbkit.runtime.registration import Registration
 from nbkit.runtime.settle import Action, Decision, decide
 from nbkit.transport.polling import NEED_MORE, NeedMore
-from nbkit.wire.envelope import RETRY_COUNT_HEADER
+from nbkit.wire.envelope import RETRY_COUNT_HEADER, copy_retry_count, retry_count
 
 if TYPE_CHECKING:
     import asyncio
@@ -328,7 +328,7 @@ class App:
                 )
             copy_headers = dict(headers)
             # the retry count of the copy: this attempt's
-            copy_headers[RETRY_COUNT_HEADER] = _COUNT_TEXTS[attempt] if attempt < 64 else str(attempt)
+            copy_headers[RETRY_COUNT_HEADER] = _COUNT_TEXTS[attempt] if attempt < 64 else str(copy_retry_count(attempt))
             if action is Action.DELAYED_COPY and decision.delay is not None:
                 due = now + decision.delay
                 written_at = copy_seq = None

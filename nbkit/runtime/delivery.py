@@ -10,26 +10,8 @@ from typing import Any
 
 from nbkit.errors import AckError
 from nbkit.transport.positions import FilePosition
-from nbkit.wire.envelope import RETRY_COUNT_HEADER
-from nbkit.wire.ssformat import MAX_U64
+from nbkit.wire.envelope import retry_count
 from nbkit.wire.timestamps import isoformat_z
-
-
-def retry_count(headers: dict[str, Any]) -> int:
-    """The ``x-ruststream-retry-count`` value, 0 when absent or not a u64 (spec §1.5)."""
-    raw = headers.get(RETRY_COUNT_HEADER)
-    if raw is None:
-        return 0
-    if isinstance(raw, bytes):
-        try:
-            raw = raw.decode("ascii")
-        except UnicodeDecodeError:
-            return 0
-    text = raw.lstrip("+") if raw.startswith("+") and raw[1:2].isdigit() else raw
-    if not text.isascii() or not text.isdigit():
-        return 0
-    value = int(text)
-    return value if value <= MAX_U64 else 0
 
 
 @dataclass(eq=False, slots=True)

@@ -28,10 +28,10 @@ from dataclasses import dataclass, field
 
 from nbkit.errors import ConfigurationError, InvalidKeyError, MissingFileError
 from nbkit.runtime.clock import Clock, RealClock
-from nbkit.runtime.delivery import retry_count
 from nbkit.transport.file_reader import StreamReader
 from nbkit.transport.file_writer import StreamWriter
 from nbkit.wire import envelope
+from nbkit.wire.envelope import retry_count
 from nbkit.wire.keys import validate_key
 from nbkit.wire.stdio_line import LineDecoder, LineFormatter
 from nbkit.wire.timestamps import isoformat_z

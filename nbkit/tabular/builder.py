@@ -23,7 +23,6 @@ from typing import Any, Literal, get_args
 import numpy as np
 import pandas as pd
 
-from nbkit.runtime.delivery import retry_count
 from nbkit.tabular.payloads import (
     CONVERT,
     STR_DTYPE,
@@ -41,6 +40,7 @@ from nbkit.tabular.payloads import (
     with_fields,
 )
 from nbkit.wire import envelope
+from nbkit.wire.envelope import retry_count
 from nbkit.wire.scan import ColumnBuffers, FrameColumns, split_payloads
 
 try:

@@ -677,9 +677,18 @@ class StreamReader:
             hinted.detail = err.detail + _SALVAGE_HINT
             Exception.__init__(hinted, hinted._render())
             raise hinted from None
-        self.pos = msg.end
         if msg.is_eos and self.stop_at_eos:
-            self.end = ReadEnd("eos", msg.end)
+            # bytes read ahead must not decide the end: an append since then (a retry copy of this very
+            # replay) cuts the trailing EOS mark and writes in its place, so read the frame again from disk
+            self._buf = b""
+            self._base = 0
+            try:
+                msg = self._parse_frame(self.pos)
+            except (_NeedMore, FormatError):
+                return NEED_MORE  # a writer is between its cut and its write: poll again
+            if msg.is_eos:
+                self.end = ReadEnd("eos", msg.end)
+        self.pos = msg.end
         return msg
 
     def _skip_damage(self, problem: str, *, tail: bool = False) -> bool:

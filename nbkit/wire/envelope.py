@@ -15,21 +15,65 @@ from collections.abc import Mapping
 from nbkit.errors import PayloadTooLargeError
 from nbkit.wire.core import pick
 from nbkit.wire.rust_text import RUST_WHITESPACE
+from nbkit.wire.ssformat import MAX_U64
 
 __all__ = [
     "RETRY_COUNT_HEADER",
     "SEQUENCE_HEADER",
+    "copy_retry_count",
     "decode",
     "decode_delivery",
     "encode",
     "fits_on_a_line",
     "needs_envelope",
+    "retry_count",
 ]
 
 #: Header carrying how many times a message has been retried (set on retry copies).
 RETRY_COUNT_HEADER = "x-ruststream-retry-count"
 #: Header the transport adds to every delivery: the decimal sequence number (§3.4).
 SEQUENCE_HEADER = "stream-sequence"
+
+
+def retry_count(headers: Mapping[str, object]) -> int:
+    """The ``x-ruststream-retry-count`` value, 0 when absent or not a u64 (spec §1.5; upstream does the same).
+
+    Examples
+    --------
+    >>> retry_count({"x-ruststream-retry-count": "2"}), retry_count({}), retry_count({"x-ruststream-retry-count": "-1"})
+    (2, 0, 0)
+    """
+    raw = headers.get(RETRY_COUNT_HEADER)
+    if raw is None:
+        return 0
+    if isinstance(raw, bytes):
+        try:
+            raw = raw.decode("ascii")
+        except UnicodeDecodeError:
+            return 0
+    if not isinstance(raw, str):
+        return 0
+    text = raw.lstrip("+") if raw.startswith("+") and raw[1:2].isdigit() else raw
+    if not text.isascii() or not text.isdigit():
+        return 0
+    value = int(text)
+    return value if value <= MAX_U64 else 0
+
+
+def copy_retry_count(attempt: int) -> int:
+    """The retry count a copy of delivery ``attempt`` carries: the attempt, saturating at u64::MAX.
+
+    The header is a u64. A delivery already at the top (count 18446744073709551615, attempt 2**64) gives a
+    copy at the top again, so the copy stays past any cap instead of wrapping to a count that reads back
+    as attempt 1.
+
+    Examples
+    --------
+    >>> copy_retry_count(3), copy_retry_count(2**64) == 2**64 - 1
+    (3, True)
+    """
+    return attempt if attempt <= MAX_U64 else MAX_U64
+
 
 _RS1 = b"rs1:"
 _RS2 = b"rs2:"

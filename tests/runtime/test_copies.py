@@ -154,6 +154,33 @@ def test_incoming_retry_counts_are_honoured(rig):
     assert [(h[RETRY], p) for h, p in r.written("jobs.dead")] == [("3", b"two"), ("3", b"junk")]
 
 
+TOP = str(2**64 - 1)  # u64::MAX, the largest count the header can carry
+
+
+def test_a_retry_count_at_the_top_of_its_range_saturates_instead_of_wrapping(rig):
+    """A copy of a delivery at count u64::MAX carries u64::MAX again: it stays past any cap (here: dead
+    letter at once) and, uncapped, at the top; it never wraps to a count that reads back as attempt 1."""
+    r = rig(loop=True)
+    seen, handler = _recorder(HandlerOutcome.retry())
+    r.sub(max_attempts=3, dead_letter="jobs.dead")(handler)
+    app = r.start()
+    r.inject(b"top", {RETRY: TOP})
+    drain(app)
+    assert [d.attempt for d in seen] == [2**64]
+    assert [(h[RETRY], p) for h, p in r.written("jobs.dead")] == [(TOP, b"top")]
+
+
+def test_an_uncapped_copy_at_the_top_stays_at_the_top(rig):
+    r = rig(loop=True)
+    seen, handler = _recorder(lambda d: HandlerOutcome.retry_after(0) if len(seen) < 3 else None)
+    r.sub()(handler)
+    app = r.start()
+    r.inject(b"top", {RETRY: TOP})
+    drain(app)
+    assert [d.headers[RETRY] for d in seen] == [TOP, TOP, TOP]
+    assert [d.attempt for d in seen] == [2**64] * 3
+
+
 # ---------------------------------------------------------------- what a copy carries (§2)
 
 
