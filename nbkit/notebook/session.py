@@ -12,6 +12,7 @@ import datetime as dt
 import functools
 import html
 import logging
+import math
 import os
 from collections import Counter
 from collections.abc import Awaitable, Callable, Coroutine, Iterator, Sequence
@@ -23,12 +24,13 @@ import pandas as pd
 from nbkit.errors import ConfigurationError
 from nbkit.runtime import logs
 from nbkit.runtime.app import App
-from nbkit.runtime.clock import VirtualClock, utc
+from nbkit.runtime.clock import DEFAULT_VIRTUAL_START, VirtualClock, utc
 from nbkit.runtime.delivery import Delivery
 from nbkit.runtime.events import SettlementEvent
 from nbkit.runtime.file_broker import FileBroker
 from nbkit.runtime.settle import Action
 from nbkit.runtime.stdio_broker import StdioBroker
+from nbkit.transport.file_info import summarize
 from nbkit.wire.timestamps import isoformat_z
 
 ACTIONS = tuple(action.value for action in Action)
@@ -226,6 +228,17 @@ def _alogged(
     return wrapper
 
 
+def _default_start(app: App) -> float:
+    """Where a session's default clock starts: 2024-01-01, or just after the latest record of an existing file."""
+    start = DEFAULT_VIRTUAL_START.timestamp()
+    for broker in app.brokers:
+        if isinstance(broker, FileBroker) and os.path.exists(broker.path) and os.path.getsize(broker.path):
+            streams = summarize(broker.path).streams
+            latest_ms = max((st.last_timestamp_ms for st in streams), default=0)
+            start = max(start, float(math.floor(latest_ms / 1000) + 1))
+    return start
+
+
 class Session:
     """Step an :class:`~nbkit.App` through its deliveries on a virtual clock.
 
@@ -240,7 +253,9 @@ class Session:
     app : App
         A fresh (not started) app; the session gives it the virtual clock.
     clock : VirtualClock, optional
-        The clock (default: one starting at 2024-01-01T00:00:00Z).
+        The clock (default: one starting at 2024-01-01T00:00:00Z, or at the next whole second after the
+        latest record of a broker's existing file, whichever is later: copies and publishes are stamped
+        with this clock, and must not come out earlier than what the file already holds).
     max_deliveries : int
         The most deliveries :meth:`run` makes (a handler that always retries never ends).
 
@@ -270,7 +285,7 @@ class Session:
         if app.started:
             raise ConfigurationError("the app has already started; give Session a fresh App")
         self.app = app
-        self.clock = clock or VirtualClock()
+        self.clock = clock or VirtualClock(_default_start(app))
         self.max_deliveries = max_deliveries
         app.clock = self.clock
         app.keep_events = None  # a session shows every settlement

@@ -264,3 +264,30 @@ def test_step_with_an_async_handler_outside_a_loop_still_works():
 
     session = make_async_pipe_session(["[jobs] a", "[jobs] b"], handler)
     assert [e.seq for e in session.run()] == [0, 1] and seen == ["a", "b"]
+
+
+def test_a_session_over_an_existing_file_starts_its_clock_after_the_latest_record(tmp_path):
+    from nbkit import StreamWriter
+
+    path = tmp_path / "later.ss"
+    latest_ms = 1_780_000_000_250  # 2026-05-28T20:26:40.25Z, well after the clock's usual 2024-01-01 start
+    with StreamWriter(path) as w:
+        w.write("orders", b"a", timestamp_ms=latest_ms - 5_000)
+        w.write("orders", b"b", timestamp_ms=latest_ms)
+    broker = FileBroker(path)
+
+    @broker.subscriber("orders", start_at=FilePosition.beginning(), max_attempts=2)
+    def handle(delivery):
+        return HandlerOutcome.retry_after(1) if delivery.attempt == 1 else None
+
+    session = Session(App(broker))
+    assert session.clock.now() == 1_780_000_001.0  # the next whole second after the latest record
+    session.run()
+    with StreamReader(path) as reader:
+        stamps = [m.timestamp_ms for m in reader if not m.is_eos]
+    assert len(stamps) == 4 and min(stamps[2:]) > latest_ms  # the copies come after what the file held
+
+
+def test_a_session_over_a_new_file_starts_at_2024(tmp_path):
+    broker = FileBroker(tmp_path / "new.ss")
+    assert Session(App(broker)).now == dt.datetime(2024, 1, 1, tzinfo=dt.UTC)
