@@ -37,6 +37,7 @@ import warnings
 from collections.abc import Iterable
 from typing import IO, Any
 
+import numpy as np
 import pandas as pd
 
 from nbkit.errors import FormatError, Utf8Error
@@ -49,7 +50,9 @@ from nbkit.tabular import (
     payload_separator,
     selection,
 )
+from nbkit.transport.damage import DamagedRegion, DamageWarning, SuspectRecordWarning
 from nbkit.transport.file_reader import ReadEnd, StreamReader
+from nbkit.transport.plausibility import KeyLoss, describe_losses, losses, suspects
 from nbkit.transport.positions import FilePosition
 from nbkit.wire.ssformat import HEADER_SIZE
 from nbkit.wire.stdio_line import LineDecoder, parse_line
@@ -91,10 +94,18 @@ def read_stream(
         object per row (dict, list, ...; slower, on request); ``"bytes"``: the payloads
         as stored, in an Arrow binary column (dtype ``large_binary[pyarrow]``, object when pyarrow is not
         installed) over one buffer, no Python object per row; each value reads as ``bytes``.
-    start : FilePosition, datetime, int or str, optional
-        Where to start: a position, or a time (epoch ms, aware datetime or ISO text).
-    end : datetime, int or str, optional
-        Keep the messages before this time.
+    start : FilePosition, datetime, Timestamp, int or str, optional
+        Where to start. A time (epoch ms, ``datetime``, ``pandas.Timestamp``, ISO text such as
+        ``"2024-01-01T10:00"``, or ``FilePosition.timestamp``): messages strictly later than it; a
+        ``FilePosition.sequence(n)``: each kept key's messages from its sequence number ``n`` on. Every one
+        of these seeks by the beacons, for one key, several or all (``nbkit.transport.windows``): it reads a
+        few small beacons, then only the file from the last beacon before the window. ``FilePosition.beacon(n)``
+        resynchronises at beacon ``n``; ``beginning()`` reads everything. A time without a timezone is UTC
+        (everywhere nbkit takes a time).
+    end : datetime, Timestamp, int or str, optional
+        Keep the messages earlier than this time; the read stops at the first beacon past which every kept
+        key is later than it (``frame.attrs["read_end"].reason == "window"``), so the rest of the file is
+        not read.
     progress : bool, optional
         Show a progress bar (None: only for files over 64 MiB).
     include_internal : bool
@@ -103,7 +114,11 @@ def read_stream(
         What a damaged frame does (as pandas' ``read_csv(on_bad_lines=...)``): ``"error"`` raises;
         ``"skip"`` resumes at the next intact beacon and ``"warn"`` also warns once per damaged region.
         Either way ``frame.attrs["damaged"]`` lists the regions skipped (dicts: ``start``, ``end``,
-        ``problem``, ``skipped`` bytes; empty for an intact file).
+        ``problem``, ``skipped`` bytes, and ``lost``: per stream key the sequence numbers lost there, how
+        many and between which times; empty for an intact file). Records whose header fields look damaged
+        (a timestamp, sequence number or shard that breaks the pattern of its neighbours; the checksum
+        covers only the payload) are listed in ``frame.attrs["suspect"]`` and warned once
+        (:class:`~nbkit.transport.damage.SuspectRecordWarning`), whatever ``on_bad_frames`` says.
 
     Returns
     -------
@@ -129,7 +144,9 @@ def read_stream(
     sel, position, _ = selection(keys=keys, payload=payload, start=start, end=end, include_internal=include_internal)
     cols = FrameBuilder(payload)
     accept = sel.key_filter()
-    with StreamReader(path, start=position, on_bad_frames=on_bad_frames) as reader:
+    # "warn": the warning per region is given here, after the read, when what it cost is known
+    salvage = "skip" if on_bad_frames == "warn" else on_bad_frames
+    with StreamReader(path, start=position, on_bad_frames=salvage) as reader:
         window = sel.open_window(reader)
         # json: read in slices, each handed to the builder at once, whose worker threads parse its fields
         # while the next slice is read (the other modes read in one go, to the window's stop)
@@ -154,19 +171,53 @@ def read_stream(
         ended = reader.end
         if ended is None and window.stop is not None:
             ended = ReadEnd("window", reader.pos)
-        damaged = [region.to_dict() for region in reader.damaged]
+        damaged = list(reader.damaged)
+        created_at_ms = reader.header.created_at_ms
         sel.check_keys(
             reader.seen_keys,
             path=os.fspath(path),
             whole=position is None and window.start == HEADER_SIZE and window.stop is None,
         )
     frame = cols.frame("file", release=True)
-    frame.attrs["damaged"] = damaged
+    _report_damage(frame, damaged, created_at_ms, path=os.fspath(path), warn=on_bad_frames == "warn")
     if ended is not None:
         frame.attrs["read_end"] = ended
         if ended.reason == "truncated":
             warnings.warn(f"{os.fspath(path)}: {ended.describe()}", stacklevel=2)
     return frame
+
+
+def _report_damage(
+    frame: pd.DataFrame, damaged: list[DamagedRegion], created_at_ms: int, *, path: str, warn: bool
+) -> None:
+    """Say what damage cost: ``attrs["suspect"]`` (records whose header fields look damaged, warned once)
+    and ``attrs["damaged"]`` (each region with what each key lost there, warned per region with ``warn``)."""
+    keys = [str(k) for k in frame["stream_key"].cat.categories]
+    codes = frame["stream_key"].cat.codes.to_numpy()
+    seq = frame["seq"].to_numpy(dtype=np.uint64 if frame["seq"].dtype == "UInt64" else np.int64)
+    shard = frame["shard_id"].to_numpy(dtype=np.uint64 if frame["shard_id"].dtype == "UInt64" else np.int64)
+    ts = frame["timestamp"].to_numpy(dtype="datetime64[ms]").astype(np.int64)
+    offset = frame["offset"].to_numpy(dtype=np.int64)
+    odd = suspects(keys, codes, shard, seq, ts, offset, created_at_ms=created_at_ms)
+    frame.attrs["suspect"] = [s.to_dict() for s in odd]
+    if odd:
+        shown = "; ".join(s.describe() for s in odd[:5]) + ("; ..." if len(odd) > 5 else "")
+        warnings.warn(
+            f"{path}: {len(odd)} record{'s' if len(odd) != 1 else ''} look{'s' if len(odd) == 1 else ''} damaged "
+            f"(header fields the checksum does not cover; frame.attrs['suspect'] lists them): {shown}",
+            SuspectRecordWarning,
+            stacklevel=3,
+        )
+    lost: list[list[KeyLoss]] = []
+    if damaged:
+        keep = ~np.isin(offset, [s.offset for s in odd])
+        lost = losses(damaged, keys, codes[keep], seq[keep], ts[keep], offset[keep])
+    frame.attrs["damaged"] = [
+        {**region.to_dict(), "lost": [loss.to_dict() for loss in cost]} for region, cost in zip(damaged, lost, strict=True)
+    ]
+    if warn:
+        for region, cost in zip(damaged, lost, strict=True):
+            warnings.warn(f"{path}: damaged {describe_losses(region, cost)}", DamageWarning, stacklevel=3)
 
 
 def _progress_bar(reader: StreamReader, progress: bool | None, stop: int | None = None) -> Any:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["BAD_FRAME_CHOICES", "DamageWarning", "DamagedRegion", "check_on_bad_frames"]
+__all__ = ["BAD_FRAME_CHOICES", "DamageWarning", "DamagedRegion", "SuspectRecordWarning", "check_on_bad_frames"]
 
 #: What a reader does with a damaged frame: raise (today's strict reading), warn and skip, or skip.
 BAD_FRAME_CHOICES = ("error", "warn", "skip")
@@ -28,6 +28,18 @@ class DamageWarning(UserWarning):
     ...     warnings.warn("bytes 3000..3072 damaged", DamageWarning)
     >>> seen[0].category.__name__
     'DamageWarning'
+    """
+
+
+class SuspectRecordWarning(DamageWarning):
+    """Warned once per read that finds records whose header fields look damaged (a timestamp, sequence
+    number or shard that breaks the pattern of its neighbours; the checksum covers only the payload). The
+    message names each record's key, seq and offset; ``frame.attrs["suspect"]`` lists them.
+
+    Examples
+    --------
+    >>> issubclass(SuspectRecordWarning, DamageWarning)
+    True
     """
 
 
