@@ -252,14 +252,14 @@ def _add_info(p: argparse.ArgumentParser) -> None:
     p.add_argument("file", metavar="FILE", help="the .ss stream file (or, with --from stdio, a capture or -)")
     p.add_argument("--json", action="store_true", help="print the summary as one JSON document")
     _add_source(p)
-    _add_dead_letter_keys(p, when="with --from stdio: ")
+    _add_dead_letter_keys(p)
 
 
 def _cmd_info(args: argparse.Namespace) -> int:
     """Summarize a stream file: header, size, streams, beacons, end of stream, damage."""
     if args.source == "stdio":
         return _info_capture(args)
-    summary = summarize(args.file)
+    summary = summarize(args.file, dead_letter_keys=args.dead_letter_keys)
     if args.json:
         sys.stdout.write(json.dumps(summary.to_dict(), indent=2, ensure_ascii=False) + "\n")
     else:

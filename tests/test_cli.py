@@ -395,8 +395,17 @@ def test_info_text(capsys, sample_path: Path) -> None:
     assert "28 in 4 streams" in out
     assert "yes (at offset 3425)" in out
     rows = {line.split()[0]: line.split() for line in out.splitlines() if line.startswith(("event ", "breakpoint "))}
-    assert rows["event"][1:6] == ["0", "22", "1..22", "2023-09-15T08:39:38.489Z", "2023-09-15T08:39:38.564Z"]
-    assert rows["breakpoint"][2:4] == ["4", "1..4"]
+    assert rows["event"][1:9] == [
+        "0",
+        "22",
+        "22",
+        "0",
+        "0",
+        "1..22",
+        "2023-09-15T08:39:38.489Z",
+        "2023-09-15T08:39:38.564Z",
+    ]
+    assert rows["breakpoint"][2] == "4" and rows["breakpoint"][6] == "1..4"
 
 
 def test_info_json(capsys, multi_file: Path) -> None:

@@ -213,7 +213,8 @@ def _report_damage(
         keep = ~np.isin(offset, [s.offset for s in odd])
         lost = losses(damaged, keys, codes[keep], seq[keep], ts[keep], offset[keep])
     frame.attrs["damaged"] = [
-        {**region.to_dict(), "lost": [loss.to_dict() for loss in cost]} for region, cost in zip(damaged, lost, strict=True)
+        {**region.to_dict(), "lost": [loss.to_dict() for loss in cost]}
+        for region, cost in zip(damaged, lost, strict=True)
     ]
     if warn:
         for region, cost in zip(damaged, lost, strict=True):

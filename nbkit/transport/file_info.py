@@ -10,14 +10,19 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nbkit.transport.damage import DamagedRegion, check_on_bad_frames
 from nbkit.transport.file_reader import ReadEnd, StreamReader
+from nbkit.wire import envelope
+from nbkit.wire.keys import is_dead_letter_key
 from nbkit.wire.ssformat import FileHeader
 from nbkit.wire.timestamps import iso_utc
+
+if TYPE_CHECKING:  # numpy is imported by the summary itself, not by every command that imports this module
+    from nbkit.transport.plausibility import KeyLoss, Suspect
 
 __all__ = ["FileSummary", "StreamSummary", "stream_keys", "summarize", "text_table"]
 
@@ -47,7 +52,13 @@ def text_table(rows: Sequence[Sequence[str]]) -> list[str]:
 
 @dataclass(frozen=True, slots=True)
 class StreamSummary:
-    """Messages of one (stream key, shard): how many, and the first/last seq and timestamp in file order."""
+    """Messages of one (stream key, shard): how many, of which kind, and their sequence and time range.
+
+    ``first_timestamp_ms``/``last_timestamp_ms`` are the earliest and latest timestamps by value (not in
+    file order), leaving out records whose header fields look damaged (``suspect`` counts them).
+    ``originals`` are records without a retry count, ``retry_copies`` records with one
+    (``x-ruststream-retry-count``), and on a dead-letter key (``dead_letter``) every record is a dead letter.
+    """
 
     stream_key: str
     shard_id: int
@@ -56,11 +67,21 @@ class StreamSummary:
     last_seq: int
     first_timestamp_ms: int
     last_timestamp_ms: int
+    originals: int = 0
+    retry_copies: int = 0
+    dead_letter: bool = False
+    suspect: int = 0
+
+    @property
+    def dead_letters(self) -> int:
+        """Records on this key that are dead letters (all of them on a dead-letter key, else 0)."""
+        return self.count if self.dead_letter else 0
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready form (timestamps also as ISO UTC text)."""
         return {
-            **dataclasses.asdict(self),
+            **{f.name: getattr(self, f.name) for f in dataclasses.fields(self)},
+            "dead_letters": self.dead_letters,
             "first_timestamp": iso_utc(self.first_timestamp_ms),
             "last_timestamp": iso_utc(self.last_timestamp_ms),
         }
@@ -72,8 +93,10 @@ class FileSummary:
 
     ``beacon_count`` counts the boundaries ``k*I`` (k >= 1) that lie inside the file (``k*I < size``),
     i.e. the beacons a complete writer put there; ``end`` is the reader's verdict on how the data ends.
-    ``damaged`` lists the regions a salvage read skipped and ``recovered_after[i]`` how many messages
-    were read after ``damaged[i]`` (up to the next region or the end).
+    ``damaged`` lists the regions a salvage read skipped, ``recovered_after[i]`` how many messages
+    were read after ``damaged[i]`` (up to the next region or the end) and ``lost[i]`` what each key lost
+    there (:class:`~nbkit.transport.plausibility.KeyLoss`). ``suspects`` are records whose header fields
+    look damaged (:func:`~nbkit.transport.plausibility.suspects`); ``time_range`` leaves them out.
     """
 
     path: str
@@ -87,6 +110,16 @@ class FileSummary:
     end: ReadEnd
     damaged: tuple[DamagedRegion, ...] = ()
     recovered_after: tuple[int, ...] = ()
+    lost: tuple[tuple[KeyLoss, ...], ...] = ()
+    suspects: tuple[Suspect, ...] = ()
+
+    @property
+    def time_range(self) -> tuple[int, int] | None:
+        """The earliest and latest message timestamps (ms) by value, suspect records left out (None: none)."""
+        streams = [st for st in self.streams if st.count > st.suspect]
+        if not streams:
+            return None
+        return min(st.first_timestamp_ms for st in streams), max(st.last_timestamp_ms for st in streams)
 
     def stream(self, stream_key: str, shard_id: int = 0) -> StreamSummary | None:
         """The summary of one stream, or None when the file holds none of its messages."""
@@ -120,6 +153,7 @@ class FileSummary:
             ("beacon interval", f"{h['beacon_interval']} bytes"),
             ("size", f"{self.size} bytes"),
             ("messages", f"{self.message_count} in {n} stream{'s' if n != 1 else ''}"),
+            ("time range", self._time_text()),
             ("beacons", str(self.beacon_count)),
             ("end of stream", f"yes (at offset {self.eos_offset})" if self.has_eos else "no"),
         ]
@@ -134,29 +168,55 @@ class FileSummary:
             )
         elif end.reason == "error":
             rows.append(("damaged", f"reading stopped at offset {end.offset}: {end.error}"))
-        for region, count in zip(self.damaged, self.recovered_after, strict=True):
-            rows.append(
-                ("damaged", f"{region.describe()}; {count} message{'s' if count != 1 else ''} recovered after it")
-            )
+        from nbkit.transport.plausibility import describe_losses
+
+        lost = self.lost or tuple(() for _ in self.damaged)
+        for region, count, cost in zip(self.damaged, self.recovered_after, lost, strict=True):
+            recovered = f"{count} message{'s' if count != 1 else ''} recovered after it"
+            rows.append(("damaged", f"{describe_losses(region, cost)}; {recovered}"))
+        for suspect in self.suspects:
+            rows.append(("suspect", f"{suspect.describe()} (left out of the time range)"))
         width = max(len(k) for k, _ in rows)
         lines = [f"{k:<{width}}  {v}" for k, v in rows]
         if self.streams:
-            table = [("stream", "shard", "messages", "seq", "first timestamp", "last timestamp")]
-            for st in d["streams"]:
-                first, last = st["first_seq"], st["last_seq"]
+            table = [
+                (
+                    "stream",
+                    "shard",
+                    "messages",
+                    "originals",
+                    "retry copies",
+                    "dead letters",
+                    "seq",
+                    "earliest",
+                    "latest",
+                )
+            ]
+            for st in self.streams:
+                first, last = st.first_seq, st.last_seq
                 seq = str(first) if first == last else f"{first}..{last}"
                 table.append(
                     (
-                        st["stream_key"],
-                        str(st["shard_id"]),
-                        str(st["count"]),
+                        st.stream_key,
+                        str(st.shard_id),
+                        str(st.count),
+                        str(st.originals),
+                        str(st.retry_copies),
+                        str(st.dead_letters),
                         seq,
-                        st["first_timestamp"],
-                        st["last_timestamp"],
+                        iso_utc(st.first_timestamp_ms),
+                        iso_utc(st.last_timestamp_ms),
                     )
                 )
             lines += ["", *text_table(table)]
         return "\n".join(lines) + "\n"
+
+    def _time_text(self) -> str:
+        span = self.time_range
+        if span is None:
+            return "none (no message)"
+        left_out = f" ({len(self.suspects)} suspect record{'s' if len(self.suspects) != 1 else ''} left out)"
+        return f"{iso_utc(span[0])} .. {iso_utc(span[1])}{left_out if self.suspects else ''}"
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready form, used by ``nbkit info --json``."""
@@ -182,22 +242,41 @@ class FileSummary:
                 "error": None if end.error is None else str(end.error),
                 "description": self._end_description(),
             },
+            "time_range": None
+            if self.time_range is None
+            else {"first": iso_utc(self.time_range[0]), "last": iso_utc(self.time_range[1])},
             "damaged": [
-                {**region.to_dict(), "recovered_after": n}
-                for region, n in zip(self.damaged, self.recovered_after, strict=True)
+                {**region.to_dict(), "recovered_after": n, "lost": [loss.to_dict() for loss in cost]}
+                for region, n, cost in zip(
+                    self.damaged, self.recovered_after, self.lost or tuple(() for _ in self.damaged), strict=True
+                )
             ],
+            "suspect": [suspect.to_dict() for suspect in self.suspects],
         }
 
 
-def summarize(path: str | os.PathLike, *, on_bad_frames: str = "skip") -> FileSummary:
+def summarize(
+    path: str | os.PathLike,
+    *,
+    on_bad_frames: str = "skip",
+    dead_letter_keys: Iterable[str] | None = None,
+) -> FileSummary:
     """Read the whole file once and summarize it; header problems raise (an NbkitError).
 
-    Damage later in the file is skipped (``on_bad_frames="skip"``, each region listed in ``damaged``) or,
-    with ``on_bad_frames="error"``, ends the summary early with ``end.reason == "error"``.
+    Damage later in the file is skipped (``on_bad_frames="skip"``, each region listed in ``damaged`` with
+    what each key lost there) or, with ``on_bad_frames="error"``, ends the summary early with
+    ``end.reason == "error"``. Per stream: originals, retry copies and dead letters (``dead_letter_keys``:
+    the declared dead-letter keys; default, keys named like one), and the time range by value.
     """
+    import numpy as np
+
+    from nbkit.transport.plausibility import Records
+
+    dead = frozenset(dead_letter_keys) if dead_letter_keys is not None else None
     with StreamReader(path, errors="stop", on_bad_frames=check_on_bad_frames(on_bad_frames)) as reader:
-        # stats per stream: [count, first_seq, last_seq, first_ts, last_ts]
+        # stats per stream: [count, first_seq, last_seq, min_ts, max_ts, copies]
         stats: dict[tuple[str, int], list[int]] = {}
+        records = Records()
         count = 0
         eos_offset = None
         recovered: list[int] = []
@@ -207,28 +286,57 @@ def summarize(path: str | os.PathLike, *, on_bad_frames: str = "skip") -> FileSu
                 recovered.extend([0] * (len(reader.damaged) - len(recovered)))
                 recovered[-1] += 1
             key = (msg.stream_key, msg.shard_id)
+            copy = 1 if msg.payload[:2] == b"rs" and envelope.retry_count(envelope.decode(msg.payload)[0]) else 0
             st = stats.get(key)
+            ts = msg.timestamp_ms
             if st is None:
-                stats[key] = [1, msg.seq, msg.seq, msg.timestamp_ms, msg.timestamp_ms]
+                stats[key] = [1, msg.seq, msg.seq, ts, ts, copy]
             else:
                 st[0] += 1
                 st[2] = msg.seq
-                st[4] = msg.timestamp_ms
+                st[5] += copy
             if msg.is_eos:
                 eos_offset = msg.offset
+            records.add(msg.stream_key, msg.shard_id, msg.seq, ts, msg.offset)
         end = reader.end
         size = reader.size()
         header = reader.header
         damaged = tuple(reader.damaged)
         recovered.extend([0] * (len(damaged) - len(recovered)))
     assert end is not None  # a replay read always records why it ended
+    odd, lost = records.report(damaged, created_at_ms=header.created_at_ms)
+    code, shard, _, stamp, offset = records.arrays()
+    odd_rows = np.isin(offset, [x.offset for x in odd])
+    good = ~odd_rows
+    codes = records.keys
+    streams = []
+    for (k, s), st in stats.items():
+        rows = (code == codes[k]) & (shard.astype(np.uint64) == np.uint64(s))
+        trusted = stamp[rows & good]
+        first_ts, last_ts = (int(trusted.min()), int(trusted.max())) if len(trusted) else (st[3], st[4])
+        is_dead = is_dead_letter_key(k) if dead is None else k in dead
+        n, copies = st[0], st[5]
+        streams.append(
+            StreamSummary(
+                k,
+                s,
+                n,
+                st[1],
+                st[2],
+                first_ts,
+                last_ts,
+                originals=0 if is_dead else n - copies,
+                retry_copies=0 if is_dead else copies,
+                dead_letter=is_dead,
+                suspect=int(np.count_nonzero(rows & odd_rows)),
+            )
+        )
     interval = header.beacon_interval
-    streams = tuple(StreamSummary(k, s, *st) for (k, s), st in stats.items())
     return FileSummary(
         path=os.fspath(path),
         header=header,
         size=size,
-        streams=streams,
+        streams=tuple(streams),
         message_count=count,
         beacon_count=max(0, (size - 1) // interval),
         has_eos=eos_offset is not None,
@@ -236,6 +344,8 @@ def summarize(path: str | os.PathLike, *, on_bad_frames: str = "skip") -> FileSu
         end=end,
         damaged=damaged,
         recovered_after=tuple(recovered),
+        lost=tuple(tuple(cost) for cost in lost),
+        suspects=tuple(odd),
     )
 
 

@@ -6,7 +6,9 @@ offset), shared by ``read_stream``, ``nbkit info`` and ``nbkit repair``:
 - :func:`losses`: for every damaged region a salvage read skipped, what each stream key lost there: the
   sequence numbers between the key's last record before the region and its first record after it (a
   producer numbers each key 1, 2, 3, ..., spec §9), how many, and the time span between those two records.
-  A key with no record after the region lost an unknown number (its range is open: ``last_seq`` None).
+  When nothing at all was read after the region (damage up to the end of the data), each key lost an
+  unknown number (its range is open: ``last_seq`` None); otherwise a key with no record after the region
+  is taken to have ended before it.
 - :func:`suspects`: the frame checksum covers only the payload (spec §5), so a flipped bit in a frame's
   header changes its shard, sequence number or timestamp and still reads as a message. A record is
   suspect when one of those fields breaks the pattern of its neighbours, which agree with each other:
@@ -15,7 +17,7 @@ offset), shared by ``read_stream``, ``nbkit info`` and ``nbkit repair``:
     (any key) while those two are within it of each other; or before the file's ``created_at`` while
     both neighbours are not;
   * ``seq``: not one more than the key's previous record while the key's next record is two more;
-  * ``shard_id``: another shard than the key's records on both sides, which share one.
+  * ``shard_id``: a shard the key has no other record on, between two records of the key on one shard.
 
   What no check can see: a flipped bit that moves a timestamp by less than the tolerance (bits below
   2**22 ms), a sequence number of a key's first or last record, or a key that stays a valid key name.
@@ -25,6 +27,7 @@ Both are pure (no I/O): numbers in, small records out.
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -34,7 +37,7 @@ import numpy as np
 from nbkit.transport.damage import DamagedRegion
 from nbkit.wire.timestamps import iso_utc
 
-__all__ = ["TIME_TOLERANCE_MS", "KeyLoss", "Suspect", "describe_losses", "losses", "suspects"]
+__all__ = ["TIME_TOLERANCE_MS", "KeyLoss", "Records", "Suspect", "describe_losses", "losses", "suspects"]
 
 #: How far (ms) a record's timestamp may stray from its neighbours before it is suspect: one hour.
 TIME_TOLERANCE_MS = 3_600_000
@@ -185,16 +188,17 @@ def suspects(
     found: dict[int, tuple[str, str]] = {}
     if n >= 3:
         t = ts.astype(np.int64)
-        prev = np.concatenate(([t[1]], t[:-1]))
-        nxt = np.concatenate((t[1:], [t[-2]]))
+        # neighbours: the records before and after; at either end, the two records on the inner side
+        prev = np.concatenate(([t[2]], t[:-1]))
+        nxt = np.concatenate((t[1:], [t[-3]]))
         tol = TIME_TOLERANCE_MS
         odd = (np.abs(t - prev) > tol) & (np.abs(t - nxt) > tol) & (np.abs(nxt - prev) <= tol)
         if created_at_ms is not None:
             odd |= (t < created_at_ms) & (prev >= created_at_ms) & (nxt >= created_at_ms)
-        for i in np.flatnonzero(odd):
-            gap = int(t[i]) - int(prev[i])
+        for row in np.flatnonzero(odd).tolist():
+            gap = int(t[row]) - int(prev[row])
             side = "before" if gap < 0 else "after"
-            found[int(i)] = ("timestamp", f"timestamp {iso_utc(int(t[i]))} is {_span(gap)} {side} its neighbours'")
+            found[row] = ("timestamp", f"timestamp {iso_utc(int(t[row]))} is {_span(gap)} {side} its neighbours'")
     codes = key_code.astype(np.int64)
     order = np.argsort(codes, kind="stable")  # each key's records together, in file order
     sk = codes[order]
@@ -205,15 +209,20 @@ def suspects(
         inner[1:-1] = (sk[:-2] == sk[1:-1]) & (sk[2:] == sk[1:-1])
         mid = np.flatnonzero(inner)
         bad_seq = (s[mid] != s[mid - 1] + 1) & (s[mid + 1] == s[mid - 1] + 2)
-        for j in mid[bad_seq]:
+        for j in mid[bad_seq].tolist():
             i = int(order[j])
             if i not in found:
                 found[i] = ("seq", f"seq {int(seq[i])} breaks the key's run {int(s[j - 1])}, ?, {int(s[j + 1])}")
-        bad_shard = (sh[mid] != sh[mid - 1]) & (sh[mid + 1] == sh[mid - 1])
-        for j in mid[bad_shard]:
+        # a shard seen once for the key, between two records on another shard: a key written on several
+        # shards (interleaved) has more than one record on each
+        _, pair, pairs = np.unique(np.stack((sk, sh)), axis=1, return_inverse=True, return_counts=True)
+        once = pairs[pair.ravel()] == 1
+        bad_shard = (sh[mid] != sh[mid - 1]) & (sh[mid + 1] == sh[mid - 1]) & once[mid]
+        for j in mid[bad_shard].tolist():
             i = int(order[j])
             if i not in found:
-                found[i] = ("shard_id", f"shard {int(shard[i])} where the key's records around it are on {int(sh[j - 1])}")
+                around = int(sh[j - 1])
+                found[i] = ("shard_id", f"shard {int(shard[i])} where the key's records around it are on {around}")
     return [
         Suspect(int(offset[i]), keys[int(key_code[i])], int(seq[i]), int(ts[i]), what, why)
         for i, (what, why) in sorted(found.items(), key=lambda item: int(offset[item[0]]))
@@ -261,6 +270,7 @@ def losses(
     per_key = {c: np.flatnonzero(codes == c) for c in range(len(keys))}
     for region in regions:
         found = []
+        tail = not len(offs) or int(offs.max()) < region.end  # nothing at all was read after the region
         for c, rows in per_key.items():
             if not len(rows):
                 continue
@@ -276,7 +286,7 @@ def losses(
                 if last < first:
                     continue  # the key's sequence goes on across the region: it lost nothing there
                 found.append(KeyLoss(keys[c], first, last, int(t[before]), int(t[after])))
-            else:
+            elif tail:  # the damage reaches the end of the data: whether the key went on is unknown
                 found.append(KeyLoss(keys[c], first, None, int(t[before]), None))
         out.append(sorted(found, key=lambda loss: loss.stream_key))
     return out
@@ -300,3 +310,61 @@ def describe_losses(region: DamagedRegion, lost: Sequence[KeyLoss]) -> str:
     if not lost:
         return f"{region.describe()}; no message lost that the sequence numbers around it show"
     return f"{region.describe()}; lost " + "; ".join(loss.describe() for loss in lost)
+
+
+class Records:
+    """The fields of a read's records, collected one message at a time (what ``nbkit info`` and
+    ``nbkit repair`` iterate), for :func:`suspects` and :func:`losses`.
+
+    Examples
+    --------
+    >>> records = Records()
+    >>> for seq in (1, 2, 9):
+    ...     records.add("k", 0, seq, 1_700_000_000_000 + seq, seq * 100)
+    >>> from nbkit.transport.damage import DamagedRegion
+    >>> odd, lost = records.report([DamagedRegion(250, 850, "checksum")], created_at_ms=0)
+    >>> odd, lost[0][0].count
+    ([], 6)
+    """
+
+    def __init__(self) -> None:
+        self.keys: dict[str, int] = {}
+        self._columns = (array("q"), array("Q"), array("Q"), array("q"), array("q"))
+
+    def add(self, stream_key: str, shard_id: int, seq: int, timestamp_ms: int, offset: int) -> None:
+        """Add one record (in file order)."""
+        code, shard, sq, ts, off = self._columns
+        code.append(self.keys.setdefault(stream_key, len(self.keys)))
+        shard.append(shard_id)
+        sq.append(seq)
+        ts.append(timestamp_ms)
+        off.append(offset)
+
+    def arrays(self) -> tuple[np.ndarray, ...]:
+        """``(key_code, shard, seq, timestamp_ms, offset)`` as numpy views of the collected values."""
+        return tuple(np.frombuffer(c, dtype=c.typecode) for c in self._columns)
+
+    def report(
+        self, regions: Sequence[DamagedRegion], *, created_at_ms: int | None
+    ) -> tuple[list[Suspect], list[list[KeyLoss]]]:
+        """The suspect records, and what each region cost per key (suspect records left out of it).
+
+        Parameters
+        ----------
+        regions
+            The damaged regions of the read.
+        created_at_ms
+            The file's creation time.
+
+        Returns
+        -------
+        tuple
+            ``(suspects, losses)`` as :func:`suspects` and :func:`losses` give them.
+        """
+        keys = list(self.keys)
+        code, shard, seq, ts, offset = self.arrays()
+        odd = suspects(keys, code, shard, seq, ts, offset, created_at_ms=created_at_ms)
+        if not regions:
+            return odd, []
+        good = ~np.isin(offset, [x.offset for x in odd])
+        return odd, losses(regions, keys, code[good], seq[good], ts[good], offset[good])

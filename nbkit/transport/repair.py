@@ -13,11 +13,15 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from nbkit.errors import FormatError, InvalidArgumentError, OutputExistsError
 from nbkit.transport.damage import DamagedRegion
 from nbkit.transport.file_reader import ReadEnd, StreamReader
 from nbkit.transport.file_writer import StreamWriter
+
+if TYPE_CHECKING:
+    from nbkit.transport.plausibility import KeyLoss
 
 __all__ = ["RepairReport", "repair"]
 
@@ -38,6 +42,8 @@ class RepairReport:
         ``(offset, reason)`` of frames that read back but cannot be written again (an invalid key).
     end
         How the salvage read of the source ended (``truncated``: a torn tail was left out).
+    lost
+        Per damaged region, what each stream key lost there (:class:`~nbkit.transport.plausibility.KeyLoss`).
 
     Examples
     --------
@@ -51,6 +57,7 @@ class RepairReport:
     damaged: tuple[DamagedRegion, ...]
     rejected: tuple[tuple[int, str], ...]
     end: ReadEnd
+    lost: tuple[tuple[KeyLoss, ...], ...] = ()
 
     @property
     def dropped_bytes(self) -> int:
@@ -60,7 +67,10 @@ class RepairReport:
 
     def lines(self) -> list[str]:
         """What ``nbkit repair`` prints: one line per thing dropped, then the totals."""
-        out = [f"dropped {r.describe()}" for r in self.damaged]
+        from nbkit.transport.plausibility import describe_losses
+
+        lost = self.lost or tuple(() for _ in self.damaged)
+        out = [f"dropped {describe_losses(r, cost)}" for r, cost in zip(self.damaged, lost, strict=True)]
         out += [f"dropped the frame at byte offset {off}: {why}" for off, why in self.rejected]
         if self.end.reason == "truncated":
             out.append(
@@ -106,6 +116,9 @@ def repair(source: str | os.PathLike, output: str | os.PathLike, *, force: bool 
             raise InvalidArgumentError(f"{dst}: is the file being repaired; write the copy to another path")
         if not force:
             raise OutputExistsError(f"{dst}: already exists; choose another output path or pass --force to replace it")
+    from nbkit.transport.plausibility import Records
+
+    records = Records()
     partial = f"{dst}.{os.getpid()}.repairing"
     rejected: list[tuple[int, str]] = []
     kept = 0
@@ -120,6 +133,7 @@ def repair(source: str | os.PathLike, output: str | os.PathLike, *, force: bool 
                 flush_every=256,
             ) as writer:
                 for msg in reader:
+                    records.add(msg.stream_key, msg.shard_id, msg.seq, msg.timestamp_ms, msg.offset)
                     try:
                         writer.write(
                             msg.stream_key,
@@ -134,9 +148,11 @@ def repair(source: str | os.PathLike, output: str | os.PathLike, *, force: bool 
                     kept += 1
             damaged = tuple(reader.damaged)
             end = reader.end
+            created_at_ms = h.created_at_ms
         os.replace(partial, dst)
     finally:
         if os.path.exists(partial):
             os.remove(partial)
     assert end is not None  # a replay read always records why it ended
-    return RepairReport(src, dst, kept, damaged, tuple(rejected), end)
+    _, lost = records.report(damaged, created_at_ms=created_at_ms)
+    return RepairReport(src, dst, kept, damaged, tuple(rejected), end, tuple(tuple(cost) for cost in lost))

@@ -427,7 +427,7 @@ def test_on_bad_frames_skip_and_warn_record_the_damage(tmp_path):
         read_stream(path)
     frame = read_stream(path, on_bad_frames="skip")
     (region,) = frame.attrs["damaged"]
-    assert set(region) == {"start", "end", "problem", "skipped"} and "checksum" in region["problem"]
+    assert set(region) == {"start", "end", "problem", "skipped", "lost"} and "checksum" in region["problem"]
     assert frame["payload"].iloc[59] == "message 59" and "message 60" not in set(frame["payload"])
     assert frame["payload"].iloc[-1] == "message 299" and 280 < len(frame) < 300
     with pytest.warns(DamageWarning, match="checksum"):
