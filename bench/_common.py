@@ -185,6 +185,38 @@ def verdict(label: str, ok: bool, detail: str) -> bool:
     return ok
 
 
+def bar_chart(path: str, title: str, seconds: dict[str, float], group: Callable[[str], str], note: str) -> None:
+    """Write a PNG of one horizontal bar per entry of ``seconds`` (fastest at the top), labelled with its time
+    and coloured by ``group(name)`` (one legend entry per group, in the order groups first appear in
+    ``seconds``). ``note`` goes under the axis: the command, the machine and the load the figures were
+    measured at, so the picture never travels without them."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Patch
+
+    palette = ["#1f4e79", "#6f9bc6", "#e0a458", "#9a9a9a", "#7a4e8f"]
+    groups = list(dict.fromkeys(group(name) for name in seconds))
+    color = {g: palette[i % len(palette)] for i, g in enumerate(groups)}
+    items = sorted(seconds.items(), key=lambda kv: kv[1], reverse=True)  # barh draws the first at the bottom
+    fig, ax = plt.subplots(figsize=(10, 0.42 * len(items) + 2.0), dpi=110)
+    ax.barh([name for name, _ in items], [v for _, v in items], color=[color[group(name)] for name, _ in items])
+    for y, (_, value) in enumerate(items):
+        ax.text(value, y, f" {fmt_s(value)}", va="center", fontsize=9)
+    ax.set_xlabel("seconds, wall clock (median); shorter is faster")
+    ax.set_xlim(0, max(seconds.values()) * 1.15)
+    ax.set_title(title, fontsize=11, loc="left")
+    ax.spines[["top", "right"]].set_visible(False)
+    ax.tick_params(axis="y", labelsize=9)
+    ax.legend(handles=[Patch(color=color[g], label=g) for g in groups], loc="upper right", fontsize=9, frameon=False)
+    fig.text(0.01, 0.01, note, fontsize=7.5, color="#444444", wrap=True)
+    fig.tight_layout(rect=(0, 0.06, 1, 1))
+    fig.savefig(path, metadata={"Software": None})
+    plt.close(fig)
+    print(f"   wrote {path}")
+
+
 def load() -> str:
     try:
         return ", ".join(f"{x:.2f}" for x in os.getloadavg())

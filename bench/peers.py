@@ -11,6 +11,7 @@ and within 1.3x of polars.read_ndjson; read_stream(payload="bytes") within 3x of
 payload="objects" (a parsed object per row, on request) is timed too; its ratios are printed, for scale.
 
     python bench/peers.py                     # 1,000,000 messages, 3 timed rounds
+    python bench/peers.py --plot docs/images/bench-peers.png   # and the bar chart of docs/benchmarks.md
     python bench/peers.py --messages 2000 --repeat 1
 """
 
@@ -79,6 +80,13 @@ def interleaved(readers: dict[str, Callable[[], object]], repeat: int) -> tuple[
     return {name: statistics.median(ts) for name, ts in times.items()}, results
 
 
+def _group(name: str) -> str:
+    """A reader's legend group in the bar chart."""
+    if name.startswith("read_stream"):
+        return "nbkit, pure-Python twin" if "[pure twin]" in name else "nbkit, compiled core"
+    return "reading the file's bytes (the floor)" if name.startswith("open(") else "peers (NDJSON readers)"
+
+
 def check(nb: pd.DataFrame, theirs: pd.DataFrame, who: str) -> list[str]:
     """``compare`` (bench/read.py) after giving epoch-ms timestamps (pyarrow, polars) a datetime dtype."""
     if pd.api.types.is_integer_dtype(theirs["timestamp"]):
@@ -87,7 +95,9 @@ def check(nb: pd.DataFrame, theirs: pd.DataFrame, who: str) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = c.parser(__doc__.splitlines()[0]).parse_args(argv)
+    p = c.parser(__doc__.splitlines()[0])
+    p.add_argument("--plot", metavar="PNG", help="also write a bar chart of every reader's median time to PNG")
+    args = p.parse_args(argv)
     n = args.messages
     c.banner("peers: read_stream vs pandas, pyarrow and polars readers", args)
     print(f"   nbkit core: {core.core_description()}")
@@ -127,6 +137,16 @@ def main(argv: list[str] | None = None) -> int:
         medians, got = interleaved(readers, args.repeat)
         for name, seconds in medians.items():
             c.row(name, seconds, n)
+        if args.plot:
+            c.bar_chart(
+                args.plot,
+                f"Reading {n:,} messages into a DataFrame: a {ss_size / 1e6:,.0f} MB stream file (nbkit),\n"
+                f"the same records as {nd_size / 1e6:,.0f} MB of NDJSON (the peers)",
+                medians,
+                _group,
+                f"bench/peers.py --messages {n} --repeat {args.repeat}: medians of {args.repeat} interleaved rounds. "
+                f"{c.machine()}; load average {c.load()}",
+            )
 
         ours = got['read_stream(payload="json")']
         problems = check(ours, got['pandas.read_json(lines=True, engine="pyarrow")'], "json vs pandas(pyarrow)")
