@@ -1,10 +1,16 @@
 """An order service on a stream file: run it with ``nbkit run service:app`` from this folder.
 
 It follows ``orders.ss`` (created if missing), saves its position after every settlement, retries a
-flaky order twice with a 2 s delay and writes what still fails to ``orders.dead``.
+flaky order twice with a 2 s delay and writes what still fails to ``orders.dead``. It reports through
+``logging``, never ``print``: ``nbkit run`` writes log lines to stderr beside the runtime's own, in order,
+and a service's stdout stays free for messages (a pipe stage's stdout is the next stage's input).
 """
 
+import logging
+
 from nbkit import App, FileBroker, HandlerOutcome, PositionStore
+
+log = logging.getLogger("shop")
 
 broker = FileBroker("orders.ss", end_with_eos=False)
 store = PositionStore("orders.positions.json")
@@ -17,7 +23,7 @@ def handle(delivery):
     order = delivery.json()
     if order.get("flaky") and delivery.attempt < 3:
         return HandlerOutcome.retry_after(2)  # a copy is appended to orders.ss in 2 s
-    print("paid", order["id"], "attempt", delivery.attempt, flush=True)
+    log.info("paid %s attempt %s", order["id"], delivery.attempt)
     return HandlerOutcome.ack()  # logged as unsupported; nothing else happens
 
 

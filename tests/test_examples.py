@@ -1,7 +1,7 @@
 """The repository's ``examples/`` services run as the guide shows them (docs/guide/services.md).
 
 The file service is started with ``nbkit run service:app`` in a copy of the folder and fed with
-``nbkit publish`` while it runs; the two pipe stages are chained in a shell pipeline, and the output
+``nbkit publish`` while it runs (its handler logs what it paid, on stderr, and writes nothing to stdout); the two pipe stages are chained in a shell pipeline, and the output
 the guide prints for that pipeline is compared with what it really writes (timestamps aside).
 """
 
@@ -47,14 +47,18 @@ def test_the_file_service_is_fed_while_it_runs(tmp_path: Path) -> None:
         [sys.executable, "-m", "nbkit", "run", "service:app", "--log-level", "INFO"],
         cwd=folder, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
-    out: list[str] = []
-    drain = threading.Thread(target=lambda: out.extend(service.stdout), daemon=True)
+    err: list[str] = []
+    drain = threading.Thread(target=lambda: err.extend(service.stderr), daemon=True)
     drain.start()
+
+    def paid() -> list[str]:
+        return [line.removeprefix("INFO shop: ") for line in list(err) if line.startswith("INFO shop: ")]
+
     try:
         ss = folder / "orders.ss"
         deadline = time.monotonic() + 20
         while not (ss.exists() and ss.stat().st_size > 128):  # created and primed: the service follows it
-            assert service.poll() is None, service.stderr.read()
+            assert service.poll() is None, "".join(err)
             assert time.monotonic() < deadline
             time.sleep(0.02)
         time.sleep(0.3)
@@ -64,17 +68,20 @@ def test_the_file_service_is_fed_while_it_runs(tmp_path: Path) -> None:
             done = subprocess.run(["bash", "-c", line], cwd=folder, env=env, capture_output=True, text=True, timeout=30)
             assert done.returncode == 0 and done.stdout.startswith("published orders seq "), (line, done.stderr)
         deadline = time.monotonic() + 30
-        while len(out) < 4:
-            assert time.monotonic() < deadline, out
+        while len(paid()) < 4:
+            assert time.monotonic() < deadline, err
             time.sleep(0.05)
     finally:
         service.send_signal(signal.SIGINT)
-        err = service.stderr.read()
+        out = service.stdout.read()  # stderr is the drain thread's
         service.wait(timeout=30)
         drain.join(timeout=10)
-    assert service.returncode == 0, err
-    assert sorted(out) == ["paid 1 attempt 1\n", "paid 2 attempt 3\n", "paid 3 attempt 1\n", "paid 4 attempt 1\n"]
-    assert out.index("paid 2 attempt 3\n") > out.index("paid 1 attempt 1\n")  # after its two copies
+    assert service.returncode == 0, "".join(err)
+    lines = paid()
+    assert sorted(lines) == ["paid 1 attempt 1\n", "paid 2 attempt 3\n", "paid 3 attempt 1\n", "paid 4 attempt 1\n"]
+    assert lines.index("paid 2 attempt 3\n") > lines.index("paid 1 attempt 1\n")  # after its two copies
+    assert any("ack / nack failed" in line for line in err)  # the runtime's lines, beside the service's
+    assert out == ""  # a service reports through logging: its stdout stays free for messages
     assert (folder / "orders.positions.json").exists()
 
 
