@@ -1,8 +1,9 @@
 """The repository's ``examples/`` services run as the guide shows them (docs/guide/services.md).
 
 The file service is started with ``nbkit run service:app`` in a copy of the folder and fed with
-``nbkit publish`` while it runs (its handler logs what it paid, on stderr, and writes nothing to stdout); the two pipe stages are chained in a shell pipeline, and the output
-the guide prints for that pipeline is compared with what it really writes (timestamps aside).
+``nbkit publish`` while it runs (its handler logs what it paid, on stderr, and writes nothing to stdout);
+the two pipe stages are chained in a shell pipeline, and the output the guide prints for that pipeline is
+compared with what it really writes (timestamps aside).
 """
 
 from __future__ import annotations
