@@ -3,6 +3,7 @@ every notebook must execute without an error (repo2docker would add Jupyter; we 
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -68,6 +69,11 @@ def test_notebooks_run_in_the_binder_environment(tmp_path):
         check=True,
     ).stdout.split()
     assert probe[0].startswith(str(ROOT)) and probe[1] == "3.1.1"
+    # the stream viewer comes with the install: its prebuilt front end and the config enabling its server side
+    viewer = venv / "share" / "jupyter" / "labextensions" / "nbkit-viewer" / "package.json"
+    assert json.loads(viewer.read_text())["name"] == "nbkit-viewer"
+    config = venv / "etc" / "jupyter" / "jupyter_server_config.d" / "nbkit.json"
+    assert json.loads(config.read_text())["ServerApp"]["jpserver_extensions"] == {"nbkit.lab": True}
     books = tmp_path / "notebooks"
     shutil.copytree(ROOT / "notebooks", books, ignore=shutil.ignore_patterns("work", ".ipynb_checkpoints"))
     (tmp_path / "runner.py").write_text(RUN_NOTEBOOKS)

@@ -1,6 +1,7 @@
 """The layer contract (../shared/DESIGN.md): imports point down, and no module reaches into another package's privates.
 
-wire -> transport -> runtime -> tabular -> notebook -> scale -> cli. Each layer may import its own layer and the
+wire -> transport -> runtime -> tabular -> notebook -> scale -> lab -> cli (``lab``: the Jupyter Server handlers of
+the JupyterLab stream viewer, above the readers they serve). Each layer may import its own layer and the
 ones below it, and ``nbkit.errors`` (the one hierarchy every layer raises). The top-level namespaces users type
 (``nbkit``, ``nbkit.plot``, ``nbkit.widgets``, ``nbkit.exercises``, ``nbkit.dask``, ``python -m nbkit``) share the
 top with the CLI (which reads ``nbkit.__version__``). An import of an underscore name (or module) from another
@@ -18,7 +19,7 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "nbkit"
 
 #: The layers, lowest first; a module's layer is its first dotted part under nbkit.
-LAYERS = ["errors", "wire", "transport", "runtime", "tabular", "notebook", "scale", "cli"]
+LAYERS = ["errors", "wire", "transport", "runtime", "tabular", "notebook", "scale", "lab", "cli"]
 #: Modules above every layer: the public namespaces.
 TOP = {"__init__", "__main__", "plot", "widgets", "exercises", "dask"}
 

@@ -180,6 +180,14 @@ def _write_isolated_dirs(base: Path) -> dict[str, str]:
             indent=1,
         )
     )
+    # the stream viewer as this checkout built it (what .ci/run just built, not an older installed copy):
+    # its front end on the data path searched first, its server extension enabled in the config dir
+    (dirs["data"] / "labextensions").mkdir(exist_ok=True)
+    (dirs["data"] / "labextensions" / "nbkit-viewer").symlink_to(ROOT / "nbkit" / "lab" / "labextension")
+    (dirs["config"] / "jupyter_server_config.d").mkdir(exist_ok=True)
+    (dirs["config"] / "jupyter_server_config.d" / "nbkit.json").write_text(
+        json.dumps({"ServerApp": {"jpserver_extensions": {"nbkit.lab": True}}})
+    )
     env = dict(os.environ)
     env.update(
         JUPYTER_CONFIG_DIR=str(dirs["config"]),
