@@ -34,6 +34,7 @@ TINY = {
     "lineage": ["--messages", "2000", "--repeat", "1"],
     "peers": ["--messages", "2000", "--repeat", "1"],
     "salvage": ["--messages", "60", "--repeat", "1", "--files", "5"],
+    "viewer": ["--messages", "3000", "--repeat", "1", "--pages", "3"],
 }
 
 
