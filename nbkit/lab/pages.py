@@ -17,10 +17,9 @@ from collections.abc import Iterator
 from typing import Any
 
 from nbkit.lab.index import CHECKPOINT_EVERY, RowIndex, StreamIndex
-from nbkit.runtime.delivery import retry_count
 from nbkit.transport.damage import DamagedRegion
 from nbkit.transport.file_reader import Message, StreamReader
-from nbkit.wire.envelope import RETRY_COUNT_HEADER, decode
+from nbkit.wire.envelope import RETRY_COUNT_HEADER, decode, retry_count
 from nbkit.wire.keys import INTERNAL_KEY
 from nbkit.wire.timestamps import iso_utc
 
