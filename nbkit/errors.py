@@ -146,6 +146,30 @@ class FormatError(NbkitError, ValueError):
         Exception.__init__(err, err._render())
         return err
 
+    def with_hint(self, hint: str) -> FormatError:
+        """Return a copy of this error whose message ends with ``hint`` (for example, how to salvage).
+
+        Parameters
+        ----------
+        hint : str
+            Text appended to the detail, as written (start it with ``"; "`` or a space).
+
+        Returns
+        -------
+        FormatError
+            A new error of the same class, at the same place; this one is unchanged.
+
+        Examples
+        --------
+        >>> from nbkit.errors import FormatError
+        >>> str(FormatError("bad frame", path="a.ss", offset=7).with_hint("; try on_bad_frames='skip'"))
+        "a.ss, byte offset 7: bad frame; try on_bad_frames='skip'"
+        """
+        err = self.located()
+        err.detail = self.detail + hint
+        Exception.__init__(err, err._render())
+        return err
+
 
 class ByteMarkError(FormatError):
     """The file does not start with the ``Ss`` magic bytes: it is not a stream file."""

@@ -673,10 +673,7 @@ class StreamReader:
             if self.errors == "stop":
                 self.end = ReadEnd("error", self.pos, self.size() - self.pos, err)
                 return None
-            hinted = err.located()
-            hinted.detail = err.detail + _SALVAGE_HINT
-            Exception.__init__(hinted, hinted._render())
-            raise hinted from None
+            raise err.with_hint(_SALVAGE_HINT) from None
         if msg.is_eos and self.stop_at_eos:
             # bytes read ahead must not decide the end: an append since then (a retry copy of this very
             # replay) cuts the trailing EOS mark and writes in its place, so read the frame again from disk
