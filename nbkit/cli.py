@@ -528,7 +528,31 @@ def _write_lines(
 # -- run -------------------------------------------------------------------------------------------
 
 
+#: ``nbkit run --help``'s text after the summary line: what stdout is, and the exit codes.
+RUN_DESCRIPTION = """\
+A pipe stage (a StdioBroker) reads stdin and writes only data to stdout: its published messages and
+retry copies, one line each. Anything a handler prints goes to stderr, as do warnings and log lines.
+
+SIGINT, SIGTERM and SIGHUP stop it gracefully. A stage whose stdin is a pipe reads on until the stage
+before closes it (the whole pipeline got the signal: that stage's delayed copies still come through);
+one reading a terminal or a file stops reading and delivers the lines it has read. Then it waits for its
+delayed copies (App(shutdown_timeout=...)). A second signal stops at once: each pending copy is
+abandoned and named. At exit one line sums the run up: deliveries per outcome, copies written, dead
+letters, rejects, losses, lines read and left unread.
+
+exit codes:
+  0    the input ended and nothing was lost
+  1    an error (a bad stdin line with --on-bad-lines error, ...), printed as one line nbkit: ...
+  2    bad arguments, or a service that cannot be loaded or is misconfigured
+  3    copies were abandoned or lost, or lines read were not delivered (whatever stopped the run)
+  129  stopped by SIGHUP, 130 by SIGINT (Ctrl-C), 143 by SIGTERM, nothing lost
+  141  stdout's reader went away (broken pipe); the summary says what was lost
+"""
+
+
 def _add_run(p: argparse.ArgumentParser) -> None:
+    p.description = f"{p.description}\n\n{RUN_DESCRIPTION}"
+    p.formatter_class = argparse.RawDescriptionHelpFormatter
     p.add_argument(
         "target",
         metavar="MODULE:ATTR",
@@ -540,8 +564,66 @@ def _add_run(p: argparse.ArgumentParser) -> None:
         default="WARNING",
         type=str.upper,
         choices=("DEBUG", "INFO", "WARNING", "ERROR"),
-        help="log level on stderr (default WARNING)",
+        help="log level on stderr (default WARNING); ERROR still shows every loss, and the summary line",
     )
+    p.add_argument(
+        "--ack-log-rate",
+        type=_positive_number,
+        metavar="N",
+        help="at most N 'ack / nack failed' WARNING lines per second; one line counts those left out "
+        "(default: every line)",
+    )
+    p.add_argument(
+        "--max-pending",
+        type=_pending_cap,
+        metavar="N",
+        help=f"at most N delayed copies held in memory; at the cap no input is taken until copies are due "
+        f"(backpressure, not loss). Default: the app's max_pending ({_default_max_pending():,}, about 1 KB a "
+        "copy plus its payload); 0: no cap",
+    )
+    p.add_argument(
+        "--skip-blank-lines",
+        action="store_true",
+        help="pipe: skip empty and whitespace-only stdin lines (by default each is a message with that payload "
+        "for every subscription, as upstream reads it)",
+    )
+    p.add_argument(
+        "--strip-cr",
+        action="store_true",
+        help="pipe: drop the \\r ending a line (CRLF input; by default it stays in the payload, as upstream)",
+    )
+    p.add_argument(
+        "--on-bad-lines",
+        choices=("error", "warn", "skip"),
+        help="pipe: a malformed or non-UTF-8 stdin line stops the stage (error, the default, as upstream; the "
+        "summary counts the lines left unread), is logged and skipped (warn), or skipped (skip)",
+    )
+
+
+def _positive_number(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of lines per second, not {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, not {text}")
+    return value
+
+
+def _pending_cap(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number of copies, not {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0 (0: no cap), not {text}")
+    return value
+
+
+def _default_max_pending() -> int:
+    from nbkit.runtime.app import MAX_PENDING
+
+    return MAX_PENDING
 
 
 def load_app(target: str) -> App:
@@ -602,34 +684,61 @@ def _where(exc: BaseException) -> str:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    """Run a service (an nbkit.App) until its subscriptions end; SIGINT/SIGTERM shut it down gracefully."""
+    """Run a service (an nbkit.App) until its subscriptions end; SIGINT/SIGTERM/SIGHUP shut it down gracefully."""
     import logging
 
     from nbkit.runtime.logs import STREAM_ERROR, LogOrderedStream, RunLogHandler, flush_run_logs
+    from nbkit.runtime.stdio_broker import StdioBroker
     from nbkit.transport.pipe_io import StdoutClosedError
 
     root = logging.getLogger()
     streams = sys.stdout, sys.stderr
+    handler: RunLogHandler | None = None
     if not root.handlers:  # as logging.basicConfig: an embedding that set up logging keeps its own
         # one buffered line per record on stderr, ending with its delivery: stream_key=orders seq=17 attempt=2;
         # "subscriber stream error" is left out: the error it reports ends the run and is printed as the one
         # ``nbkit: ...`` line (not twice)
-        root.addHandler(RunLogHandler(sys.stderr, skip_texts=(STREAM_ERROR,)))
+        handler = RunLogHandler(sys.stderr, skip_texts=(STREAM_ERROR,), ack_rate=args.ack_log_rate)
+        root.addHandler(handler)
         root.setLevel(getattr(logging, args.log_level))
         # what the service prints comes after the log lines of the deliveries settled before it
         sys.stdout, sys.stderr = LogOrderedStream(sys.stdout), LogOrderedStream(sys.stderr)
+    app: App | None = None
+    status = 0
     try:
         app = load_app(args.target)
+        if args.max_pending is not None:
+            app.max_pending = args.max_pending or None
+        pipes = [b for b in app.brokers if isinstance(b, StdioBroker)]
+        for b in pipes:
+            b.configure_input(
+                skip_blank_lines=args.skip_blank_lines or None,
+                strip_cr=args.strip_cr or None,
+                on_bad_lines=args.on_bad_lines,
+            )
+        if pipes:  # stdout is the pipe's: what a handler prints goes to stderr (the sink keeps stdout itself)
+            sys.stdout = sys.stderr
         app.run()
-    except StdoutClosedError as exc:
+    except StdoutClosedError:  # the reader left during the final flush: the summary says so
+        assert app is not None
+        app.stop_reason = "broken pipe"
+    except NbkitError as err:
+        if app is None or not app.started:
+            raise  # a service that cannot start: one ``nbkit: ...`` line, no summary
         flush_run_logs()
-        _silence_stdout()
-        _note(str(exc))
-        return 0
+        _note(" ".join(str(err).split()))
+        status = err.exit_code
     finally:
         flush_run_logs()  # the gathered log lines go out before any ``nbkit: ...`` line about the end
+        if handler is not None:
+            root.removeHandler(handler)
+            handler.close()
         sys.stdout, sys.stderr = streams
-    return 0
+    summary = app.summary()
+    if summary.stop == "broken pipe":
+        _silence_stdout()
+    _note(summary.to_text())
+    return status or summary.exit_status
 
 
 # -- demo ------------------------------------------------------------------------------------------

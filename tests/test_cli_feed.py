@@ -257,7 +257,9 @@ def test_a_malformed_stdio_header_is_one_line_on_stderr(tmp_path: Path) -> None:
         timeout=60,
     )
     assert done.returncode == 1
-    assert one_error_line(done.stderr.decode()).startswith("nbkit: line 2: ")
+    error, summary = done.stderr.decode().splitlines()  # the one error line, then the run's summary
+    assert error.startswith("nbkit: line 2: ") and "Traceback" not in done.stderr.decode()
+    assert summary.startswith("nbkit: run summary: stopped by LineParseError; 1 delivery")
 
 
 # -- watch -------------------------------------------------------------------------------------------

@@ -35,6 +35,7 @@ from nbkit.runtime.events import SettlementEvent, events_frame
 from nbkit.runtime.outcome import HandlerOutcome, OutcomeKind, as_outcome
 from nbkit.runtime.redrive import REDRIVEN_FROM_HEADER
 from nbkit.runtime.registration import Registration
+from nbkit.runtime.run_summary import RunCounts, RunSummary, signal_name
 from nbkit.runtime.settle import Action, Decision, decide
 from nbkit.transport.polling import NEED_MORE, NeedMore
 from nbkit.wire.envelope import RETRY_COUNT_HEADER, copy_retry_count, retry_count
@@ -49,6 +50,11 @@ _new_event = partial(tuple.__new__, SettlementEvent)  # one per delivery: made f
 _IDLE_MIN = 0.001
 _IDLE_MAX = 0.1
 KEEP_EVENTS = 10_000  # settlement events an App keeps by default: a service runs for ever
+#: Delayed copies an App holds by default before it stops taking input until some are due (backpressure).
+#: A small payload's copy takes about 1 KB (the copy, its headers and its event), so about 10 MB.
+MAX_PENDING = 10_000
+#: The signals that stop ``run()`` gracefully (a second one stops it at once); SIGHUP where it exists
+_STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name))
 
 
 @dataclass(order=True, slots=True)
@@ -67,13 +73,16 @@ class PendingCopy:
     attempt: int = field(compare=False)
     #: told when the copy is in the file, so an at-least-once checkpoint can move past its original
     checkpointer: Checkpointer | None = field(compare=False, default=None)
+    line: int | None = field(compare=False, default=None)  # the stdin line of the delivery (a pipe)
 
 
 class App:
     """Runs the handlers registered on one or more brokers.
 
     ``shutdown_timeout`` bounds how long a graceful shutdown waits for delayed copies (None: wait
-    them all out, as upstream). ``clock`` defaults to the real clock; sessions pass a virtual one.
+    them all out, as upstream). ``max_pending`` caps the delayed copies held in memory: at the cap the
+    app takes no more deliveries until copies are due (backpressure, never loss). ``clock`` defaults
+    to the real clock; sessions pass a virtual one.
     ``keep_events`` is how many settlement events ``events`` keeps, the most recent ones (None:
     all of them, as a :class:`~nbkit.Session` does); ``settled`` counts every
     settlement. A service settles for ever, so an unbounded history would grow without end.
@@ -95,6 +104,9 @@ class App:
         :class:`~nbkit.VirtualClock`).
     keep_events : int, optional
         How many recent settlement events to keep (None: all).
+    max_pending : int, optional
+        How many delayed copies may be pending before input waits (None: no cap; default
+        :data:`MAX_PENDING`).
 
     Examples
     --------
@@ -118,6 +130,7 @@ class App:
         shutdown_timeout: float | None = None,
         clock: Clock | None = None,
         keep_events: int | None = KEEP_EVENTS,
+        max_pending: int | None = MAX_PENDING,
     ) -> None:
         if not brokers:
             raise ConfigurationError("App needs at least one broker: App(FileBroker(path)) or App(StdioBroker())")
@@ -127,6 +140,19 @@ class App:
         if shutdown_timeout is not None and shutdown_timeout < 0:
             raise ConfigurationError(f"shutdown_timeout must be >= 0 seconds or None, not {shutdown_timeout}")
         _check_keep(keep_events)
+        if max_pending is not None and (
+            isinstance(max_pending, bool) or not isinstance(max_pending, int) or max_pending < 1
+        ):
+            raise ConfigurationError(f"max_pending must be a whole number >= 1 or None, not {max_pending!r}")
+        self.max_pending = max_pending
+        #: What the run has done, counted over the whole run (:meth:`summary` says it in one line).
+        self.counts = RunCounts()
+        #: The signal that stopped :meth:`run` (None: none did).
+        self.stop_signal: int | None = None
+        #: What ended the run, as :meth:`summary` says it: "input ended", a signal's name, "broken pipe".
+        self.stop_reason = "input ended"
+        self._stopping = False  # a graceful stop is under way: the brokers stop or drain their input
+        self._was_full = False  # max_pending was reached at the last check
         self.brokers = brokers
         self.shutdown_timeout = shutdown_timeout
         self.clock: Clock = clock or RealClock()
@@ -159,6 +185,7 @@ class App:
             return
         for b in self.brokers:
             b.bind_clock(self.clock)
+            b.on_output_closed = self._output_closed
         subs: list[Subscription] = []
         for b in self.brokers:
             subs.extend(b.connect())
@@ -302,18 +329,35 @@ class App:
         name = reg.name
         stream_key = delivery.stream_key
         seq = delivery.seq
-        settled = (name, stream_key, seq, attempt)  # what the log records name
+        settled = (name, stream_key, seq, attempt, delivery.line)  # what the log records name
+        counts = self.counts
+        outcomes = counts.outcomes
+        outcomes[kind] = outcomes.get(kind, 0) + 1
         if destination is None:  # unsupported, or rejected: nothing is written
             if action is Action.REJECTED:
-                logs.emit(
+                counts.rejected += 1
+                logs.emit(  # a loss: ERROR (upstream: WARN), so --log-level ERROR shows it
                     logs.DISPATCH,
-                    logging.WARNING,
+                    logging.ERROR,
                     logs.EXHAUSTED_REJECT,
                     delivery=settled,
                     subscription=name,
                     attempt=attempt,
                 )
-            logs.ack_failed(logs.DISPATCH, name, settled)
+            if kind == "retry" and decision.unsupported_call == "nack(requeue=true)":
+                counts.requeued_nothing += 1  # upstream's ack / nack text, at ERROR, saying the outcome
+                logs.emit(
+                    logs.DISPATCH,
+                    logging.ERROR,
+                    logs.ACK_FAILED,
+                    delivery=settled,
+                    subscription=name,
+                    error=logs.UNSUPPORTED,
+                    outcome="retry",
+                    lost=logs.REQUEUE_NOTHING,
+                )
+            else:
+                logs.ack_failed(logs.DISPATCH, name, settled)
             due = written_at = copy_seq = None
         else:
             if action is Action.DEAD_LETTER and decision.at_cap:
@@ -338,7 +382,12 @@ class App:
                     _, copy_seq, written_at = broker.publish(destination, delivery.payload, copy_headers)
                 except NbkitError as exc:
                     written_at = copy_seq = None
-                    error = self._copy_lost(settled, destination, exc)
+                    error = self._copy_lost(broker, settled, destination, exc)
+                else:
+                    if action is Action.DEAD_LETTER:
+                        counts.dead_letters += 1
+                    else:
+                        counts.copies += 1
         # values in SettlementEvent's field order, made as a tuple (tests/runtime/test_events.py pins the order)
         event = _new_event(
             (
@@ -374,6 +423,7 @@ class App:
                 name,
                 attempt,
                 sub.checkpointer,
+                delivery.line,
             )
             heapq.heappush(self._pending, copy)
         self.events.append(event)
@@ -405,8 +455,12 @@ class App:
         """The outcome a handler's result stands for, and the error to record (a raise or a wrong return drops)."""
         if type(result) is HandlerOutcome:
             return result, None
-        settled = (sub.name, delivery.stream_key, delivery.seq, delivery.attempt)
+        settled = (sub.name, delivery.stream_key, delivery.seq, delivery.attempt, delivery.line)
+        if isinstance(result, BaseException) and sub.broker.output_closed:
+            # the handler's publish hit the closed pipe: the stage stops (no traceback: not the handler's fault)
+            return HandlerOutcome.drop(), f"stopped: {result}"
         if isinstance(result, BaseException):
+            self.counts.raised += 1
             logs.DISPATCH.error(
                 "%s subscription=%s",
                 logs.HANDLER_FAILED,
@@ -444,18 +498,20 @@ class App:
             return reg.declaration.dead_letter
         return None
 
-    @staticmethod
-    def _copy_lost(settled: logs.Delivery, destination: str, exc: NbkitError) -> str:
-        """Log that a copy could not be published (it is lost); returns the event's error."""
-        logs.emit(
-            logs.DISPATCH,
-            logging.WARNING,
-            logs.COPY_FAILED,
-            delivery=settled,
-            subscription=settled[0],
-            destination=destination,
-            error=exc,
-        )
+    def _copy_lost(self, broker: Broker, settled: logs.Delivery, destination: str, exc: NbkitError) -> str:
+        """Count and log (ERROR; upstream: WARN) that a copy could not be published; returns the event's
+        error. A broken pipe is logged once, in the run's summary, not per copy: the stage stops there."""
+        self.counts.copies_lost += 1
+        if not broker.output_closed:
+            logs.emit(
+                logs.DISPATCH,
+                logging.ERROR,
+                logs.COPY_FAILED,
+                delivery=settled,
+                subscription=settled[0],
+                destination=destination,
+                error=exc,
+            )
         return f"copy lost: {exc}"
 
     def step(self) -> SettlementEvent | None:
@@ -559,82 +615,93 @@ class App:
         delay: float | None = None
         quiet = False
         log_handler: logs.RunLogHandler | None = None  # the run log handler ``write`` is for
-        write: Callable[[int], None] = _write_nothing
+        write: Callable[..., None] = _write_nothing
+        counts = self.counts
+        quiet_n = 0  # quiet settlements of ``kind`` not yet added to counts.outcomes
         write_key = ""
         scans_ahead = sub.scans_ahead
         ready: Iterator[Delivery] = iter(())
         settled = 0
-        while not self._stop_requested:
-            if sub.ended or self._pending or self._held is not None:
-                break
-            delivery = next(ready, None) if scans_ahead else None
-            if delivery is None:
-                polled = _poll(sub)
-                if polled is None or polled is NEED_MORE:
+        try:  # (a stream error may end the loop: what was settled is still counted)
+            while not self._stop_requested:
+                if sub.ended or self._pending or self._held is not None:
                     break
-                delivery = polled
-                if scans_ahead:
-                    ready = sub.ready()
-            settled += 1
-            self.last_delivery = delivery
-            try:  # invoke(), inline
-                result = handler(delivery)
-            except Exception as exc:  # a failing handler drops the delivery, like an Err from Rust
-                result = exc
-            if result is None:
-                result = ack  # what settle() makes of None
-            headers = delivery.headers
-            if type(result) is not HandlerOutcome or retry_header in headers:
-                self._complete(sub, delivery, result)
-                continue
-            if result is not last:  # (a HandlerOutcome is immutable; the attempt here is always 1)
-                decision, destination = self._decision(sub, result.kind, result.delay, 1)
-                kind, action, delay = result.kind, decision.action_name, decision.delay
-                quiet = destination is None and decision.action is Action.UNSUPPORTED
-                last = result
-            if not quiet:
-                self.settle(sub, delivery, result)
-                continue
-            stream_key = delivery.stream_key
-            seq = delivery.seq
-            if warns():  # logs.ack_failed()'s checks, per delivery
-                run_handler = sole_run_handler(dispatch, logging.WARNING)
-                if run_handler is None:  # a record to make, naming settle() as its source: settle() logs it
+                delivery = next(ready, None) if scans_ahead else None
+                if delivery is None:
+                    polled = _poll(sub)
+                    if polled is None or polled is NEED_MORE:
+                        break
+                    delivery = polled
+                    if scans_ahead:
+                        ready = sub.ready()
+                settled += 1
+                self.last_delivery = delivery
+                try:  # invoke(), inline
+                    result = handler(delivery)
+                except Exception as exc:  # a failing handler drops the delivery, like an Err from Rust
+                    result = exc
+                if result is None:
+                    result = ack  # what settle() makes of None
+                headers = delivery.headers
+                if type(result) is not HandlerOutcome or retry_header in headers:
+                    self._complete(sub, delivery, result)
+                    continue
+                if result is not last:  # (a HandlerOutcome is immutable; the attempt here is always 1)
+                    if quiet_n:
+                        counts.outcome(kind, quiet_n)
+                        quiet_n = 0
+                    decision, destination = self._decision(sub, result.kind, result.delay, 1)
+                    kind, action, delay = result.kind, decision.action_name, decision.delay
+                    # (a retry() that requeues nothing logs its own ERROR line: settle() does that)
+                    quiet = destination is None and decision.action is Action.UNSUPPORTED and kind != "retry"
+                    last = result
+                if not quiet:
                     self.settle(sub, delivery, result)
                     continue
-                if run_handler is not log_handler or stream_key != write_key:
-                    write = run_handler.settlement_writer(dispatch.name, logging.WARNING, message, stream_key, 1)
-                    log_handler, write_key = run_handler, stream_key
-                now = self.clock.now()
-                write(seq)
-            else:
-                now = self.clock.now()
-            # what settle() records for it, in SettlementEvent's field order
-            event = _new_event(
-                (
-                    now,
-                    transport,
-                    name,
-                    stream_key,
-                    delivery.shard_id,
-                    seq,
-                    1,  # attempt
-                    kind,  # outcome
-                    action,
-                    delay,
-                    None,  # destination
-                    None,  # due
-                    None,  # written_at
-                    None,  # copy_seq
-                    False,  # abandoned
-                    None,  # error
-                    redriven_header in headers,  # redriven
+                stream_key = delivery.stream_key
+                seq = delivery.seq
+                if warns():  # logs.ack_failed()'s checks, per delivery
+                    run_handler = sole_run_handler(dispatch, logging.WARNING)
+                    if run_handler is None:  # a record to make, naming settle() as its source: settle() logs it
+                        self.settle(sub, delivery, result)
+                        continue
+                    if run_handler is not log_handler or stream_key != write_key:
+                        write = run_handler.settlement_writer(dispatch.name, logging.WARNING, message, stream_key, 1)
+                        log_handler, write_key = run_handler, stream_key
+                    now = self.clock.now()
+                    write(seq, delivery.line)
+                else:
+                    now = self.clock.now()
+                quiet_n += 1
+                # what settle() records for it, in SettlementEvent's field order
+                event = _new_event(
+                    (
+                        now,
+                        transport,
+                        name,
+                        stream_key,
+                        delivery.shard_id,
+                        seq,
+                        1,  # attempt
+                        kind,  # outcome
+                        action,
+                        delay,
+                        None,  # destination
+                        None,  # due
+                        None,  # written_at
+                        None,  # copy_seq
+                        False,  # abandoned
+                        None,  # error
+                        redriven_header in headers,  # redriven
+                    )
                 )
-            )
-            self.events.append(event)
-            self.settled += 1
-            if checkpointer is not None:
-                checkpointer.settled(stream_key, seq, copy_pending=False)
+                self.events.append(event)
+                self.settled += 1
+                if checkpointer is not None:
+                    checkpointer.settled(stream_key, seq, copy_pending=False)
+        finally:
+            if quiet_n:
+                counts.outcome(kind, quiet_n)
         return settled
 
     async def astep(self) -> SettlementEvent | None:
@@ -675,6 +742,8 @@ class App:
             held, self._held = self._held, None
             return held
         self.fire_due()
+        if self.pending_full:
+            return None  # backpressure: no delivery until copies are due
         got = self.next_delivery()
         if got is None:
             return None
@@ -711,12 +780,13 @@ class App:
 
     def _fire(self, copy: PendingCopy) -> SettlementEvent:
         event = copy.event
-        settled = (copy.subscription, event.stream_key, event.seq, event.attempt)
+        settled = (copy.subscription, event.stream_key, event.seq, event.attempt, copy.line)
         try:
             published = copy.broker.publish(copy.destination, copy.payload, copy.headers)
         except NbkitError as exc:
-            event = event._replace(error=self._copy_lost(settled, copy.destination, exc))
+            event = event._replace(error=self._copy_lost(copy.broker, settled, copy.destination, exc))
         else:
+            self.counts.copies += 1
             event = event._replace(written_at=published.time, copy_seq=published.seq)
             if copy.checkpointer is not None:
                 copy.checkpointer.copy_written(event.stream_key, event.seq)
@@ -729,6 +799,22 @@ class App:
         if i >= 0:
             self.events[i] = event
 
+    @property
+    def pending_full(self) -> bool:
+        """Whether ``max_pending`` delayed copies are pending: the app then takes no delivery until some are due.
+
+        Returns
+        -------
+        bool
+        """
+        full = self.max_pending is not None and len(self._pending) >= self.max_pending
+        if full and not self._was_full:
+            self.counts.backpressure += 1
+            if self.counts.backpressure == 1:  # once: the summary counts the rest
+                logs.emit(logs.APP, logging.WARNING, logs.PENDING_FULL, max_pending=self.max_pending)
+        self._was_full = full
+        return full
+
     def next_due(self) -> float | None:
         """When the soonest delayed copy is due, if any.
 
@@ -739,13 +825,15 @@ class App:
         """
         return self._pending[0].due if self._pending else None
 
-    def abandon_pending(self, *, log: bool = True) -> int:
+    def abandon_pending(self, *, log: bool = True, reason: str = logs.COPY_ABANDONED) -> int:
         """Give up every delayed copy (they are lost); returns how many.
 
         Parameters
         ----------
         log : bool
-            Log one WARN line per abandoned copy.
+            Log one ERROR line per abandoned copy (upstream: WARN), naming it.
+        reason : str
+            The line's text: why the copies are abandoned (the shutdown timeout, by default).
 
         Returns
         -------
@@ -755,12 +843,13 @@ class App:
         n = 0
         while self._pending:
             copy = heapq.heappop(self._pending)
+            self.counts.abandoned += 1
             if log:
                 logs.emit(
                     logs.DISPATCH,
-                    logging.WARNING,
-                    logs.COPY_ABANDONED,
-                    delivery=(copy.subscription, copy.event.stream_key, copy.event.seq, copy.attempt),
+                    logging.ERROR,
+                    reason,
+                    delivery=(copy.subscription, copy.event.stream_key, copy.event.seq, copy.attempt, copy.line),
                     subscription=copy.subscription,
                     destination=copy.destination,
                     attempt=copy.attempt,
@@ -771,10 +860,16 @@ class App:
 
     # -- running -----------------------------------------------------------------------------------
     def run(self) -> None:
-        """Run until every subscription has ended and no delayed copy is pending, or until SIGINT/SIGTERM.
+        """Run until every subscription has ended and no delayed copy is pending, or until SIGINT, SIGTERM
+        or SIGHUP, or until a pipe stage's stdout reader goes away.
 
-        Then shut down gracefully (waiting for copies within ``shutdown_timeout``). A second signal stops
-        waiting at once.
+        On a signal a pipe stage whose stdin is a pipe reads on until the stage before closes it (the
+        whole pipeline got the signal, and that stage may still write the copies it waits out); one
+        reading a terminal or a file stops reading and delivers the lines it has read; other brokers end
+        their subscriptions at once. Then it shuts down gracefully (waiting for copies within
+        ``shutdown_timeout``). A second signal stops at once: every pending copy is abandoned and named,
+        and lines read and not delivered are counted. A broken pipe stops the stage at once too.
+        :attr:`stop_signal`, :attr:`stop_reason` and :meth:`summary` say how it ended.
 
         Returns
         -------
@@ -784,21 +879,38 @@ class App:
         restore = self._install_signals()
         try:
             idle = _IDLE_MIN
-            while not self._stop_requested:
+            told_waiting = False
+            while True:
+                if self._stop_requested and not self._keep_stopping():
+                    break
                 settled = self._settle_ready()
                 if settled is None:
                     settled = self.step() is not None
                 if settled:
                     idle = _IDLE_MIN
                     continue
-                if self.all_ended() and not self._pending:
-                    break
+                if self.all_ended():
+                    if not self._pending or self._stopping:  # stopping: shutdown() waits, within its timeout
+                        break
+                    if not told_waiting:
+                        told_waiting = True
+                        logs.emit(
+                            logs.APP,
+                            logging.INFO,
+                            logs.INPUT_ENDED_WAITING,
+                            copies=len(self._pending),
+                            seconds=round(max(0.0, self.clock.sleep_time(max(self._pending).due)), 3),
+                        )
                 self._flush()
                 pause, deadline = self._pause(idle)
                 self._wait(pause)
                 if deadline is not None:
                     self.clock.reach(deadline)
                 idle = min(idle * 2, _IDLE_MAX)
+        except NbkitError as exc:  # a stream error (a bad stdin line, a damaged file) ends the run
+            if self.stop_reason != "broken pipe":
+                self.stop_reason = f"{type(exc).__name__}"
+            raise
         finally:
             try:
                 self.shutdown()
@@ -841,11 +953,12 @@ class App:
         return idle, None
 
     def _wait(self, seconds: float) -> None:
-        """Wait up to ``seconds`` of real time for input on the subscriptions' file descriptors."""
+        """Wait up to ``seconds`` of real time for input on the subscriptions' file descriptors (only for the
+        time, when ``max_pending`` copies are pending: no input is taken then)."""
         if seconds <= 0:
             return
         fds = [fd for s in self.subscriptions if not s.ended and (fd := s.fileno()) is not None]
-        if fds:
+        if fds and not self.pending_full:
             select.select(fds, [], [], seconds)
         else:
             time.sleep(seconds)
@@ -854,21 +967,27 @@ class App:
         """The app is idle: write out the gathered log lines, then the brokers' buffered output."""
         logs.flush_run_logs()
         for b in self.brokers:
-            if not b.closed:
-                b.flush()
+            if not b.closed and not b.output_closed:
+                try:
+                    b.flush()
+                except NbkitError:
+                    if not b.output_closed:
+                        raise  # (a broken pipe has stopped the app already: its summary says what was lost)
 
     def _install_signals(self) -> Callable[[], None]:
-        """Make SIGINT/SIGTERM request a stop (in the main thread); returns what puts the old handlers back."""
+        """Make SIGINT/SIGTERM/SIGHUP request a stop (in the main thread); returns what puts the old handlers back."""
         if threading.current_thread() is not threading.main_thread():
             return lambda: None
         previous: dict[signal.Signals, Any] = {}
 
         def handler(signum: int, frame: FrameType | None) -> None:
-            if self._stop_requested:  # a second signal: stop waiting for delayed copies
+            if self.stop_signal is not None or self._stopping:  # a second signal: stop at once
                 self._abandon_requested = True
+            else:
+                self.stop_signal = signum
             self._stop_requested = True
 
-        for sig in (signal.SIGINT, signal.SIGTERM):
+        for sig in _STOP_SIGNALS:
             previous[sig] = signal.signal(sig, handler)
 
         def restore() -> None:
@@ -877,8 +996,95 @@ class App:
 
         return restore
 
+    def _keep_stopping(self) -> bool:
+        """A stop was requested: whether :meth:`run` goes on (the brokers stop or drain their input) or ends now.
+
+        The first request asks each broker to stop its input (:meth:`Broker.stop_input`) and says what the
+        stage now waits for; a second one (a second signal), a broken pipe, or a broker without such a stop
+        (a file's subscriptions end at once, as before) ends the loop.
+        """
+        if self._abandon_requested or self.stop_reason == "broken pipe":
+            return False
+        if self._stopping:  # request_stop() again: nothing new
+            self._stop_requested = False
+            return True
+        self._stopping = True
+        self.stop_reason = signal_name(self.stop_signal) if self.stop_signal is not None else "request_stop()"
+        stops = [b.stop_input() for b in self.brokers]
+        if any(stop is None for stop in stops):
+            return False
+        self._stop_requested = False
+        pending = len(self._pending)
+        if any(stops):
+            logs.emit(
+                logs.APP,
+                logging.WARNING,
+                logs.SHUTDOWN_DRAINING,
+                signal=self.stop_reason,
+                pending=pending,
+                then="a second signal stops at once and abandons every pending copy",
+            )
+        else:
+            logs.emit(logs.APP, logging.WARNING, logs.SHUTDOWN_STOPPING, signal=self.stop_reason, pending=pending)
+        return True
+
+    def _output_closed(self, broker: Broker) -> None:
+        """A broker's output is gone (a pipe's reader left): stop at once; the summary says what was lost."""
+        self.stop_reason = "broken pipe"
+        self._stop_requested = True
+
+    def summary(self) -> RunSummary:
+        """What the run did, counted (the line ``nbkit run`` writes at exit, and its exit status).
+
+        Returns
+        -------
+        RunSummary
+            ``to_text()`` is the line; ``exit_status`` the documented status.
+
+        Examples
+        --------
+        >>> from nbkit import App, HandlerOutcome, StdioBroker
+        >>> broker = StdioBroker(stdin=["[jobs] a", "[jobs] b", "[other] c"], stdout=[])
+        >>> @broker.subscriber("jobs", out_retry="jobs.retry")
+        ... def work(delivery):
+        ...     return HandlerOutcome.retry_after(0)
+        >>> app = App(broker)
+        >>> app.run()
+        >>> print(*app.summary().to_text().split("; "), sep="\\n")
+        run summary: input ended
+        2 deliveries (retry_after 2)
+        2 copies published
+        stdout: 2 lines written
+        3 lines read (1 for no subscription)
+        """
+        lines: dict[str, int | bool] | None = None
+        written = lost = 0
+        for b in self.brokers:
+            counts = b.input_counts()
+            if counts is not None:
+                if lines is None:
+                    lines = dict(counts)
+                else:
+                    for k, v in counts.items():
+                        lines[k] = (lines[k] and v) if isinstance(v, bool) else int(lines[k]) + v
+            w, lo = b.output_counts()
+            written += w
+            lost += lo
+        return RunSummary(
+            self.counts,
+            stop=self.stop_reason,
+            signal=self.stop_signal,
+            lines=lines,
+            stdout_written=written,
+            stdout_lost=lost,
+            pending=len(self._pending),
+        )
+
     def shutdown(self) -> None:
         """Wait for delayed copies (up to ``shutdown_timeout``), abandon the rest, close the brokers.
+
+        After a second signal or a broken pipe nothing is waited for: every pending copy is abandoned and
+        named (ERROR), and lines read but not delivered are counted and logged.
 
         Returns
         -------
@@ -888,19 +1094,42 @@ class App:
             return
         try:
             if self.started:
+                if self._stopping or self._abandon_requested or self.stop_reason == "broken pipe":
+                    self._count_unread()
                 deadline = None if self.shutdown_timeout is None else self.clock.now() + self.shutdown_timeout
+                if self._pending and not self._abandon_requested and self.stop_reason != "broken pipe":
+                    last = max(self._pending).due
+                    wait = max(0.0, self.clock.sleep_time(last))
+                    logs.emit(
+                        logs.APP,
+                        logging.WARNING if self._stopping else logging.INFO,
+                        logs.SHUTDOWN_WAITING,
+                        copies=len(self._pending),
+                        seconds=round(wait if deadline is None else min(wait, self.shutdown_timeout or 0.0), 3),
+                        shutdown_timeout=self.shutdown_timeout,
+                        then="a second signal abandons them",
+                    )
                 while self._pending:
                     due = self._pending[0].due
-                    if self._abandon_requested or (deadline is not None and due > deadline):
-                        self.abandon_pending()
+                    if self.stop_reason == "broken pipe":
+                        self.abandon_pending(reason=logs.COPY_ABANDONED_BROKEN_PIPE)
                         break
-                    pause = self.clock.sleep_time(due)
+                    if self._abandon_requested:
+                        self._count_unread()
+                        self.abandon_pending(reason=logs.COPY_ABANDONED_SIGNAL)
+                        break
+                    late = deadline is not None and due > deadline  # waited for until the deadline, as upstream
+                    until = deadline if late and deadline is not None else due
+                    pause = self.clock.sleep_time(until)
                     if pause > 0:
                         self._flush()
-                        # short naps, so a second SIGINT/SIGTERM can cut the wait short
+                        # short naps, so a second signal can cut the wait short
                         time.sleep(min(_IDLE_MAX, pause))
                     if pause <= _IDLE_MAX:
-                        self.clock.reach(due)
+                        self.clock.reach(until)
+                        if late:
+                            self.abandon_pending(reason=logs.COPY_ABANDONED)
+                            break
                     self.fire_due()
         finally:
             self.stopped = True
@@ -913,6 +1142,14 @@ class App:
             self._release_loop()
             if errors:
                 raise errors[0]
+
+    def _count_unread(self) -> None:
+        """The stage stops before its input ends: each broker counts (and drops) what it read and did not
+        deliver, logged as a loss (ERROR), and what it never read (in the summary)."""
+        for b in self.brokers:
+            undelivered = b.count_unread()
+            if undelivered and self.stop_reason != "broken pipe":  # (a broken pipe's summary says it)
+                logs.emit(logs.APP, logging.ERROR, logs.LINES_NOT_DELIVERED, count=undelivered, stop=self.stop_reason)
 
     def crash(self) -> int:
         """Simulate the process dying: pending delayed copies are lost, nothing is flushed or closed gracefully.
@@ -951,7 +1188,7 @@ def _poll(sub: Subscription) -> Delivery | NeedMore | None:
         raise
 
 
-def _write_nothing(seq: int) -> None:
+def _write_nothing(seq: int, line: int | None = None) -> None:
     """The settlement writer :meth:`App._settle_ready` starts with: replaced before its first line is due."""
 
 

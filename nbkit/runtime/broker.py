@@ -104,6 +104,9 @@ class Broker(ABC, Generic[R]):
         self.clock: Clock = RealClock()
         self.connected = False
         self.closed = False
+        #: Set by the app: called with this broker when its output is gone for good (the reader of a
+        #: pipe has left), so that the app stops at once.
+        self.on_output_closed: Callable[[Broker[Any]], None] | None = None
 
     def include(self, handler: Handler, key: str, **options: Any) -> R:
         """Register ``handler`` for ``key`` (the non-decorator form of ``subscriber``).
@@ -201,6 +204,41 @@ class Broker(ABC, Generic[R]):
 
     def flush(self) -> None:
         """Push buffered output out (called when the app goes idle)."""
+
+    def stop_input(self, *, drain: bool | None = None) -> bool | None:
+        """A graceful stop began: stop taking input, or read on until the writer closes it (``drain``).
+
+        Parameters
+        ----------
+        drain : bool, optional
+            Read on until the input's writer closes it (None: when the input is a pipe).
+
+        Returns
+        -------
+        bool or None
+            True: the broker reads on (draining); False: it hands out only what it has read already;
+            None: the transport has no such stop, and the app ends its subscriptions at once.
+        """
+        return None
+
+    def count_unread(self) -> int:
+        """The stage stops before its input ends: stop reading, and count what was read and never delivered
+        (the transport's own counts also keep what was never read); returns the lines read and never
+        delivered (0 for a transport that reads nothing ahead)."""
+        return 0
+
+    def input_counts(self) -> dict[str, int | bool] | None:
+        """What became of the input's lines (a pipe's), for the run summary; None: the transport counts none."""
+        return None
+
+    def output_counts(self) -> tuple[int, int]:
+        """Lines written to the output and lines lost there (a pipe's stdout after its reader left)."""
+        return 0, 0
+
+    @property
+    def output_closed(self) -> bool:
+        """Whether the output is gone for good (a pipe's reader has left): nothing more can be published."""
+        return False
 
     @abstractmethod
     def shutdown(self) -> None:

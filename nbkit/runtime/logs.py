@@ -29,14 +29,31 @@ STREAM_ENDED = "subscriber stream ended"
 STREAM_ERROR = "subscriber stream error"
 HANDLER_FAILED = "handler raised; the delivery is dropped"
 COPY_ABANDONED = "shutdown timeout reached; the delayed retry copy is abandoned and lost"
+#: nbkit's own lines (upstream has no such case): why else a pending copy is abandoned
+COPY_ABANDONED_SIGNAL = "second signal; the delayed retry copy is abandoned and lost"
+COPY_ABANDONED_BROKEN_PIPE = "stdout closed by the next stage; the delayed retry copy is abandoned and lost"
+#: a plain retry() with neither max_attempts nor dead_letter: upstream logs the ack text; nbkit adds the outcome
+REQUEUE_NOTHING = "retry() requeues nothing on this transport (no max_attempts, no dead_letter): the message is lost"
+LINES_NOT_DELIVERED = "lines read from stdin are not delivered (the stage stopped at once)"
+BAD_LINE_SKIPPED = "bad stdin line skipped"
+BAD_RETRY_COUNT = "unreadable retry count; counted as 0, as upstream does (the cap does not see earlier attempts)"
+UNSUBSCRIBED_LINE = "stdin line for a key no subscription reads; skipped"
+SHUTDOWN_DRAINING = "stopping: stdin is a pipe, reading it until the stage before closes it"
+SHUTDOWN_STOPPING = "stopping: no more stdin is read; the lines read already are delivered"
+INPUT_ENDED_WAITING = "input ended; waiting for the delayed retry copies before exiting"
+SHUTDOWN_WAITING = "shutting down: waiting for the delayed retry copies"
+PENDING_FULL = "the pending delayed copies reached max_pending: input waits until copies are due (backpressure)"
+ACK_LINES_LEFT_OUT = "ack / nack failed lines left out (ack_log_rate)"
 
 
 #: The record attributes (logging ``extra``) by which a settlement record names its delivery: every
 #: record about one delivery's settlement carries them (the upstream text and fields stay as they are).
-DELIVERY_FIELDS = ("subscription", "stream_key", "seq", "attempt")
+#: ``line`` is the stdin line a pipe delivery came from (None on a file): sequence numbers on a pipe may
+#: repeat (merged producers, header-less lines after an explicit seq), line numbers never do.
+DELIVERY_FIELDS = ("subscription", "stream_key", "seq", "attempt", "line")
 
-#: (subscription, stream key, sequence, attempt) of the delivery a settlement record is about
-Delivery = tuple[str, str, int, int]
+#: (subscription, stream key, sequence, attempt[, stdin line or None]) of the delivery a settlement record is about
+Delivery = tuple[str, str, int, int] | tuple[str, str, int, int, int | None]
 
 
 def emit(logger: logging.Logger, level: int, text: str, *, delivery: Delivery | None = None, **fields: object) -> None:
@@ -70,7 +87,8 @@ def ack_failed(logger: logging.Logger, subscription: str, delivery: Delivery | N
         "nbkit_fields": {"subscription": subscription, "error": _UNSUPPORTED},
     }
     if delivery is not None:
-        extra["subscription"], extra["stream_key"], extra["seq"], extra["attempt"] = delivery  # DELIVERY_FIELDS
+        extra["subscription"], extra["stream_key"], extra["seq"], extra["attempt"] = delivery[:4]  # DELIVERY_FIELDS
+        extra["line"] = delivery[4] if len(delivery) > 4 else None  # the 5-tuple's line
     logger.handle(
         _RECORDS.make(logger, logging.WARNING, code.co_filename, frame.f_lineno, code.co_name, message, extra)
     )
@@ -118,15 +136,22 @@ def delivery_extra(delivery: Delivery | None) -> dict[str, object]:
     Examples
     --------
     >>> delivery_extra(("work", "orders", 17, 2))
-    {'subscription': 'work', 'stream_key': 'orders', 'seq': 17, 'attempt': 2}
+    {'subscription': 'work', 'stream_key': 'orders', 'seq': 17, 'attempt': 2, 'line': None}
+    >>> delivery_extra(("work", "orders", 17, 2, 40))["line"]
+    40
     """
-    return {} if delivery is None else dict(zip(DELIVERY_FIELDS, delivery, strict=True))
+    if delivery is None:
+        return {}
+    extra: dict[str, object] = dict(zip(DELIVERY_FIELDS, delivery, strict=False))
+    extra.setdefault("line", None)
+    return extra
 
 
 def delivery_suffix(record: logging.LogRecord) -> str:
     """The delivery fields of a settlement record that its text does not show already.
 
-    So identical WARN lines (four ``ack / nack failed`` of one subscription) tell their deliveries apart.
+    So identical WARN lines (four ``ack / nack failed`` of one subscription) tell their deliveries apart; a
+    pipe delivery's line ends with its stdin line number (``line=40``).
 
     Parameters
     ----------
@@ -148,7 +173,11 @@ def delivery_suffix(record: logging.LogRecord) -> str:
     if getattr(record, "stream_key", None) is None:
         return ""
     shown = getattr(record, "nbkit_fields", None) or {}
-    parts = [f"{name}={_render(getattr(record, name))}" for name in DELIVERY_FIELDS if name not in shown]
+    parts = [
+        f"{name}={_render(value)}"
+        for name in DELIVERY_FIELDS
+        if name not in shown and (value := getattr(record, name, None)) is not None
+    ]
     return " " + " ".join(parts) if parts else ""
 
 
@@ -207,6 +236,11 @@ class RunLogHandler(logging.Handler):
         Runtime texts (``nbkit_text``) not to write.
     limit : int
         Characters gathered before they are written.
+    ack_rate : float, optional
+        At most this many ``ack / nack failed`` WARNING lines per second (``nbkit run --ack-log-rate``);
+        the lines left out are counted, and one line ``ack / nack failed lines left out (ack_log_rate)
+        count=N`` says how many, when the next second's first line is written and at :meth:`close`.
+        None (the default): every line.
 
     Returns
     -------
@@ -229,8 +263,22 @@ class RunLogHandler(logging.Handler):
     'WARNING nbkit.dispatch: ack / nack failed subscription=work stream_key=orders seq=17 attempt=2\\n'
     """
 
-    def __init__(self, stream: Any = None, *, skip_texts: Iterable[str] = (), limit: int = RUN_BUFFER) -> None:
+    def __init__(
+        self,
+        stream: Any = None,
+        *,
+        skip_texts: Iterable[str] = (),
+        limit: int = RUN_BUFFER,
+        ack_rate: float | None = None,
+    ) -> None:
         super().__init__()
+        if ack_rate is not None and not ack_rate > 0:
+            raise ValueError(f"ack_rate must be > 0 lines per second or None, not {ack_rate!r}")
+        self.ack_rate = ack_rate
+        self._window_end = 0.0  # the end of the second whose lines _in_window counts
+        self._in_window = 0
+        self._left_out = 0  # ack lines left out since the last "left out" line
+        self._left_out_logger = DISPATCH.name
         self.stream = sys.stderr if stream is None else stream
         self.skip_texts = frozenset(skip_texts)
         self.limit = limit
@@ -246,6 +294,13 @@ class RunLogHandler(logging.Handler):
     def emit(self, record: logging.LogRecord) -> None:
         """Gather the record's line (written out when due, see the class)."""
         if self.skip_texts and getattr(record, "nbkit_text", None) in self.skip_texts:
+            return
+        if (
+            self.ack_rate is not None
+            and record.levelno == logging.WARNING
+            and getattr(record, "nbkit_text", None) == ACK_FAILED
+            and not self._ack_allowed(record.name, record.levelno)
+        ):
             return
         try:
             line = self.format(record) + "\n"
@@ -273,10 +328,13 @@ class RunLogHandler(logging.Handler):
             The record's level.
         message : str
             Its message (the text and its fields, as :func:`emit` renders them).
-        delivery : tuple of (str, str, int, int)
-            Subscription, stream key, sequence and attempt.
+        delivery : tuple of (str, str, int, int[, int or None])
+            Subscription, stream key, sequence, attempt and (a pipe's) stdin line.
         """
-        _, stream_key, seq, attempt = delivery  # the subscription is in the message already
+        stream_key, seq, attempt = delivery[1], delivery[2], delivery[3]  # the subscription is in the message
+        lineno = delivery[4] if len(delivery) > 4 else None  # the 5-tuple's line
+        if self.ack_rate is not None and not self._ack_allowed(name, level):
+            return
         levelname = logging.getLevelName(level)
         key = (name, message, stream_key)
         cached = self._prefixes.get(key)
@@ -285,7 +343,11 @@ class RunLogHandler(logging.Handler):
             if len(self._prefixes) >= 1024:
                 self._prefixes.clear()
             self._prefixes[key] = cached
-        line = f"{cached[1]}{seq} attempt={attempt}\n"
+        line = (
+            f"{cached[1]}{seq} attempt={attempt}\n"
+            if lineno is None
+            else f"{cached[1]}{seq} attempt={attempt} line={lineno}\n"
+        )
         self._lines.append(line)  # no lock: one append is atomic, and flush() never drops a line appended meanwhile
         self._size += len(line)
         if self._size >= self.limit:
@@ -319,7 +381,7 @@ class RunLogHandler(logging.Handler):
         Returns
         -------
         callable
-            ``write(seq)``: gathers one settlement's line.
+            ``write(seq, line=None)``: gathers one settlement's line (``line``: a pipe delivery's stdin line).
 
         Examples
         --------
@@ -338,12 +400,17 @@ class RunLogHandler(logging.Handler):
         levelname = logging.getLevelName(level)
         head = _settlement_head(levelname, name, message, stream_key)
         tail = f" attempt={attempt}\n"
+        line_tail = f" attempt={attempt} line="
+        limited = self.ack_rate is not None
+        allowed = self._ack_allowed
         extend = self._lines.extend  # flush() empties the list in place: it stays the one to add to
         low = high = 0  # the sequence numbers with ``digits`` digits: low <= seq < high
         size = 0  # the characters of a line whose number has ``digits`` digits
 
-        def write(seq: int) -> None:
+        def write(seq: int, lineno: int | None = None) -> None:
             nonlocal levelname, head, low, high, size
+            if limited and not allowed(name, level):
+                return
             if logging.getLevelName(level) is not levelname:  # a level renamed with logging.addLevelName
                 levelname = logging.getLevelName(level)
                 head = _settlement_head(levelname, name, message, stream_key)
@@ -352,12 +419,41 @@ class RunLogHandler(logging.Handler):
                 digits = len(str(seq))
                 low, high = (10 ** (digits - 1) if digits > 1 else 0), 10**digits
                 size = len(head) + digits + len(tail)
-            extend((head, seq, tail))  # the whole line in one call: atomic, as write_settlement's append
-            self._size += size
+            if lineno is None:
+                extend((head, seq, tail))  # the whole line in one call: atomic, as write_settlement's append
+                self._size += size
+            else:  # a pipe delivery: its stdin line number ends the line
+                extend((head, seq, line_tail, lineno, "\n"))
+                self._size += size + 8
             if self._size >= self.limit:
                 self.flush()
 
         return write
+
+    def _ack_allowed(self, name: str, level: int) -> bool:
+        """Whether one more ``ack / nack failed`` line fits this second's ``ack_rate`` (else it is counted)."""
+        now = time.monotonic()
+        if now >= self._window_end:
+            self._window_end = now + 1.0
+            self._in_window = 0
+            self._write_left_out()
+        if self._in_window < self.ack_rate:  # type: ignore[operator]  # only called with a rate set
+            self._in_window += 1
+            return True
+        self._left_out += 1
+        self._left_out_logger = name
+        return False
+
+    def _write_left_out(self) -> None:
+        """Gather the line that counts the ``ack / nack failed`` lines left out since the last one."""
+        if self._left_out:
+            line = (
+                f"{logging.getLevelName(logging.WARNING)} {self._left_out_logger}: {ACK_LINES_LEFT_OUT} "
+                f"count={self._left_out} per_second={self.ack_rate:g}\n"
+            )
+            self._left_out = 0
+            self._lines.append(line)
+            self._size += len(line)
 
     def flush(self) -> None:
         """Write the gathered lines in one piece and flush the stream."""
@@ -378,6 +474,7 @@ class RunLogHandler(logging.Handler):
     def close(self) -> None:
         """Write what is gathered, then close the handler (the stream stays open)."""
         try:
+            self._write_left_out()
             self.flush()
         finally:
             _RUN_HANDLERS.discard(self)
@@ -537,8 +634,9 @@ def _log(
     if delivery is None:
         extra: dict[str, object] = {"nbkit_text": text, "nbkit_fields": fields}
     else:
-        subscription, stream_key, seq, attempt = delivery  # DELIVERY_FIELDS
+        subscription, stream_key, seq, attempt = delivery[:4]  # DELIVERY_FIELDS
         extra = {
+            "line": delivery[4] if len(delivery) > 4 else None,  # the 5-tuple's line
             "nbkit_text": text,
             "nbkit_fields": fields,
             "subscription": subscription,
@@ -635,7 +733,9 @@ def _render(value: object) -> str:
     return f'"{s}"' if (" " in s or not s) else s
 
 
-_UNSUPPORTED = AckError("unsupported")  # never raised: the error an unsupported ack / nack reports
+#: Never raised: the error an unsupported ack / nack reports (``error=`` of the ``ack / nack failed`` line).
+UNSUPPORTED = AckError("unsupported")
+_UNSUPPORTED = UNSUPPORTED
 _ACK_FAILED_TEXTS: dict[str, str] = {}
 _RUN_HANDLERS: set[RunLogHandler] = set()  # the ones not closed yet, flushed by flush_run_logs()
 os.register_at_fork(before=flush_run_logs)  # a forked child must not write the parent's gathered lines again

@@ -2,19 +2,53 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections import deque
 from collections.abc import Callable
 
-from nbkit.errors import ConfigurationError, InvalidArgumentError, RetryDestinationError
+from nbkit.errors import (
+    ConfigurationError,
+    InvalidArgumentError,
+    LineParseError,
+    RetryDestinationError,
+    Utf8Error,
+)
 from nbkit.runtime import logs
 from nbkit.runtime.broker import Broker, Published, Subscription, as_payload, new_published, registrator
 from nbkit.runtime.delivery import Delivery
 from nbkit.runtime.registration import Handler, PipeRegistration, check_key, common_options
-from nbkit.transport.pipe_io import LineInput, LineOutput, LineSink, LineSource
+from nbkit.transport.pipe_io import LineInput, LineOutput, LineSink, LineSource, StdoutClosedError
 from nbkit.transport.polling import NEED_MORE, NeedMore
+from nbkit.wire.envelope import RETRY_COUNT_HEADER, retry_count_problem
 from nbkit.wire.keys import validate_key
 from nbkit.wire.stdio_line import LineDecoder, LineFormatter, line_delivery
+
+#: What ``on_bad_lines`` takes: stop at a bad line (upstream's reader panics there), log it and read on,
+#: or read on with the line only counted (pandas' ``on_bad_lines`` names).
+BAD_LINE_CHOICES = ("error", "warn", "skip")
+
+
+@dataclasses.dataclass
+class PipeInputCounts:
+    """What became of the lines of a pipe stage's stdin (``nbkit run`` prints them in its summary).
+
+    ``read`` counts every line read; of those, ``blank_skipped`` were blank lines skipped
+    (``skip_blank_lines``), ``bad_skipped`` malformed or non-UTF-8 lines skipped (``on_bad_lines`` warn or
+    skip), ``unsubscribed`` lines for a key no subscription reads, ``bad_retry_counts`` lines whose
+    retry count could not be read (counted as 0). ``undelivered`` lines were read but never delivered
+    (the stage was stopped at once); ``unread`` lines were never read (``unread_exact`` False: at least
+    that many, a pipe's writer may have sent more since).
+    """
+
+    read: int = 0
+    blank_skipped: int = 0
+    bad_skipped: int = 0
+    unsubscribed: int = 0
+    bad_retry_counts: int = 0
+    undelivered: int = 0
+    unread: int = 0
+    unread_exact: bool = True
 
 
 class StdioSubscription(Subscription):
@@ -99,6 +133,15 @@ class StdioBroker(Broker[PipeRegistration]):
         Where lines go.
     loopback : bool
         Feed this stage's own output back into its input.
+    skip_blank_lines : bool
+        Skip empty and whitespace-only lines (by default each is a header-less message with that
+        payload, delivered to every subscription, as upstream's reader makes them).
+    strip_cr : bool
+        Drop a ``\\r`` ending a line (CRLF input); by default it stays in the payload, as upstream.
+    on_bad_lines : {"error", "warn", "skip"}
+        A line whose ``[...]`` header is malformed or that is not UTF-8: ``error`` stops the stage there
+        (the default, as upstream), ``warn`` logs it (WARNING, with its line number) and reads on,
+        ``skip`` reads on and only counts it.
 
     Examples
     --------
@@ -115,14 +158,30 @@ class StdioBroker(Broker[PipeRegistration]):
 
     transport = "pipe"
 
-    def __init__(self, *, stdin: LineInput = None, stdout: LineOutput = None, loopback: bool = False) -> None:
+    def __init__(
+        self,
+        *,
+        stdin: LineInput = None,
+        stdout: LineOutput = None,
+        loopback: bool = False,
+        skip_blank_lines: bool = False,
+        strip_cr: bool = False,
+        on_bad_lines: str = "error",
+    ) -> None:
         super().__init__()
+        self.skip_blank_lines = False
+        self.strip_cr = False
+        self.on_bad_lines = "error"
+        self.configure_input(skip_blank_lines=skip_blank_lines, strip_cr=strip_cr, on_bad_lines=on_bad_lines)
+        self.counts = PipeInputCounts()
+        self._unread_counted = False
         self._stdin_arg = stdin
         self._stdout_arg = stdout
         self.loopback = loopback
         self.source: LineSource | None = None
         self.sink = LineSink(stdout)
         self.sink.before_flush = logs.flush_run_logs  # a log line never comes after stdout written later
+        self.sink.on_closed = self._output_gone
         self.decoder = LineDecoder()
         self.formatter = LineFormatter()
         self.subscriptions: list[StdioSubscription] = []
@@ -133,6 +192,38 @@ class StdioBroker(Broker[PipeRegistration]):
 
     def __repr__(self) -> str:
         return "StdioBroker()"
+
+    def configure_input(
+        self, *, skip_blank_lines: bool | None = None, strip_cr: bool | None = None, on_bad_lines: str | None = None
+    ) -> None:
+        """Set how stdin lines are read (``nbkit run``'s ``--skip-blank-lines``, ``--strip-cr``,
+        ``--on-bad-lines``); an option left None keeps its value. See the class for each.
+
+        Parameters
+        ----------
+        skip_blank_lines : bool, optional
+            Skip empty and whitespace-only lines.
+        strip_cr : bool, optional
+            Drop a ``\\r`` ending a line.
+        on_bad_lines : {"error", "warn", "skip"}, optional
+            What a malformed or non-UTF-8 line does.
+
+        Raises
+        ------
+        ConfigurationError
+            If ``on_bad_lines`` is not one of those.
+        """
+        if on_bad_lines is not None:
+            if on_bad_lines not in BAD_LINE_CHOICES:
+                raise ConfigurationError(
+                    f"on_bad_lines must be one of {', '.join(BAD_LINE_CHOICES)}, not {on_bad_lines!r}"
+                )
+            self.on_bad_lines = on_bad_lines
+        if skip_blank_lines is not None:
+            self.skip_blank_lines = bool(skip_blank_lines)
+        if strip_cr is not None:
+            self.strip_cr = bool(strip_cr)
+        self._cleans = self.skip_blank_lines or self.strip_cr
 
     @registrator
     def subscriber(
@@ -222,15 +313,31 @@ class StdioBroker(Broker[PipeRegistration]):
         source = self.source
         if source is None:
             return False
-        line = source.poll()
+        try:
+            line = source.poll()
+        except Utf8Error as exc:
+            return self._bad_line(exc)
         if line is None:
             self.source_ended = True
             return False
         if line is NEED_MORE:
             return False
+        if self._cleans:
+            if self.strip_cr and line.endswith("\r"):
+                line = line[:-1]
+            if self.skip_blank_lines and (not line or line.isspace()):
+                self.counts.blank_skipped += 1
+                return True
         lineno = source.lineno
         # parse, resolve, envelope (compiled twin: one call per line)
-        timestamp_ms, key, seq, shard, payload, headers, broadcast = line_delivery(line, lineno, self.decoder.counters)
+        try:
+            timestamp_ms, key, seq, shard, payload, headers, broadcast = line_delivery(
+                line, lineno, self.decoder.counters
+            )
+        except LineParseError as exc:
+            return self._bad_line(exc)
+        if RETRY_COUNT_HEADER in headers:
+            self._check_retry_count(headers[RETRY_COUNT_HEADER], lineno)
         if timestamp_ms is None:  # the line carries no time: the time it was read
             timestamp_ms = int(round(self.clock.now() * 1000))
         routes = self._routes
@@ -255,7 +362,120 @@ class StdioBroker(Broker[PipeRegistration]):
                     )
                 )
                 first = False
+        if first:  # no subscription reads this key
+            self.counts.unsubscribed += 1
+            logs.emit(logs.SUBSCRIBER, logging.DEBUG, logs.UNSUBSCRIBED_LINE, line=lineno, stream_key=key)
         return True
+
+    def _bad_line(self, exc: LineParseError | Utf8Error) -> bool:
+        """A malformed or non-UTF-8 line: stop there (``on_bad_lines="error"``: the lines not read yet are
+        counted, and the error raised), or count it (and log it, for ``"warn"``) and read on."""
+        if self.on_bad_lines == "error":
+            self.count_unread(buffered_as_unread=True)  # the lines after it: never read, as upstream
+            raise exc
+        self.counts.bad_skipped += 1
+        if self.on_bad_lines == "warn":
+            logs.emit(logs.SUBSCRIBER, logging.WARNING, logs.BAD_LINE_SKIPPED, line=exc.line, error=exc)
+        return True
+
+    def _check_retry_count(self, raw: str, lineno: int) -> None:
+        """Log (WARNING, once for the line) a retry count that reads as 0 although it is not "0"."""
+        problem = retry_count_problem(raw)
+        if problem is not None:
+            self.counts.bad_retry_counts += 1
+            logs.emit(logs.SUBSCRIBER, logging.WARNING, logs.BAD_RETRY_COUNT, line=lineno, value=raw, problem=problem)
+
+    def stop_input(self, *, drain: bool | None = None) -> bool:
+        """A graceful stop began: read on until stdin's writer closes it (``drain``), or stop reading.
+
+        By default (``drain=None``) a stage whose stdin is a pipe drains it: the whole pipeline got the
+        signal, and the stage before may still write the delayed copies it is waiting out; it closes the
+        pipe when it is done. A stage reading a terminal, a file or lines given in Python stops reading,
+        and delivers the lines it has read already. See the guide's shutdown page.
+
+        Parameters
+        ----------
+        drain : bool, optional
+            Read on until the writer closes stdin (None: when stdin is a pipe).
+
+        Returns
+        -------
+        bool
+            Whether the broker reads on.
+        """
+        source = self.source
+        if source is None or self.source_ended:
+            return False
+        if drain is None:
+            drain = source.is_pipe and not self.loopback
+        if not drain:
+            source.stop_reading()
+        return drain
+
+    def count_unread(self, *, buffered_as_unread: bool = False) -> int:
+        """Stop reading and count what is left: ``counts.undelivered`` (read, never delivered) and
+        ``counts.unread`` (never read). Called when the stage stops before its input ends.
+
+        Parameters
+        ----------
+        buffered_as_unread : bool
+            Count the lines read ahead (in memory, not parsed yet) as unread, not undelivered (a bad line
+            stops the stage: what follows it counts as never read).
+
+        Returns
+        -------
+        int
+            The lines read and never delivered (now dropped).
+        """
+        source = self.source
+        counts = self.counts
+        undelivered = 0
+        if source is not None and not self._unread_counted:
+            self._unread_counted = True
+            source.stop_reading()
+            undelivered = source.buffered + sum(len(sub.queue) for sub in self.subscriptions)
+            if buffered_as_unread:
+                counts.unread += source.drop_buffered()
+                undelivered = 0
+            if undelivered:
+                counts.undelivered += undelivered
+                source.drop_buffered()
+                for sub in self.subscriptions:
+                    sub.queue.clear()
+            unread, exact = source.count_unread()
+            counts.unread += unread
+            counts.unread_exact = counts.unread_exact and exact
+        return undelivered
+
+    def input_counts(self) -> dict[str, int | bool]:
+        """What became of stdin's lines so far (:class:`PipeInputCounts` as a dict).
+
+        Returns
+        -------
+        dict
+        """
+        if self.source is not None:
+            self.counts.read = self.source.lineno + self.counts.undelivered  # (those were read, then dropped)
+        return dataclasses.asdict(self.counts)
+
+    def output_counts(self) -> tuple[int, int]:
+        """Lines written to stdout, and lines lost there after its reader left.
+
+        Returns
+        -------
+        tuple of (int, int)
+        """
+        return self.sink.written, self.sink.lost
+
+    @property
+    def output_closed(self) -> bool:
+        """Whether stdout's reader has left (a broken pipe): nothing more can be written."""
+        return self.sink.closed
+
+    def _output_gone(self, exc: StdoutClosedError) -> None:
+        """The sink found the pipe closed downstream: the app stops at once."""
+        if self.on_output_closed is not None:
+            self.on_output_closed(self)
 
     def feed(self, line: str) -> None:
         """Hand the stage one more stdin line, as if the producer upstream had just written it.
@@ -296,7 +516,10 @@ class StdioBroker(Broker[PipeRegistration]):
         data = payload if type(payload) is bytes else as_payload(payload)
         if not data and not headers:
             raise InvalidArgumentError(
-                "invalid descriptor: stdio drops empty lines; an empty message cannot be transmitted"
+                "invalid descriptor: stdio drops empty lines; an empty message cannot be transmitted "
+                f"(publish({key!r}, b'') on a pipe: a blank stdin line is delivered with an empty payload; "
+                "skip blank lines with StdioBroker(skip_blank_lines=True) or nbkit run --skip-blank-lines, "
+                "or check the payload before forwarding it)"
             )
         now = self.clock.now()
         seq, line = self.formatter.copy(key, headers, data, int(round(now * 1000)))  # the rs1/rs2 envelope's line
@@ -316,6 +539,8 @@ class StdioBroker(Broker[PipeRegistration]):
             self.sink.lines.clear()
         self.decoder = LineDecoder()
         self.formatter = LineFormatter()
+        self.counts = PipeInputCounts()
+        self._unread_counted = False
 
     def flush(self) -> None:
         """Write out the buffered stdout lines."""

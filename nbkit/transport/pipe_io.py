@@ -13,6 +13,7 @@ from __future__ import annotations
 import io
 import os
 import select
+import stat
 import sys
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
@@ -80,6 +81,8 @@ class LineSource:
         self._next = 0
         self._eof = False
         self._queue: deque[str] = deque()
+        self._fd_stopped = False  # stop_reading() left the descriptor with data maybe unread
+        self._rest: Iterator[Any] | None = None  # what stop_reading() left of an iterable source
         self.lineno = 0
         if source is None:
             source = sys.stdin
@@ -96,6 +99,77 @@ class LineSource:
             self._iter = iter(readline, readline(0) if isinstance(source, io.IOBase) else "")
         else:
             self._iter = iter(source)
+
+    @property
+    def buffered(self) -> int:
+        """Lines already read from the source (in memory) and not handed out yet, including fed ones."""
+        return len(self._queue) + len(self._lines) - self._next
+
+    @property
+    def is_pipe(self) -> bool:
+        """Whether the source is a pipe or a socket: another process writes it and will close it.
+
+        A stage told to stop keeps reading such a source until that process closes it (the whole
+        pipeline got the signal, and the process before may still write its delayed copies); a
+        terminal, a regular file or an in-memory source is not a pipe.
+        """
+        if self._fd is None or self._eof:
+            return False
+        try:
+            mode = os.fstat(self._fd).st_mode
+        except OSError:
+            return False
+        return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
+
+    def stop_reading(self) -> None:
+        """Read nothing more from the source: the lines already read are still handed out, then ``poll``
+        returns None (the end). A last line without its ``\\n`` that is partly read counts as unread."""
+        self._rest, self._iter = self._iter, None
+        if self._fd is not None and not self._eof:
+            self._fd_stopped = True
+        self._eof = True
+
+    def drop_buffered(self) -> int:
+        """Forget the lines read and not handed out yet (the stage stops without delivering them); returns
+        how many."""
+        n = self.buffered
+        self._queue.clear()
+        self._lines = []
+        self._next = 0
+        return n
+
+    def count_unread(self) -> tuple[int, bool]:
+        """How many lines the source holds that were never read: (count, exact).
+
+        For a regular file the rest of it is counted (exact); for a pipe, what is there now, without
+        waiting (at least that many: the writer may send more); other sources give what is left of
+        them. The lines already read and not handed out are not included (see :attr:`buffered`).
+
+        Returns
+        -------
+        tuple of (int, bool)
+            The count, and whether it is exact.
+        """
+        partial = 1 if any(self._partial) else 0
+        rest, self._rest = self._rest or self._iter, None
+        if rest is not None:
+            return sum(1 for _ in rest), True
+        fd = self._fd
+        if fd is None or not self._fd_stopped:
+            return partial, True
+        count = 0
+        tail = bool(partial)
+        try:
+            regular = stat.S_ISREG(os.fstat(fd).st_mode)
+            while regular or select.select([fd], [], [], 0)[0]:
+                data = os.read(fd, CHUNK_SIZE)
+                if not data:
+                    return count + tail, True
+                count += data.count(b"\n")
+                tail = not data.endswith(b"\n")
+        except OSError:
+            return count + tail, False
+        return count + tail, False
 
     def fileno(self) -> int | None:
         """The descriptor to wait on with ``select`` (None for other sources, and after EOF).
@@ -162,7 +236,7 @@ class LineSource:
         assert fd is not None
         while True:
             if self._eof:
-                if self._partial:  # a last line without "\n"
+                if self._partial and not self._fd_stopped:  # a last line without "\n"
                     tail = b"".join(self._partial)
                     self._partial = []
                     self.lineno += 1
@@ -256,6 +330,16 @@ class LineSink:
         self._file: IO[Any] | None = None
         self._buffer: list[str] = []
         self._size = 0
+        #: Lines that reached the target (on the real stdout: were written out by ``os.write``).
+        self.written = 0
+        #: Lines lost because the reader downstream had gone: those buffered when a write failed, and
+        #: every line written after that.
+        self.lost = 0
+        #: True once a write found the pipe closed downstream: nothing more can be written.
+        self.closed = False
+        #: Called once, with the error, when a write first finds the pipe closed downstream (the broker
+        #: tells its app to stop there).
+        self.on_closed: Callable[[StdoutClosedError], None] | None = None
         #: Called before buffered lines are written out: what must reach its destination first (the
         #: ``nbkit run`` log lines about the deliveries these lines settle).
         self.before_flush: Callable[[], None] | None = None
@@ -281,18 +365,29 @@ class LineSink:
             The line, with its ``\\n``.
         """
         if self._fd is not None:
+            if self.closed:
+                self.lost += 1
+                raise _closed_error()
             self._buffer.append(line)
             self._size += len(line)
             if self._size >= CHUNK_SIZE:
                 self.flush()
         elif self.lines is not None:
             self.lines.append(line[:-1] if line.endswith("\n") else line)
+            self.written += 1
         else:
             assert self._file is not None
+            if self.closed:
+                self.lost += 1
+                raise _closed_error()
             try:
-                self._file.write(line)
-            except TypeError:
-                self._file.write(line.encode("utf-8"))
+                try:
+                    self._file.write(line)
+                except TypeError:
+                    self._file.write(line.encode("utf-8"))
+            except BrokenPipeError:
+                self._broken(1)
+            self.written += 1
 
     def flush(self) -> None:
         """Write out what is buffered (and flush a file object).
@@ -302,17 +397,37 @@ class LineSink:
         StdoutClosedError
             If the reader downstream has closed the pipe.
         """
+        if self.closed:
+            return  # nothing was buffered since: every write after the break raised
         if self.before_flush is not None:
             self.before_flush()
         try:
             if self._fd is not None and self._buffer:
+                n = len(self._buffer)
                 view = memoryview("".join(self._buffer).encode("utf-8"))
                 self._buffer.clear()
                 self._size = 0
                 while view:
                     view = view[os.write(self._fd, view) :]
+                self.written += n
             elif self._file is not None and hasattr(self._file, "flush"):
                 self._file.flush()
         except BrokenPipeError:
-            self._buffer.clear()
-            raise StdoutClosedError("stdout closed by the next stage (broken pipe); stopping") from None
+            self._broken(n if self._fd is not None else 0)
+
+    def _broken(self, lost: int) -> None:
+        """The reader downstream has gone: ``lost`` lines were not written; raise after telling ``on_closed``.
+
+        (A buffer cut short by the break counts whole: the reader that left read none of it for sure.)"""
+        self._buffer.clear()
+        self._size = 0
+        self.lost += lost
+        self.closed = True
+        error = _closed_error()
+        if self.on_closed is not None:
+            self.on_closed(error)
+        raise error from None
+
+
+def _closed_error() -> StdoutClosedError:
+    return StdoutClosedError("stdout closed by the next stage (broken pipe)")

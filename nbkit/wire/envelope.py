@@ -27,6 +27,7 @@ __all__ = [
     "fits_on_a_line",
     "needs_envelope",
     "retry_count",
+    "retry_count_problem",
 ]
 
 #: Header carrying how many times a message has been retried (set on retry copies).
@@ -58,6 +59,39 @@ def retry_count(headers: Mapping[str, object]) -> int:
         return 0
     value = int(text)
     return value if value <= MAX_U64 else 0
+
+
+def retry_count_problem(raw: str | bytes) -> str | None:
+    """Why a retry count header reads as 0 although it says something else (None: it reads as written).
+
+    Upstream reads a missing or unparsable value as 0 (spec §1.5), so such a copy starts its count
+    again and the cap does not see the attempts before it; nbkit does the same, and a pipe stage says so.
+
+    Parameters
+    ----------
+    raw : str or bytes
+        The ``x-ruststream-retry-count`` value.
+
+    Returns
+    -------
+    str or None
+
+    Examples
+    --------
+    >>> retry_count_problem("3") is None
+    True
+    >>> retry_count_problem("-1")
+    'not a whole number of digits'
+    >>> retry_count_problem("18446744073709551616")
+    'above u64 (18446744073709551615)'
+    """
+    if retry_count({RETRY_COUNT_HEADER: raw}) != 0:
+        return None
+    text = raw.decode("ascii", "replace") if isinstance(raw, bytes) else raw
+    body = text[1:] if text.startswith("+") and text[1:2].isdigit() else text
+    if body.isascii() and body.isdigit():
+        return None if int(body) == 0 else f"above u64 ({MAX_U64})"
+    return "not a whole number of digits"
 
 
 def copy_retry_count(attempt: int) -> int:

@@ -111,6 +111,11 @@ def _await_stderr(proc: subprocess.Popen, prefix: bytes, count: int, deadline: f
     return lines
 
 
+def _status(sig: signal.Signals, abandoned: int) -> int:
+    """The exit status the CLI reference documents: 3 when a copy was lost, else 128 + the signal."""
+    return 3 if abandoned else 128 + sig
+
+
 def _events(err: str) -> dict:
     [line] = [ln for ln in err.splitlines() if ln.startswith("EVENTS ")]
     return json.loads(line[len("EVENTS ") :])
@@ -136,11 +141,11 @@ def test_signal_on_a_pipe_service_accounts_for_every_copy(tmp_path, child_env, s
         if proc.poll() is None:
             proc.kill()
     err_text = b"".join(before).decode() + err.decode()
-    assert proc.returncode == 0, err_text
+    abandoned = len(delays) - published
+    assert proc.returncode == _status(sig, abandoned), err_text
     assert "Traceback" not in err_text
     copies = [parse_line(line) for line in out.decode().splitlines()]
     assert all(c.stream_key == "jobs.retry" for c in copies)
-    abandoned = len(delays) - published
     assert len(copies) == published
     assert err_text.count(ABANDONED) == abandoned
     assert _events(err_text) == {"copies": len(delays), "published": published, "abandoned": abandoned}
@@ -171,8 +176,8 @@ def test_signal_on_a_file_service_accounts_for_every_copy(tmp_path, child_env, s
         if proc.poll() is None:
             proc.kill()
     err_text = b"".join(before).decode() + err.decode()
-    assert proc.returncode == 0, err_text
     abandoned = len(delays) - published
+    assert proc.returncode == _status(sig, abandoned), err_text
     assert err_text.count(ABANDONED) == abandoned
     assert _events(err_text) == {"copies": len(delays), "published": published, "abandoned": abandoned}
     with StreamReader(tmp_path / "jobs.ss") as r:
@@ -193,8 +198,9 @@ def test_a_stage_whose_stdin_ends_publishes_its_copies_and_exits_0(tmp_path, chi
 
 
 @pytest.mark.parametrize("pending", [False, True], ids=["replies-only", "with-pending-copy"])
-def test_a_stage_whose_downstream_closes_exits_cleanly_with_one_line(tmp_path, child_env, pending):
-    """``nbkit run svc:app | head -1``: the next stage goes away; this one stops with one line, exit 0."""
+def test_a_stage_whose_downstream_closes_stops_with_one_summary_and_exits_141(tmp_path, child_env, pending):
+    """``nbkit run svc:app | head -1``: the next stage goes away; this one stops at the first failed write, names
+    its pending copy as abandoned and sums up what it lost in one line; exit 141."""
     proc = _run(tmp_path, _service(tmp_path, PIPE_SERVICE, "None"), child_env, log_level="ERROR")
     try:
         proc.stdin.write(b"[jobs] reply-1\n")
@@ -217,13 +223,18 @@ def test_a_stage_whose_downstream_closes_exits_cleanly_with_one_line(tmp_path, c
             proc.stdin.close()
         except BrokenPipeError:
             pass
-        assert proc.wait(timeout=15) == 0
+        assert proc.wait(timeout=15) == 141  # 128 + SIGPIPE, as a shell reports for cat
         err = proc.stderr.read().decode()
     finally:
         if proc.poll() is None:
             proc.kill()
     lines = [ln for ln in err.splitlines() if not ln.startswith(("EVENTS ", "handled"))]
-    assert lines == ["nbkit: stdout closed by the next stage (broken pipe); stopping"], err
+    # at --log-level ERROR: the pending copy (if any) named as abandoned, then the one summary line
+    *abandoned, summary = lines
+    assert summary.startswith("nbkit: run summary: stopped by broken pipe; "), err
+    assert "lost: " in summary and "lost to the broken pipe" in summary
+    assert len(abandoned) == pending, err
+    assert all(ln.startswith("ERROR nbkit.dispatch: stdout closed by the next stage; the delayed") for ln in abandoned)
 
 
 def test_at_the_end_of_stdin_a_pending_copy_is_waited_for_even_past_shutdown_timeout(tmp_path, child_env):

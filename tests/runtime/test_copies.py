@@ -81,11 +81,11 @@ def test_cap_two_without_dead_letter_runs_twice_and_writes_one_copy(rig, caplog)
     assert [h[RETRY] for h, _ in r.written("parcels")] == ["1"]
     assert len(r.all_written()) == 1
     [reject] = dispatch_records(caplog, EXHAUSTED_REJECT)
-    assert reject.levelno == logging.WARNING
+    assert reject.levelno == logging.ERROR  # upstream: WARN; a loss is an ERROR in nbkit (--log-level ERROR shows it)
     assert reject.nbkit_fields == {"subscription": "parcels", "attempt": 2}
-    # Reject: the WARN, then nack(false) fails with Unsupported -> a second WARN
-    warns = [rec.nbkit_text for rec in dispatch_records(caplog) if rec.levelno == logging.WARNING]
-    assert warns == [EXHAUSTED_REJECT, ACK_FAILED]
+    # Reject: the ERROR, then nack(false) fails with Unsupported -> a WARN
+    logged = [(rec.levelno, rec.nbkit_text) for rec in dispatch_records(caplog) if rec.levelno >= logging.WARNING]
+    assert logged == [(logging.ERROR, EXHAUSTED_REJECT), (logging.WARNING, ACK_FAILED)]
     assert str(dispatch_records(caplog, ACK_FAILED)[0].nbkit_fields["error"]) == ACK_TEXT
 
 
@@ -134,10 +134,11 @@ def test_reject_writes_nothing(rig, caplog):
         ev = app.step()
     assert (ev.action, ev.destination, ev.written_at, ev.copy_seq) == ("rejected", None, None, None)
     assert r.all_written() == []
-    assert [rec.nbkit_text for rec in dispatch_records(caplog) if rec.levelno == logging.WARNING] == [
+    assert [rec.nbkit_text for rec in dispatch_records(caplog) if rec.levelno >= logging.WARNING] == [
         EXHAUSTED_REJECT,
         ACK_FAILED,
     ]
+    assert app.counts.rejected == 1
 
 
 def test_incoming_retry_counts_are_honoured(rig):
@@ -323,7 +324,8 @@ def test_copy_publish_failure_is_logged_and_the_message_lost(rig, caplog):
     assert ev.error == "copy lost: stream transport is not connected"
     assert (ev.written_at, ev.copy_seq) == (None, None)
     [warn] = dispatch_records(caplog, "publishing the retry copy failed; message lost")
-    assert warn.name == "nbkit.dispatch" and warn.levelno == logging.WARNING
+    assert warn.name == "nbkit.dispatch" and warn.levelno == logging.ERROR  # upstream: WARN
+    assert app.counts.copies_lost == 1
     assert warn.nbkit_fields["subscription"] == "jobs"
     assert warn.nbkit_fields["destination"] == r.retry_key
     assert str(warn.nbkit_fields["error"]) == "stream transport is not connected"

@@ -68,7 +68,7 @@ def test_session_log_lines_end_with_the_delivery():
     session.run()
     assert session.log == [
         f'WARNING nbkit.dispatch: ack / nack failed subscription=jobs error="{ACK_TEXT}" stream_key=jobs seq={n} '
-        "attempt=1"
+        f"attempt=1 line={n + 1}"
         for n in (0, 1)
     ]
 
@@ -97,9 +97,11 @@ def test_nbkit_run_lines_end_with_the_delivery(tmp_path):
     assert done.returncode == 0, done.stderr
     assert done.stderr.decode().splitlines() == [
         f'WARNING nbkit.dispatch: ack / nack failed subscription=jobs error="{ACK_TEXT}" stream_key=jobs seq=0 '
-        "attempt=1",
-        "WARNING nbkit.dispatch: retry attempts exhausted and no dead-letter destination is declared; rejecting "
-        "the delivery subscription=jobs attempt=1 stream_key=jobs seq=1",
+        "attempt=1 line=1",
+        "ERROR nbkit.dispatch: retry attempts exhausted and no dead-letter destination is declared; rejecting "
+        "the delivery subscription=jobs attempt=1 stream_key=jobs seq=1 line=2",
         f'WARNING nbkit.dispatch: ack / nack failed subscription=jobs error="{ACK_TEXT}" stream_key=jobs seq=1 '
-        "attempt=1",
+        "attempt=1 line=2",
+        "nbkit: run summary: input ended; 2 deliveries (ack 1, retry 1); 0 copies published, 1 rejected at the cap; "
+        "stdout: 0 lines written; 2 lines read",
     ]

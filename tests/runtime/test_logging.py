@@ -71,7 +71,11 @@ def test_ack_nack_failed_per_settle(clock, caplog):
     with caplog.at_level(logging.DEBUG, logger="nbkit"):
         App(broker, clock=clock).run()
     recs = [r for r in caplog.records if r.name == "nbkit.dispatch"]
-    assert [(r.levelno, r.nbkit_text) for r in recs] == [(logging.WARNING, "ack / nack failed")] * 4
+    # the plain retry() (last) requeues nothing: upstream's text at ERROR, with outcome=retry
+    assert [(r.levelno, r.nbkit_text) for r in recs] == [(logging.WARNING, "ack / nack failed")] * 3 + [
+        (logging.ERROR, "ack / nack failed")
+    ]
+    assert recs[3].nbkit_fields["outcome"] == "retry"
     assert {r.nbkit_fields["subscription"] for r in recs} == {"worker"}
     assert {str(r.nbkit_fields["error"]) for r in recs} == {ACK_TEXT}
     assert recs[0].getMessage() == f'ack / nack failed subscription=worker error="{ACK_TEXT}"'
@@ -134,7 +138,8 @@ def test_repeated_records_are_the_records_logging_makes(clock):
     logger = logging.getLogger("nbkit.dispatch")
     for i, rec in enumerate(later, 1):
         extra = {
-            k: getattr(rec, k) for k in ("nbkit_text", "nbkit_fields", "subscription", "stream_key", "seq", "attempt")
+            k: getattr(rec, k)
+            for k in ("nbkit_text", "nbkit_fields", "subscription", "stream_key", "seq", "attempt", "line")
         }
         assert rec.seq == i
         made = logger.makeRecord(

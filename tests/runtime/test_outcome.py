@@ -95,11 +95,11 @@ def _run_one(rig, handler, caplog, **options):
     return r, app, ev
 
 
-def _ack_failed(caplog) -> list:
+def _ack_failed(caplog, level: int = logging.WARNING) -> list:
     recs = dispatch_records(caplog, ACK_FAILED)
     for rec in recs:
         assert rec.name == "nbkit.dispatch"
-        assert rec.levelno == logging.WARNING
+        assert rec.levelno == level
         assert rec.nbkit_fields["subscription"] == "jobs"
         assert str(rec.nbkit_fields["error"]) == ACK_TEXT
         assert f'error="{ACK_TEXT}"' in rec.getMessage()
@@ -139,7 +139,11 @@ def test_retry_without_a_declaration_is_not_redelivered(rig, caplog):
     calls = []
     r, app, ev = _run_one(rig, lambda d: calls.append(d.attempt) or HandlerOutcome.retry(), caplog)
     assert (ev.outcome, ev.action, ev.destination) == ("retry", "unsupported", None)
-    assert len(_ack_failed(caplog)) == 1
+    # upstream's ack / nack text, but at ERROR (the message is lost) and saying which outcome it was
+    [rec] = _ack_failed(caplog, logging.ERROR)
+    assert rec.nbkit_fields["outcome"] == "retry"
+    assert "outcome=retry" in rec.getMessage() and "requeues nothing" in rec.getMessage()
+    assert app.counts.requeued_nothing == 1
     assert app.step() is None
     assert app.fire_due(START + 10**6) == []
     assert app.step() is None

@@ -257,7 +257,8 @@ def test_run_shuts_down_gracefully_on_sigterm(tmp_path, timeout):
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert proc.returncode == 0, err.decode()
+    # 143: stopped by SIGTERM, nothing lost; 3: a copy was abandoned (docs/cli.rst, nbkit run --help)
+    assert proc.returncode == (143 if timeout == "None" else 3), err.decode()
     abandoned = "shutdown timeout reached; the delayed retry copy is abandoned and lost"
     if timeout == "None":
         [line] = out.decode().splitlines()

@@ -150,7 +150,7 @@ def test_caplog_and_a_users_handler_still_get_records(clock, caplog):
         assert got[0].getMessage() == f'ack / nack failed subscription=worker error="{ACK_TEXT}"'
     assert out.getvalue().splitlines() == [
         f'WARNING nbkit.dispatch: ack / nack failed subscription=worker error="{ACK_TEXT}" stream_key=jobs '
-        f"seq={n} attempt=1"
+        f"seq={n} attempt=1 line={n + 1}"  # a pipe delivery's line ends with its stdin line number
         for n in (0, 1)
     ]
 
@@ -229,7 +229,7 @@ def _run_cli(tmp_path: Path, service: str, lines: int) -> subprocess.CompletedPr
 
 
 def _acked(stderr: bytes) -> list[int]:
-    return [int(line.split(" seq=")[1].split()[0]) for line in stderr.decode().splitlines()]
+    return [int(line.split(" seq=")[1].split()[0]) for line in stderr.decode().splitlines() if " seq=" in line]
 
 
 def test_a_killed_stage_loses_no_log_line_older_than_its_stdout(tmp_path):
@@ -264,14 +264,17 @@ app = App(broker)
 """
 
 
-def test_what_a_service_prints_comes_after_the_log_lines_before_it(tmp_path):
-    """``nbkit run`` wraps stdout and stderr (``LogOrderedStream``): a print writes out the gathered log lines
-    first, so on stderr each delivery's print follows the WARNING of the delivery before it."""
+def test_what_a_service_prints_comes_after_the_log_lines_before_it_and_never_on_stdout(tmp_path):
+    """``nbkit run`` wraps stderr (``LogOrderedStream``) and, in a pipe stage, points ``sys.stdout`` at it: a
+    print writes out the gathered log lines first, so each delivery's print follows the WARNING of the
+    delivery before it, and stdout carries only the stage's data (here: none)."""
     done = _run_cli(tmp_path, PRINTING, 6)
     assert done.returncode == 0, done.stderr
-    err = [line.split(" attempt=")[0].split(" stream_key=jobs ")[-1] for line in done.stderr.decode().splitlines()]
-    assert err == ["seq=0", "handled 1", "seq=1", "seq=2", "handled 3", "seq=3", "seq=4", "handled 5", "seq=5"]
-    assert done.stdout.decode().splitlines() == ["handled 0", "handled 2", "handled 4"]
+    lines = done.stderr.decode().splitlines()
+    assert lines[-1].startswith("nbkit: run summary: input ended; 6 deliveries (ack 6)")
+    err = [line.split(" attempt=")[0].split(" stream_key=jobs ")[-1] for line in lines[:-1]]
+    assert err == [x for i in range(6) for x in (f"handled {i}", f"seq={i}")]
+    assert done.stdout == b""
 
 
 def test_the_ordered_stream_hands_everything_else_to_the_stream():
