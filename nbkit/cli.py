@@ -4,6 +4,8 @@ Exit codes: 0 success; 1 an :class:`~nbkit.errors.NbkitError` (or its own ``exit
 ONE line ``nbkit: <message>`` on stderr; 2 bad arguments (argparse); 130 Ctrl-C; 141 when the reader
 of stdout goes away (``nbkit cat f.ss | head``): 128 + SIGPIPE, the status a shell reports for
 ``cat`` in the same spot, so ``set -o pipefail`` scripts notice the cut-off output; nothing is printed.
+``nbkit run`` adds 3 (copies abandoned or lost, or lines read and not delivered), 129 (SIGHUP) and 143
+(SIGTERM), and prints one summary line at exit (:data:`RUN_DESCRIPTION`, docs/guide/pipes.md).
 
 Text formats (``cat``): every timestamp, in ``log``, ``ndjson`` and ``stdio`` alike, is ss-decode's
 ``YYYY-MM-DDTHH:MM:SS.f``: UTC, no zone suffix, the shortest millisecond fraction (``.437``, ``.91``,
@@ -578,8 +580,8 @@ def _add_run(p: argparse.ArgumentParser) -> None:
         type=_pending_cap,
         metavar="N",
         help=f"at most N delayed copies held in memory; at the cap no input is taken until copies are due "
-        f"(backpressure, not loss). Default: the app's max_pending ({_default_max_pending():,}, about 1 KB a "
-        "copy plus its payload); 0: no cap",
+        f"(backpressure, not loss). Default: the app's max_pending ({_default_max_pending():,}; a copy takes "
+        "about 800 bytes plus its payload); 0: no cap",
     )
     p.add_argument(
         "--skip-blank-lines",

@@ -664,3 +664,15 @@ def test_the_pure_core_is_chosen_by_the_environment(tmp_path):
     assert twins in version.stdout
     cat = subprocess.run([sys.executable, "-m", "nbkit", "cat", str(path)], env=env, capture_output=True, text=True)
     assert cat.returncode == 0 and cat.stderr == "" and "hello" in cat.stdout
+
+
+def test_run_help_says_stdout_is_data_and_lists_every_exit_code(capsys) -> None:
+    from nbkit import cli
+
+    assert cli.main(["run", "--help"]) == 0
+    text = capsys.readouterr().out
+    assert "writes only data to stdout" in text and "handler prints goes to stderr" in text
+    for code in ("0 ", "1 ", "2 ", "3 ", "129", "130", "141", "143"):
+        assert f"\n  {code}" in text or f" {code} by" in text or f", {code} by" in text, code
+    for option in ("--ack-log-rate", "--max-pending", "--skip-blank-lines", "--strip-cr", "--on-bad-lines"):
+        assert option in text

@@ -51,7 +51,7 @@ _IDLE_MIN = 0.001
 _IDLE_MAX = 0.1
 KEEP_EVENTS = 10_000  # settlement events an App keeps by default: a service runs for ever
 #: Delayed copies an App holds by default before it stops taking input until some are due (backpressure).
-#: A small payload's copy takes about 1 KB (the copy, its headers and its event), so about 10 MB.
+#: A small payload's pending copy takes about 800 bytes (the copy, its headers and its event), so about 8 MB.
 MAX_PENDING = 10_000
 #: The signals that stop ``run()`` gracefully (a second one stops it at once); SIGHUP where it exists
 _STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name))

@@ -312,3 +312,29 @@ def test_a_settlement_writer_gathers_and_writes_what_write_settlement_does():
     written = seen["write_settlement"]
     assert len(set(written)) > 3 and written[-1].count("\n") == len(seqs)
     assert "WARN nbkit.dispatch: ack / nack failed stream_key=jobs seq=998 attempt=2\n" in written[-1]
+
+
+def test_ack_log_rate_keeps_n_lines_a_second_and_counts_the_rest():
+    """``nbkit run --ack-log-rate N``: at most N ``ack / nack failed`` lines a second, by either way of writing
+    them; one line counts those left out (written at close, or when the next second's first line comes)."""
+    out = io.StringIO()
+    handler = logs.RunLogHandler(out, ack_rate=3)
+    write = handler.settlement_writer("nbkit.dispatch", logging.WARNING, "ack / nack failed", "jobs", 1)
+    for seq in range(6):
+        write(seq, seq + 1)
+    for seq in range(6, 10):
+        handler.write_settlement("nbkit.dispatch", logging.WARNING, "ack / nack failed", ("w", "jobs", seq, 1, seq + 1))
+    handler.close()
+    lines = out.getvalue().splitlines()
+    assert lines == [
+        *(
+            f"WARNING nbkit.dispatch: ack / nack failed stream_key=jobs seq={n} attempt=1 line={n + 1}"
+            for n in range(3)
+        ),
+        "WARNING nbkit.dispatch: ack / nack failed lines left out (ack_log_rate) count=7 per_second=3",
+    ]
+
+
+def test_ack_log_rate_is_checked():
+    with pytest.raises(ValueError, match="ack_rate must be > 0"):
+        logs.RunLogHandler(io.StringIO(), ack_rate=0)
