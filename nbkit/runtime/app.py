@@ -869,7 +869,7 @@ class App:
         their subscriptions at once. Then it shuts down gracefully (waiting for copies within
         ``shutdown_timeout``). A second signal stops at once: every pending copy is abandoned and named,
         and lines read and not delivered are counted. A broken pipe stops the stage at once too.
-        :attr:`stop_signal`, :attr:`stop_reason` and :meth:`summary` say how it ended.
+        ``stop_signal``, ``stop_reason`` and :meth:`summary` say how it ended.
 
         Returns
         -------

@@ -223,16 +223,33 @@ class Broker(ABC, Generic[R]):
 
     def count_unread(self) -> int:
         """The stage stops before its input ends: stop reading, and count what was read and never delivered
-        (the transport's own counts also keep what was never read); returns the lines read and never
-        delivered (0 for a transport that reads nothing ahead)."""
+        (the transport's own counts also keep what was never read).
+
+        Returns
+        -------
+        int
+            The lines read and never delivered (0 for a transport that reads nothing ahead).
+        """
         return 0
 
     def input_counts(self) -> dict[str, int | bool] | None:
-        """What became of the input's lines (a pipe's), for the run summary; None: the transport counts none."""
+        """What became of the input's lines (a pipe's), for the run summary.
+
+        Returns
+        -------
+        dict or None
+            None: the transport counts no lines.
+        """
         return None
 
     def output_counts(self) -> tuple[int, int]:
-        """Lines written to the output and lines lost there (a pipe's stdout after its reader left)."""
+        """Lines written to the output and lines lost there (a pipe's stdout after its reader left).
+
+        Returns
+        -------
+        tuple of (int, int)
+            (0, 0) for a transport that counts no lines.
+        """
         return 0, 0
 
     @property
