@@ -28,7 +28,8 @@ import numpy as np
 from nbkit.transport.damage import DamagedRegion
 from nbkit.transport.file_info import FileSummary, StreamSummary
 from nbkit.transport.file_reader import ReadEnd, StreamReader
-from nbkit.wire.keys import INTERNAL_KEY
+from nbkit.wire import envelope
+from nbkit.wire.keys import INTERNAL_KEY, is_dead_letter_key
 from nbkit.wire.scan import ColumnBuffers
 from nbkit.wire.ssformat import FileHeader
 
@@ -53,6 +54,30 @@ def stamp_of(path: str) -> FileStamp:
     """The :class:`FileStamp` of ``path`` now (``os.stat``; raises ``OSError`` as it does)."""
     st = os.stat(path)
     return FileStamp(st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+def _retry_copies(cols: ColumnBuffers) -> np.ndarray:
+    """Which rows of a piece are retry copies (an envelope with a retry count), as ``nbkit info`` counts them.
+
+    Only payloads that start with ``rs`` (an ``rs1:``/``rs2:`` envelope) are decoded; the rest are originals.
+    """
+    ends = np.frombuffer(cols.data_end, dtype=np.int64)
+    copy = np.zeros(len(ends), dtype=bool)
+    if not len(ends):
+        return copy
+    starts = np.empty_like(ends)
+    starts[0] = 0
+    starts[1:] = ends[:-1] + len(cols.separator)
+    data = np.frombuffer(cols.data, dtype=np.uint8)
+    long_enough = ends - starts >= 2
+    candidates = np.flatnonzero(long_enough)
+    first = data[starts[candidates]]
+    second = data[starts[candidates] + 1]
+    raw = cols.data
+    for i in candidates[(first == ord("r")) & (second == ord("s"))]:
+        payload = bytes(raw[starts[i] : ends[i]])
+        copy[i] = bool(envelope.retry_count(envelope.decode(payload)[0]))
+    return copy
 
 
 @dataclass
@@ -186,6 +211,7 @@ class StreamIndex:
         shard = np.frombuffer(cols.shard_id, dtype=np.uint64)
         seq = np.frombuffer(cols.seq, dtype=np.uint64)
         ts = np.frombuffer(cols.timestamp_ms, dtype=np.int64)
+        copy = _retry_copies(cols)
         self.all.add(off, seq, ts)
         for c, key in enumerate(cols.keys):
             rows = np.flatnonzero(code == c)
@@ -194,23 +220,27 @@ class StreamIndex:
             self.by_key.setdefault(key, RowIndex()).add(off[rows], seq[rows], ts[rows])
             shards = shard[rows]
             if shards.min() == shards.max():
-                self._add_stream(key, int(shards[0]), seq[rows], ts[rows])
+                self._add_stream(key, int(shards[0]), seq[rows], ts[rows], copy[rows])
             else:
                 order = np.unique(shards, return_index=True)  # in order of first appearance, as nbkit info
                 for s in order[0][np.argsort(order[1])]:
                     mine = rows[shards == s]
-                    self._add_stream(key, int(s), seq[mine], ts[mine])
+                    self._add_stream(key, int(s), seq[mine], ts[mine], copy[mine])
             if key == INTERNAL_KEY:
                 self._eos_offset = int(off[rows[-1]])
 
-    def _add_stream(self, key: str, shard: int, seq: np.ndarray, ts: np.ndarray) -> None:
+    def _add_stream(self, key: str, shard: int, seq: np.ndarray, ts: np.ndarray, copy: np.ndarray) -> None:
         st = self._streams.get((key, shard))
+        copies = int(np.count_nonzero(copy))
         if st is None:
-            self._streams[(key, shard)] = [len(seq), int(seq[0]), int(seq[-1]), int(ts[0]), int(ts[-1])]
+            # the time range by value, as `nbkit info` reports it (a record out of order does not hide)
+            self._streams[(key, shard)] = [len(seq), int(seq[0]), int(seq[-1]), int(ts.min()), int(ts.max()), copies]
         else:
             st[0] += len(seq)
             st[2] = int(seq[-1])
-            st[4] = int(ts[-1])
+            st[3] = min(st[3], int(ts.min()))
+            st[4] = max(st[4], int(ts.max()))
+            st[5] += copies
 
     def _note_damage(self, offsets: np.ndarray) -> None:
         """Record the regions the reader stepped over in the last piece (``offsets``: its rows' frames),
@@ -257,7 +287,21 @@ class StreamIndex:
             reader_end = self._reader.end
             size = self._size_seen
             pos = self._indexed_to
-            streams = tuple(StreamSummary(k, s, *st) for (k, s), st in self._streams.items())
+            streams = tuple(
+                StreamSummary(
+                    k,
+                    s,
+                    count=st[0],
+                    first_seq=st[1],
+                    last_seq=st[2],
+                    first_timestamp_ms=st[3],
+                    last_timestamp_ms=st[4],
+                    originals=0 if is_dead_letter_key(k) else st[0] - st[5],
+                    retry_copies=0 if is_dead_letter_key(k) else st[5],
+                    dead_letter=is_dead_letter_key(k),
+                )
+                for (k, s), st in self._streams.items()
+            )
             damaged = tuple(self._damaged)
             rows_after = list(self._row_after)
             count = self.all.count
