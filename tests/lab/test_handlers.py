@@ -93,6 +93,9 @@ async def test_envelope_headers_and_attempt(jp_fetch, jp_root_dir):
     assert [r["attempt"] for r in rows] == [1, 2, 3, 4]
     assert rows[2]["headers"] == {"x-ruststream-retry-count": "2"}
     assert rows[2]["payload"]["text"] == "job 2" and rows[2]["payload"]["stored_length"] > 5
+    summary = await _get(jp_fetch, "summary", path="jobs.ss")
+    assert summary["streams"] == summarize(jp_root_dir / "jobs.ss").to_dict()["streams"]
+    assert sum(st["retry_copies"] for st in summary["streams"]) == 3
 
 
 async def test_damage_is_listed_and_rows_around_it_are_served(jp_fetch, jp_root_dir):
