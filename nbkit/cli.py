@@ -50,6 +50,7 @@ from nbkit.transport.file_info import summarize
 from nbkit.transport.file_reader import Message, ReadEnd, StreamReader
 from nbkit.transport.file_writer import StreamWriter
 from nbkit.transport.repair import repair
+from nbkit.transport.source import DEFAULT_BLOCK_SIZE, is_url, parse_size, parse_storage_options
 from nbkit.wire import core, envelope
 from nbkit.wire.keys import INTERNAL_KEY, INTERNAL_KEYS, validate_key
 from nbkit.wire.ssdecode import (
@@ -131,6 +132,7 @@ def _add_cat(p: argparse.ArgumentParser) -> None:
     )
     _add_key_filter(p)
     _add_on_bad_frames(p)
+    _add_storage(p)
 
 
 def _add_key_filter(p: argparse.ArgumentParser) -> None:
@@ -150,6 +152,46 @@ def _add_on_bad_frames(p: argparse.ArgumentParser) -> None:
         help="at a damaged frame: error (stop with an error, the default), warn (say which bytes were "
         "skipped, carry on after the next intact beacon) or skip (carry on silently)",
     )
+
+
+def _add_storage(p: argparse.ArgumentParser) -> None:
+    """``--storage-option KEY=VALUE`` (repeatable) and ``--block-size``: how a URL FILE is read."""
+    p.add_argument(
+        "--storage-option",
+        action="append",
+        metavar="KEY=VALUE",
+        dest="storage_options",
+        help="for a URL (s3://, gs://, abfs://, https://, ...): an option for its filesystem, as "
+        "storage_options= in Python (repeatable; JSON values such as true or 3 are typed; a.b=c sets a "
+        "nested one); without them the filesystem's own environment and config apply (for S3 what "
+        "botocore reads: AWS_PROFILE, AWS_ENDPOINT_URL, ...)",
+    )
+    p.add_argument(
+        "--block-size",
+        type=_byte_count,
+        default=None,
+        metavar="BYTES",
+        help=f"for a URL: bytes per range request (default {DEFAULT_BLOCK_SIZE >> 20} MiB; 4MiB, 512KiB, ... work)",
+    )
+
+
+def _byte_count(text: str) -> int:
+    """``--block-size``'s value: a byte count such as ``4194304``, ``4MiB`` or ``512KiB``."""
+    try:
+        return parse_size(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _reading(args: argparse.Namespace, path: str) -> dict[str, Any]:
+    """``storage_options=``/``block_size=`` for a reader of ``path`` from ``--storage-option``/``--block-size``."""
+    options = parse_storage_options(getattr(args, "storage_options", None))
+    block = getattr(args, "block_size", None)
+    if not is_url(path):
+        if options or block is not None:
+            raise InvalidArgumentError(f"{path}: --storage-option and --block-size are for URLs, not local paths")
+        return {}
+    return {"storage_options": options or None, "block_size": block}
 
 
 def _note_new_damage(path: str, damaged: list[DamagedRegion], told: int) -> int:
@@ -205,7 +247,9 @@ def _cmd_cat(args: argparse.Namespace) -> int:
         if warn and len(reader.damaged) > told:
             told = _note_new_damage(args.file, reader.damaged, told)
 
-    with StreamReader(args.file, follow=args.follow, poll_max=0.25, keys=keys, on_bad_frames=salvage) as reader:
+    reading = _reading(args, args.file)
+    opened = StreamReader(args.file, follow=args.follow, poll_max=0.25, keys=keys, on_bad_frames=salvage, **reading)
+    with opened as reader:
         out.write(format_header(args.format, reader.header))
         reader.on_wait = tell  # follow mode: show what we have before waiting for the file to grow
         beacon_offset = None
@@ -221,7 +265,7 @@ def _cmd_cat(args: argparse.Namespace) -> int:
         tell()
         _report_end(args.file, reader.end)
     if keys is not None and not shown:  # only now pay for a second pass, to name the keys the file has
-        return _no_such_key(args.file, keys, shown, {s.stream_key for s in summarize(args.file).streams})
+        return _no_such_key(args.file, keys, shown, {s.stream_key for s in summarize(args.file, **reading).streams})
     return 0
 
 
@@ -255,13 +299,14 @@ def _add_info(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print the summary as one JSON document")
     _add_source(p)
     _add_dead_letter_keys(p)
+    _add_storage(p)
 
 
 def _cmd_info(args: argparse.Namespace) -> int:
     """Summarize a stream file: header, size, streams, beacons, end of stream, damage."""
     if args.source == "stdio":
         return _info_capture(args)
-    summary = summarize(args.file, dead_letter_keys=args.dead_letter_keys)
+    summary = summarize(args.file, dead_letter_keys=args.dead_letter_keys, **_reading(args, args.file))
     if args.json:
         sys.stdout.write(json.dumps(summary.to_dict(), indent=2, ensure_ascii=False) + "\n")
     else:
@@ -780,11 +825,17 @@ def _add_repair(p: argparse.ArgumentParser) -> None:
     p.add_argument("damaged", metavar="DAMAGED", help="the damaged .ss file (only read, never changed)")
     p.add_argument("output", metavar="OUT", help="where the clean copy goes")
     p.add_argument("--force", action="store_true", help="replace OUT if it exists")
+    _add_storage(p)
 
 
 def _cmd_repair(args: argparse.Namespace) -> int:
     """Write a clean copy of a damaged stream file with every recoverable message; print what was dropped."""
-    report = repair(args.damaged, args.output, force=args.force)
+    options = parse_storage_options(args.storage_options)
+    if not is_url(args.damaged) and not is_url(args.output) and (options or args.block_size is not None):
+        raise InvalidArgumentError("--storage-option and --block-size are for URLs; DAMAGED and OUT are local paths")
+    report = repair(
+        args.damaged, args.output, force=args.force, storage_options=options or None, block_size=args.block_size
+    )
     sys.stdout.write("".join(line + "\n" for line in report.lines()))
     return 0
 
@@ -804,6 +855,7 @@ def _add_export(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--include-internal", action="store_true", help="keep EOS and the priming message")
     _add_on_bad_frames(p)
+    _add_storage(p)
     # Kept verbatim (not rewrapped: argparse would break the distribution's name at its hyphen).
     p.formatter_class = argparse.RawDescriptionHelpFormatter
     p.epilog = (
@@ -830,6 +882,8 @@ def _cmd_export(args: argparse.Namespace) -> int:
                 payload=args.payload,
                 include_internal=args.include_internal,
                 on_bad_frames=args.on_bad_frames,
+                storage_options=parse_storage_options(args.storage_options) or None,
+                block_size=args.block_size,
             )
         except MissingExtraError:
             raise
@@ -1036,6 +1090,7 @@ def _add_lineage(p: argparse.ArgumentParser) -> None:
     )
     _add_dead_letter_keys(p)
     p.add_argument("--json", action="store_true", help="print the summary as one JSON object")
+    _add_storage(p)
 
 
 def _cmd_lineage(args: argparse.Namespace) -> int:
@@ -1050,6 +1105,9 @@ def _cmd_lineage(args: argparse.Namespace) -> int:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         for path in args.files:
+            if args.source == "file" and is_url(path):
+                frames.append(read_stream(path, progress=False, **_reading(args, path)))
+                continue
             if not os.path.isfile(path):
                 raise MissingFileError(
                     f"{path}: no such file (lineage reads a .ss file, or stdio lines with --from stdio)"

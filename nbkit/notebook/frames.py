@@ -73,6 +73,8 @@ def read_stream(
     progress: bool | None = None,
     include_internal: bool = False,
     on_bad_frames: str = "error",
+    storage_options: dict[str, Any] | None = None,
+    block_size: int | None = None,
 ) -> pd.DataFrame:
     """Load a ``.ss`` stream file into a DataFrame, one row per message.
 
@@ -84,7 +86,8 @@ def read_stream(
     Parameters
     ----------
     path : str or os.PathLike
-        The stream file.
+        The stream file: a local path, or an fsspec URL (``s3://bucket/orders.ss``, ``gs://``, ``abfs://``,
+        ``https://``, ...), read by range requests, never downloaded whole.
     keys : str or iterable of str, optional
         Keep only these stream keys (the others are skipped cheaply).
     payload : {"auto", "bytes", "text", "json", "objects"}
@@ -119,6 +122,11 @@ def read_stream(
         (a timestamp, sequence number or shard that breaks the pattern of its neighbours; the checksum
         covers only the payload) are listed in ``frame.attrs["suspect"]`` and warned once
         (:class:`~nbkit.transport.damage.SuspectRecordWarning`), whatever ``on_bad_frames`` says.
+    storage_options : dict, optional
+        For a URL: passed to its filesystem, as in ``pandas.read_csv`` (credentials, ``endpoint_url``,
+        ``anon``, ...); without them the filesystem's own environment and config apply.
+    block_size : int, optional
+        For a URL: bytes per range request (default 8 MiB).
 
     Returns
     -------
@@ -146,7 +154,10 @@ def read_stream(
     accept = sel.key_filter()
     # "warn": the warning per region is given here, after the read, when what it cost is known
     salvage = "skip" if on_bad_frames == "warn" else on_bad_frames
-    with StreamReader(path, start=position, on_bad_frames=salvage) as reader:
+    opened = StreamReader(
+        path, start=position, on_bad_frames=salvage, storage_options=storage_options, block_size=block_size
+    )
+    with opened as reader:
         window = sel.open_window(reader)
         # json: read in slices, each handed to the builder at once, whose worker threads parse its fields
         # while the next slice is read (the other modes read in one go, to the window's stop)

@@ -98,6 +98,8 @@ def plan(
     partition_size: int | str = DEFAULT_PARTITION_SIZE,
     keys: Iterable[str] | str | None = None,
     start: FilePosition | dt.datetime | int | str | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+    block_size: int | str | None = None,
 ) -> Plan:
     """The byte ranges ``read_stream`` would read (one per partition), for inspection.
 
@@ -111,6 +113,8 @@ def plan(
         The stream keys a ``start`` position refers to.
     start : FilePosition, datetime, int or str, optional
         Where the read starts, as for :func:`nbkit.read_stream`.
+    storage_options, block_size
+        As for :func:`read_stream`.
 
     Returns
     -------
@@ -129,7 +133,13 @@ def plan(
     """
     sel, position, seek_key = selection(keys=keys, start=start)
     return plan_ranges(
-        path, partition_size=_nbytes(partition_size, "partition_size"), start=position, key=seek_key, sel=sel
+        path,
+        partition_size=_nbytes(partition_size, "partition_size"),
+        start=position,
+        key=seek_key,
+        sel=sel,
+        storage_options=storage_options,
+        block_size=None if block_size is None else _nbytes(block_size, "block_size"),
     )
 
 
@@ -145,6 +155,8 @@ def read_stream(
     json_fields: Mapping[str, Any] | Sequence[str] | None = None,
     sample: int | str = DEFAULT_SAMPLE,
     on_bad_frames: str = "error",
+    storage_options: Mapping[str, Any] | None = None,
+    block_size: int | str | None = None,
 ) -> DaskDataFrame:
     """Load a ``.ss`` stream file lazily as a Dask DataFrame, one row per message.
 
@@ -155,7 +167,9 @@ def read_stream(
     Parameters
     ----------
     path : str or os.PathLike
-        The stream file.
+        The stream file: a local path (every worker must see it at that path), or an fsspec URL
+        (``s3://``, ``gs://``, ``abfs://``, ``https://``, ...), which every worker opens itself: on a
+        cluster whose workers share no disk with the client, pass a URL.
     partition_size : int or str
         Bytes of file per partition (an int or a size like ``"64MiB"``).
     keys, payload, start, end, include_internal
@@ -168,6 +182,12 @@ def read_stream(
     on_bad_frames : {"error", "warn", "skip"}
         As for :func:`nbkit.read_stream` (``"warn"`` warns in the worker that meets the damage; the
         damaged regions are not collected: ``nbkit info`` lists them).
+    storage_options : dict, optional
+        For a URL: passed to its filesystem on the client and on every worker (credentials,
+        ``endpoint_url``, ...), as in ``dask.dataframe.read_csv``.
+    block_size : int or str, optional
+        For a URL: bytes per range request (default 8 MiB). A partition fetches its own range, cut into
+        such blocks, plus only the frame that crosses its end.
 
     Returns
     -------
@@ -191,7 +211,13 @@ def read_stream(
     )
     check_on_bad_frames(on_bad_frames)
     the_plan = plan_ranges(
-        path, partition_size=_nbytes(partition_size, "partition_size"), start=position, key=seek_key, sel=sel
+        path,
+        partition_size=_nbytes(partition_size, "partition_size"),
+        start=position,
+        key=seek_key,
+        sel=sel,
+        storage_options=storage_options,
+        block_size=None if block_size is None else _nbytes(block_size, "block_size"),
     )
     if the_plan.tail is not None and the_plan.tail.reason == "truncated":
         warnings.warn(f"{the_plan.path}: {the_plan.tail.describe()}", stacklevel=2)
@@ -204,13 +230,12 @@ def read_stream(
         else:
             fields = {name: object for name in json_fields}
     meta = clear_known_categories(empty_frame(sel.payload, fields), cols=["stream_key"], index=False)
-    st = os.stat(the_plan.path)
-    stamp = (the_plan.size, st.st_mtime_ns, st.st_ino)  # a changed file gets new task keys
+    stamp = the_plan.stamp  # a changed file gets new task keys
     with dask.config.set({"dataframe.convert-string": False}):
         return dd.from_map(
             _read_partition,
             the_plan.ranges,
-            args=(the_plan.path, sel, fields, stamp, on_bad_frames),
+            args=(the_plan.path, sel, fields, stamp, on_bad_frames, dict(the_plan.options)),
             meta=meta,
             divisions=the_plan.divisions,
             label="nbkit-read-stream",
@@ -219,14 +244,20 @@ def read_stream(
 
 
 def _read_partition(
-    rng: ByteRange, path: str, sel: Selection, fields: dict[str, Any] | None, stamp: tuple, on_bad_frames: str
+    rng: ByteRange,
+    path: str,
+    sel: Selection,
+    fields: dict[str, Any] | None,
+    stamp: tuple,
+    on_bad_frames: str,
+    options: dict[str, Any],
 ) -> Any:
     """One partition (runs on a worker; the first call in a worker process also sets up its heap)."""
     prepare_worker_heap()
-    return read_range(path, rng, sel, json_fields=fields, on_bad_frames=on_bad_frames)
+    return read_range(path, rng, sel, json_fields=fields, on_bad_frames=on_bad_frames, **options)
 
 
 def _sample_fields(the_plan: Plan, sel: Selection, sample: int, on_bad_frames: str) -> dict[str, Any]:
     stop = the_plan.ranges[-1].end
     rng = ByteRange(the_plan.first, min(stop, the_plan.first + sample), 0)
-    return json_fields_of(read_range(the_plan.path, rng, sel, on_bad_frames=on_bad_frames))
+    return json_fields_of(read_range(the_plan.path, rng, sel, on_bad_frames=on_bad_frames, **the_plan.options))

@@ -38,6 +38,7 @@ read_stream does; headers with bytes values come back with those entries last).
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import os
@@ -69,6 +70,7 @@ from nbkit.tabular import (
 )
 from nbkit.transport.damage import check_on_bad_frames
 from nbkit.transport.positions import FilePosition
+from nbkit.transport.source import is_url, open_output
 
 __all__ = ["LAYOUT_VERSION", "frame_to_table", "read_parquet", "to_parquet"]
 
@@ -262,6 +264,8 @@ def to_parquet(
     sample: int = 4 << 20,
     compression: str | None = "zstd",
     on_bad_frames: str = "error",
+    storage_options: dict[str, Any] | None = None,
+    block_size: int | None = None,
 ) -> int:
     """Write a stream file, a ``read_stream``/``read_pipe`` frame or a ``nbkit.dask`` frame to Parquet.
 
@@ -271,9 +275,10 @@ def to_parquet(
     Parameters
     ----------
     source : str, os.PathLike, pandas.DataFrame or dask DataFrame
-        A stream file, or a frame from ``read_stream``/``read_pipe``/``nbkit.dask.read_stream``.
+        A stream file (a path or an fsspec URL, read by range requests), or a frame from
+        ``read_stream``/``read_pipe``/``nbkit.dask.read_stream``.
     out : str or os.PathLike
-        The Parquet file to write.
+        The Parquet file to write: a path, or an fsspec URL (written as it is made).
     keys, payload, start, end, include_internal
         As for :func:`nbkit.read_stream` (a stream file only; for a frame the payload mode is inferred
         from its values and these must be left at their defaults).
@@ -286,6 +291,10 @@ def to_parquet(
     on_bad_frames : {"error", "warn", "skip"}
         A stream file only, as for :func:`nbkit.read_stream`: ``"skip"``/``"warn"`` leave damaged regions
         out (``nbkit info`` lists them; ``nbkit repair`` writes a clean copy).
+    storage_options : dict, optional
+        For URLs (the stream file's and the output's filesystem), as for :func:`nbkit.read_stream`.
+    block_size : int, optional
+        For a stream file URL: bytes per range request.
 
     Returns
     -------
@@ -318,6 +327,8 @@ def to_parquet(
             sample=sample,
             compression=compression,
             on_bad_frames=check_on_bad_frames(on_bad_frames),
+            storage_options=storage_options,
+            block_size=block_size,
         )
     if on_bad_frames != "error":
         raise ValueError("on_bad_frames applies to a stream file, not to a frame")
@@ -325,10 +336,11 @@ def to_parquet(
         raise ValueError("keys, payload, start, end and json_fields apply to a stream file, not to a frame")
     if isinstance(source, pd.DataFrame):
         table = frame_to_table(source)
-        pq.write_table(table, out, compression=compression)
+        with _output(out, storage_options) as where:
+            pq.write_table(table, where, compression=compression)
         return table.num_rows
     if hasattr(source, "to_delayed") and hasattr(source, "_meta"):
-        return _dask_to_parquet(source, out, pq, compression)
+        return _dask_to_parquet(source, out, pq, compression, storage_options)
     raise TypeError(f"to_parquet takes a stream file path or a DataFrame, not {type(source).__name__}")
 
 
@@ -347,18 +359,21 @@ def _file_to_parquet(
     sample: int,
     compression: str | None,
     on_bad_frames: str,
+    storage_options: dict[str, Any] | None,
+    block_size: int | None,
 ) -> int:
     sel, position, seek_key = selection(
         keys=keys, payload=payload, start=start, end=end, include_internal=include_internal
     )
-    plan = plan_ranges(path, partition_size=partition_size, start=position, key=seek_key, sel=sel)
+    reading: dict[str, Any] = {"storage_options": storage_options, "block_size": block_size} if is_url(path) else {}
+    plan = plan_ranges(path, partition_size=partition_size, start=position, key=seek_key, sel=sel, **reading)
     if plan.tail is not None and plan.tail.reason == "truncated":
         warnings.warn(f"{path}: {plan.tail.describe()}", stacklevel=3)
     fields = None
     if sel.payload in FIELD_MODES:
         if json_fields is None:
             rng = ByteRange(plan.first, min(plan.ranges[-1].end, plan.first + sample), 0)
-            fields = json_fields_of(read_range(path, rng, sel, on_bad_frames=on_bad_frames))
+            fields = json_fields_of(read_range(path, rng, sel, on_bad_frames=on_bad_frames, **reading))
         elif isinstance(json_fields, Mapping):
             fields = dict(json_fields)
         else:
@@ -366,14 +381,14 @@ def _file_to_parquet(
 
     def tables() -> Iterator[Any]:
         for i, rng in enumerate(plan.ranges):
-            frame = read_range(path, rng, sel, json_fields=fields, on_bad_frames=on_bad_frames)
+            frame = read_range(path, rng, sel, json_fields=fields, on_bad_frames=on_bad_frames, **reading)
             if len(frame) or i == 0:
                 yield frame_to_table(frame, mode=sel.payload, fields=fields)
 
-    return _write_tables(tables(), out, pq, compression)
+    return _write_tables(tables(), out, pq, compression, storage_options)
 
 
-def _dask_to_parquet(ddf: Any, out: str, pq: Any, compression: str | None) -> int:
+def _dask_to_parquet(ddf: Any, out: str, pq: Any, compression: str | None, storage_options: Any = None) -> int:
     import dask
 
     _check_columns(ddf._meta)
@@ -392,23 +407,39 @@ def _dask_to_parquet(ddf: Any, out: str, pq: Any, compression: str | None) -> in
                         mode = "auto"  # later partitions may mix str and bytes
                 yield frame_to_table(frame, mode=mode, fields=fields)
 
-    return _write_tables(tables(), out, pq, compression)
+    return _write_tables(tables(), out, pq, compression, storage_options)
 
 
-def _write_tables(tables: Any, out: str, pq: Any, compression: str | None) -> int:
+@contextlib.contextmanager
+def _output(out: str, storage_options: dict[str, Any] | None) -> Iterator[Any]:
+    """Where pyarrow writes: the path itself, or for a URL a file object on its filesystem (closed here)."""
+    if not is_url(out):
+        yield out
+        return
+    f = open_output(out, storage_options)
+    try:
+        yield f
+    finally:
+        f.close()
+
+
+def _write_tables(
+    tables: Any, out: str, pq: Any, compression: str | None, storage_options: dict[str, Any] | None = None
+) -> int:
     """Write the tables to one Parquet file with the first table's schema (it carries pyarrow's
     pandas metadata too); returns the rows written."""
     rows = 0
     writer = None
-    try:
-        for table in tables:
-            if writer is None:
-                writer = pq.ParquetWriter(out, table.schema, compression=compression)
-            writer.write_table(table)
-            rows += table.num_rows
-    finally:
-        if writer is not None:
-            writer.close()
+    with _output(out, storage_options) as where:
+        try:
+            for table in tables:
+                if writer is None:
+                    writer = pq.ParquetWriter(where, table.schema, compression=compression)
+                writer.write_table(table)
+                rows += table.num_rows
+        finally:
+            if writer is not None:
+                writer.close()
     return rows
 
 

@@ -19,7 +19,13 @@ How a file is cut (format spec §2, §6.5):
   each once.
 - **EOS**: a sequential read stops after the first end-of-stream mark. :func:`find_eos` locates it
   when the plan is made (a byte search over the file, not a parse; see its doc), and the plan ends
-  there: the range holding it stops after it, and no range starts after it.
+  there: the range holding it stops after it, and no range starts after it. For a **URL** the plan
+  searches only the file's last two beacon intervals, where writers leave the mark (appending
+  overwrites it, format spec §9), so planning fetches a few small ranges, not the file; a range that
+  meets an earlier mark still stops after it, as every reader does.
+- **URLs**: ``storage_options`` and ``block_size`` travel with the plan to every range read, so a
+  worker that shares no disk with the client opens the URL itself and fetches, by range requests, only
+  its own range plus the one frame crossing its end (:mod:`nbkit.transport.source`).
 
 ``read_range`` builds rows with :class:`nbkit.tabular.FrameBuilder`, the builder
 ``nbkit.read_stream`` uses, applying the same filters in the same order, so dtypes and values are the
@@ -30,7 +36,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -41,6 +47,7 @@ from nbkit.tabular import FrameBuilder, PayloadMode, Selection, json_values, pay
 from nbkit.transport.file_reader import CHUNK, Message, ReadEnd, StreamReader
 from nbkit.transport.positions import FilePosition
 from nbkit.wire.keys import INTERNAL_KEY
+from nbkit.wire.ssformat import HEADER_SIZE
 
 __all__ = [
     "FIELD_MODES",
@@ -99,6 +106,10 @@ class Plan:
     ranges: tuple[ByteRange, ...]
     eos: int | None
     tail: ReadEnd | None
+    #: How to open ``path`` again (``storage_options``, ``block_size``), for each range read.
+    options: Mapping[str, Any] = field(default_factory=dict)
+    #: What identifies this version of the file (size, modification time, inode or ETag): task keys.
+    stamp: tuple[Any, ...] = ()
 
     @property
     def divisions(self) -> tuple[int, ...]:
@@ -115,6 +126,8 @@ def plan_ranges(
     key: str | None = None,
     check_tail: bool = True,
     sel: Selection | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+    block_size: int | None = None,
 ) -> Plan:
     """Cut ``path`` into beacon-aligned ranges of about ``partition_size`` bytes (a whole number of
     beacon intervals, at least one). A file smaller than one interval is one range.
@@ -122,19 +135,32 @@ def plan_ranges(
     ``start``/``key`` seek as :class:`StreamReader` does (the first range starts there); a ``sel`` with a
     time or sequence window narrows the plan to the bytes :meth:`Selection.open_window` finds from the
     beacons (as ``read_stream`` reads them). Also finds the EOS the read stops at and (``check_tail``)
-    whether the file ends in a partial frame.
+    whether the file ends in a partial frame. ``storage_options``/``block_size``: for a URL, as for
+    :class:`StreamReader`; kept in the plan.
     """
     path = os.fspath(path)
     if partition_size < 1:
         raise ValueError(f"partition_size must be a positive number of bytes, not {partition_size}")
-    with StreamReader(path, start=start, key=key) as reader:
+    options: dict[str, Any] = {}
+    if storage_options:
+        options["storage_options"] = dict(storage_options)
+    if block_size is not None:
+        options["block_size"] = block_size
+    with StreamReader(path, start=start, key=key, **options) as reader:
         interval = reader.interval
         size = reader.size()
         if sel is not None:
             sel.check_keys_named(reader)  # a key the file does not hold raises, naming the keys it does
         window = (sel or _EVERYTHING).open_window(reader)
         first = window.start
-    eos = find_eos(path, first, size if window.stop is None else window.stop, interval)
+        stamp = reader.source.stamp()
+        remote = reader.source.remote
+    stop_at = size if window.stop is None else window.stop
+    # a URL: search the tail only (see the module doc), from the frame after the beacon two intervals back
+    search_from = first
+    if remote and stop_at // interval >= 2:
+        search_from = max(first, (stop_at // interval - 1) * interval)
+    eos = find_eos(path, search_from, stop_at, interval, **options)
     stop = size if eos is None else eos + 1  # frames starting before `stop` belong to the read
     if window.stop is not None and eos is None:
         stop = min(stop, window.stop)
@@ -147,13 +173,15 @@ def plan_ranges(
         lo, beacon = b, b // interval
         b += step
     ranges.append(ByteRange(lo, max(lo, stop), beacon))
-    tail = _tail_end(path, interval, size, first) if check_tail and eos is None and window.stop is None else None
-    return Plan(path, interval, size, first, tuple(ranges), eos, tail)
+    tail = (
+        _tail_end(path, interval, size, first, options) if check_tail and eos is None and window.stop is None else None
+    )
+    return Plan(path, interval, size, first, tuple(ranges), eos, tail, options, stamp)
 
 
-def _tail_end(path: str, interval: int, size: int, first: int) -> ReadEnd | None:
+def _tail_end(path: str, interval: int, size: int, first: int, options: Mapping[str, Any]) -> ReadEnd | None:
     """How a sequential read ends (``end``/``truncated``), by reading from the last usable beacon."""
-    with StreamReader(path) as reader:
+    with StreamReader(path, **options) as reader:
         n = size // interval
         while True:
             boundary = n * interval
@@ -173,47 +201,64 @@ def _tail_end(path: str, interval: int, size: int, first: int) -> ReadEnd | None
         return reader.end
 
 
-def find_eos(path: str | os.PathLike, start: int, size: int, interval: int) -> int | None:
+def find_eos(
+    path: str | os.PathLike,
+    start: int,
+    size: int,
+    interval: int,
+    *,
+    storage_options: Mapping[str, Any] | None = None,
+    block_size: int | None = None,
+) -> int | None:
     """Offset of the first end-of-stream frame at or after frame position ``start``, or None.
 
     A byte search, not a parse: it looks for the frame head ``\\x15SEA_STREAMER_INTERNAL`` in the
     file's data bytes (hits inside beacons, whose markers look the same, are skipped), including
     heads cut by a beacon, and checks each hit by parsing from the beacon before it (§6.5) whether a
     frame starts there that is an EOS. Reading costs about what copying the file does; hits other
-    than a real EOS are rare (a payload that embeds the key).
+    than a real EOS are rare (a payload that embeds the key). ``start`` must be a frame position (a
+    range's start); a URL is searched by range requests (``storage_options``, ``block_size``).
     """
     path = os.fspath(path)
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        with StreamReader(path, stop_at_eos=False) as reader:
-            beacon_sizes: dict[int, int] = {}
+    opened = StreamReader(
+        path,
+        stop_at_eos=False,
+        storage_options=None if storage_options is None else dict(storage_options),
+        block_size=block_size,
+    )
+    with opened as reader:
+        if start > HEADER_SIZE and start % interval == 0:
+            reader.resync(start // interval)  # a boundary: the frame position after its beacon
+            start = reader.pos
+        pread = reader.source.pread
+        beacon_sizes: dict[int, int] = {}
 
-            def beacon_size(b: int) -> int:
-                s = beacon_sizes.get(b)
-                if s is None:
-                    try:
-                        s = reader.beacon_at(b).size
-                    except Exception:  # incomplete or damaged beacon: no data after it to search
-                        s = interval
-                    beacon_sizes[b] = s
-                return s
+        def beacon_size(b: int) -> int:
+            s = beacon_sizes.get(b)
+            if s is None:
+                try:
+                    s = reader.beacon_at(b).size
+                except Exception:  # incomplete or damaged beacon: no data after it to search
+                    s = interval
+                beacon_sizes[b] = s
+            return s
 
-            for h in _eos_candidates(fd, start, size, interval, beacon_size):
-                if _eos_at(reader, h, start):
-                    return h
-    finally:
-        os.close(fd)
+        for h in _eos_candidates(pread, start, size, interval, beacon_size):
+            if _eos_at(reader, h, start):
+                return h
     return None
 
 
-def _eos_candidates(fd: int, start: int, size: int, interval: int, beacon_size: Callable[[int], int]) -> Iterator[int]:
+def _eos_candidates(
+    pread: Callable[[int, int], bytes], start: int, size: int, interval: int, beacon_size: Callable[[int], int]
+) -> Iterator[int]:
     """Offsets (ascending) where an EOS frame head may start in the data bytes after ``start``."""
     n = len(_EOS_HEAD)
     chunk = max(interval, CHUNK // interval * interval)
     pos = start
     while pos < size:
         stop = min(size, (pos // chunk + 1) * chunk)
-        data = os.pread(fd, stop - pos + n - 1, pos)
+        data = pread(stop - pos + n - 1, pos)
         hits = []
         i = data.find(_EOS_HEAD)
         while i != -1 and pos + i < stop:
@@ -229,7 +274,7 @@ def _eos_candidates(fd: int, start: int, size: int, interval: int, beacon_size: 
                 cut = len(tail) - j
                 if _EOS_HEAD.startswith(tail[j:]):
                     s = beacon_size(b)
-                    rest = os.pread(fd, n - cut, b + s)
+                    rest = pread(n - cut, b + s)
                     if rest == _EOS_HEAD[cut:]:
                         hits.append(b - cut)
                 j = tail.find(_EOS_HEAD[:1], j + 1)
@@ -273,8 +318,13 @@ def read_range(
     *,
     json_fields: Mapping[str, Any] | None = None,
     on_bad_frames: str = "error",
+    storage_options: Mapping[str, Any] | None = None,
+    block_size: int | None = None,
 ) -> pd.DataFrame:
     """The frames starting in ``rng`` as ``nbkit.read_stream`` would type them, indexed by offset.
+
+    ``path`` may be a URL (``storage_options``, ``block_size`` as for :class:`StreamReader`): the read then
+    fetches the range, and past its end only the frame that crosses it.
 
     Stops after an EOS, as a sequential read does. With ``payload="json"`` and ``json_fields``
     (``{field: dtype}``), the ``payload.<field>`` columns are made to match (:func:`conform_json`).
@@ -284,7 +334,14 @@ def read_range(
     cols = FrameBuilder(sel.payload)
     if rng.start < rng.end:
         accept = sel.key_filter()
-        with StreamReader(path, on_bad_frames=on_bad_frames) as reader:
+        opened = StreamReader(
+            path,
+            on_bad_frames=on_bad_frames,
+            storage_options=None if storage_options is None else dict(storage_options),
+            block_size=block_size,
+        )
+        with opened as reader:
+            reader.source.limit = rng.end  # the range's own bytes (a seek's probes included)
             started = True
             if rng.beacon:
                 try:

@@ -260,20 +260,31 @@ def summarize(
     *,
     on_bad_frames: str = "skip",
     dead_letter_keys: Iterable[str] | None = None,
+    storage_options: dict[str, Any] | None = None,
+    block_size: int | None = None,
 ) -> FileSummary:
     """Read the whole file once and summarize it; header problems raise (an NbkitError).
 
     Damage later in the file is skipped (``on_bad_frames="skip"``, each region listed in ``damaged`` with
     what each key lost there) or, with ``on_bad_frames="error"``, ends the summary early with
     ``end.reason == "error"``. Per stream: originals, retry copies and dead letters (``dead_letter_keys``:
-    the declared dead-letter keys; default, keys named like one), and the time range by value.
+    the declared dead-letter keys; default, keys named like one), and the time range by value. ``path`` may
+    be an fsspec URL (``storage_options``, ``block_size`` as for :class:`StreamReader`): the header is read,
+    then the file is streamed in blocks, never held whole.
     """
     import numpy as np
 
     from nbkit.transport.plausibility import Records
 
     dead = frozenset(dead_letter_keys) if dead_letter_keys is not None else None
-    with StreamReader(path, errors="stop", on_bad_frames=check_on_bad_frames(on_bad_frames)) as reader:
+    opened = StreamReader(
+        path,
+        errors="stop",
+        on_bad_frames=check_on_bad_frames(on_bad_frames),
+        storage_options=storage_options,
+        block_size=block_size,
+    )
+    with opened as reader:
         # stats per stream: [count, first_seq, last_seq, min_ts, max_ts, copies]
         stats: dict[tuple[str, int], list[int]] = {}
         records = Records()

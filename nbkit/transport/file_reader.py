@@ -1,7 +1,8 @@
 """Reading stream files: replay to the end, or follow a growing file like ``tail -f``.
 
 The reader demultiplexes beacons at every multiple of the interval (format spec §6.3), checks each
-payload's CRC, and works on whole buffers read with ``os.pread``: memory stays flat for any file size.
+payload's CRC, and works on whole buffers read from its source (:mod:`nbkit.transport.source`: ``os.pread``
+on a local file, range requests of ``block_size`` bytes on an fsspec URL): memory stays flat for any file size.
 
 Two paths share that work. :func:`nbkit.wire.scan.scan_frames` is the fast one (compiled when the
 compiled core is active): it walks the complete frames that lie inside the current buffer and before
@@ -26,11 +27,8 @@ from typing import Any, Literal, NamedTuple, get_args
 
 from nbkit.errors import (
     ChecksumError,
-    FilePermissionError,
     FormatError,
-    MissingFileError,
     NbkitError,
-    PathIsDirectoryError,
     SeekError,
     TimestampRangeError,
     TruncatedError,
@@ -38,6 +36,7 @@ from nbkit.errors import (
 from nbkit.transport.damage import DamagedRegion, DamageWarning, check_on_bad_frames
 from nbkit.transport.polling import NEED_MORE, NeedMore
 from nbkit.transport.positions import FilePosition
+from nbkit.transport.source import LOCAL_CHUNK, LocalSource, RemoteSource, open_source
 from nbkit.wire.crc import crc16
 from nbkit.wire.keys import INTERNAL_KEY
 from nbkit.wire.scan import ColumnBuffers, FrameColumns, new_columns, scan_columns, scan_frames
@@ -54,7 +53,7 @@ from nbkit.wire.ssformat import (
 
 _HEAD = struct.Struct(">QQQI")
 _CRC = struct.Struct(">H")
-CHUNK = 1 << 22  # bytes per pread: large enough to amortise syscalls, small enough to stay flat
+CHUNK = LOCAL_CHUNK  # bytes per local pread: large enough to amortise syscalls, small enough to stay flat
 _PEEK_BYTES = 1 << 12  # a beacon survey's first read per beacon (a beacon of 100 short keys fits)
 
 
@@ -254,7 +253,7 @@ class StreamReader:
     Parameters
     ----------
     path : str or os.PathLike
-        The stream file.
+        The stream file: a local path, or an fsspec URL (read by range requests, never downloaded whole).
     follow : bool
         Keep waiting for appended messages (``tail -f``) instead of ending at the end of the data.
     start : FilePosition, optional
@@ -276,6 +275,11 @@ class StreamReader:
     on_bad_frames : {"error", "warn", "skip"}
         ``"error"`` raises at the first damaged frame; ``"skip"`` resumes at the next intact beacon and records
         the region in ``damaged``; ``"warn"`` also warns once per region (a ``DamageWarning``).
+    storage_options : dict, optional
+        For a URL (``s3://``, ``gs://``, ``abfs://``, ``https://``, any fsspec URL): passed to its
+        filesystem, as in pandas (credentials, ``endpoint_url``, ...). ``path`` may be such a URL.
+    block_size : int, optional
+        For a URL: bytes per range request (default 8 MiB, :data:`nbkit.transport.source.DEFAULT_BLOCK_SIZE`).
 
     Examples
     --------
@@ -305,6 +309,8 @@ class StreamReader:
         stop_at_eos: bool = True,
         keys: Iterable[str] | str | None = None,
         on_bad_frames: str = "error",
+        storage_options: dict[str, Any] | None = None,
+        block_size: int | None = None,
     ) -> None:
         self.on_bad_frames = check_on_bad_frames(on_bad_frames)
         #: The regions a salvage read (``on_bad_frames`` "warn" or "skip") stepped over, in file order.
@@ -328,8 +334,12 @@ class StreamReader:
         self.end: ReadEnd | None = None
         self.beacons_seen = 0
         self.last_beacon: Beacon | None = None
-        self._fd = _open_for_reading(self.path)
-        self._ino = os.fstat(self._fd).st_ino
+        #: Where the bytes come from: a local file, or an fsspec URL read by range requests
+        #: (:mod:`nbkit.transport.source`; a remote one counts ``bytes_fetched`` and ``requests``).
+        self.source: LocalSource | RemoteSource = open_source(
+            path, storage_options=storage_options, block_size=block_size, follow=follow
+        )
+        self._pread = self.source.pread
         self._buf = b""
         self._base = 0
         self._keys: dict[bytes, str] = {}
@@ -363,9 +373,7 @@ class StreamReader:
         -------
         None
         """
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
+        self.source.close()
 
     def __enter__(self) -> StreamReader:
         return self
@@ -386,7 +394,7 @@ class StreamReader:
 
     # -- byte access -------------------------------------------------------------------------------
     def _read_header(self) -> FileHeader:
-        data = os.pread(self._fd, HEADER_SIZE, 0)
+        data = self._pread(HEADER_SIZE, 0)
         try:
             return decode_header(data)
         except FormatError as exc:
@@ -398,16 +406,24 @@ class StreamReader:
         Returns
         -------
         int
-            ``os.fstat`` size of the open file (it grows while a writer appends).
+            The size of the open file (it grows while a writer appends); for a URL in replay, the size the
+            server reported at open.
         """
-        return os.fstat(self._fd).st_size
+        return self.source.size()
 
-    def _fill(self, pos: int, need: int) -> None:
-        """Make ``self._buf`` cover ``[pos, pos+need)``, reading from the file; _NeedMore if it can't."""
+    def _fill(self, pos: int, need: int, ahead: int = 0) -> None:
+        """Make ``self._buf`` cover ``[pos, pos+need)``, reading from the file; _NeedMore if it can't.
+
+        Reads ``max(need, ahead or the source's block size)`` bytes, cut at the source's ``limit`` (where
+        the current read stops) but never below ``need``."""
         base = self._base
         if pos >= base and pos + need <= base + len(self._buf):
             return
-        data = os.pread(self._fd, max(need, CHUNK), pos)
+        n = ahead or self.source.block_size
+        limit = self.source.limit
+        if limit is not None and pos + n > limit:
+            n = limit - pos
+        data = self._pread(max(need, n), pos)
         self._buf = data
         self._base = pos
         if len(data) < need:
@@ -417,7 +433,7 @@ class StreamReader:
         """Parse the beacon at boundary ``pos``; it never crosses the next boundary."""
         want = 6
         while True:
-            self._fill(pos, want)
+            self._fill(pos, want, self.source.probe_size)
             try:
                 beacon = decode_beacon(self._buf, pos - self._base, pos)
             except TruncatedError:
@@ -742,14 +758,14 @@ class StreamReader:
         try:
             while (pos - phase) % interval == 0:
                 beacon = self._beacon_at(pos)
-                if os.pread(self._fd, 1, pos + beacon.size - 1) != b"\r" or os.pread(self._fd, 1, pos) != b"\r":
+                if self._pread(1, pos + beacon.size - 1) != b"\r" or self._pread(1, pos) != b"\r":
                     return None
                 pos += beacon.size + min(beacon.remaining, interval - beacon.size)
             if strict and pos >= size:
                 return None  # a shifted grid is accepted only on a frame after its beacon that verifies
             if pos < size:
                 msg = self._parse_frame(pos)
-                if os.pread(self._fd, 1, msg.end - 1) != b"\r":
+                if self._pread(1, msg.end - 1) != b"\r":
                     return None
         except _NeedMore:  # a torn tail only after the file's last beacon: elsewhere it is garbage
             if strict:
@@ -792,7 +808,7 @@ class StreamReader:
 
     def _at_data_end(self) -> NeedMore | None:
         if self.follow:
-            if _was_removed(self.path, self._ino):
+            if self.source.removed():
                 self.end = ReadEnd("removed", self.pos)
                 return None
             return NEED_MORE
@@ -889,6 +905,9 @@ class StreamReader:
         self._ahead_pos = -1
         last = self.pos
         limit = -1 if until is None else until
+        # reads ahead stop at ``until`` (a remote range fetches its range and the one frame crossing it); the
+        # limit only shortens reads ahead, never a read below what a parse needs, so it is always safe
+        self.source.limit = until
         while self.end is None and (until is None or self.pos < until):
             self.pos = self._scan_columns(self.pos, keymap, cols, limit)
             if until is not None and self.pos >= until:
@@ -921,6 +940,7 @@ class StreamReader:
                 last = self.pos
         if progress is not None and self.pos != last:
             progress(self.pos - last)
+        self.source.limit = None
         return cols
 
     def beacon_at(self, offset: int) -> Beacon:
@@ -973,7 +993,7 @@ class StreamReader:
             raise ValueError(f"offset {offset} is not a beacon boundary (a positive multiple of {self.interval})")
         want = min(self.interval, _PEEK_BYTES)
         while True:
-            data = os.pread(self._fd, want, offset)
+            data = self._pread(want, offset)
             try:
                 beacon = decode_beacon(data, 0, offset)
             except TruncatedError:
@@ -1165,28 +1185,6 @@ class StreamReader:
         except FormatError as exc:
             self.pos = saved
             raise exc.located(path=self.path) from None
-
-
-def _open_for_reading(path: str) -> int:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except FileNotFoundError:
-        raise MissingFileError(f"{path}: no such file; check the path") from None
-    except IsADirectoryError:
-        raise PathIsDirectoryError(f"{path}: is a directory, not a stream file") from None
-    except PermissionError:
-        raise FilePermissionError(f"{path}: permission denied; the file must be readable") from None
-    if os.path.isdir(path):
-        os.close(fd)
-        raise PathIsDirectoryError(f"{path}: is a directory, not a stream file")
-    return fd
-
-
-def _was_removed(path: str, ino: int) -> bool:
-    try:
-        return os.stat(path).st_ino != ino
-    except FileNotFoundError:
-        return True
 
 
 def read_header(path: str | os.PathLike) -> FileHeader:

@@ -12,13 +12,15 @@ not at all (and only with ``force``).
 from __future__ import annotations
 
 import os
+import tempfile
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from nbkit.errors import FormatError, InvalidArgumentError, OutputExistsError
 from nbkit.transport.damage import DamagedRegion
 from nbkit.transport.file_reader import ReadEnd, StreamReader
 from nbkit.transport.file_writer import StreamWriter
+from nbkit.transport.source import is_url, upload, url_exists
 
 if TYPE_CHECKING:
     from nbkit.transport.plausibility import KeyLoss
@@ -83,17 +85,29 @@ class RepairReport:
         return out
 
 
-def repair(source: str | os.PathLike, output: str | os.PathLike, *, force: bool = False) -> RepairReport:
+def repair(
+    source: str | os.PathLike,
+    output: str | os.PathLike,
+    *,
+    force: bool = False,
+    storage_options: dict[str, Any] | None = None,
+    block_size: int | None = None,
+) -> RepairReport:
     """Write a clean copy of ``source`` to ``output`` holding every message a salvage read recovers.
 
     Parameters
     ----------
     source
-        The (possibly damaged) ``.ss`` file; it is never modified.
+        The (possibly damaged) ``.ss`` file, a path or an fsspec URL; it is never modified.
     output
-        Where the clean copy goes.
+        Where the clean copy goes: a path, or a URL (the copy is written to a local temporary file, then
+        uploaded whole).
     force
         Replace ``output`` if it exists (otherwise that is an error).
+    storage_options : dict, optional
+        For URLs (the source's and the output's filesystem), as for :class:`StreamReader`.
+    block_size : int, optional
+        For a source URL: bytes per range request.
 
     Returns
     -------
@@ -111,19 +125,27 @@ def repair(source: str | os.PathLike, output: str | os.PathLike, *, force: bool 
     >>> print("\\n".join(report.lines()))                # doctest: +SKIP
     """
     src, dst = os.fspath(source), os.fspath(output)
-    if os.path.exists(dst):
-        if os.path.exists(src) and os.path.samefile(src, dst):
+    remote_out = is_url(dst)
+    if src == dst:
+        raise InvalidArgumentError(f"{dst}: is the file being repaired; write the copy to another path")
+    if remote_out:
+        if not force and url_exists(dst, storage_options):
+            raise OutputExistsError(f"{dst}: already exists; choose another output URL or pass --force to replace it")
+    elif os.path.exists(dst):
+        if not is_url(src) and os.path.exists(src) and os.path.samefile(src, dst):
             raise InvalidArgumentError(f"{dst}: is the file being repaired; write the copy to another path")
         if not force:
             raise OutputExistsError(f"{dst}: already exists; choose another output path or pass --force to replace it")
     from nbkit.transport.plausibility import Records
 
     records = Records()
-    partial = f"{dst}.{os.getpid()}.repairing"
+    scratch = tempfile.mkdtemp(prefix="nbkit-repair-") if remote_out else None
+    partial = os.path.join(scratch, "copy.ss") if scratch else f"{dst}.{os.getpid()}.repairing"
+    reading: dict[str, Any] = {"storage_options": storage_options, "block_size": block_size} if is_url(src) else {}
     rejected: list[tuple[int, str]] = []
     kept = 0
     try:
-        with StreamReader(src, on_bad_frames="skip") as reader:
+        with StreamReader(src, on_bad_frames="skip", **reading) as reader:
             h = reader.header
             with StreamWriter(
                 partial,
@@ -149,10 +171,15 @@ def repair(source: str | os.PathLike, output: str | os.PathLike, *, force: bool 
             damaged = tuple(reader.damaged)
             end = reader.end
             created_at_ms = h.created_at_ms
-        os.replace(partial, dst)
+        if remote_out:
+            upload(partial, dst, storage_options)
+        else:
+            os.replace(partial, dst)
     finally:
         if os.path.exists(partial):
             os.remove(partial)
+        if scratch:
+            os.rmdir(scratch)
     assert end is not None  # a replay read always records why it ended
     _, lost = records.report(damaged, created_at_ms=created_at_ms)
     return RepairReport(src, dst, kept, damaged, tuple(rejected), end, tuple(tuple(cost) for cost in lost))

@@ -1,0 +1,594 @@
+"""Where a stream file's bytes come from: a local path (``os.pread`` on a descriptor) or an fsspec URL.
+
+Every reader of ``.ss`` files (:class:`~nbkit.transport.file_reader.StreamReader`, and through it
+``read_stream``, ``info``, salvage and repair, lineage, the Dask partitions, Parquet export and the CLI)
+opens its file with :func:`open_source`, the one opener of the transport layer. It returns a
+:class:`LocalSource` for a path (no fsspec import, no fsspec call: local reads keep their speed) and a
+:class:`RemoteSource` for a URL such as ``s3://bucket/orders.ss``, ``gs://...``, ``abfs://...``,
+``http(s)://...`` or any other fsspec protocol (``file://`` URLs are local paths).
+
+A remote source reads by **range requests**, never by downloading the file: the header, then the bytes
+the reader asks for, in blocks of ``block_size`` bytes (:data:`DEFAULT_BLOCK_SIZE`, 8 MiB; set with
+``block_size=`` on every reader). A reader that knows where its read stops (a Dask partition's byte range)
+sets :attr:`RemoteSource.limit`, and blocks are then cut at that offset: the bytes past it that are
+fetched are only those of the one frame that crosses it. Each source counts the bytes and requests it
+fetched (:attr:`RemoteSource.bytes_fetched`, :attr:`RemoteSource.requests`), and the process keeps the
+totals (:func:`fetch_totals`), which is how the tests and ``bench/dask_read.py`` measure a partition's
+traffic against its size.
+
+``storage_options`` go to the filesystem as they do in pandas and Dask (``key``, ``secret``,
+``endpoint_url``, ``anon``, ``client_kwargs``, ...). Without them each filesystem uses its own
+environment and configuration (for S3 what botocore reads: ``AWS_ACCESS_KEY_ID``, ``AWS_PROFILE``,
+``AWS_ENDPOINT_URL``, ``~/.aws/config``). A missing backend (s3fs, gcsfs, adlfs, aiohttp for HTTP) is a
+:class:`~nbkit.MissingExtraError` naming the package and the nbkit extra that installs it; a missing object,
+a denied request and a connection that breaks mid-read are one-line errors naming the URL.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+from typing import Any, Protocol
+
+from nbkit.errors import (
+    FileIOError,
+    FilePermissionError,
+    InvalidArgumentError,
+    MissingExtraError,
+    MissingFileError,
+    PathIsDirectoryError,
+)
+
+__all__ = [
+    "DEFAULT_BLOCK_SIZE",
+    "LOCAL_CHUNK",
+    "ByteSource",
+    "FetchTotals",
+    "LocalSource",
+    "RemoteSource",
+    "fetch_totals",
+    "is_url",
+    "open_output",
+    "open_source",
+    "parse_size",
+    "parse_storage_options",
+    "upload",
+    "url_exists",
+]
+
+#: Bytes per read of a local file: large enough to amortise syscalls, small enough to keep memory flat.
+LOCAL_CHUNK = 1 << 22
+#: Bytes per range request of a remote file (``block_size=`` on every reader sets another).
+DEFAULT_BLOCK_SIZE = 8 << 20
+#: Bytes a remote probe asks for where only a beacon is needed (a seek's binary search over beacons).
+_REMOTE_PROBE = 64 << 10
+
+# a protocol prefix ("s3://", "https://", "simplecache::s3://"); a Windows drive ("C:\\") has no "//"
+_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*(://|::)")
+
+# protocol -> (the package that implements it, the nbkit extra that installs it)
+_BACKENDS: dict[str, tuple[str, str]] = {
+    "s3": ("s3fs", "s3"),
+    "s3a": ("s3fs", "s3"),
+    "gs": ("gcsfs", "gcs"),
+    "gcs": ("gcsfs", "gcs"),
+    "abfs": ("adlfs", "azure"),
+    "abfss": ("adlfs", "azure"),
+    "az": ("adlfs", "azure"),
+    "adl": ("adlfs", "azure"),
+    "http": ("aiohttp", "http"),
+    "https": ("aiohttp", "http"),
+}
+
+
+def is_url(path: str | os.PathLike) -> bool:
+    """Whether ``path`` is a URL to read through fsspec (``file://`` URLs count as local paths).
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        A path or a URL.
+
+    Returns
+    -------
+    bool
+        True for ``s3://...``, ``https://...``, ``memory://...`` and the like.
+
+    Examples
+    --------
+    >>> is_url("s3://bucket/orders.ss"), is_url("orders.ss"), is_url("file:///tmp/orders.ss")
+    (True, False, False)
+    """
+    text = os.fspath(path)
+    return isinstance(text, str) and bool(_URL.match(text)) and not text.startswith("file://")
+
+
+def _local(path: str | os.PathLike) -> str:
+    text = os.fspath(path)
+    if not isinstance(text, str):
+        text = os.fsdecode(text)
+    return text[len("file://") :] if text.startswith("file://") else text
+
+
+@dataclass
+class FetchTotals:
+    """Bytes and range requests fetched from remote files by this process (see :func:`fetch_totals`)."""
+
+    bytes: int = 0
+    requests: int = 0
+
+
+_TOTALS = FetchTotals()
+
+
+def fetch_totals() -> FetchTotals:
+    """The bytes and requests this process has fetched from remote files so far (a live record).
+
+    Take it before and after a read to measure what that read fetched; on a Dask cluster each worker
+    process keeps its own (``client.run(fetch_totals)``).
+
+    Returns
+    -------
+    FetchTotals
+        The process's running totals (the same object every call).
+
+    Examples
+    --------
+    >>> before = fetch_totals().bytes
+    >>> fetch_totals().bytes - before
+    0
+    """
+    return _TOTALS
+
+
+class ByteSource(Protocol):
+    """What a reader needs of a file: bytes at an offset, the size, and whether it was removed."""
+
+    name: str
+    #: Bytes a sequential read asks for at a time.
+    block_size: int
+    #: Bytes a probe (a beacon during a seek) asks for.
+    probe_size: int
+    #: Where the current read stops, when the reader knows: ahead-reads are cut there (None: no limit).
+    limit: int | None
+    remote: bool
+
+    def pread(self, n: int, offset: int) -> bytes: ...
+
+    def size(self) -> int: ...
+
+    def stamp(self) -> tuple[Any, ...]: ...
+
+    def removed(self) -> bool: ...
+
+    def close(self) -> None: ...
+
+
+class LocalSource:
+    """A local file, read with ``os.pread`` on one descriptor (what every reader did before URLs).
+
+    Parameters
+    ----------
+    path : str
+        The file.
+    """
+
+    remote = False
+    block_size = LOCAL_CHUNK
+    probe_size = LOCAL_CHUNK
+
+    def __init__(self, path: str) -> None:
+        self.name = path
+        self.limit: int | None = None
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except FileNotFoundError:
+            raise MissingFileError(f"{path}: no such file; check the path") from None
+        except IsADirectoryError:
+            raise PathIsDirectoryError(f"{path}: is a directory, not a stream file") from None
+        except PermissionError:
+            raise FilePermissionError(f"{path}: permission denied; the file must be readable") from None
+        st = os.fstat(fd)
+        if stat.S_ISDIR(st.st_mode):
+            os.close(fd)
+            raise PathIsDirectoryError(f"{path}: is a directory, not a stream file")
+        self.fd = fd
+        self._ino = st.st_ino
+        #: ``pread(n, offset)``: up to ``n`` bytes from ``offset`` (fewer at the end of the file); bound to
+        #: ``os.pread`` on the descriptor, so a local read pays no extra call per read.
+        self.pread: Callable[[int, int], bytes] = partial(os.pread, fd)
+
+    def size(self) -> int:
+        """The file's current size (it grows while a writer appends)."""
+        return os.fstat(self.fd).st_size
+
+    def stamp(self) -> tuple[Any, ...]:
+        """What identifies this version of the file: (size, modification time in ns, inode)."""
+        st = os.fstat(self.fd)
+        return (st.st_size, st.st_mtime_ns, st.st_ino)
+
+    def removed(self) -> bool:
+        """Whether the path no longer names the file that was opened (deleted or replaced)."""
+        try:
+            return os.stat(self.name).st_ino != self._ino
+        except FileNotFoundError:
+            return True
+
+    def close(self) -> None:
+        """Release the descriptor."""
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+
+class RemoteSource:
+    """A file behind an fsspec URL, read by range requests of ``block_size`` bytes.
+
+    The last block fetched is kept, so the small reads a parse makes inside it cost nothing. In replay
+    the size is the one the filesystem reported at open (as the Rust replay reader fixes it); with
+    ``follow`` a read past it asks the filesystem again, which is how a followed object is seen to grow
+    (where the filesystem can tell: HTTP servers report ``Content-Length``, object stores the object's
+    current size).
+
+    Parameters
+    ----------
+    url : str
+        The URL (``s3://bucket/key``, ``https://host/path``, ...).
+    storage_options : dict, optional
+        Passed to the filesystem (credentials, ``endpoint_url``, ...).
+    block_size : int, optional
+        Bytes per range request (default :data:`DEFAULT_BLOCK_SIZE`).
+    follow : bool
+        Ask the filesystem for the size again when a read reaches past the known end.
+    """
+
+    remote = True
+    probe_size = _REMOTE_PROBE
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        storage_options: dict[str, Any] | None = None,
+        block_size: int | None = None,
+        follow: bool = False,
+    ) -> None:
+        self.name = url
+        self.limit: int | None = None
+        self.block_size = DEFAULT_BLOCK_SIZE if block_size is None else int(block_size)
+        if self.block_size < 1:
+            raise ValueError(f"block_size must be a positive number of bytes, not {block_size}")
+        self.follow = follow
+        #: Bytes and range requests this source fetched.
+        self.bytes_fetched = 0
+        self.requests = 0
+        self._block_start = 0
+        self._block = b""
+        self.fs, self._path = _filesystem(url, storage_options or {})
+        self._info: dict[str, Any] = {}
+        self._size = self._stat()
+
+    def _stat(self) -> int:
+        try:
+            info = self.fs.info(self._path)
+        except Exception as exc:
+            raise _remote_error(self.name, exc, "looking it up") from None
+        self._info = info
+        if info.get("type") == "directory":
+            raise PathIsDirectoryError(f"{self.name}: is a directory (a prefix), not a stream file")
+        size = info.get("size")
+        if size is None:
+            raise FileIOError(f"{self.name}: the server does not report the object's size; nbkit needs it to read")
+        return int(size)
+
+    def pread(self, n: int, offset: int) -> bytes:
+        """Up to ``n`` bytes from ``offset``: from the kept block when it holds them, else one range request."""
+        if n <= 0:
+            return b""
+        end = offset + n
+        if self.follow and end > self._size:
+            self.refresh()
+        end = min(end, self._size)
+        if offset >= end:
+            return b""
+        start = self._block_start
+        if offset >= start and end <= start + len(self._block):
+            return self._block[offset - start : end - start]
+        try:
+            data = self.fs.cat_file(self._path, start=offset, end=end)
+        except Exception as exc:
+            raise _remote_error(self.name, exc, f"reading bytes {offset}-{end}") from None
+        data = bytes(data)
+        if len(data) > end - offset:
+            raise FileIOError(
+                f"{self.name}: the server ignores range requests (it sent {len(data)} bytes for bytes "
+                f"{offset}-{end}); nbkit reads by ranges: serve the file from a server that supports the Range "
+                "header (object stores do; for a local folder, nbkit.transport.http_serve.serve_folder)"
+            )
+        self.bytes_fetched += len(data)
+        self.requests += 1
+        _TOTALS.bytes += len(data)
+        _TOTALS.requests += 1
+        self._block_start, self._block = offset, data
+        return data
+
+    def refresh(self) -> int:
+        """Ask the filesystem for the object's size again (following); the new size."""
+        invalidate = getattr(self.fs, "invalidate_cache", None)
+        if invalidate is not None:
+            invalidate(self._path)
+        self._size = self._stat()
+        return self._size
+
+    def size(self) -> int:
+        """The object's size: as reported at open, or at the last refresh when following."""
+        if self.follow:
+            try:
+                return self.refresh()
+            except MissingFileError:
+                return self._size
+        return self._size
+
+    def stamp(self) -> tuple[Any, ...]:
+        """What identifies this version of the object: its URL, size, and ETag or modification time."""
+        info = self._info
+        version = info.get("ETag") or info.get("etag") or info.get("LastModified") or info.get("mtime") or ""
+        return (self.name, self._size, str(version))
+
+    def removed(self) -> bool:
+        """Whether the object is gone (following): the filesystem no longer finds it."""
+        try:
+            self.refresh()
+        except MissingFileError:
+            return True
+        return False
+
+    def close(self) -> None:
+        """Drop the kept block (the filesystem's connections stay with fsspec's instance cache)."""
+        self._block = b""
+
+
+def open_source(
+    path: str | os.PathLike,
+    *,
+    storage_options: dict[str, Any] | None = None,
+    block_size: int | None = None,
+    follow: bool = False,
+) -> LocalSource | RemoteSource:
+    """Open ``path`` for reading: a :class:`LocalSource` for a path, a :class:`RemoteSource` for a URL.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        A local path (or ``file://`` URL), or any fsspec URL.
+    storage_options : dict, optional
+        For a URL: passed to its filesystem. Refused for a local path, where it would mean nothing.
+    block_size : int, optional
+        For a URL: bytes per range request (default :data:`DEFAULT_BLOCK_SIZE`).
+    follow : bool
+        For a URL: the reader follows the file, so its size is asked for again as it reads on.
+
+    Returns
+    -------
+    LocalSource or RemoteSource
+
+    Raises
+    ------
+    MissingFileError, FilePermissionError, PathIsDirectoryError, FileIOError, MissingExtraError
+        The file or object is missing, may not be read, is a directory, cannot be reached, or needs a
+        backend that is not installed; each message names the path or URL.
+    """
+    if not is_url(path):
+        if storage_options:
+            raise ValueError(
+                f"storage_options are for URLs (s3://, https://, ...); {os.fspath(path)!r} is a local path"
+            )
+        return LocalSource(_local(path))
+    return RemoteSource(os.fspath(path), storage_options=storage_options, block_size=block_size, follow=follow)
+
+
+_SIZE = re.compile(r"^\s*(\d+)\s*(|b|kb|kib|mb|mib|gb|gib)\s*$", re.IGNORECASE)
+_UNITS = {"": 1, "b": 1, "kb": 1000, "kib": 1 << 10, "mb": 1000**2, "mib": 1 << 20, "gb": 1000**3, "gib": 1 << 30}
+
+
+def parse_size(text: str) -> int:
+    """A positive byte count from text: ``4194304``, ``4MiB``, ``512KiB``, ``2MB`` (``--block-size``).
+
+    Parameters
+    ----------
+    text : str
+        Digits, then optionally a unit (B, kB, KiB, MB, MiB, GB, GiB; any case).
+
+    Returns
+    -------
+    int
+
+    Raises
+    ------
+    ValueError
+        Not such a count, or zero.
+
+    Examples
+    --------
+    >>> parse_size("4MiB"), parse_size("512kib"), parse_size("1000")
+    (4194304, 524288, 1000)
+    """
+    match = _SIZE.match(text)
+    value = int(match.group(1)) * _UNITS[match.group(2).lower()] if match else 0
+    if value < 1:
+        raise ValueError(f"{text!r} is not a positive byte count (such as 4194304, 4MiB or 512KiB)")
+    return value
+
+
+def parse_storage_options(items: list[str] | None) -> dict[str, Any]:
+    """``--storage-option KEY=VALUE`` arguments as a ``storage_options`` dict.
+
+    A value that reads as JSON (``true``, ``3``, ``{"region_name": "eu-west-1"}``) is that value; any other
+    is the text. A dotted key goes one level down (``client_kwargs.region_name=eu-west-1``).
+
+    Parameters
+    ----------
+    items : list of str, optional
+        The ``KEY=VALUE`` texts.
+
+    Returns
+    -------
+    dict
+
+    Raises
+    ------
+    InvalidArgumentError
+        An item without ``=`` (a ``ValueError``).
+
+    Examples
+    --------
+    >>> parse_storage_options(["anon=true", "endpoint_url=http://127.0.0.1:9000", "client_kwargs.region_name=eu"])
+    {'anon': True, 'endpoint_url': 'http://127.0.0.1:9000', 'client_kwargs': {'region_name': 'eu'}}
+    """
+    import json
+
+    options: dict[str, Any] = {}
+    for item in items or ():
+        key, sep, text = item.partition("=")
+        if not sep or not key:
+            raise InvalidArgumentError(f"--storage-option takes KEY=VALUE, not {item!r}")
+        try:
+            value: Any = json.loads(text)
+        except ValueError:
+            value = text
+        head, dot, rest = key.partition(".")
+        if dot:
+            options.setdefault(head, {})[rest] = value
+        else:
+            options[key] = value
+    return options
+
+
+def _filesystem(url: str, storage_options: dict[str, Any]) -> tuple[Any, str]:
+    """(fsspec filesystem, path inside it) for ``url``; a missing backend names the package to install."""
+    protocol = url.split("://", 1)[0].split("::")[-1].lower() if "://" in url else url.split("::", 1)[0]
+    try:
+        import fsspec.core
+    except ImportError:
+        raise MissingExtraError(f"{url}: reading URLs needs fsspec: pip install fsspec") from None
+    try:
+        return fsspec.core.url_to_fs(url, **storage_options)
+    except ImportError as exc:
+        package, extra = _BACKENDS.get(protocol, (None, None))
+        if package is None:
+            raise MissingExtraError(f"{url}: reading {protocol}:// URLs needs a package fsspec names: {exc}") from None
+        raise MissingExtraError(
+            f"{url}: reading {protocol}:// URLs needs the {package} package: pip install 'nbkit[{extra}]' "
+            f"(or pip install {package})"
+        ) from None
+    except ValueError as exc:
+        if "protocol" in str(exc).lower():
+            raise MissingExtraError(f"{url}: fsspec knows no filesystem for {protocol}:// ({exc})") from None
+        raise InvalidArgumentError(f"{url}: not a URL its filesystem can open ({exc})") from None
+    except Exception as exc:
+        raise _remote_error(url, exc, "opening its filesystem") from None
+
+
+def _status(exc: BaseException | None) -> int | None:
+    """The HTTP status an fsspec backend's exception carries, if any (also on the exception it wraps:
+    fsspec's HTTP filesystem reports any failed lookup as FileNotFoundError, the response as its cause)."""
+    seen = 0
+    while exc is not None and seen < 5:
+        for attr in ("status", "status_code", "code"):
+            value = getattr(exc, attr, None)
+            if isinstance(value, int) and 100 <= value < 600:
+                return value
+        response = getattr(exc, "response", None)
+        if isinstance(response, dict):
+            code = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+            if isinstance(code, int):
+                return code
+        exc = exc.__cause__ or exc.__context__
+        seen += 1
+    return None
+
+
+def _remote_error(url: str, exc: BaseException, doing: str) -> Exception:
+    """One nbkit error, naming the URL, for what a filesystem raised while ``doing`` something."""
+    if isinstance(exc, (MissingFileError, FilePermissionError, PathIsDirectoryError, FileIOError)):
+        return exc
+    if isinstance(exc, TypeError):  # the filesystem's constructor or call refused an option
+        return InvalidArgumentError(f"{url}: the filesystem refused the storage options ({exc}); check storage_options")
+    status = _status(exc)
+    if status == 404 or (isinstance(exc, FileNotFoundError) and status in (None, 404)):
+        return MissingFileError(f"{url}: no such object (the server answered 'not found'); check the URL")
+    if isinstance(exc, PermissionError) or status in (401, 403):
+        return FilePermissionError(
+            f"{url}: access denied{f' (HTTP {status})' if status else ''}; check the credentials "
+            "(storage_options=..., --storage-option, or the filesystem's own environment and config)"
+        )
+    detail = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    what = type(exc).__name__ + (f": {detail}" if detail else "")
+    return FileIOError(
+        f"{url}: {doing} failed ({what}); the server stopped answering or the connection broke, try again"
+    )
+
+
+def url_exists(url: str, storage_options: dict[str, Any] | None = None) -> bool:
+    """Whether an object is at ``url`` (a repair or export checks before it replaces one).
+
+    Parameters
+    ----------
+    url : str
+        An fsspec URL.
+    storage_options : dict, optional
+        For its filesystem.
+
+    Returns
+    -------
+    bool
+    """
+    fs, path = _filesystem(url, storage_options or {})
+    try:
+        return bool(fs.exists(path))
+    except Exception as exc:
+        raise _remote_error(url, exc, "looking it up") from None
+
+
+def upload(local: str, url: str, storage_options: dict[str, Any] | None = None) -> None:
+    """Copy the local file ``local`` to ``url`` (what ``nbkit repair`` does with a copy written locally).
+
+    Parameters
+    ----------
+    local : str
+        The file to send.
+    url : str
+        Where it goes.
+    storage_options : dict, optional
+        For the URL's filesystem.
+    """
+    fs, path = _filesystem(url, storage_options or {})
+    try:
+        fs.put_file(local, path)
+    except Exception as exc:
+        raise _remote_error(url, exc, "writing the object") from None
+
+
+def open_output(url: str, storage_options: dict[str, Any] | None = None) -> Any:
+    """A binary file object writing to ``url`` (closed by the caller; the object appears on close).
+
+    Parameters
+    ----------
+    url : str
+        Where the bytes go.
+    storage_options : dict, optional
+        For the URL's filesystem.
+
+    Returns
+    -------
+    file object
+    """
+    fs, path = _filesystem(url, storage_options or {})
+    try:
+        return fs.open(path, "wb")
+    except Exception as exc:
+        raise _remote_error(url, exc, "opening it for writing") from None

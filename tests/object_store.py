@@ -1,0 +1,138 @@
+"""Real servers on loopback for the remote-read tests: moto's S3 server and an HTTP folder server.
+
+``S3`` is moto's ``ThreadedMotoServer`` (a real HTTP endpoint speaking the S3 API) on 127.0.0.1 with a
+bucket; ``put`` uploads bytes and returns the ``s3://`` URL; ``options`` are the ``storage_options``
+that reach it; ``deny()`` makes it refuse every request (moto's authentication switched on, so the
+test credentials are unknown to it). ``http_folder`` serves a folder with
+:func:`nbkit.transport.http_serve.serve_folder`; ``BrokenHandler`` is that server's handler, but it
+answers ``/denied/...`` with 403 and stops sending ``/cut/...`` bodies after their first bytes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import urllib.request
+from collections.abc import Iterator
+from typing import Any
+
+from nbkit.transport.http_serve import FolderServer, RangeRequestHandler
+
+BUCKET = "streams"
+KEY_ID, SECRET = "testing-key", "testing-secret"
+
+
+class S3:
+    """A moto S3 server on 127.0.0.1 holding one bucket."""
+
+    def __init__(self) -> None:
+        from moto.server import ThreadedMotoServer
+
+        self.server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+        self.server.start()
+        host, port = self.server.get_host_and_port()
+        self.endpoint = f"http://127.0.0.1:{port}"
+        self.client = self._client()
+        self.client.create_bucket(Bucket=BUCKET)
+
+    def _client(self) -> Any:
+        import boto3
+
+        return boto3.client(
+            "s3",
+            endpoint_url=self.endpoint,
+            aws_access_key_id=KEY_ID,
+            aws_secret_access_key=SECRET,
+            region_name="us-east-1",
+        )
+
+    @property
+    def options(self) -> dict[str, Any]:
+        """``storage_options`` for s3fs: the endpoint, test credentials, and no retries (errors are quick)."""
+        return {
+            "key": KEY_ID,
+            "secret": SECRET,
+            "endpoint_url": self.endpoint,
+            "config_kwargs": {"retries": {"max_attempts": 1}, "connect_timeout": 2, "read_timeout": 5},
+        }
+
+    def env(self) -> dict[str, str]:
+        """The environment botocore reads: credentials and ``AWS_ENDPOINT_URL`` (what the CLI tests set)."""
+        return {
+            "AWS_ACCESS_KEY_ID": KEY_ID,
+            "AWS_SECRET_ACCESS_KEY": SECRET,
+            "AWS_ENDPOINT_URL": self.endpoint,
+            "AWS_DEFAULT_REGION": "us-east-1",
+            "AWS_MAX_ATTEMPTS": "1",
+        }
+
+    def put(self, name: str, data: bytes) -> str:
+        """Upload ``data`` as ``name``; its ``s3://`` URL."""
+        self.client.put_object(Bucket=BUCKET, Key=name, Body=data)
+        return f"s3://{BUCKET}/{name}"
+
+    def put_file(self, path: str | os.PathLike, name: str | None = None) -> str:
+        """Upload a local file; its ``s3://`` URL."""
+        with open(path, "rb") as f:
+            return self.put(name or os.path.basename(path), f.read())
+
+    def get(self, name: str) -> bytes:
+        """An object's bytes."""
+        return self.client.get_object(Bucket=BUCKET, Key=name)["Body"].read()
+
+    @contextlib.contextmanager
+    def deny(self) -> Iterator[None]:
+        """Inside: moto checks credentials, and knows none, so every request is refused (403)."""
+        self._auth("0")
+        try:
+            yield
+        finally:
+            self._auth("inf")
+
+    def _auth(self, count: str) -> None:
+        req = urllib.request.Request(
+            f"{self.endpoint}/moto-api/reset-auth",
+            data=count.encode(),
+            method="POST",
+            headers={"Content-Type": "text/plain"},
+        )
+        with urllib.request.urlopen(req, timeout=10) as r:  # noqa: S310 (loopback)
+            r.read()
+
+    def stop(self) -> None:
+        """Stop the server."""
+        self.server.stop()
+
+
+class BrokenHandler(RangeRequestHandler):
+    """The folder server's handler, with two failures: ``/denied/...`` is 403 and ``/cut/...`` bodies stop
+    after :attr:`CUT_AFTER` bytes (the connection is closed mid-body, as a server that dies mid-read)."""
+
+    CUT_AFTER = 4096
+
+    def send_head(self) -> Any:
+        if self.path.startswith("/denied/"):
+            self.send_error(403, "Forbidden")
+            return None
+        if self.path.startswith("/cut/") and self.headers.get("Range"):
+            self._cut = True
+        return super().send_head()
+
+    def copyfile(self, source: Any, outputfile: Any) -> None:
+        if getattr(self, "_cut", False):
+            outputfile.write(source.read(self.CUT_AFTER))
+            outputfile.flush()
+            self.close_connection = True
+            self.connection.shutdown(2)
+            return
+        super().copyfile(source, outputfile)
+
+
+@contextlib.contextmanager
+def http_folder(folder: str | os.PathLike, *, broken: bool = False) -> Iterator[FolderServer]:
+    """Serve ``folder`` on 127.0.0.1 (``broken``: with :class:`BrokenHandler`); stopped on exit."""
+    server = FolderServer(folder, handler=BrokenHandler if broken else RangeRequestHandler)
+    try:
+        yield server
+    finally:
+        server.stop()
