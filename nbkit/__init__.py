@@ -45,6 +45,7 @@ __version__ = "0.1.0"
 #: stage) does not pay for pandas and matplotlib.
 _LAZY = {
     "read_stream": "nbkit.notebook.frames",
+    "read_arrow": "nbkit.notebook.frames",
     "read_pipe": "nbkit.notebook.frames",
     "concat_frames": "nbkit.notebook.frames",
     "lineage": "nbkit.notebook.lineage",
@@ -110,6 +111,7 @@ __all__ = [
     "redrive",
     "redrive_lines",
     "simulate",
+    "read_arrow",
     "read_pipe",
     "read_stream",
     "concat_frames",

@@ -43,6 +43,7 @@ PUBLIC = {
     "__version__",
     "concat_frames",
     "lineage",
+    "read_arrow",
     "read_parquet",
     "read_pipe",
     "read_stream",

@@ -32,10 +32,11 @@ one object per row costs more than the whole parse (``"columns"``, the old name 
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
 import warnings
 from collections.abc import Iterable
-from typing import IO, Any
+from typing import IO, Any, Literal, get_args
 
 import numpy as np
 import pandas as pd
@@ -57,7 +58,18 @@ from nbkit.transport.positions import FilePosition
 from nbkit.wire.ssformat import HEADER_SIZE
 from nbkit.wire.stdio_line import LineDecoder, parse_line
 
-__all__ = ["FRAME_COLUMNS", "PAYLOAD_MODES", "Selection", "concat_frames", "read_pipe", "read_stream", "selection"]
+__all__ = [
+    "DTYPE_BACKENDS",
+    "FRAME_COLUMNS",
+    "PAYLOAD_MODES",
+    "DtypeBackend",
+    "Selection",
+    "concat_frames",
+    "read_arrow",
+    "read_pipe",
+    "read_stream",
+    "selection",
+]
 
 _PROGRESS_MIN_BYTES = 64 << 20
 _SLICE_BYTES = 24 << 20  # file bytes per read of payload="json" (its fields parse while the next is read)
@@ -75,6 +87,7 @@ def read_stream(
     on_bad_frames: str = "error",
     storage_options: dict[str, Any] | None = None,
     block_size: int | None = None,
+    dtype_backend: DtypeBackend | None = None,
 ) -> pd.DataFrame:
     """Load a ``.ss`` stream file into a DataFrame, one row per message.
 
@@ -127,6 +140,10 @@ def read_stream(
         ``anon``, ...); without them the filesystem's own environment and config apply.
     block_size : int, optional
         For a URL: bytes per range request (default 8 MiB).
+    dtype_backend : {"numpy_nullable", "pyarrow"}, optional
+        As in pandas' readers: ``"pyarrow"`` gives every column an ``ArrowDtype`` (the table of
+        :func:`read_arrow`, as pandas columns; not with ``payload="objects"``); ``"numpy_nullable"`` or None
+        the dtypes below.
 
     Returns
     -------
@@ -149,6 +166,109 @@ def read_stream(
     0    1        1         book
     1    2        1         lamp
     """
+    if dtype_backend not in (None, *DTYPE_BACKENDS):
+        raise ValueError(f"dtype_backend must be one of {', '.join(DTYPE_BACKENDS)}, not {dtype_backend!r}")
+    return _read(
+        path,
+        keys=keys,
+        payload=payload,
+        start=start,
+        end=end,
+        progress=progress,
+        include_internal=include_internal,
+        on_bad_frames=on_bad_frames,
+        storage_options=storage_options,
+        block_size=block_size,
+        output="pandas-arrow" if dtype_backend == "pyarrow" else "pandas",
+    )
+
+
+def read_arrow(
+    path: str | os.PathLike,
+    *,
+    keys: Iterable[str] | str | None = None,
+    payload: PayloadMode = "auto",
+    start: FilePosition | dt.datetime | int | str | None = None,
+    end: dt.datetime | int | str | None = None,
+    progress: bool | None = None,
+    include_internal: bool = False,
+    on_bad_frames: str = "error",
+    storage_options: dict[str, Any] | None = None,
+    block_size: int | None = None,
+) -> Any:
+    """Load a ``.ss`` stream file into a ``pyarrow.Table``, one row per message: for polars, DuckDB, Arrow.
+
+    The columns and options of :func:`read_stream`, built from the same arrays the read makes (the
+    frame scanner's column buffers, the payload buffer as one Arrow text or binary array), with no pandas
+    DataFrame between; the Arrow types are listed in :mod:`nbkit.tabular.arrow`. How the read ended and
+    the damaged regions are in ``table.schema.metadata`` (``b"nbkit.read_end"``, ``b"nbkit.damaged"``, JSON).
+
+    Parameters
+    ----------
+    path, keys, start, end, progress, include_internal, on_bad_frames, storage_options, block_size
+        As for :func:`read_stream`.
+    payload : {"auto", "bytes", "text", "json"}
+        As for :func:`read_stream` (``"objects"``, a Python object per row, has no Arrow type). ``"auto"``
+        gives a text column when every payload is UTF-8, else a binary one.
+
+    Returns
+    -------
+    pyarrow.Table
+
+    Examples
+    --------
+    >>> import nbkit
+    >>> with nbkit.StreamWriter("orders.ss") as writer:
+    ...     for n, item in enumerate(["book", "lamp", "book"]):
+    ...         _ = writer.write("orders", b'{"id": %d, "item": "%s"}' % (n, item.encode()))
+    >>> table = nbkit.read_arrow("orders.ss", payload="json")
+    >>> table.num_rows, table.schema.field("payload.item").type
+    (3, DataType(large_string))
+
+    polars takes the table as it is, and DuckDB queries it by its Python name:
+
+    >>> import polars as pl
+    >>> pl.from_arrow(table).group_by("payload.item").len().sort("payload.item").rows()
+    [('book', 2), ('lamp', 1)]
+    >>> import duckdb
+    >>> duckdb.sql('SELECT "payload.item", count(*) AS n FROM "table" GROUP BY 1 ORDER BY 1').fetchall()
+    [('book', 2), ('lamp', 1)]
+    """
+    return _read(
+        path,
+        keys=keys,
+        payload=payload,
+        start=start,
+        end=end,
+        progress=progress,
+        include_internal=include_internal,
+        on_bad_frames=on_bad_frames,
+        storage_options=storage_options,
+        block_size=block_size,
+        output="arrow",
+    )
+
+
+#: ``read_stream``'s ``dtype_backend=`` values (pandas' own names).
+DtypeBackend = Literal["numpy_nullable", "pyarrow"]
+DTYPE_BACKENDS: tuple[DtypeBackend, ...] = get_args(DtypeBackend)
+
+
+def _read(
+    path: str | os.PathLike,
+    *,
+    keys: Iterable[str] | str | None,
+    payload: PayloadMode,
+    start: FilePosition | dt.datetime | int | str | None,
+    end: dt.datetime | int | str | None,
+    progress: bool | None,
+    include_internal: bool,
+    on_bad_frames: str,
+    storage_options: dict[str, Any] | None,
+    block_size: int | None,
+    output: Literal["pandas", "pandas-arrow", "arrow"],
+) -> Any:
+    """The read of :func:`read_stream` and :func:`read_arrow`: a frame, a frame of ArrowDtype columns, or a table."""
     sel, position, _ = selection(keys=keys, payload=payload, start=start, end=end, include_internal=include_internal)
     cols = FrameBuilder(payload)
     accept = sel.key_filter()
@@ -189,12 +309,29 @@ def read_stream(
             path=os.fspath(path),
             whole=position is None and window.start == HEADER_SIZE and window.stop is None,
         )
-    frame = cols.frame("file", release=True)
-    _report_damage(frame, damaged, created_at_ms, path=os.fspath(path), warn=on_bad_frames == "warn")
+    if ended is not None and ended.reason == "truncated":
+        warnings.warn(f"{os.fspath(path)}: {ended.describe()}", stacklevel=3)
+    warn = on_bad_frames == "warn"
+    if output == "pandas":
+        frame = cols.frame("file", release=True)
+        _report_damage(frame, damaged, created_at_ms, path=os.fspath(path), warn=warn)
+    else:
+        table = cols.table("file", release=True)
+        # the damage report reads five narrow columns (numbers and key codes), not the table's payloads
+        report = table.select(["stream_key", "shard_id", "seq", "timestamp", "offset"]).to_pandas()
+        _report_damage(report, damaged, created_at_ms, path=os.fspath(path), warn=warn)
+        if output == "arrow":
+            meta = {
+                b"nbkit.damaged": json.dumps(report.attrs["damaged"], default=str).encode(),
+                b"nbkit.suspect": json.dumps(report.attrs["suspect"], default=str).encode(),
+            }
+            if ended is not None:
+                meta[b"nbkit.read_end"] = json.dumps(ended._asdict() | {"error": _error_text(ended)}).encode()
+            return table.replace_schema_metadata(meta)
+        frame = table.to_pandas(types_mapper=pd.ArrowDtype)
+        frame.attrs.update(report.attrs)
     if ended is not None:
         frame.attrs["read_end"] = ended
-        if ended.reason == "truncated":
-            warnings.warn(f"{os.fspath(path)}: {ended.describe()}", stacklevel=2)
     return frame
 
 
@@ -217,7 +354,7 @@ def _report_damage(
             f"{path}: {len(odd)} record{'s' if len(odd) != 1 else ''} look{'s' if len(odd) == 1 else ''} damaged "
             f"(header fields the checksum does not cover; frame.attrs['suspect'] lists them): {shown}",
             SuspectRecordWarning,
-            stacklevel=3,
+            stacklevel=4,
         )
     lost: list[list[KeyLoss]] = []
     if damaged:
@@ -229,7 +366,11 @@ def _report_damage(
     ]
     if warn:
         for region, cost in zip(damaged, lost, strict=True):
-            warnings.warn(f"{path}: damaged {describe_losses(region, cost)}", DamageWarning, stacklevel=3)
+            warnings.warn(f"{path}: damaged {describe_losses(region, cost)}", DamageWarning, stacklevel=4)
+
+
+def _error_text(ended: Any) -> str | None:
+    return None if ended.error is None else str(ended.error)
 
 
 def _progress_bar(reader: StreamReader, progress: bool | None, stop: int | None = None) -> Any:

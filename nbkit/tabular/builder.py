@@ -16,6 +16,7 @@ from array import array
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from functools import partial
 from itertools import compress, repeat
 from operator import methodcaller
 from typing import Any, Literal, get_args
@@ -23,6 +24,7 @@ from typing import Any, Literal, get_args
 import numpy as np
 import pandas as pd
 
+from nbkit.tabular.arrow import arrow_module, columns_table
 from nbkit.tabular.payloads import (
     CONVERT,
     STR_DTYPE,
@@ -269,7 +271,56 @@ class FrameBuilder:
             finally:
                 self._stop_parse()
 
-    def _frame(self, transport: str, release: bool) -> pd.DataFrame:
+    def table(self, transport: str, *, release: bool = False) -> Any:
+        """The messages as a ``pyarrow.Table``: :meth:`frame`'s columns, built from the same arrays, with no
+        DataFrame between (the Arrow types: :mod:`nbkit.tabular.arrow`).
+
+        Parameters
+        ----------
+        transport : {"file", "pipe"}
+            The ``transport`` column's value.
+        release
+            As for :meth:`frame`.
+
+        Returns
+        -------
+        pyarrow.Table
+
+        Raises
+        ------
+        ValueError
+            ``payload="objects"`` (Python objects per row have no Arrow type: use ``"json"``).
+
+        Examples
+        --------
+        >>> builder = FrameBuilder("json")
+        >>> builder.add("orders", 0, 1, 1_700_000_000_000, b'{"id": 7}', 128)
+        >>> builder.table("file").column("payload.id").to_pylist()
+        [7]
+        """
+        if self.mode == "objects":
+            raise ValueError('Arrow output takes payload="json" (text and field columns), not "objects"')
+        arrow_module()
+        with _gc_paused():
+            try:
+                if self._parts:
+                    parse = None
+                    if self.mode in _JSON_MODES:
+                        if self._parse is None:
+                            for part in self._parts:
+                                self._field_parse().add(part.data, part.data_end, len(part.separator))
+                        parse = self._parse
+                    table = _buffers_frame(self._parts, self.mode, transport, release, parse, arrow=True)
+                    if table is not None:
+                        if release:
+                            self._parts = []
+                        return table
+                    self._to_lists()
+                return self._frame(transport, release, arrow=True)
+            finally:
+                self._stop_parse()
+
+    def _frame(self, transport: str, release: bool, *, arrow: bool = False) -> Any:
         n = len(self.keys)
         bodies, headers, count_list = self._unwrap()
         if release:
@@ -285,6 +336,8 @@ class FrameBuilder:
             payloads = pd.Series(self._payloads(bodies, in_place=release), dtype=object)
         elif self.mode == "bytes":
             payloads = bytes_column(bodies)
+        elif arrow:
+            payloads = _arrow_text(bodies, self.mode, partial(self._payloads, bodies, in_place=False))
         else:
             payloads = pd.Series(self._payloads(bodies, in_place=release), dtype=object)
         del bodies, size_list
@@ -311,6 +364,8 @@ class FrameBuilder:
         if release:
             self.offsets = []
         del payloads, headers
+        if arrow:
+            return columns_table(columns, fields)
         frame = pd.DataFrame(columns, columns=list(FRAME_COLUMNS))
         del columns
         if fields is not None:
@@ -341,15 +396,22 @@ _starts_rs = methodcaller("startswith", b"rs")
 
 
 def _buffers_frame(
-    parts: list[ColumnBuffers], mode: str, transport: str, release: bool, parse: FieldParse | None
-) -> pd.DataFrame | None:
+    parts: list[ColumnBuffers],
+    mode: str,
+    transport: str,
+    release: bool,
+    parse: FieldParse | None,
+    *,
+    arrow: bool = False,
+) -> Any:
     """The typed frame straight from column buffers (one read, or several in order), or None when a
     payload is an envelope (the row-by-row path removes it). Numbers are numpy views of the buffers (one
     read) or their concatenation; payloads are cut from the payload buffers only where the mode asks for
     Python objects (bytes, text, parsed JSON), a chunk at a time. The ``"json"`` text column is Arrow
     arrays over the buffers themselves (a chunk per read); the other modes first join several reads into
     one. ``parse``: the JSON modes' field parse, with every buffer added. ``release`` then empties the
-    payload buffers as soon as the frame is built."""
+    payload buffers as soon as the frame is built. ``arrow``: a ``pyarrow.Table`` of the same arrays instead
+    (``auto``/``text`` payloads as one Arrow text array over the buffer, no object per row)."""
     parts = [part for part in parts if len(part)]
     n = sum(map(len, parts))
     if not n:
@@ -386,6 +448,10 @@ def _buffers_frame(
         cols, (ends, starts, _) = parts[0], layout[0]
         if mode == "bytes":  # an Arrow binary array over the payload buffer itself: no object per row
             payloads = bytes_column_from_buffer(cols.data, ends, len(cols.separator))
+        elif arrow:  # text over the buffer itself when it is UTF-8; else binary (auto) or decoded text
+            payloads = json_text_array(cols.data, ends, len(cols.separator))
+            if payloads is None:
+                payloads = _arrow_text(list(cols.payloads()), mode, partial(_payload_objects, cols, mode, starts, ends))
         else:
             payloads = pd.Series(_payload_objects(cols, mode, starts, ends), dtype=object, copy=False)
         if release:
@@ -395,6 +461,8 @@ def _buffers_frame(
     if release:
         for part in parts:
             part.data = bytearray()  # fields parsed: the buffers' bytes are not needed (or in Arrow's hands)
+    if arrow:
+        return columns_table(columns, fields)
     # spent builder (``release``): the frame may take the column buffers' memory as it is, no copy
     frame = pd.DataFrame(columns, columns=list(FRAME_COLUMNS), copy=not release)
     del columns
@@ -403,6 +471,17 @@ def _buffers_frame(
     if mode == "objects":
         return expand_json(frame)
     return frame
+
+
+def _arrow_text(bodies: list[bytes], mode: str, decoded: Any) -> Any:
+    """Payloads as one Arrow array: ``large_string`` when all are UTF-8 (Arrow checks it), else
+    ``large_binary`` for ``auto`` or the text ``decoded()`` gives (``text``'s own decoding)."""
+    pa = arrow_module()
+    binary = pa.array(bodies, pa.large_binary())
+    try:
+        return binary.cast(pa.large_string())
+    except pa.ArrowInvalid:
+        return binary if mode == "auto" else pa.array(decoded(), pa.large_string())
 
 
 def _has_envelope(data: bytearray, starts: np.ndarray, sizes: np.ndarray) -> bool:
