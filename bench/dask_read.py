@@ -32,7 +32,16 @@ column; ``stream_key``'s categories as a set: each partition has its own) and th
 Other processes on the machine skew the figures: the load average is printed before and after.
 Exit status 0 either way; the last line says whether the targets were met.
 
+**Remote side** (``--remote``, the default for files up to 1 GiB, when moto and s3fs are installed): the
+same file is uploaded to moto's S3 server on 127.0.0.1 (``ThreadedMotoServer``, a real HTTP endpoint
+speaking the S3 API, in this process), and the same reads are timed on ``s3://bench/bench.ss`` with
+``storage_options``: ``nbkit.read_stream`` in this process and ``nbkit.dask.read_stream().persist()`` on
+the cluster, whose workers open the URL themselves. Printed: their times against the local reads, the
+bytes the workers fetched against the file's size, and per partition the bytes fetched against the
+partition's own range (each partition measured in its worker by ``nbkit.transport.source.fetch_totals``).
+
     python bench/dask_read.py --size 1GiB
+    python bench/dask_read.py --size 64MiB --partition-size 8MiB --remote
 """
 
 from __future__ import annotations
@@ -152,6 +161,13 @@ def main(argv: list[str] | None = None) -> int:
         help="also time compute() of the whole frame (default: for files up to 1.5 GiB)",
     )
     p.add_argument("--repeat", type=int, default=1, help="timed runs of each side, alternating; best reported")
+    p.add_argument(
+        "--remote",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="also read the file from moto's S3 server on 127.0.0.1 (default: for files up to 1 GiB)",
+    )
+    p.add_argument("--block-size", default="8MiB", help="range request size of the remote side (default 8MiB)")
     p.add_argument("--keep", action="store_true", help="keep the temporary folder (its path is printed)")
     args = p.parse_args(argv)
 
@@ -304,6 +320,9 @@ def main(argv: list[str] | None = None) -> int:
                 _common.row("nbkit.dask read_stream().compute() to here", t_client, n)
                 equal = equal and len(whole) == n
                 del whole
+            remote = args.remote if args.remote is not None else actual <= 1 << 30
+            if remote:
+                remote_side(client, path, args.partition_size, _size(args.block_size), t_seq, t_persist, want)
         print(f"   load average after: {os.getloadavg()[0]:.2f}")
         print(f"   rows: {n:,}; partitions equal to the sequential frame: {equal}; group sizes equal: {equal_groups}")
         ratio = t_seq / t_persist
@@ -323,6 +342,90 @@ def main(argv: list[str] | None = None) -> int:
             ),
         ]
     return _common.finish(results)
+
+
+def _fetched_by(rng, url: str, options: dict, block_size: int) -> tuple[int, int, int]:
+    """(range size, bytes fetched, requests) of one partition's read (runs on a worker, one task at a time)."""
+    from nbkit.scale.partitions import read_range
+    from nbkit.transport.source import fetch_totals
+
+    totals = fetch_totals()
+    before, requests = totals.bytes, totals.requests
+    read_range(url, rng, storage_options=options, block_size=block_size)
+    return rng.end - rng.start, totals.bytes - before, totals.requests - requests
+
+
+def remote_side(client, path: str, partition_size: str, block_size: int, t_seq: float, t_persist: float, want) -> None:
+    """The same reads from moto's S3 server on 127.0.0.1: times, and bytes fetched against sizes."""
+    try:
+        import boto3
+        from moto.server import ThreadedMotoServer
+    except ImportError:
+        print("   remote side: moto and s3fs are not installed (pip install -e '.[dev]'): left out")
+        return
+    import logging
+
+    from distributed import wait
+
+    import nbkit.dask
+    from nbkit.notebook.frames import read_stream
+    from nbkit.transport.source import fetch_totals
+
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    try:
+        endpoint = f"http://127.0.0.1:{server.get_host_and_port()[1]}"
+        options = {"key": "bench", "secret": "bench", "endpoint_url": endpoint}
+        keys = {"aws_access_key_id": "bench", "aws_secret_access_key": "bench"}
+        s3 = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1", **keys)
+        s3.create_bucket(Bucket="bench")
+        t = time.perf_counter()
+        s3.upload_file(path, "bench", "bench.ss")
+        size = os.path.getsize(path)
+        url = "s3://bench/bench.ss"
+        took = time.perf_counter() - t
+        print(f"   remote: {url} on moto at {endpoint} (uploaded {size / 2**20:.0f} MiB in {took:.1f} s)")
+        before = fetch_totals().bytes
+        t = time.perf_counter()
+        got = read_stream(url, storage_options=options, block_size=block_size, progress=False)
+        t_remote = time.perf_counter() - t
+        fetched_seq = fetch_totals().bytes - before
+        same = len(got) == len(want)
+        del got
+        _common.row("nbkit.read_stream(s3://) (sequential)", t_remote, len(want))
+        before_w = client.run(lambda: fetch_totals().bytes)
+        t = time.perf_counter()
+        before_plan = fetch_totals().bytes
+        ddf = nbkit.dask.read_stream(url, partition_size=partition_size, storage_options=options, block_size=block_size)
+        plan_fetched = fetch_totals().bytes - before_plan
+        persisted = ddf.persist()
+        wait(persisted)
+        t_remote_persist = time.perf_counter() - t
+        after_w = client.run(lambda: fetch_totals().bytes)
+        fetched_w = sum(after_w[w] - before_w.get(w, 0) for w in after_w)
+        same = same and int(persisted.map_partitions(len).sum().compute()) == len(want)
+        client.cancel(persisted)
+        _common.row(f"nbkit.dask(s3://).persist() [{ddf.npartitions} parts]", t_remote_persist, len(want))
+        plan = nbkit.dask.plan(url, partition_size=partition_size, storage_options=options, block_size=block_size)
+        per = client.gather(client.map(_fetched_by, plan.ranges, url=url, options=options, block_size=block_size))
+        over = [fetched - own for own, fetched, _ in per]
+        ratios = sorted(fetched / own for own, fetched, _ in per if own)
+        print(
+            f"   remote vs local: sequential {t_remote / t_seq:.2f}x the local time, dask persist "
+            f"{t_remote_persist / t_persist:.2f}x; rows equal: {same}"
+        )
+        print(
+            f"   bytes fetched: sequential {fetched_seq / size:.4f}x the file; the dask plan {plan_fetched:,} bytes; "
+            f"the workers {fetched_w / size:.4f}x the file ({fetched_w:,} of {size:,})"
+        )
+        print(
+            f"   per partition (block size {block_size >> 10} KiB): fetched / own range min {ratios[0]:.4f}, median "
+            f"{statistics.median(ratios):.4f}, max {ratios[-1]:.4f}; bytes past the range: max {max(over):,} "
+            f"(the header and the frame crossing its end); requests per partition: max {max(r for *_, r in per)}"
+        )
+    finally:
+        server.stop()
 
 
 if __name__ == "__main__":

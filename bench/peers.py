@@ -9,6 +9,8 @@ reader's field columns against read_stream's. The pure-Python twin runs in a chi
 Targets (issue 14): read_stream(payload="json") at least as fast as pandas.read_json(engine="pyarrow")
 and within 1.3x of polars.read_ndjson; read_stream(payload="bytes") within 3x of reading the file.
 payload="objects" (a parsed object per row, on request) is timed too; its ratios are printed, for scale.
+nbkit to polars (``polars.from_arrow(nbkit.read_arrow(path, payload="json"))``: the Arrow table, no pandas
+between) is timed against polars.read_ndjson on the same records and its values checked equal to it.
 
     python bench/peers.py                     # 1,000,000 messages, 3 timed rounds
     python bench/peers.py --plot docs/images/bench-peers.png   # and the bar chart of docs/benchmarks.md
@@ -30,7 +32,7 @@ import _common as c  # noqa: E402
 import pandas as pd  # noqa: E402
 from read import compare, write_ndjson  # noqa: E402
 
-from nbkit.notebook.frames import read_stream  # noqa: E402
+from nbkit.notebook.frames import read_arrow, read_stream  # noqa: E402
 from nbkit.wire import core  # noqa: E402
 
 _CHILD = """
@@ -94,6 +96,18 @@ def check(nb: pd.DataFrame, theirs: pd.DataFrame, who: str) -> list[str]:
     return [f"{who}: {p}" for p in compare(nb, theirs)]
 
 
+def polars_check(ours, theirs) -> list[str]:
+    """nbkit's polars frame (from read_arrow) holds polars.read_ndjson's field values, row for row."""
+    fields = [c for c in ours.columns if c.startswith("payload.")]
+    mine = ours.select(fields).rename({f: f[len("payload.") :] for f in fields})
+    common = [c for c in mine.columns if c in theirs.columns]
+    if len(common) != len(fields):
+        return [f"nbkit -> polars: fields {mine.columns} differ from polars.read_ndjson's {theirs.columns}"]
+    if not mine.select(common).equals(theirs.select(common)):
+        return ["nbkit -> polars: field values differ from polars.read_ndjson's"]
+    return []
+
+
 def main(argv: list[str] | None = None) -> int:
     p = c.parser(__doc__.splitlines()[0])
     p.add_argument("--plot", metavar="PNG", help="also write a bar chart of every reader's median time to PNG")
@@ -134,6 +148,9 @@ def main(argv: list[str] | None = None) -> int:
         }
         if pl is not None:
             readers["polars.read_ndjson"] = lambda: pl.read_ndjson(nd)
+            readers['polars.from_arrow(read_arrow(payload="json"))'] = lambda: pl.from_arrow(
+                read_arrow(ss, payload="json", progress=False)
+            )
         medians, got = interleaved(readers, args.repeat)
         for name, seconds in medians.items():
             c.row(name, seconds, n)
@@ -158,6 +175,7 @@ def main(argv: list[str] | None = None) -> int:
         problems += check(ours, got["pyarrow.json.read_json().to_pandas()"], "json vs pyarrow.json")
         if pl is not None:
             problems += check(ours, got["polars.read_ndjson"].to_pandas(), "json vs polars")
+            problems += polars_check(got['polars.from_arrow(read_arrow(payload="json"))'], got["polars.read_ndjson"])
         results.append(
             c.verdict(
                 "identical values",
@@ -184,6 +202,12 @@ def main(argv: list[str] | None = None) -> int:
                     ours_s <= 1.3 * polars_s,
                     f"{ours_s / polars_s:.2f}x (pure twin {twin_s / polars_s:.2f}x; target <= 1.30x)",
                 )
+            )
+        if polars_s is not None:
+            to_polars = medians['polars.from_arrow(read_arrow(payload="json"))']
+            print(
+                f"   nbkit -> polars (read_arrow, from_arrow): {to_polars / polars_s:.2f}x polars.read_ndjson "
+                f'on the same records ({to_polars / ours_s:.2f}x read_stream(payload="json"))'
             )
         # payload="objects" (an object per row, on request) has no target: its ratios, for scale
         obj_s = medians['read_stream(payload="objects")']

@@ -136,3 +136,9 @@ def http_folder(folder: str | os.PathLike, *, broken: bool = False) -> Iterator[
         yield server
     finally:
         server.stop()
+
+
+# moto's server logs every request through werkzeug; the tests' output shows none of it
+import logging  # noqa: E402
+
+logging.getLogger("werkzeug").setLevel(logging.ERROR)

@@ -361,6 +361,8 @@ class StreamReader:
             self.close()
             raise
         self.interval = self.header.beacon_interval
+        # what a beacon probe reads: a remote seek's binary search asks for no more than a beacon can be
+        self._probe = min(self.source.probe_size, self.interval) if self.source.remote else self.source.probe_size
         self.pos = HEADER_SIZE
         if start is not None:
             self.seek(start, key=key, shard_id=shard_id)
@@ -429,11 +431,12 @@ class StreamReader:
         if len(data) < need:
             raise _NeedMore
 
-    def _beacon_at(self, pos: int) -> Beacon:
-        """Parse the beacon at boundary ``pos``; it never crosses the next boundary."""
+    def _beacon_at(self, pos: int, *, probe: bool = False) -> Beacon:
+        """Parse the beacon at boundary ``pos``; it never crosses the next boundary. ``probe``: a seek's
+        look at one beacon, which reads no more than a beacon can be (on a remote file, a small request)."""
         want = 6
         while True:
-            self._fill(pos, want, self.source.probe_size)
+            self._fill(pos, want, self._probe if probe else 0)
             try:
                 beacon = decode_beacon(self._buf, pos - self._base, pos)
             except TruncatedError:
@@ -1128,7 +1131,7 @@ class StreamReader:
     def _judge(self, b: int, kind: str, target: int, key: str, shard_id: int) -> str | None:
         """Left/Right/None for beacon ``b`` by its marker of (key, shard) (§11.2)."""
         try:
-            beacon = self._beacon_at(b * self.interval)
+            beacon = self._beacon_at(b * self.interval, probe=True)
         except (_NeedMore, FormatError):
             return None
         for m in beacon.markers:
