@@ -45,10 +45,12 @@ from nbkit.errors import (
     Utf8Error,
 )
 from nbkit.scale import DISTRIBUTION, EXTRA
+from nbkit.transport.bounded import Bounds, bounded_messages
 from nbkit.transport.damage import BAD_FRAME_CHOICES, DamagedRegion
 from nbkit.transport.file_info import summarize
 from nbkit.transport.file_reader import Message, ReadEnd, StreamReader
 from nbkit.transport.file_writer import StreamWriter
+from nbkit.transport.positions import parse_time
 from nbkit.transport.repair import repair
 from nbkit.transport.source import DEFAULT_BLOCK_SIZE, is_url, parse_size, parse_storage_options
 from nbkit.wire import core, envelope
@@ -131,8 +133,89 @@ def _add_cat(p: argparse.ArgumentParser) -> None:
         "file is removed, or on Ctrl-C",
     )
     _add_key_filter(p)
+    _add_bounds(p)
     _add_on_bad_frames(p)
     _add_storage(p)
+
+
+def _add_times(p: argparse.ArgumentParser) -> None:
+    """``--since`` and ``--until``: a time window, found from the beacons (cheap on a large file)."""
+    p.add_argument(
+        "--since",
+        metavar="TIME",
+        type=_time_arg,
+        help="only messages at or after TIME (2024-01-01T10:00[:05[.250]], UTC unless it ends in Z or +HH:MM, "
+        "or epoch ms); the read starts at the beacon before it, not at the beginning of the file",
+    )
+    p.add_argument(
+        "--until",
+        metavar="TIME",
+        type=_time_arg,
+        help="only messages before TIME; the read stops at the beacon past it",
+    )
+
+
+def _add_bounds(p: argparse.ArgumentParser) -> None:
+    """``cat``'s bounded reads: a window by time or sequence number, the first or last N, a ``--where`` filter."""
+    from nbkit.runtime.redrive import WHERE_HELP
+
+    _add_times(p)
+    p.add_argument(
+        "--start-seq", type=int, metavar="N", help="only messages with sequence number N or later (each key's own)"
+    )
+    p.add_argument("--end-seq", type=int, metavar="N", help="only messages with sequence number N or earlier")
+    count = p.add_mutually_exclusive_group()
+    count.add_argument(
+        "--first", type=int, metavar="N", help="only the first N messages (within the other bounds), as kcat -c"
+    )
+    count.add_argument(
+        "--last",
+        type=int,
+        metavar="N",
+        help="only the last N messages (within the other bounds), as tail -n: read backwards by beacon "
+        "intervals, not from the start; with -f, then what is appended",
+    )
+    p.add_argument(
+        "--where", metavar="EXPR", help=f"only the messages that match, as nbkit redrive --where: {WHERE_HELP}"
+    )
+
+
+def _time_arg(text: str) -> int:
+    """A CLI time (``--since``, ``--until``) as epoch ms."""
+    try:
+        return parse_time(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _after(since_ms: int | None) -> int | None:
+    """``--since`` (at or after) as ``read_stream``'s ``start`` (strictly after)."""
+    return None if since_ms is None else since_ms - 1
+
+
+def _bounds(args: argparse.Namespace) -> Bounds:
+    """``cat``'s :class:`~nbkit.transport.bounded.Bounds` from its options."""
+    for name in ("first", "last"):
+        value = getattr(args, name)
+        if value is not None and value < 0:
+            raise InvalidArgumentError(f"--{name} takes a number of messages (0 or more), not {value}")
+    return Bounds(args.since, args.until, args.start_seq, args.end_seq, args.first, args.last)
+
+
+def _where_test(expr: str | None) -> Callable[[Message], bool] | None:
+    """``--where EXPR`` as a test of one message: ``nbkit redrive``'s parser, given each message's key, shard,
+    seq, time, envelope headers and payload as it tests a dead letter."""
+    if expr is None:
+        return None
+    from nbkit.runtime.redrive import DeadLetter, parse_where
+
+    test = parse_where(expr)
+
+    def matches(m: Message) -> bool:
+        headers, body = envelope.decode(m.payload) if m.payload[:2] == b"rs" else ({}, m.payload)
+        return test(DeadLetter(m.stream_key, m.shard_id, m.seq, m.timestamp_ms, headers, body))
+
+    return matches
 
 
 def _add_key_filter(p: argparse.ArgumentParser) -> None:
@@ -248,24 +331,29 @@ def _cmd_cat(args: argparse.Namespace) -> int:
             told = _note_new_damage(args.file, reader.damaged, told)
 
     reading = _reading(args, args.file)
+    bounds = _bounds(args)
+    where = _where_test(args.where)
     opened = StreamReader(args.file, follow=args.follow, poll_max=0.25, keys=keys, on_bad_frames=salvage, **reading)
     with opened as reader:
         out.write(format_header(args.format, reader.header))
         reader.on_wait = tell  # follow mode: show what we have before waiting for the file to grow
         beacon_offset = None
-        for msg in reader:
+        for msg in bounded_messages(reader, bounds, keys=keys, where=where):
             if warn and len(reader.damaged) > told:
                 tell()
             printer.message(msg)
             shown += 1
-            last = reader.last_beacon
+            last = reader.last_beacon if args.last is None else None  # --last: read before it is printed
             if last is not None and last.offset != beacon_offset:
                 beacon_offset = last.offset
                 out.write(format_beacon(args.format, last.markers))
         tell()
         _report_end(args.file, reader.end)
     if keys is not None and not shown:  # only now pay for a second pass, to name the keys the file has
-        return _no_such_key(args.file, keys, shown, {s.stream_key for s in summarize(args.file, **reading).streams})
+        seen = {s.stream_key for s in summarize(args.file, **reading).streams}
+        if (bounds != Bounds() or where is not None) and keys <= seen:
+            return 0  # the keys are there; none of their messages is inside the bounds
+        return _no_such_key(args.file, keys, shown, seen)
     return 0
 
 
@@ -854,6 +942,7 @@ def _add_export(p: argparse.ArgumentParser) -> None:
         help="payload column as nbkit.read_stream's payload= (default auto: text where UTF-8, else bytes)",
     )
     p.add_argument("--include-internal", action="store_true", help="keep EOS and the priming message")
+    _add_times(p)
     _add_on_bad_frames(p)
     _add_storage(p)
     # Kept verbatim (not rewrapped: argparse would break the distribution's name at its hyphen).
@@ -881,6 +970,8 @@ def _cmd_export(args: argparse.Namespace) -> int:
                 keys=keys,
                 payload=args.payload,
                 include_internal=args.include_internal,
+                start=_after(args.since),
+                end=args.until,
                 on_bad_frames=args.on_bad_frames,
                 storage_options=parse_storage_options(args.storage_options) or None,
                 block_size=args.block_size,
@@ -1090,6 +1181,7 @@ def _add_lineage(p: argparse.ArgumentParser) -> None:
     )
     _add_dead_letter_keys(p)
     p.add_argument("--json", action="store_true", help="print the summary as one JSON object")
+    _add_times(p)
     _add_storage(p)
 
 
@@ -1101,19 +1193,24 @@ def _cmd_lineage(args: argparse.Namespace) -> int:
     from nbkit.notebook.frames import concat_frames, read_pipe, read_stream
     from nbkit.notebook.lineage import lineage, summarize
 
+    if args.source == "stdio" and (args.since is not None or args.until is not None):
+        raise InvalidArgumentError(
+            "--since and --until bound a stream file's read; a capture of stdio lines is read whole"
+        )
     frames = []
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         for path in args.files:
+            window = {"start": _after(args.since), "end": args.until}
             if args.source == "file" and is_url(path):
-                frames.append(read_stream(path, progress=False, **_reading(args, path)))
+                frames.append(read_stream(path, progress=False, **window, **_reading(args, path)))
                 continue
             if not os.path.isfile(path):
                 raise MissingFileError(
                     f"{path}: no such file (lineage reads a .ss file, or stdio lines with --from stdio)"
                 )
             if args.source == "file":
-                frames.append(read_stream(path, progress=False))
+                frames.append(read_stream(path, progress=False, **window))
             else:
                 frames.append(read_pipe(pathlib.Path(path)))
     for w in caught:  # a partial frame at the tail: said once, as the other commands say it

@@ -446,6 +446,21 @@ class MissingExtraError(NbkitError, ImportError):
     message names the ``pip install`` that adds it."""
 
 
+#: The distribution's name (``[project] name``: what ``pip install`` takes for a release). The import name
+#: is ``nbkit``, but the PyPI name ``nbkit`` belongs to an unrelated package: no install line names it.
+DISTRIBUTION = "nbkit-ruststream"
+
+
+def install_hint(extra: str) -> str:
+    """The install lines that add ``extra`` to *this* project, from a clone and from PyPI (what every
+    :class:`MissingExtraError` says).
+
+    >>> print(install_hint("scale"))
+    pip install -e '.[scale]' (in a clone of the repository) or pip install 'nbkit-ruststream[scale]'
+    """
+    return f"pip install -e '.[{extra}]' (in a clone of the repository) or pip install '{DISTRIBUTION}[{extra}]'"
+
+
 class SeekError(NbkitError, LookupError):
     """A seek asked for a position the file does not hold (a sequence or instant past its end); also a
     ``LookupError``.

@@ -119,7 +119,9 @@ class BrokenHandler(RangeRequestHandler):
         return super().send_head()
 
     def copyfile(self, source: Any, outputfile: Any) -> None:
-        if getattr(self, "_cut", False):
+        remaining = getattr(self, "_remaining", None)
+        if getattr(self, "_cut", False) and remaining is not None and remaining > self.CUT_AFTER:
+            self._cut = False
             outputfile.write(source.read(self.CUT_AFTER))
             outputfile.flush()
             self.close_connection = True

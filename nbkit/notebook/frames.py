@@ -308,6 +308,7 @@ def _read(
             reader.seen_keys,
             path=os.fspath(path),
             whole=position is None and window.start == HEADER_SIZE and window.stop is None,
+            reading=reader.open_options,
         )
     if ended is not None and ended.reason == "truncated":
         warnings.warn(f"{os.fspath(path)}: {ended.describe()}", stacklevel=3)

@@ -30,6 +30,7 @@ from nbkit.errors import ConfigurationError, InvalidKeyError, MissingFileError
 from nbkit.runtime.clock import Clock, RealClock
 from nbkit.transport.file_reader import StreamReader
 from nbkit.transport.file_writer import StreamWriter
+from nbkit.transport.positions import parse_time
 from nbkit.wire import envelope
 from nbkit.wire.envelope import retry_count
 from nbkit.wire.keys import validate_key
@@ -174,18 +175,10 @@ WHERE_HELP = (
 
 
 def _time_ms(text: str, expr: str) -> int:
-    text = text.strip()
-    if text.isdigit():
-        return int(text)
     try:
-        moment = dt.datetime.fromisoformat(text.removesuffix("Z"))
-    except ValueError:
-        raise ConfigurationError(
-            f"--where {expr!r}: {text!r} is not a time; write 2024-01-01T00:00:05 (UTC) or epoch milliseconds"
-        ) from None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=dt.UTC)
-    return round(moment.timestamp() * 1000)
+        return parse_time(text)
+    except ValueError as exc:
+        raise ConfigurationError(f"--where {expr!r}: {exc}") from None
 
 
 def _seq(text: str, expr: str) -> int:

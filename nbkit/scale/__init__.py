@@ -18,25 +18,12 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
-from nbkit.errors import MissingExtraError
+from nbkit.errors import DISTRIBUTION, MissingExtraError, install_hint
 
 __all__ = ["DISTRIBUTION", "EXTRA", "install_hint", "require"]
 
 #: The optional extra that brings Dask, distributed and pyarrow.
 EXTRA = "scale"
-
-#: The distribution's name (``[project] name``: what ``pip install`` takes for a release). The import name
-#: is ``nbkit``, but the PyPI name ``nbkit`` belongs to an unrelated package: no install line names it.
-DISTRIBUTION = "nbkit-ruststream"
-
-
-def install_hint(extra: str = EXTRA) -> str:
-    """The install lines that add ``extra`` to *this* project, from a clone and from PyPI.
-
-    >>> print(install_hint())
-    pip install -e '.[scale]' (in a clone of the repository) or pip install 'nbkit-ruststream[scale]'
-    """
-    return f"pip install -e '.[{extra}]' (in a clone of the repository) or pip install '{DISTRIBUTION}[{extra}]'"
 
 
 def require(module: str, *, feature: str) -> ModuleType:

@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from nbkit.errors import MissingExtraError
+from nbkit.errors import MissingExtraError, install_hint
 
 __all__ = ["arrow_module", "columns_table", "headers_array"]
 
@@ -46,7 +46,8 @@ def arrow_module() -> Any:
         import pyarrow
     except ImportError:
         raise MissingExtraError(
-            "Arrow output (nbkit.read_arrow, dtype_backend='pyarrow') needs pyarrow: pip install 'nbkit[arrow]'"
+            "Arrow output (nbkit.read_arrow, dtype_backend='pyarrow') needs pyarrow, which nbkit's optional extra "
+            f"'arrow' installs: {install_hint('arrow')}"
         ) from None
     return pyarrow
 

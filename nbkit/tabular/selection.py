@@ -9,7 +9,7 @@ time without a timezone is UTC) is a window that :meth:`Selection.open_window` f
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from itertools import compress
 from typing import Any
@@ -183,9 +183,11 @@ class Selection:
             An open reader of the file.
         """
         if self.keys is not None:
-            self.check_keys(beacon_keys(reader), path=reader.path)
+            self.check_keys(beacon_keys(reader), path=reader.path, reading=reader.open_options)
 
-    def check_keys(self, seen: Iterable[str], *, path: str, whole: bool = False) -> None:
+    def check_keys(
+        self, seen: Iterable[str], *, path: str, whole: bool = False, reading: Mapping[str, Any] | None = None
+    ) -> None:
         """Raise :class:`~nbkit.errors.UnknownKeyError` when a wanted key is not in the file.
 
         ``seen`` are the keys the read met; a key not among them is then looked for in the whole file
@@ -200,6 +202,8 @@ class Selection:
             The file.
         whole
             The read met every frame of the file (nothing more to look at).
+        reading
+            How to open ``path`` again (a reader's ``open_options``: ``storage_options`` for a URL).
 
         Raises
         ------
@@ -213,7 +217,7 @@ class Selection:
         if not missing:
             return
         if not whole:
-            found |= stream_keys(path)
+            found |= stream_keys(path, **(reading or {}))
             missing = self.keys - found
         if missing:
             there = sorted(found - INTERNAL_KEYS)

@@ -360,14 +360,18 @@ def summarize(
     )
 
 
-def stream_keys(path: str | os.PathLike) -> set[str]:
+def stream_keys(
+    path: str | os.PathLike, *, storage_options: dict[str, Any] | None = None, block_size: int | None = None
+) -> set[str]:
     """Every stream key the file holds a message of, read with the frame scanner (no row is kept; damaged
     regions are stepped over). What an error about a key the file does not hold names instead.
 
     Parameters
     ----------
     path : str or os.PathLike
-        The stream file.
+        The stream file (a path or a URL).
+    storage_options, block_size
+        For a URL, as for :class:`~nbkit.StreamReader`.
 
     Returns
     -------
@@ -388,6 +392,9 @@ def stream_keys(path: str | os.PathLike) -> set[str]:
         seen.add(key)
         return False
 
-    with StreamReader(path, on_bad_frames="skip", stop_at_eos=False) as reader:
+    opened = StreamReader(
+        path, on_bad_frames="skip", stop_at_eos=False, storage_options=storage_options, block_size=block_size
+    )
+    with opened as reader:
         reader.read_column_buffers(accept=note)
     return seen

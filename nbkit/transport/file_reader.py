@@ -339,6 +339,11 @@ class StreamReader:
         self.source: LocalSource | RemoteSource = open_source(
             path, storage_options=storage_options, block_size=block_size, follow=follow
         )
+        #: How to open this file again (another reader of it: a key check, a Dask partition): ``storage_options``
+        #: and ``block_size`` as given ({} for a local path).
+        self.open_options: dict[str, Any] = (
+            {"storage_options": storage_options, "block_size": block_size} if self.source.remote else {}
+        )
         self._pread = self.source.pread
         self._buf = b""
         self._base = 0

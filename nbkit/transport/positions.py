@@ -37,6 +37,43 @@ def to_epoch_ms(t: int | float | dt.datetime) -> int:
     return ms
 
 
+def parse_time(text: str) -> int:
+    """Epoch milliseconds from a time as people type it: ISO 8601 (``2024-01-01T10:00``, ``...:05.250``, a
+    ``Z`` or ``+02:00`` suffix; without one, UTC) or epoch milliseconds (digits). What the CLI's time options
+    (``cat --since/--until``, ``redrive --where time...``) take.
+
+    Parameters
+    ----------
+    text : str
+        The time.
+
+    Returns
+    -------
+    int
+
+    Raises
+    ------
+    ValueError
+        Not a time (the message says what to write).
+
+    Examples
+    --------
+    >>> parse_time("2024-01-01T10:00"), parse_time("2024-01-01T10:00:00Z"), parse_time("1704103200000")
+    (1704103200000, 1704103200000, 1704103200000)
+    """
+    text = text.strip()
+    if text.isdigit():
+        return to_epoch_ms(int(text))
+    try:
+        moment = dt.datetime.fromisoformat(text[:-1] + "+00:00" if text.endswith(("Z", "z")) else text)
+    except ValueError:
+        raise ValueError(
+            f"{text!r} is not a time; write 2024-01-01T10:00[:05[.250]] (UTC unless it ends in Z or +HH:MM) "
+            "or epoch milliseconds"
+        ) from None
+    return to_epoch_ms(moment)
+
+
 #: What a :class:`FilePosition` counts; ``beginning`` and ``end`` carry no value, the others an integer.
 PositionKind = Literal["beginning", "end", "sequence", "timestamp", "beacon"]
 #: Every kind, in the order of the class methods.

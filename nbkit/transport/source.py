@@ -41,6 +41,7 @@ from nbkit.errors import (
     MissingExtraError,
     MissingFileError,
     PathIsDirectoryError,
+    install_hint,
 )
 
 __all__ = [
@@ -474,16 +475,17 @@ def _filesystem(url: str, storage_options: dict[str, Any]) -> tuple[Any, str]:
     try:
         import fsspec.core
     except ImportError:
-        raise MissingExtraError(f"{url}: reading URLs needs fsspec: pip install fsspec") from None
+        raise MissingExtraError(f"{url}: reading URLs needs fsspec (an nbkit dependency): pip install fsspec") from None
     try:
         return fsspec.core.url_to_fs(url, **storage_options)
     except ImportError as exc:
-        package, extra = _BACKENDS.get(protocol, (None, None))
-        if package is None:
+        backend = _BACKENDS.get(protocol)
+        if backend is None:
             raise MissingExtraError(f"{url}: reading {protocol}:// URLs needs a package fsspec names: {exc}") from None
+        package, extra = backend
         raise MissingExtraError(
-            f"{url}: reading {protocol}:// URLs needs the {package} package: pip install 'nbkit[{extra}]' "
-            f"(or pip install {package})"
+            f"{url}: reading {protocol}:// URLs needs the {package} package, which nbkit's optional extra "
+            f"{extra!r} installs: {install_hint(extra)} (or pip install {package})"
         ) from None
     except ValueError as exc:
         if "protocol" in str(exc).lower():

@@ -211,8 +211,9 @@ def test_a_missing_backend_names_the_package_and_the_extra(url: str, package: st
     with pytest.raises(MissingExtraError) as err:
         read_stream(url)
     assert str(err.value) == (
-        f"{url}: reading {protocol}:// URLs needs the {package} package: pip install 'nbkit[{extra}]' "
-        f"(or pip install {package})"
+        f"{url}: reading {protocol}:// URLs needs the {package} package, which nbkit's optional extra {extra!r} "
+        f"installs: pip install -e '.[{extra}]' (in a clone of the repository) or pip install "
+        f"'nbkit-ruststream[{extra}]' (or pip install {package})"
     )
 
 
