@@ -1,5 +1,45 @@
-"""Exercise checks for the tutorial notebooks (see :mod:`nbkit.notebook.exercises`)."""
+"""Exercise checks for the tutorial notebooks: predict, run, compare (see :mod:`nbkit.notebook.exercises`)."""
 
-from nbkit.notebook.exercises import Verdict, check, exercises, expected
+from nbkit.notebook.exercises import (
+    Choice,
+    Count,
+    Counts,
+    Evidence,
+    Exercise,
+    Instance,
+    Number,
+    Parts,
+    Sequence,
+    Shape,
+    Verdict,
+    WrongAnswer,
+    check,
+    evidence,
+    exercise,
+    exercises,
+    expected,
+    register,
+    wrong_answers,
+)
 
-__all__ = ["Verdict", "check", "exercises", "expected"]
+__all__ = [
+    "Choice",
+    "Count",
+    "Counts",
+    "Evidence",
+    "Exercise",
+    "Instance",
+    "Number",
+    "Parts",
+    "Sequence",
+    "Shape",
+    "Verdict",
+    "WrongAnswer",
+    "check",
+    "evidence",
+    "exercise",
+    "exercises",
+    "expected",
+    "register",
+    "wrong_answers",
+]

@@ -1,46 +1,91 @@
-"""Checks for the tutorial notebooks' exercises: each says whether an answer is right, and why.
+"""Predict, run, compare: the machinery behind every exercise of the tutorial lessons.
 
-Every exercise poses a situation the lesson has not shown; the learner predicts, runs, and passes the answer
-to :func:`check`, which recomputes the right answer by running the runtime (or reading the data) and says
-why an answer is right, or gives a hint that does not give it away. :func:`expected` returns that right
-answer (the lesson tests use it to make sure no output above an exercise prints it).
+An exercise poses a situation the lesson has not shown. The learner writes a **prediction** first; the
+exercise cell passes it to :func:`check`, which recomputes the right answer by running the runtime (or reading
+the data) and says whether the prediction is right, and if not, *where* it differs and a hint aimed at the
+misconception behind it (never the answer). With no prediction yet (``None``) the cell prints only a prompt
+to predict: no hint, nothing to copy. The hidden solution cell measures the value by running the code and
+calls ``check(name, prediction, measured=...)``, which puts the prediction beside the measurement.
+
+Each exercise is an :class:`Exercise`: the form of its answer (a :class:`Shape`, which accepts any reasonable
+way to write it: a list for a pair, ``3`` for ``3.0``, a Timedelta for seconds), the function that computes
+the right answer from the context the lesson passes, its explanation, and two or three :class:`WrongAnswer`
+entries, each a likely wrong answer with the hint for its misconception. The lessons' exercises are
+registered by the modules of :mod:`nbkit.notebook.exercise_bank` (one per lesson), loaded on first use; a
+new lesson adds a module there and calls :func:`register`.
 
 >>> from nbkit.exercises import check
 >>> check("02-resume-position", None, last_processed=7)
-Not yet: resume with FilePosition.sequence(n): which n is the first message not processed yet?
+Predict first: set prediction to a FilePosition (or the n of FilePosition.sequence(n)) and run this cell again.
+>>> check("02-resume-position", 7, last_processed=7)
+Not yet: sequence(n) includes message n itself, and message 7 has been processed already.
+>>> verdict = check("02-resume-position", 8, measured=8, last_processed=7)
+>>> verdict.ok, verdict.message.split(";")[0]
+(True, 'you predicted FilePosition.sequence(8)')
 """
 
 from __future__ import annotations
 
-import os
-import tempfile
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+import importlib
+import math
+import numbers
+import pkgutil
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
 
-from nbkit.runtime.settle import Action
+__all__ = [
+    "Choice",
+    "Count",
+    "Counts",
+    "Evidence",
+    "Exercise",
+    "Instance",
+    "Number",
+    "Parts",
+    "Sequence",
+    "Shape",
+    "Verdict",
+    "WrongAnswer",
+    "check",
+    "evidence",
+    "exercise",
+    "exercises",
+    "expected",
+    "register",
+    "wrong_answers",
+]
 
-if TYPE_CHECKING:
-    import pandas as pd
+#: A text shown to the learner: a string, or a function of (right answer, **context) that returns one.
+Text = str | Callable[..., str]
 
-    from nbkit.notebook.session import Session
-    from nbkit.runtime.delivery import Delivery
-    from nbkit.runtime.outcome import HandlerOutcome
-    from nbkit.transport.positions import FilePosition
+Kind = Literal["prompt", "right", "wrong", "measured"]
+_LABELS: dict[str, str] = {
+    "prompt": "Predict first: ",
+    "right": "Right: ",
+    "wrong": "Not yet: ",
+    "measured": "Measured: ",
+}
 
 
 @dataclass(frozen=True)
 class Verdict:
-    """The outcome of a check: ``ok`` and the explanation shown to the learner.
+    """What :func:`check` says: ``ok`` and the message shown to the learner.
 
-    It shows as ``Right: ...`` or ``Not yet: ...`` and is true when the answer is right.
+    It shows as ``Right: ...``, ``Not yet: ...``, ``Predict first: ...`` (no prediction yet) or
+    ``Measured: ...`` (a solution cell run with no prediction), and is true only when the answer is right.
 
     Parameters
     ----------
     ok : bool
-        Whether the answer is right.
+        Whether the prediction is right.
     message : str
-        The explanation, or on a wrong answer a hint that does not give the answer away.
+        The explanation, the hint for a wrong answer, or the prompt to predict.
+    kind : {"right", "wrong", "prompt", "measured"}, optional
+        Which of the four it is; by default ``"right"`` when ``ok`` and ``"wrong"`` otherwise.
+    differs : tuple of str, optional
+        The parts of the answer that differ from the right one (``("seconds",)``), empty when it is right.
 
     Examples
     --------
@@ -48,55 +93,587 @@ class Verdict:
     >>> verdict = Verdict(False, "count the dead-letter rows of the file transport only.")
     >>> verdict
     Not yet: count the dead-letter rows of the file transport only.
-    >>> bool(verdict)
-    False
+    >>> bool(verdict), verdict.kind
+    (False, 'wrong')
     """
 
     ok: bool
     message: str
+    kind: Kind | None = None
+    differs: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.kind is None:
+            object.__setattr__(self, "kind", "right" if self.ok else "wrong")
+        elif (self.kind == "right") != self.ok:
+            raise ValueError(f"a Verdict of kind {self.kind!r} cannot have ok={self.ok}")
 
     def __repr__(self) -> str:
-        return ("Right: " if self.ok else "Not yet: ") + self.message
+        return _LABELS[self.kind or "wrong"] + self.message
 
     def __bool__(self) -> bool:
         return self.ok
 
 
-_CHECKS: dict[str, Callable[..., Verdict]] = {}
-_EXPECTED: dict[str, Callable[..., Any]] = {}
+class AnswerFormError(ValueError):
+    """An answer that is not written in the form the exercise asks for (the message says which form)."""
 
 
-def _exercise(
-    name: str, *, expected: Callable[..., Any] | None = None
-) -> Callable[[Callable[..., Verdict]], Callable[..., Verdict]]:
-    """Register a check under ``name``; ``expected(**context)`` computes the right answer (used by the tests
-    that make sure no lesson prints an exercise's answer before asking it)."""
-
-    def register(fn: Callable[..., Verdict]) -> Callable[..., Verdict]:
-        _CHECKS[name] = fn
-        if expected is not None:
-            _EXPECTED[name] = expected
-        return fn
-
-    return register
+# -- shapes: how an answer may be written, and where two answers differ ----------------------------------
 
 
-def check(exercise: str, answer: Any, **context: Any) -> Verdict:
-    """Check ``answer`` for ``exercise`` (the id printed in the notebook); returns a Verdict.
+class Shape:
+    """The form of an answer: :meth:`coerce` turns any reasonable way of writing it into one canonical value.
+
+    Subclasses set :attr:`describe` (shown in the prompt, e.g. ``"a number of seconds"``) and implement
+    :meth:`coerce`; :meth:`same` and :meth:`differences` compare canonical values.
+    """
+
+    describe: str = "an answer"
+
+    def coerce(self, value: Any) -> Any:
+        """The canonical form of ``value``; raises :class:`AnswerFormError` naming the form wanted."""
+        return value
+
+    def same(self, a: Any, b: Any) -> bool:
+        """Whether two canonical answers are equal."""
+        return bool(a == b)
+
+    def present(self, value: Any) -> Any:
+        """A canonical answer as a learner would write it (a list stays a list, counts are a dict)."""
+        return value
+
+    def differences(self, predicted: Any, right: Any) -> tuple[str, ...]:
+        """The parts of ``predicted`` that differ from ``right`` (``()`` when they are the same)."""
+        return () if self.same(predicted, right) else ("the answer",)
+
+    def _wrong_form(self, value: Any) -> AnswerFormError:
+        return AnswerFormError(f"answer with {self.describe} (you wrote {value!r}).")
+
+
+def _as_float(value: Any) -> float | None:
+    """A real number (or a Timedelta, in seconds) as a float; None for anything else, booleans included."""
+    seconds = getattr(value, "total_seconds", None)
+    if callable(seconds):
+        value = seconds()
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        return None
+    number = float(value)
+    return None if math.isnan(number) else number
+
+
+@dataclass(frozen=True)
+class Number(Shape):
+    """A real number; ints, floats, NumPy numbers and (for seconds) a Timedelta are all accepted.
+
+    >>> Number("a number of seconds").coerce(14)
+    14.0
+    """
+
+    describe: str = "a number"
+    tolerance: float = 1e-6
+
+    def coerce(self, value: Any) -> float:
+        number = _as_float(value)
+        if number is None:
+            raise self._wrong_form(value)
+        return number
+
+    def same(self, a: Any, b: Any) -> bool:
+        return abs(float(a) - float(b)) <= self.tolerance * max(1.0, abs(float(b)))
+
+    def present(self, value: Any) -> Any:
+        return int(value) if float(value).is_integer() else float(value)
+
+
+@dataclass(frozen=True)
+class Count(Shape):
+    """A whole number; ``12``, ``12.0`` and ``numpy.int64(12)`` are the same count.
+
+    >>> Count().coerce(12.0)
+    12
+    """
+
+    describe: str = "a whole number"
+
+    def coerce(self, value: Any) -> int:
+        number = _as_float(value)
+        if number is None or not number.is_integer():
+            raise self._wrong_form(value)
+        return int(number)
+
+
+@dataclass(frozen=True)
+class Choice(Shape):
+    """One of a few words (case and surrounding spaces ignored); ``options`` maps each to what it means.
+
+    >>> Choice({"b": "the handler raised"}).coerce(" B) ")
+    'b'
+    """
+
+    options: Mapping[str, str] = field(default_factory=dict)
+    describe: str = "one of the options"
+
+    def coerce(self, value: Any) -> str:
+        if not isinstance(value, str):
+            raise self._wrong_form(value)
+        word = value.strip().casefold().rstrip(").:").strip()
+        if self.options and word not in self.options:
+            raise AnswerFormError(f"answer with one of {', '.join(map(repr, self.options))} (you wrote {value!r}).")
+        return word
+
+
+@dataclass(frozen=True)
+class Instance(Shape):
+    """An object of a given type, compared as it is (a ``FilePosition``, a ``RetryPolicy``)."""
+
+    kind: type = object
+    describe: str = "an object"
+    convert: Callable[[Any], Any] | None = None
+
+    def coerce(self, value: Any) -> Any:
+        if self.convert is not None and not isinstance(value, self.kind):
+            try:
+                value = self.convert(value)
+            except (TypeError, ValueError) as exc:
+                raise self._wrong_form(value) from exc
+        if not isinstance(value, self.kind):
+            raise self._wrong_form(value)
+        return value
+
+
+def _items(value: Any) -> list[Any] | None:
+    """A list, tuple, NumPy array or pandas Series as a list; None for anything else (a str is not a list)."""
+    if isinstance(value, (str, bytes, Mapping)):
+        return None
+    tolist = getattr(value, "tolist", None)
+    if callable(tolist):
+        value = tolist()
+    return list(value) if isinstance(value, (list, tuple)) else None
+
+
+class Parts(Shape):
+    """A fixed number of named parts, such as (deliveries, seconds); a tuple or a list is accepted.
+
+    >>> pair = Parts(("deliveries", Count()), ("seconds", Number()))
+    >>> pair.coerce([3, 6])
+    (3, 6.0)
+    >>> pair.differences((3, 8.0), (3, 6.0))
+    ('seconds',)
+    """
+
+    def __init__(self, *parts: tuple[str, Shape]) -> None:
+        self.parts = parts
+        self.describe = "a pair " if len(parts) == 2 else f"{len(parts)} values "
+        self.describe += "(" + ", ".join(name for name, _ in parts) + ")"
+
+    def coerce(self, value: Any) -> tuple[Any, ...]:
+        items = _items(value)
+        if items is None or len(items) != len(self.parts):
+            raise self._wrong_form(value)
+        out = []
+        for item, (name, shape) in zip(items, self.parts, strict=True):
+            try:
+                out.append(shape.coerce(item))
+            except AnswerFormError as exc:
+                raise AnswerFormError(f"{name}: {exc}") from exc
+        return tuple(out)
+
+    def same(self, a: Any, b: Any) -> bool:
+        return not self.differences(a, b)
+
+    def present(self, value: Any) -> Any:
+        return tuple(shape.present(v) for (_, shape), v in zip(self.parts, value, strict=True))
+
+    def differences(self, predicted: Any, right: Any) -> tuple[str, ...]:
+        pairs = zip(self.parts, predicted, right, strict=True)
+        return tuple(name for (name, shape), p, r in pairs if not shape.same(p, r))
+
+
+class Sequence(Shape):
+    """A list of values in order (a tuple, an array or a Series is accepted); differences name positions.
+
+    >>> Sequence(Count(), "a list of sequence numbers").differences((1, 2, 2), (1, 1, 2))
+    ('item 2',)
+    """
+
+    def __init__(self, item: Shape, describe: str = "a list") -> None:
+        self.item = item
+        self.describe = describe
+
+    def coerce(self, value: Any) -> tuple[Any, ...]:
+        items = _items(value)
+        if items is None:
+            raise self._wrong_form(value)
+        try:
+            return tuple(self.item.coerce(item) for item in items)
+        except AnswerFormError as exc:
+            raise AnswerFormError(f"each item: {exc}") from exc
+
+    def same(self, a: Any, b: Any) -> bool:
+        return len(a) == len(b) and all(self.item.same(x, y) for x, y in zip(a, b, strict=True))
+
+    def present(self, value: Any) -> Any:
+        return [self.item.present(v) for v in value]
+
+    def differences(self, predicted: Any, right: Any) -> tuple[str, ...]:
+        if len(predicted) != len(right):
+            return ("the number of items",)
+        pairs = enumerate(zip(predicted, right, strict=True), 1)
+        return tuple(f"item {i}" for i, (p, r) in pairs if not self.item.same(p, r))
+
+
+class Counts(Shape):
+    """A count per key, such as ``{"jobs.retry": 3}``; keys with a count of 0 may be left out.
+
+    >>> Counts("a dict {stream key: lines}").coerce({"jobs.retry": 3, "jobs.dead": 0})
+    (('jobs.retry', 3),)
+    """
+
+    def __init__(self, describe: str = "a dict {key: count}") -> None:
+        self.describe = describe
+
+    def coerce(self, value: Any) -> tuple[tuple[str, int], ...]:
+        to_dict = getattr(value, "to_dict", None)
+        if callable(to_dict) and not isinstance(value, Mapping):
+            value = to_dict()
+        if isinstance(value, tuple) and all(isinstance(v, tuple) and len(v) == 2 for v in value):
+            value = dict(value)  # the canonical form itself
+        if not isinstance(value, Mapping):
+            raise self._wrong_form(value)
+        out = {}
+        for key, count in value.items():
+            out[str(key)] = Count().coerce(count)
+        return tuple(sorted((k, v) for k, v in out.items() if v))
+
+    def present(self, value: Any) -> Any:
+        return dict(value)
+
+    def differences(self, predicted: Any, right: Any) -> tuple[str, ...]:
+        p, r = dict(predicted), dict(right)
+        return tuple(f"{key!r}" for key in sorted(set(p) | set(r)) if p.get(key, 0) != r.get(key, 0))
+
+
+# -- exercises -------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class WrongAnswer:
+    """A likely wrong answer, and the hint aimed at the misconception that leads to it.
 
     Parameters
     ----------
-    exercise : str
-        The exercise id, such as ``"03-attempts"`` (see :func:`exercises`).
-    answer : object
-        The learner's answer.
+    misconception : str
+        What the learner believes (for authors and tests; not shown).
+    example : callable
+        ``example(**context)`` returns the wrong answer this misconception gives in that context.
+    hint : str or callable
+        What to think about instead; never the answer. A callable gets ``(right, **context)``.
+    matches : callable, optional
+        ``matches(prediction, right, **context)`` for other answers of the same misconception
+        (canonical values); by default only ``example`` matches.
+    """
+
+    misconception: str
+    example: Callable[..., Any]
+    hint: Text
+    matches: Callable[..., bool] | None = None
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What a debugging exercise hands the learner: the files a real run left behind, and its log.
+
+    Parameters
+    ----------
+    files : dict of str to Path
+        Each file the scenario wrote, by a short name (``{"parcels.ss": Path(...)}``).
+    log : tuple of str
+        The runtime's log lines, as ``session.log`` captured them.
+
+    Examples
+    --------
+    >>> from pathlib import Path
+    >>> from nbkit.exercises import Evidence
+    >>> Evidence({"jobs.ss": Path("jobs.ss")}, ("WARNING nbkit.dispatch: something",))
+    WARNING nbkit.dispatch: something
+    """
+
+    files: dict[str, Path]
+    log: tuple[str, ...] = ()
+
+    def __repr__(self) -> str:
+        return "\n".join(self.log) if self.log else "(nothing logged)"
+
+
+@dataclass(frozen=True)
+class Exercise:
+    """One exercise: the form of its answer, how to compute it, why it is right, and its wrong answers.
+
+    Parameters
+    ----------
+    name : str
+        The id the lesson passes to :func:`check`, ``NN-what`` (NN is the lesson number).
+    shape : Shape
+        The form of the answer; the prompt names it.
+    solve : callable
+        ``solve(**context)`` computes the right answer by running the runtime or reading the data.
+    explain : str or callable
+        Why the right answer is right (shown once the learner has it, or in the solution cell).
+    hint : str or callable
+        The hint for a wrong answer that matches none of ``wrong``; never the answer.
+    wrong : tuple of WrongAnswer
+        Two or three likely wrong answers, each with the hint for its misconception.
+    accept : callable, optional
+        For an exercise with many right answers (a policy that meets a goal): ``accept(prediction,
+        **context)`` returns None when the answer is right, or the reason it is not. ``solve`` then gives one
+        right answer, for :func:`expected`.
+    prompt : str, optional
+        What to predict, when the shape's description does not say enough.
+    scenario : callable, optional
+        For a debugging exercise: ``scenario(folder, **context)`` runs the runtime into ``folder`` and
+        returns the :class:`Evidence` (files and log) the learner reads; see :func:`evidence`.
+    """
+
+    name: str
+    shape: Shape
+    solve: Callable[..., Any]
+    explain: Text
+    hint: Text
+    wrong: tuple[WrongAnswer, ...] = ()
+    accept: Callable[..., str | None] | None = None
+    prompt: str | None = None
+    scenario: Callable[..., Evidence] | None = None
+
+    def __post_init__(self) -> None:
+        if len(self.name) < 4 or not self.name[:2].isdigit() or self.name[2] != "-":
+            raise ValueError(f"exercise name {self.name!r} must look like 'NN-what' (NN is the lesson number)")
+
+
+_REGISTRY: dict[str, Exercise] = {}
+_LOADED = False
+
+
+def register(item: Exercise) -> Exercise:
+    """Add an exercise to the ones :func:`check` knows (the lesson modules of the exercise bank call it).
+
+    Parameters
+    ----------
+    item : Exercise
+        The exercise; its name must be new.
+
+    Returns
+    -------
+    Exercise
+        The same exercise.
+
+    Raises
+    ------
+    ValueError
+        If an exercise of that name is registered already.
+    """
+    if item.name in _REGISTRY and _REGISTRY[item.name] is not item:
+        raise ValueError(f"exercise {item.name!r} is registered twice")
+    _REGISTRY[item.name] = item
+    return item
+
+
+def _registry() -> dict[str, Exercise]:
+    """Every registered exercise, after importing each module of :mod:`nbkit.notebook.exercise_bank` once."""
+    global _LOADED
+    if not _LOADED:
+        _LOADED = True
+        from nbkit.notebook import exercise_bank
+
+        for module in pkgutil.iter_modules(exercise_bank.__path__):
+            importlib.import_module(f"{exercise_bank.__name__}.{module.name}")
+    return _REGISTRY
+
+
+def exercise(name: str) -> Exercise:
+    """The exercise registered as ``name``.
+
+    Raises
+    ------
+    KeyError
+        If there is none; the message lists the known ones.
+
+    Examples
+    --------
+    >>> from nbkit.exercises import exercise
+    >>> exercise("03-dead-letter-time").shape.describe
+    'a number of seconds'
+    """
+    found = _registry().get(name)
+    if found is None:
+        raise KeyError(f"no exercise {name!r}; known: {', '.join(sorted(_registry()))}")
+    return found
+
+
+def exercises() -> list[str]:
+    """The ids of every exercise with a check, sorted (the first two characters are the lesson number).
+
+    Examples
+    --------
+    >>> from nbkit.exercises import exercises
+    >>> all(name[:2].isdigit() and name[2] == "-" for name in exercises())
+    True
+    """
+    return sorted(_registry())
+
+
+def expected(name: str, **context: Any) -> Any:
+    """The right answer to exercise ``name`` in the given context, in its canonical form.
+
+    Parameters
+    ----------
+    name : str
+        The exercise id.
     **context
-        What the check needs from the notebook (a path, a session...), as the exercise cell passes it.
+        The same context the lesson passes to :func:`check`.
+
+    Raises
+    ------
+    KeyError
+        If there is no exercise of that id.
+
+    Returns
+    -------
+    object
+        The answer as a learner would write it (a list, a pair, a dict of counts...).
+
+    Examples
+    --------
+    >>> from nbkit.exercises import expected
+    >>> expected("01-seq-per-key", keys="ab")
+    [1, 1]
+    """
+    item = exercise(name)
+    return item.shape.present(item.shape.coerce(item.solve(**context)))
+
+
+def wrong_answers(name: str, **context: Any) -> list[tuple[Any, str]]:
+    """Each listed wrong answer of exercise ``name`` in this context, with the hint :func:`check` gives it.
+
+    Returns
+    -------
+    list of (object, str)
+        The wrong answer (as a learner would write it) and the hint, in the order the exercise lists them.
+
+    Examples
+    --------
+    >>> from nbkit.exercises import wrong_answers
+    >>> [answer for answer, _hint in wrong_answers("01-seq-per-key", keys="ab")]
+    [[1, 2], [0, 0]]
+    """
+    item = exercise(name)
+    return [(w.example(**context), check(name, w.example(**context), **context).message) for w in item.wrong]
+
+
+def evidence(name: str, folder: str | Path, **context: Any) -> Evidence:
+    """Run the scenario of debugging exercise ``name`` into ``folder``: the files and log to read.
+
+    Parameters
+    ----------
+    name : str
+        The exercise id.
+    folder : str or Path
+        Where the scenario writes its files (the lesson's work folder).
+    **context
+        The context the lesson passes to :func:`check`.
+
+    Raises
+    ------
+    KeyError
+        If there is no such exercise.
+    ValueError
+        If the exercise is not a debugging exercise (it has no scenario).
+    """
+    item = exercise(name)
+    if item.scenario is None:
+        raise ValueError(f"exercise {name!r} has no scenario: it is not a debugging exercise")
+    return item.scenario(Path(folder), **context)
+
+
+def _say(text: Text, right: Any, context: Mapping[str, Any]) -> str:
+    return _capital(text(right, **context) if callable(text) else text)
+
+
+def _capital(text: str) -> str:
+    """Start a sentence with a capital, unless its first word is code (``sequence(n)``, ``max_attempts=2``)."""
+    first = text.split(" ", 1)[0]
+    return text[:1].upper() + text[1:] if first.isalpha() else text
+
+
+def _show(shape: Shape, value: Any) -> str:
+    """A canonical answer as a learner would write it (a pair as a tuple, counts as a dict, 14.0 as 14)."""
+    shown = shape.present(value)
+    if isinstance(shown, float) and shown.is_integer():
+        return f"{shown:g}"
+    return repr(shown)
+
+
+def _where(item: Exercise, differs: tuple[str, ...]) -> str:
+    """``"Seconds off, deliveries right."`` for an answer of several parts."""
+    if not isinstance(item.shape, Parts) or not differs:
+        return ""
+    good = [name for name, _ in item.shape.parts if name not in differs]
+    text = f"{' and '.join(differs)} off"
+    text = text[:1].upper() + text[1:]
+    return text + (f", {' and '.join(good)} right." if good else ".")
+
+
+class _NotMeasured:
+    def __repr__(self) -> str:
+        return "<not measured>"
+
+
+NOT_MEASURED: Any = _NotMeasured()
+
+
+def _hint(item: Exercise, answer: Any, right: Any, context: Mapping[str, Any]) -> str:
+    """The hint for a wrong canonical answer: its misconception's, the accept reason, or the generic one."""
+    for wrong in item.wrong:
+        if wrong.matches is not None:
+            hit = wrong.matches(answer, right, **context)
+        else:
+            try:
+                hit = item.shape.same(answer, item.shape.coerce(wrong.example(**context)))
+            except AnswerFormError:
+                hit = False
+        if hit:
+            return _say(wrong.hint, right, context)
+    if item.accept is not None:
+        reason = item.accept(answer, **context)
+        if reason:
+            return _capital(reason)
+    return _say(item.hint, right, context)
+
+
+def check(
+    name: str, prediction: Any = None, *, measured: Any = NOT_MEASURED, reveal: bool = False, **context: Any
+) -> Verdict:
+    """Compare a prediction with the right answer, recomputed by running the runtime in ``context``.
+
+    Parameters
+    ----------
+    name : str
+        The exercise id, such as ``"03-dead-letter-time"`` (see :func:`exercises`).
+    prediction : object, optional
+        The learner's prediction; ``None`` (not predicted yet) prints only the prompt to predict.
+    measured : object, optional
+        What the solution measured by running the code; the verdict puts the prediction beside it.
+    reveal : bool, optional
+        For a solution that reasons from evidence rather than measuring (a debugging exercise, a policy):
+        compare the prediction with the right answer as if it had been measured.
+    **context
+        What the check needs from the lesson (a path, the workload, the cap...).
 
     Returns
     -------
     Verdict
-        Right, or not yet with a hint.
+        ``Predict first``, ``Right`` or ``Not yet`` (with where the prediction differs, and a hint aimed
+        at its misconception), or ``Measured`` when a solution runs with no prediction.
 
     Raises
     ------
@@ -106,703 +683,59 @@ def check(exercise: str, answer: Any, **context: Any) -> Verdict:
     Examples
     --------
     >>> from nbkit.exercises import check
-    >>> check("00-dead-letters", 12)                # doctest: +SKIP
-    Not yet: ...
-    >>> try:
-    ...     check("99-no-such-exercise", 1)
-    ... except KeyError:
-    ...     print("unknown id")
-    unknown id
+    >>> check("01-seq-per-key", None, keys="ab")
+    Predict first: set prediction to a list of sequence numbers, one per message, and run this cell again.
+    >>> check("01-seq-per-key", (1, 1), keys="ab")
+    Right: Each stream key counts its own messages, from 1: a message under another key does not move the count.
     """
-    fn = _CHECKS.get(exercise)
-    if fn is None:
-        raise KeyError(f"no exercise {exercise!r}; known: {', '.join(sorted(_CHECKS))}")
-    return fn(answer, **context)
-
-
-def exercises() -> list[str]:
-    """The ids of every exercise with a check.
-
-    Returns
-    -------
-    list of str
-        Sorted; the first two characters are the lesson number.
-
-    Examples
-    --------
-    >>> from nbkit.exercises import exercises
-    >>> all(name[:2].isdigit() and name[2] == "-" for name in exercises())
-    True
-    """
-    return sorted(_CHECKS)
-
-
-def expected(exercise: str, **context: Any) -> Any:
-    """The right answer to ``exercise`` in the given context (what a solution cell computes).
-
-    Parameters
-    ----------
-    exercise : str
-        The exercise id.
-    **context
-        The same context the notebook passes to :func:`check`.
-
-    Returns
-    -------
-    object
-        The answer :func:`check` accepts.
-
-    Raises
-    ------
-    KeyError
-        If the exercise states no expected answer.
-
-    Examples
-    --------
-    >>> from nbkit.exercises import expected
-    >>> try:
-    ...     expected("99-no-such-exercise")
-    ... except KeyError as err:
-    ...     print("no expected answer")
-    no expected answer
-    """
-    fn = _EXPECTED.get(exercise)
-    if fn is None:
-        raise KeyError(f"exercise {exercise!r} states no expected answer; register it with expected=...")
-    return fn(**context)
-
-
-# -- shared helpers: each runs a small, fresh service in a temporary folder ------------------------------
-
-
-def _file_session(
-    tmp: str,
-    name: str,
-    key: str,
-    handler: Callable[..., Any],
-    payloads: list[str],
-    *,
-    max_attempts: int | None = None,
-    dead_letter: str | None = None,
-) -> tuple[Session, str]:
-    """Run ``handler`` on a fresh stream file holding ``payloads`` under ``key``; returns (session, path)."""
-    from nbkit.notebook.session import Session
-    from nbkit.runtime.app import App
-    from nbkit.runtime.file_broker import FileBroker
-    from nbkit.transport.positions import FilePosition
-
-    path = os.path.join(tmp, name)
-    broker = FileBroker(path)
-    broker.subscriber(key, start_at=FilePosition.beginning(), max_attempts=max_attempts, dead_letter=dead_letter)(
-        handler
+    item = exercise(name)
+    if reveal and measured is NOT_MEASURED:
+        measured = item.solve(**context)
+    if prediction is None and measured is NOT_MEASURED:
+        what = item.prompt or item.shape.describe
+        return Verdict(False, f"set prediction to {what} and run this cell again.", "prompt")
+    right = item.shape.coerce(item.solve(**context))
+    why = _say(item.explain, right, context)
+    if measured is not NOT_MEASURED:
+        got = item.shape.coerce(measured)
+        off = item.shape.differences(got, right) if item.accept is None else ()
+        if off:
+            return Verdict(
+                False,
+                f"your measurement {_show(item.shape, got)} differs from a fresh run of the runtime "
+                f"({_show(item.shape, right)}) in "
+                f"{', '.join(off)}: look at how the solution measures it.",
+                "wrong",
+                off,
+            )
+        if prediction is None:
+            return Verdict(
+                False, f"{_show(item.shape, got)}. {why} (Predict before you open the next solution.)", "measured"
+            )
+    try:
+        answer = item.shape.coerce(prediction)
+    except AnswerFormError as exc:
+        return Verdict(False, str(exc), "wrong", ("the form",))
+    if item.accept is not None:
+        wrong = any(w.matches is not None and w.matches(answer, right, **context) for w in item.wrong)
+        ok = not wrong and item.accept(answer, **context) is None
+        differs: tuple[str, ...] = () if ok else ("the answer",)
+    else:
+        differs = item.shape.differences(answer, right)
+        ok = not differs
+    if measured is NOT_MEASURED:
+        if ok:
+            return Verdict(True, why)
+        where = _where(item, differs)
+        return Verdict(False, f"{where} {_hint(item, answer, right, context)}".strip(), "wrong", differs)
+    compared = (
+        f"you predicted {_show(item.shape, answer)}; the run measured {_show(item.shape, item.shape.coerce(measured))}"
     )
-    session = Session(App(broker))
-    for payload in payloads:
-        broker.publish(key, payload)
-    session.run()
-    return session, path
-
-
-def _is_pair(answer: Any) -> bool:
-    return isinstance(answer, tuple) and len(answer) == 2
-
-
-def _same_number(answer: Any, right: float) -> bool:
-    """True when ``answer`` is a number (or a pandas Timedelta) equal to ``right`` seconds."""
-    seconds = getattr(answer, "total_seconds", None)
-    if callable(seconds):
-        answer = seconds()
-    return isinstance(answer, (int, float)) and not isinstance(answer, bool) and abs(answer - right) < 1e-9
-
-
-# -- 00 start here ---------------------------------------------------------------------------------------
-
-
-def _journey(*, fails: int, **_: Any) -> tuple[int, float]:
-    """Deliveries of one demo order whose payment fails ``fails`` times, and seconds until its last one."""
-    from nbkit.notebook.demo import run_file
-
-    with tempfile.TemporaryDirectory() as tmp:
-        events = run_file(os.path.join(tmp, "orders.ss"), [{"id": 1, "fails": fails, "valid": True}]).events
-    span = (events["time"].max() - events["time"].min()).total_seconds()
-    return len(events), float(span)
-
-
-@_exercise("00-retry-journey", expected=_journey)
-def _check_journey(answer: Any, *, fails: int, **_: Any) -> Verdict:
-    deliveries, seconds = _journey(fails=fails)
-    if not _is_pair(answer):
-        return Verdict(False, "answer with a pair: (number of deliveries, seconds from the first to the last).")
-    if answer[0] == deliveries and _same_number(answer[1], seconds):
-        return Verdict(
-            True,
-            f"{fails} failures mean {fails} retry copies, so {deliveries} deliveries; the copies waited "
-            f"{' + '.join(str(2**a) for a in range(1, fails + 1))} = {seconds:g} s in all.",
-        )
-    if answer[0] != deliveries:
-        return Verdict(
-            False,
-            "count the deliveries again: the handler retries while delivery.attempt <= fails, and the "
-            "first delivery is attempt 1.",
-        )
+    if ok:
+        return Verdict(True, f"{compared}. {why}")
     return Verdict(
         False,
-        "the number of deliveries is right; each copy waits 2 ** attempt seconds, where "
-        "attempt is the delivery that failed.",
-    )
-
-
-def _cap_two(*, orders: int, seed: int, max_attempts: int, **_: Any) -> int:
-    """File dead letters of the demo workload if the registration allowed ``max_attempts``."""
-    import json
-
-    from nbkit.notebook.demo import DEAD_LETTER, handle_order, make_orders
-
-    workload = [json.dumps(o) for o in make_orders(orders, seed=seed)]
-    with tempfile.TemporaryDirectory() as tmp:
-        session, _path = _file_session(
-            tmp, "orders.ss", "orders", handle_order, workload, max_attempts=max_attempts, dead_letter=DEAD_LETTER
-        )
-        return int((session.events["action"] == Action.DEAD_LETTER).sum())
-
-
-@_exercise("00-cap-two", expected=_cap_two)
-def _check_cap_two(answer: Any, *, orders: int, seed: int, max_attempts: int, **_: Any) -> Verdict:
-    right = _cap_two(orders=orders, seed=seed, max_attempts=max_attempts)
-    if answer == right and not isinstance(answer, bool):
-        return Verdict(
-            True,
-            f"{right} orders still fail on attempt {max_attempts}: at the cap their copy goes to "
-            "'orders.dead' instead of back to 'orders'.",
-        )
-    return Verdict(
-        False,
-        f"an order becomes a dead letter when its handler still asks for a retry on attempt "
-        f"{max_attempts}. Look at each order's 'fails' and 'valid' in make_orders({orders}, seed={seed}) "
-        "and at what handle_order does with an invalid order.",
-    )
-
-
-# -- 01 stream files -------------------------------------------------------------------------------------
-
-
-def _seqs(*, keys: str, **_: Any) -> list[int]:
-    """The sequence numbers a fresh file gives messages published under ``keys`` (one letter, one key)."""
-    from nbkit.runtime.file_broker import FileBroker
-
-    with tempfile.TemporaryDirectory() as tmp:
-        broker = FileBroker(os.path.join(tmp, "keys.ss"))
-        seqs = [broker.publish(key, "x").seq for key in keys]
-        broker.shutdown()
-    return seqs
-
-
-@_exercise("01-seq-per-key", expected=_seqs)
-def _check_seqs(answer: Any, *, keys: str, **_: Any) -> Verdict:
-    right = _seqs(keys=keys)
-    if not isinstance(answer, list) or len(answer) != len(keys):
-        return Verdict(False, f"answer with a list of {len(keys)} sequence numbers, one per message, in order.")
-    if answer == right:
-        return Verdict(True, f"each stream key counts its own messages from 1: {right}.")
-    return Verdict(
-        False,
-        "not every number is right. Look at the 'seq' column of data/sample-1.ss per stream key: where "
-        "does each key's first message start, and does another key's message move the count?",
-    )
-
-
-def _after(*, path: str | os.PathLike, key: str, seq: int, **_: Any) -> list[int]:
-    """The ``key`` sequence numbers a reader starting at the timestamp of ``key`` message ``seq`` returns."""
-    from nbkit.notebook.frames import read_stream
-    from nbkit.transport.positions import FilePosition
-
-    frame = read_stream(path, keys=key)
-    ts = frame.loc[frame["seq"] == seq, "timestamp"].iloc[0]
-    return [int(s) for s in read_stream(path, keys=key, start=FilePosition.timestamp(ts))["seq"]]
-
-
-@_exercise("01-after-timestamp", expected=_after)
-def _check_after(answer: Any, *, path: str | os.PathLike, key: str, seq: int, **_: Any) -> Verdict:
-    right = _after(path=path, key=key, seq=seq)
-    if not isinstance(answer, list):
-        return Verdict(False, "answer with the list of sequence numbers the reader returns, such as [3, 4].")
-    if answer == right:
-        return Verdict(
-            True,
-            f"{right}: timestamp(t) starts strictly after t, so message {seq} itself (and anything "
-            "else stamped t) is left out.",
-        )
-    return Verdict(
-        False,
-        "FilePosition.timestamp(t) starts strictly after t (sequence(n) includes n). Find message "
-        f"{seq}'s timestamp, then list the {key!r} messages stamped later.",
-    )
-
-
-# -- 02 outcomes -----------------------------------------------------------------------------------------
-
-
-@_exercise("02-resume-position", expected=lambda *, last_processed, **_: _position(last_processed + 1))
-def _resume(answer: Any, *, last_processed: int, **_: Any) -> Verdict:
-    if answer == _position(last_processed + 1):
-        return Verdict(
-            True,
-            f"sequence({last_processed + 1}) is inclusive, so the service starts at the first message "
-            "it has not processed yet.",
-        )
-    if answer == _position(last_processed):
-        return Verdict(False, f"sequence({last_processed}) is inclusive: one message would be handled twice.")
-    return Verdict(False, "resume with FilePosition.sequence(n): which n is the first message not processed yet?")
-
-
-def _position(seq: int) -> FilePosition:
-    from nbkit.transport.positions import FilePosition
-
-    return FilePosition.sequence(seq)
-
-
-_SCRIPTED = {"a": "ack", "d": "drop", "r": "retry", "x": "raise"}
-
-
-def _scripted_handler(delivery: Any) -> Any:
-    """a -> ack, d -> drop, r -> retry, x -> raise (the 02 exercise's handler)."""
-    from nbkit.runtime.outcome import HandlerOutcome
-
-    what = _SCRIPTED[delivery.text]
-    if what == "raise":
-        raise ValueError("payment service down")
-    return getattr(HandlerOutcome, what)()
-
-
-def _written(*, script: str, max_attempts: int, **_: Any) -> list[str]:
-    """The payloads in the file after the scripted handler ran over ``script`` with ``max_attempts``."""
-    from nbkit.notebook.frames import read_stream
-
-    with tempfile.TemporaryDirectory() as tmp:
-        _session, path = _file_session(
-            tmp, "jobs.ss", "jobs", _scripted_handler, list(script), max_attempts=max_attempts
-        )
-        return [str(p) for p in read_stream(path)["payload"]]
-
-
-@_exercise("02-what-is-written", expected=_written)
-def _check_written(answer: Any, *, script: str, max_attempts: int, **_: Any) -> Verdict:
-    right = _written(script=script, max_attempts=max_attempts)
-    if not isinstance(answer, list):
-        return Verdict(False, "answer with a list of payloads, in file order, such as ['a', 'd'].")
-    if answer == right:
-        return Verdict(
-            True,
-            f"{len(script)} published, {len(right) - len(script)} written by the runtime: only a declared "
-            "retry writes a copy; ack, drop and an exception are logged and write nothing; at the cap, with no "
-            "dead-letter key, the delivery is rejected.",
-        )
-    if answer[: len(script)] != list(script):
-        return Verdict(False, "start from what was published: the file keeps every message you published, in order.")
-    return Verdict(
-        False,
-        "only one outcome ever writes to the file, and only when the registration declares retries. "
-        f"With max_attempts={max_attempts}, how many copies can one message have?",
-    )
-
-
-# -- 03 retries and dead letters -------------------------------------------------------------------------
-
-
-def _succeeds_late(*, max_attempts: int, succeeds_on: int, **_: Any) -> tuple[int, int]:
-    """(deliveries, dead letters) of a message whose handler succeeds on attempt ``succeeds_on``."""
-    from nbkit.runtime.outcome import HandlerOutcome
-
-    def handler(delivery: Any) -> Any:
-        return None if delivery.attempt >= succeeds_on else HandlerOutcome.retry_after(5)
-
-    with tempfile.TemporaryDirectory() as tmp:
-        session, _path = _file_session(
-            tmp, "parcels.ss", "parcels", handler, ["parcel"], max_attempts=max_attempts, dead_letter="parcels.dead"
-        )
-        events = session.events
-    return len(events), int((events["action"] == Action.DEAD_LETTER).sum())
-
-
-@_exercise("03-succeeds-on-cap", expected=_succeeds_late)
-def _check_succeeds_late(answer: Any, *, max_attempts: int, succeeds_on: int, **_: Any) -> Verdict:
-    right = _succeeds_late(max_attempts=max_attempts, succeeds_on=succeeds_on)
-    if not _is_pair(answer):
-        return Verdict(False, "answer with a pair: (deliveries, dead-letter copies).")
-    if answer == right:
-        return Verdict(
-            True,
-            f"attempt {succeeds_on} succeeds, so the handler never asks for a retry there and "
-            "the cap is never applied.",
-        )
-    return Verdict(
-        False, "the cap is checked only when the handler asks for a retry. Which attempt asks for the last retry here?"
-    )
-
-
-def _dead_letter_time(*, max_attempts: int, base: float, **_: Any) -> float:
-    """Seconds from the first delivery to the dead-letter copy when each retry waits ``base * attempt``."""
-    from nbkit.runtime.outcome import HandlerOutcome
-
-    def handler(delivery: Any) -> Any:
-        return HandlerOutcome.retry_after(base * delivery.attempt)
-
-    with tempfile.TemporaryDirectory() as tmp:
-        session, _path = _file_session(
-            tmp, "parcels.ss", "parcels", handler, ["parcel"], max_attempts=max_attempts, dead_letter="parcels.dead"
-        )
-        events = session.events
-    dead = events[events["action"] == Action.DEAD_LETTER]
-    return float((dead["time"].iloc[0] - events["time"].iloc[0]).total_seconds())
-
-
-@_exercise("03-dead-letter-time", expected=_dead_letter_time)
-def _check_dead_letter_time(answer: Any, *, max_attempts: int, base: float, **_: Any) -> Verdict:
-    right = _dead_letter_time(max_attempts=max_attempts, base=base)
-    if _same_number(answer, right):
-        return Verdict(
-            True,
-            f"{right:g} s: the delays of the {max_attempts - 1} copies add up, and at the cap the "
-            "dead-letter copy is written at once.",
-        )
-    return Verdict(
-        False,
-        f"list the deliveries 1..{max_attempts} and the delay each one asks for; which of those "
-        "delays are actually waited out? (At the cap, nothing is delayed.)",
-    )
-
-
-# -- 04 pipes --------------------------------------------------------------------------------------------
-
-
-def _stage_output(lines: list[str], key: str, out_retry: str, max_attempts: int) -> list[str]:
-    """stdout of one stage that always returns retry_after(1), reading ``lines``."""
-    from nbkit.notebook.session import Session
-    from nbkit.runtime.app import App
-    from nbkit.runtime.outcome import HandlerOutcome
-    from nbkit.runtime.stdio_broker import StdioBroker
-
-    stdout: list[str] = []
-    broker = StdioBroker(stdin=lines, stdout=stdout)
-    broker.subscriber(key, out_retry=out_retry, max_attempts=max_attempts, dead_letter="jobs.dead")(
-        lambda delivery: HandlerOutcome.retry_after(1)
-    )
-    Session(App(broker)).run()
-    return [line.rstrip("\n") for line in stdout]
-
-
-def _input_lines(n: int) -> list[str]:
-    return [f"[2024-01-01T00:00:0{i % 10} | jobs | {i}] job-{i}" for i in range(n)]
-
-
-def _key_counts(lines: list[str]) -> dict[str, int]:
-    from nbkit.notebook.frames import read_pipe
-
-    if not lines:
-        return {}
-    counts = read_pipe(lines=lines)["stream_key"].value_counts()
-    return {str(k): int(v) for k, v in counts.items() if v}
-
-
-def _one_stage(*, lines: int, max_attempts: int, **_: Any) -> dict[str, int]:
-    """Keys and line counts on the stdout of a stage that always retries."""
-    return _key_counts(_stage_output(_input_lines(lines), "jobs", "jobs.retry", max_attempts))
-
-
-def _two_stages(*, lines: int, max_attempts: int, **_: Any) -> dict[str, int]:
-    """Keys and line counts on the stdout of a second always-retrying stage reading the first one's copies."""
-    first = _stage_output(_input_lines(lines), "jobs", "jobs.retry", max_attempts)
-    return _key_counts(_stage_output(first, "jobs.retry", "jobs.retry2", max_attempts))
-
-
-def _check_counts(answer: Any, right: dict[str, int], hint: str) -> Verdict:
-    if not isinstance(answer, dict):
-        return Verdict(False, "answer with a dict {stream key: number of stdout lines}, such as {'jobs': 1}.")
-    if {k: v for k, v in answer.items() if v} == right:
-        return Verdict(True, f"stdout holds {right}.")
-    return Verdict(False, hint)
-
-
-@_exercise("04-one-stage", expected=_one_stage)
-def _check_one_stage(answer: Any, *, lines: int, max_attempts: int, **_: Any) -> Verdict:
-    right = _one_stage(lines=lines, max_attempts=max_attempts)
-    verdict = _check_counts(
-        answer,
-        right,
-        "a stage reads stdin and writes stdout; does it ever read a line it "
-        "wrote itself? Then: which attempt is each delivery here?",
-    )
-    if verdict:
-        return Verdict(
-            True,
-            f"stdout holds {right}: each input line is attempt 1, below the cap, so it becomes one "
-            "copy for the next stage; this stage never sees its copies again.",
-        )
-    return verdict
-
-
-@_exercise("04-second-stage", expected=_two_stages)
-def _check_two_stages(answer: Any, *, lines: int, max_attempts: int, **_: Any) -> Verdict:
-    right = _two_stages(lines=lines, max_attempts=max_attempts)
-    verdict = _check_counts(
-        answer,
-        right,
-        "the second stage reads copies: what does their envelope say about the attempt, and what happens at the cap?",
-    )
-    if verdict:
-        return Verdict(
-            True,
-            f"stdout holds {right}: the retry count travels in the envelope, so the second stage's "
-            f"deliveries are already attempt {max_attempts}, at the cap.",
-        )
-    return verdict
-
-
-# -- 05 analysis -----------------------------------------------------------------------------------------
-
-
-def _demo_file(orders: int, seed: int) -> pd.DataFrame:
-    """The demo's stream file for this workload, read with JSON payloads (one row per message)."""
-    from nbkit.notebook.demo import run_demo
-    from nbkit.notebook.frames import read_stream
-
-    with tempfile.TemporaryDirectory() as tmp:
-        return read_stream(run_demo(tmp, orders=orders, seed=seed, png=False).stream_file, payload="json")
-
-
-def _dead_item(*, orders: int, seed: int, **_: Any) -> str:
-    """The item that most often ends as a dead letter on the file."""
-    frame = _demo_file(orders, seed)
-    dead = frame[frame["stream_key"] == "orders.dead"]
-    return str(dead["payload.item"].value_counts().idxmax())
-
-
-@_exercise("05-dead-items", expected=_dead_item)
-def _check_dead_item(answer: Any, *, orders: int, seed: int, **_: Any) -> Verdict:
-    right = _dead_item(orders=orders, seed=seed)
-    if answer == right:
-        return Verdict(True, f"{right!r} has the most dead letters.")
-    return Verdict(
-        False, "read the file with payload='json', keep the 'orders.dead' rows and count them per 'payload.item'."
-    )
-
-
-def _time_to_dead(*, orders: int, seed: int, **_: Any) -> float:
-    """Seconds from an order's first delivery to its dead-letter copy (the same for every spent order)."""
-    frame = _demo_file(orders, seed)
-    first = frame[frame["stream_key"] == "orders"].groupby("payload.id")["timestamp"].min()
-    dead = frame[frame["stream_key"] == "orders.dead"].set_index("payload.id")["timestamp"]
-    spans = (dead - first.loc[dead.index]).dt.total_seconds()
-    return float(spans.median())
-
-
-@_exercise("05-time-to-dead", expected=_time_to_dead)
-def _check_time_to_dead(answer: Any, *, orders: int, seed: int, **_: Any) -> Verdict:
-    right = _time_to_dead(orders=orders, seed=seed)
-    if _same_number(answer, right):
-        return Verdict(True, f"{right:g} s: the three delays 2, 4 and 8 s, then the dead-letter copy at once.")
-    return Verdict(
-        False,
-        "match each dead letter to its order by 'payload.id' and subtract the first timestamp of "
-        "that order under 'orders'; or add up the delays the handler asks for before the cap.",
-    )
-
-
-# -- 06 scale --------------------------------------------------------------------------------------------
-
-
-def _dead_letters(*, orders: int, seed: int, **_: Any) -> int:
-    """How many of the demo workload's orders end as dead letters (valid, and failing on all 4 attempts)."""
-    from nbkit.notebook.demo import MAX_ATTEMPTS, make_orders
-
-    return sum(1 for o in make_orders(orders, seed=seed) if o["valid"] and o["fails"] >= MAX_ATTEMPTS)
-
-
-@_exercise("06-dead-letters", expected=_dead_letters)
-def _check_dead_letters(answer: Any, *, orders: int, seed: int, **_: Any) -> Verdict:
-    right = _dead_letters(orders=orders, seed=seed)
-    if answer == right and not isinstance(answer, bool):
-        return Verdict(True, f"{right:,} dead letters: every valid order whose payment still fails on attempt 4.")
-    return Verdict(
-        False,
-        "predict from the orders: which ones are still failing when attempt 4 asks for a retry? "
-        "To count in the file, keep the 'orders.dead' rows of the Dask frame and .compute() their number.",
-    )
-
-
-# --- 07-retry-policies ---
-#: The goal of exercise 07-policy-goal: at most this share of dead letters, no wait longer than this.
-POLICY_GOAL_DEAD_SHARE = 0.01
-POLICY_GOAL_MAX_WAIT = 60.0
-
-
-def _policy_goal_expected(**_: Any) -> Any:
-    from nbkit.notebook.simulate import RetryPolicy
-
-    return RetryPolicy(max_attempts=10, delay=2.0, backoff="fixed")
-
-
-@_exercise("07-policy-goal", expected=_policy_goal_expected)
-def _policy_goal(answer: Any, *, workload: Any, seed: int = 0, **_: Any) -> Verdict:
-    """``workload`` is a Workload or the dict of its fields (a literal the lesson tests can read)."""
-    from nbkit.notebook.simulate import RetryPolicy, Workload, policy_summary, simulate
-
-    if isinstance(workload, dict):
-        workload = Workload(**workload)
-    if not isinstance(answer, RetryPolicy):
-        return Verdict(False, "answer with a policy: RetryPolicy(max_attempts=..., delay=..., backoff=...).")
-    summary = policy_summary(simulate(workload, answer, seed=seed))
-    share = float(summary["dead-lettered"].max()) / workload.messages
-    wait = float(summary["longest wait (s)"].max())
-    rejected = int(summary["rejected"].max())
-    if rejected:
-        return Verdict(
-            False,
-            f"{rejected} messages were rejected: without a dead-letter key they are lost, "
-            "not kept for later. Keep dead_letter=True.",
-        )
-    if share > POLICY_GOAL_DEAD_SHARE and wait > POLICY_GOAL_MAX_WAIT:
-        return Verdict(False, f"{share:.1%} dead letters and a wait of {wait:g} s: both goals missed.")
-    if share > POLICY_GOAL_DEAD_SHARE:
-        return Verdict(
-            False,
-            f"{share:.1%} of the messages end as dead letters (goal: at most 1%). Each attempt "
-            "fails independently here: how many tries make a run of failures that long rare enough?",
-        )
-    if wait > POLICY_GOAL_MAX_WAIT:
-        return Verdict(
-            False,
-            f"a message waited {wait:g} s (goal: at most 60 s). The slowest message is one that "
-            "fails every attempt: add up its delays, and make the sum fit.",
-        )
-    return Verdict(True, f"{share:.1%} dead letters, the longest wait {wait:g} s, on the file and on the pipe.")
-
-
-def _keep_count_run(max_attempts: int, keep_count: bool) -> tuple[int, str]:
-    """(attempt the fixed service sees, where its next failure goes) for a redriven dead letter, measured."""
-    from nbkit.notebook.session import Session
-    from nbkit.runtime.app import App
-    from nbkit.runtime.file_broker import FileBroker
-    from nbkit.runtime.outcome import HandlerOutcome
-    from nbkit.runtime.redrive import REDRIVEN_FROM_HEADER, redrive
-    from nbkit.transport.positions import FilePosition
-
-    def subscribe(broker: FileBroker, handler: Callable[[Delivery], HandlerOutcome | None]) -> None:
-        broker.subscriber(
-            "orders", start_at=FilePosition.beginning(), max_attempts=max_attempts, dead_letter="orders.dead"
-        )(handler)
-
-    with tempfile.TemporaryDirectory() as tmp:
-        path = os.path.join(tmp, "orders.ss")
-        broken = FileBroker(path)
-        subscribe(broken, lambda d: HandlerOutcome.retry_after(1))
-        session = Session(App(broken))
-        broken.publish("orders", '{"id": 1}')
-        session.run()
-        session.close()
-        redrive(path, source="orders.dead", target="orders", keep_count=keep_count, clock=session.clock)
-        fixed = FileBroker(path)  # still failing for the redriven message: where does it go next?
-        subscribe(fixed, lambda d: HandlerOutcome.retry_after(1) if REDRIVEN_FROM_HEADER in d.headers else None)
-        session = Session(App(fixed))
-        event = next(e for e in session.run() if e.redriven)
-        session.close()
-    return event.attempt, str(event.destination)
-
-
-@_exercise("07-keep-count", expected=lambda *, max_attempts, **_: _keep_count_run(max_attempts, True))
-def _keep_count(answer: Any, *, max_attempts: int, **_: Any) -> Verdict:
-    right = _keep_count_run(max_attempts, True)
-    if not isinstance(answer, tuple) or len(answer) != 2:
-        return Verdict(False, "answer with a pair: (attempt number, key the next failure goes to).")
-    if answer == right:
-        return Verdict(
-            True,
-            f"the dead letter kept retry count {right[0] - 1}, so it arrives as attempt {right[0]}: "
-            f"past the cap (attempt >= max_attempts): one more failure sends it straight to {right[1]!r}.",
-        )
-    if answer[0] == 1:
-        return Verdict(
-            False,
-            "attempt 1 is what the default redrive gives (the count is reset); --keep-count "
-            "keeps the dead letter's x-ruststream-retry-count.",
-        )
-    if answer[0] == right[0]:
-        return Verdict(False, "the attempt is right; compare it with max_attempts: the cap is checked first.")
-    return Verdict(False, "a dead-letter copy carries the retry count of the attempts made; attempt = count + 1.")
-
-
-# --- 08-lineage ---
-
-
-def _window_lineage(path: str | os.PathLike, start: str) -> tuple[int, int]:
-    from nbkit.notebook.frames import read_stream
-    from nbkit.notebook.lineage import lineage
-
-    lin = lineage(read_stream(path, start=start))
-    return int(lin["message"].nunique()), int(lin.attrs["unlinked_copies"])
-
-
-@_exercise("08-window", expected=lambda *, path, start, **_: _window_lineage(path, start))
-def _window(answer: Any, *, path: str | os.PathLike, start: str, **_: Any) -> Verdict:
-    messages, unlinked = _window_lineage(path, start)
-    if not isinstance(answer, tuple) or len(answer) != 2:
-        return Verdict(False, "answer with a pair: (messages lineage finds, copies it leaves unlinked).")
-    if answer == (messages, unlinked):
-        return Verdict(
-            True,
-            f"from {start} on, {unlinked} copies have their predecessor before the window: each starts a "
-            "history of its own, with no delay.",
-        )
-    if answer[1] == 0:
-        return Verdict(False, "a copy whose predecessor was written before `start` cannot link: count those.")
-    return Verdict(
-        False,
-        "read the file with read_stream(path, start=start), run lineage on it, then count the distinct "
-        "'message' values and look at attrs['unlinked_copies'].",
-    )
-
-
-def _earliest_wins_delays(records: list[tuple[float, int]]) -> list[float]:
-    """Observed delays (s) per message, in message order, for identical payloads written at (time, count)."""
-    from nbkit.notebook.frames import read_stream
-    from nbkit.notebook.lineage import lineage
-    from nbkit.transport.file_writer import StreamWriter
-    from nbkit.wire.envelope import RETRY_COUNT_HEADER, encode
-
-    with tempfile.TemporaryDirectory() as tmp:
-        path = os.path.join(tmp, "twins.ss")
-        with StreamWriter(path, created_at_ms=0) as w:
-            for seconds, count in records:
-                data = encode({RETRY_COUNT_HEADER: str(count)}, b"same", force_text=False) if count else b"same"
-                w.write("orders", data, timestamp_ms=round(seconds * 1000))
-        lin = lineage(read_stream(path))
-    copies = lin[lin["delay"].notna()]
-    return [float(d.total_seconds()) for d in copies.sort_values("message")["delay"]]
-
-
-@_exercise("08-earliest-wins", expected=lambda *, records, **_: _earliest_wins_delays(records))
-def _earliest_wins(answer: Any, *, records: list[tuple[float, int]], scheduled: list[float], **_: Any) -> Verdict:
-    right = _earliest_wins_delays(records)
-    if (
-        isinstance(answer, (list, tuple))
-        and [float(a) for a in answer if isinstance(a, (int, float))] == right
-        and len(answer) == len(right)
-    ):
-        return Verdict(
-            True,
-            "with identical payloads and no stream-sequence header, each copy takes the earliest original "
-            "not taken yet, so the file shows different delays from the ones the service scheduled.",
-        )
-    if isinstance(answer, (list, tuple)) and [float(a) for a in answer if isinstance(a, (int, float))] == [
-        float(s) for s in scheduled
-    ]:
-        return Verdict(
-            False,
-            "those are the delays the service scheduled; the file does not record them. Which "
-            "original does each copy take under the earliest-unlinked rule?",
-        )
-    return Verdict(
-        False,
-        "answer with a list: the observed delay of each message's copy, messages in the order of "
-        "their originals. Take the copies in file order; each links to the earliest original still free.",
+        f"{compared}: they differ in {', '.join(differs)}. {_hint(item, answer, right, context)} Why: {why}",
+        "wrong",
+        differs,
     )

@@ -1,53 +1,185 @@
-"""nbkit.exercises: each check recomputes its answer, accepts it, and answers a near miss with a hint."""
+"""nbkit.exercises: predict, run, compare.
+
+An unsolved exercise prints only a prompt; a prediction is compared part by part with the answer the check
+recomputes by running the runtime; each listed wrong answer gets the hint for its misconception (never the
+generic one, never the answer); a solution's measurement is put beside the prediction; any reasonable form of
+an answer is accepted.
+"""
 
 from __future__ import annotations
 
+import datetime as dt
+
+import pandas as pd
 import pytest
 
-from nbkit.exercises import check, exercises, expected
+from nbkit.exercises import (
+    Choice,
+    Count,
+    Counts,
+    Evidence,
+    Exercise,
+    Number,
+    Parts,
+    Sequence,
+    Verdict,
+    WrongAnswer,
+    check,
+    evidence,
+    exercise,
+    exercises,
+    expected,
+    register,
+    wrong_answers,
+)
 from nbkit.transport.positions import FilePosition
 
+# -- the machinery, on a small exercise of its own ------------------------------------------------------
 
-def test_unknown_exercise_names_the_known_ones():
+_TOY = register(
+    Exercise(
+        "99-toy-pair",
+        Parts(("copies", Count()), ("seconds", Number())),
+        lambda *, n, **_: (n, 2.0 * n),
+        explain="each copy waits 2 s.",
+        hint="count the copies, then add their delays.",
+        wrong=(
+            WrongAnswer("one copy too many", lambda *, n, **_: (n + 1, 2.0 * n), "the first delivery is not a copy."),
+            WrongAnswer(
+                "delays of 1 s",
+                lambda *, n, **_: (n, 1.0 * n),
+                "the handler asks for 2 s each time.",
+                matches=lambda answer, right, **_: answer[1] == answer[0],
+            ),
+        ),
+    )
+)
+
+
+def test_no_prediction_prints_only_the_prompt():
+    verdict = check("99-toy-pair", None, n=3)
+    assert verdict.kind == "prompt" and not verdict
+    assert repr(verdict) == "Predict first: set prediction to a pair (copies, seconds) and run this cell again."
+    assert "count" not in verdict.message and "2 s" not in verdict.message
+
+
+def test_a_right_prediction_in_any_reasonable_form():
+    for form in [(3, 6.0), [3, 6], (3.0, 6), (3, pd.Timedelta(seconds=6)), (3, dt.timedelta(seconds=6))]:
+        verdict = check("99-toy-pair", form, n=3)
+        assert verdict and verdict.kind == "right" and repr(verdict) == "Right: Each copy waits 2 s.", form
+
+
+def test_a_wrong_prediction_says_which_part_differs_and_the_misconception():
+    verdict = check("99-toy-pair", (4, 6), n=3)
+    assert not verdict and verdict.differs == ("copies",)
+    assert repr(verdict) == "Not yet: Copies off, seconds right. The first delivery is not a copy."
+    assert check("99-toy-pair", (5, 5), n=3).message == "Copies and seconds off. The handler asks for 2 s each time."
+    assert check("99-toy-pair", (3, 7), n=3).message == "Seconds off, copies right. Count the copies, then add their delays."
+
+
+def test_a_wrong_form_names_the_form_wanted():
+    for form in [3, "3, 6", (3,), (3, 6, 9), (True, 6), (3.5, 6)]:
+        verdict = check("99-toy-pair", form, n=3)
+        assert not verdict and verdict.differs == ("the form",), form
+        assert "copies" in verdict.message or "pair" in verdict.message
+
+
+def test_the_solution_puts_the_measurement_beside_the_prediction():
+    shown = check("99-toy-pair", None, measured=[3, 6], n=3)
+    assert shown.kind == "measured" and repr(shown).startswith("Measured: (3, 6). Each copy waits 2 s.")
+    right = check("99-toy-pair", (3, 6), measured=(3, 6.0), n=3)
+    assert right and right.message.startswith("you predicted (3, 6); the run measured (3, 6).")
+    wrong = check("99-toy-pair", (4, 6), measured=(3, 6.0), n=3)
+    assert not wrong and "you predicted (4, 6); the run measured (3, 6): they differ in copies" in wrong.message
+    assert "The first delivery is not a copy." in wrong.message and "Why: Each copy waits 2 s." in wrong.message
+
+
+def test_a_measurement_that_disagrees_with_the_runtime_is_flagged():
+    verdict = check("99-toy-pair", (3, 6), measured=(3, 5), n=3)
+    assert not verdict and verdict.differs == ("seconds",)
+    assert "differs from a fresh run of the runtime ((3, 6)) in seconds" in verdict.message
+
+
+def test_reveal_compares_with_the_right_answer():
+    assert check("99-toy-pair", None, reveal=True, n=2).kind == "measured"
+    assert check("99-toy-pair", (2, 4), reveal=True, n=2)
+
+
+def test_wrong_answers_lists_each_with_its_own_hint():
+    assert wrong_answers("99-toy-pair", n=3) == [
+        ((4, 6.0), "Copies off, seconds right. The first delivery is not a copy."),
+        ((3, 3.0), "Seconds off, copies right. The handler asks for 2 s each time."),
+    ]
+
+
+def test_registration_rules():
+    with pytest.raises(ValueError, match="registered twice"):
+        register(Exercise("99-toy-pair", Count(), lambda **_: 1, explain="", hint=""))
+    with pytest.raises(ValueError, match="NN-what"):
+        Exercise("toy", Count(), lambda **_: 1, explain="", hint="")
     with pytest.raises(KeyError, match="00-retry-journey"):
         check("99-nothing", 1)
+    with pytest.raises(ValueError, match="kind 'right' cannot have ok=False"):
+        Verdict(False, "x", "right")
 
 
-def test_every_lesson_exercise_states_its_expected_answer():
-    mine = [name for name in exercises() if name[:2] in {"00", "01", "02", "03", "04", "05", "06"}]
-    assert len(mine) >= 13
+def test_shapes_accept_reasonable_forms():
+    assert Number().coerce(pd.Timedelta(seconds=14)) == 14.0
+    assert Count().coerce(12.0) == 12 and Count().coerce(pd.Series([12]).iloc[0]) == 12
+    assert Sequence(Count()).coerce(pd.Series([1, 2])) == (1, 2)
+    assert Counts().coerce(pd.Series({"jobs.retry": 3, "jobs.dead": 0})) == (("jobs.retry", 3),)
+    assert Counts().present(Counts().coerce({"b": 1, "a": 2})) == {"a": 2, "b": 1}
+    assert Choice({"a": "one", "b": "two"}).coerce(" B) ") == "b"
+    for shape, value in [(Number(), True), (Number(), "14"), (Count(), 1.5), (Sequence(Count()), "12"), (Counts(), [1])]:
+        with pytest.raises(ValueError, match="answer with"):
+            shape.coerce(value)
+    with pytest.raises(ValueError, match="one of 'a', 'b'"):
+        Choice({"a": "one", "b": "two"}).coerce("d")
+
+
+# -- the lessons' exercises -----------------------------------------------------------------------------
+
+
+def test_every_lesson_exercise_is_registered_with_two_or_three_wrong_answers():
+    mine = [name for name in exercises() if name[:2] in {f"{n:02d}" for n in range(9)}]
+    assert len(mine) >= 19
     for name in mine:
-        try:
-            expected(name)
-        except KeyError as exc:
-            pytest.fail(f"{name}: {exc}")
-        except TypeError:
-            pass  # it needs its context: stated, just not given here
+        assert 2 <= len(exercise(name).wrong) <= 3, name
 
 
 def test_retry_journey_recomputes_from_the_runtime():
     assert expected("00-retry-journey", fails=3) == (4, 14.0)
-    assert check("00-retry-journey", (4, 14), fails=3)
+    assert check("00-retry-journey", [4, 14], fails=3)
     near = check("00-retry-journey", (4, 8), fails=3)
-    assert not near and "number of deliveries is right" in near.message
+    assert not near and near.differs == ("seconds",)
 
 
-def test_resume_position_explains_the_inclusive_off_by_one():
-    assert check("02-resume-position", FilePosition.sequence(4), last_processed=3)
-    near = check("02-resume-position", FilePosition.sequence(3), last_processed=3)
-    assert not near and "inclusive" in near.message
+def test_cap_two_tells_three_misconceptions_apart():
+    context = {"orders": 120, "seed": 7, "max_attempts": 2}
+    hints = [hint for _answer, hint in wrong_answers("00-cap-two", **context)]
+    assert len(set(hints)) == 3
+    assert check("00-cap-two", 29.0, **context) and not check("00-cap-two", 29.5, **context)
 
 
-def test_what_is_written_follows_the_cap():
+def test_what_is_written_appends_the_copy():
     assert expected("02-what-is-written", script="rr", max_attempts=3) == ["r", "r", "r", "r", "r", "r"]
     assert expected("02-what-is-written", script="ad", max_attempts=2) == ["a", "d"]
-    assert not check("02-what-is-written", ["a", "d", "r"], script="adr", max_attempts=2)
+    beside = check("02-what-is-written", ["a", "d", "r", "r", "x"], script="adrx", max_attempts=2)
+    assert not beside and "append" in beside.message
+    assert beside.differs == ("item 4", "item 5")
+
+
+def test_resume_position_accepts_the_number_and_explains_the_off_by_one():
+    assert check("02-resume-position", FilePosition.sequence(8), last_processed=7)
+    assert check("02-resume-position", 8, last_processed=7)
+    near = check("02-resume-position", FilePosition.sequence(7), last_processed=7)
+    assert not near and "includes message n" in near.message
 
 
 def test_cap_and_timing_exercises():
     assert expected("03-succeeds-on-cap", max_attempts=3, succeeds_on=4) == (3, 1)
     assert expected("03-dead-letter-time", max_attempts=3, base=1) == 3.0
-    assert check("03-dead-letter-time", 3, max_attempts=3, base=1)
+    assert check("03-dead-letter-time", pd.Timedelta(seconds=3), max_attempts=3, base=1)
 
 
 def test_pipe_stages_carry_the_retry_count():
@@ -55,3 +187,65 @@ def test_pipe_stages_carry_the_retry_count():
     assert expected("04-second-stage", lines=2, max_attempts=3) == {"jobs.retry2": 2}
     assert expected("04-second-stage", lines=2, max_attempts=2) == {"jobs.dead": 2}
     assert check("04-one-stage", {"jobs.retry": 2, "jobs.dead": 0}, lines=2, max_attempts=3)
+
+
+def test_missing_parcel_evidence_is_a_real_run(tmp_path):
+    from nbkit.notebook.frames import read_stream
+
+    found = evidence("03-missing-parcel", tmp_path)
+    assert isinstance(found, Evidence)
+    frame = read_stream(found.files["parcels.ss"])
+    dead = frame[frame["stream_key"] == "parcels.dead"]["payload"].tolist()
+    assert dead == ["p1", "p3"]
+    assert any("handler raised; the delivery is dropped" in line and "seq=8" in line for line in found.log)
+    assert check("03-missing-parcel", "B") and not check("03-missing-parcel", "a")
+
+
+def test_stray_line_evidence_is_a_real_run(tmp_path):
+    from nbkit.notebook.frames import read_pipe
+
+    found = evidence("04-stray-line", tmp_path)
+    piped = read_pipe(found.files["stage1.out"])
+    assert sorted(piped["stream_key"].unique()) == ["broadcast", "orders.retry"]
+    assert sum("stream_key=broadcast" in line and "handler raised" in line for line in found.log) == 2
+
+
+def test_replayed_evidence_shows_each_order_handled_twice(tmp_path):
+    from nbkit.notebook.frames import read_stream
+
+    found = evidence("05-replayed", tmp_path)
+    frame = read_stream(found.files["orders-replayed.ss"], payload="json")
+    originals = frame[(frame["stream_key"] == "orders") & (frame["retry_count"] == 0)]
+    assert originals["payload.id"].is_unique
+    copies = frame[(frame["stream_key"] == "orders") & (frame["retry_count"] == 1)]
+    assert copies["payload.id"].value_counts().min() >= 2
+    assert sum("retry declaration" in line for line in found.log) == 2
+
+
+def test_evidence_needs_a_debugging_exercise(tmp_path):
+    with pytest.raises(ValueError, match="no scenario"):
+        evidence("01-seq-per-key", tmp_path)
+
+
+def test_item_rate_rejects_the_count_winner_as_the_rate_winner():
+    most, rate = expected("05-item-rate", orders=2000, seed=11)
+    assert most != rate
+    wrong = check("05-item-rate", (most, most), orders=2000, seed=11)
+    assert not wrong and "Divide" in wrong.message
+
+
+def test_policy_goal_rejects_a_retry_storm_with_a_reason():
+    from nbkit.notebook.simulate import RetryPolicy
+
+    goal = {"messages": 1000, "span": 60, "failure_rate": 0.5, "poison": 0.005}
+    storm = check("07-policy-goal", RetryPolicy(max_attempts=30, delay=0, backoff="fixed"), workload=goal)
+    assert not storm and "retry storm" in storm.message
+    slow_storm = check("07-policy-goal", RetryPolicy(max_attempts=30, delay=1, backoff="fixed"), workload=goal)
+    assert not slow_storm and "30 attempts" in slow_storm.message
+    assert check("07-policy-goal", RetryPolicy(max_attempts=10, delay=2, backoff="fixed"), workload=goal)
+
+
+def test_keep_count_is_measured_by_a_redrive():
+    assert expected("07-keep-count", max_attempts=4) == (5, "orders.dead")
+    assert expected("07-keep-count", max_attempts=2) == (3, "orders.dead")
+    assert check("07-keep-count", [5, "orders.dead"], max_attempts=4)

@@ -1,0 +1,46 @@
+"""Small, fresh services the exercise checks run (in a temporary folder) to recompute their answers."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from nbkit.notebook.session import Session
+
+__all__ = ["file_session"]
+
+
+def file_session(
+    tmp: str,
+    name: str,
+    key: str,
+    handler: Callable[..., Any],
+    payloads: list[str],
+    *,
+    max_attempts: int | None = None,
+    dead_letter: str | None = None,
+) -> tuple[Session, str]:
+    """Run ``handler`` on a fresh stream file ``tmp/name`` holding ``payloads`` under ``key``.
+
+    Returns
+    -------
+    (Session, str)
+        The session, run to the end, and the file's path.
+    """
+    from nbkit.notebook.session import Session
+    from nbkit.runtime.app import App
+    from nbkit.runtime.file_broker import FileBroker
+    from nbkit.transport.positions import FilePosition
+
+    path = os.path.join(tmp, name)
+    broker = FileBroker(path)
+    broker.subscriber(key, start_at=FilePosition.beginning(), max_attempts=max_attempts, dead_letter=dead_letter)(
+        handler
+    )
+    session = Session(App(broker))
+    for payload in payloads:
+        broker.publish(key, payload)
+    session.run()
+    return session, path
