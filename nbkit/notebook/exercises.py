@@ -16,7 +16,8 @@ new lesson adds a module there and calls :func:`register`.
 
 >>> from nbkit.exercises import check
 >>> check("02-resume-position", None, last_processed=7)
-Predict first: set prediction to a FilePosition (or the n of FilePosition.sequence(n)) and run this cell again.
+Predict first: set prediction to a FilePosition (or the n of FilePosition.sequence(n)) and run
+this cell again.
 >>> check("02-resume-position", 7, last_processed=7)
 Not yet: sequence(n) includes message n itself, and message 7 has been processed already.
 >>> verdict = check("02-resume-position", 8, measured=8, last_processed=7)
@@ -30,6 +31,7 @@ import importlib
 import math
 import numbers
 import pkgutil
+import textwrap
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -60,12 +62,16 @@ __all__ = [
 #: A text shown to the learner: a string, or a function of (right answer, **context) that returns one.
 Text = str | Callable[..., str]
 
-Kind = Literal["prompt", "right", "wrong", "measured"]
+#: A verdict prints wrapped at this width, so that no hint runs off a notebook or a page of the site.
+WIDTH = 96
+
+Kind = Literal["prompt", "right", "wrong", "measured", "answer"]
 _LABELS: dict[str, str] = {
     "prompt": "Predict first: ",
     "right": "Right: ",
     "wrong": "Not yet: ",
     "measured": "Measured: ",
+    "answer": "The answer: ",
 }
 
 
@@ -73,8 +79,9 @@ _LABELS: dict[str, str] = {
 class Verdict:
     """What :func:`check` says: ``ok`` and the message shown to the learner.
 
-    It shows as ``Right: ...``, ``Not yet: ...``, ``Predict first: ...`` (no prediction yet) or
-    ``Measured: ...`` (a solution cell run with no prediction), and is true only when the answer is right.
+    It shows as ``Right: ...``, ``Not yet: ...``, ``Predict first: ...`` (no prediction yet), or, in a
+    solution cell run with no prediction, ``Measured: ...`` (or ``The answer: ...`` when the solution reasons
+    from evidence), and is true only when the prediction is right.
 
     Parameters
     ----------
@@ -82,8 +89,8 @@ class Verdict:
         Whether the prediction is right.
     message : str
         The explanation, the hint for a wrong answer, or the prompt to predict.
-    kind : {"right", "wrong", "prompt", "measured"}, optional
-        Which of the four it is; by default ``"right"`` when ``ok`` and ``"wrong"`` otherwise.
+    kind : {"right", "wrong", "prompt", "measured", "answer"}, optional
+        Which of the five it is; by default ``"right"`` when ``ok`` and ``"wrong"`` otherwise.
     differs : tuple of str, optional
         The parts of the answer that differ from the right one (``("seconds",)``), empty when it is right.
 
@@ -109,7 +116,8 @@ class Verdict:
             raise ValueError(f"a Verdict of kind {self.kind!r} cannot have ok={self.ok}")
 
     def __repr__(self) -> str:
-        return _LABELS[self.kind or "wrong"] + self.message
+        text = _LABELS[self.kind or "wrong"] + self.message
+        return textwrap.fill(text, WIDTH, break_long_words=False, break_on_hyphens=False)
 
     def __bool__(self) -> bool:
         return self.ok
@@ -684,13 +692,16 @@ def check(
     --------
     >>> from nbkit.exercises import check
     >>> check("01-seq-per-key", None, keys="ab")
-    Predict first: set prediction to a list of sequence numbers, one per message, and run this cell again.
+    Predict first: set prediction to a list of sequence numbers, one per message, and run this cell
+    again.
     >>> check("01-seq-per-key", (1, 1), keys="ab")
-    Right: Each stream key counts its own messages, from 1: a message under another key does not move the count.
+    Right: Each stream key counts its own messages, from 1: a message under another key does not
+    move the count.
     """
     item = exercise(name)
+    shown: Kind = "measured"
     if reveal and measured is NOT_MEASURED:
-        measured = item.solve(**context)
+        measured, shown = item.solve(**context), "answer"
     if prediction is None and measured is NOT_MEASURED:
         what = item.prompt or item.shape.describe
         return Verdict(False, f"set prediction to {what} and run this cell again.", "prompt")
@@ -710,7 +721,7 @@ def check(
             )
         if prediction is None:
             return Verdict(
-                False, f"{_show(item.shape, got)}. {why} (Predict before you open the next solution.)", "measured"
+                False, f"{_show(item.shape, got)}. {why} (Predict before you open the next solution.)", shown
             )
     try:
         answer = item.shape.coerce(prediction)
@@ -728,9 +739,8 @@ def check(
             return Verdict(True, why)
         where = _where(item, differs)
         return Verdict(False, f"{where} {_hint(item, answer, right, context)}".strip(), "wrong", differs)
-    compared = (
-        f"you predicted {_show(item.shape, answer)}; the run measured {_show(item.shape, item.shape.coerce(measured))}"
-    )
+    found = "the answer is" if shown == "answer" else "the run measured"
+    compared = f"you predicted {_show(item.shape, answer)}; {found} {_show(item.shape, item.shape.coerce(measured))}"
     if ok:
         return Verdict(True, f"{compared}. {why}")
     return Verdict(

@@ -1,11 +1,15 @@
-"""The tutorial lessons keep their shape, and no exercise's answer is printed before it is asked.
+"""The tutorial lessons keep their shape, and no exercise's answer is on screen before its solution is opened.
 
 Every ``notebooks/*.md`` source (and its executed ``.ipynb`` twin) is checked, so lessons added later are held
-to the same rules: objectives first, a recap and a link to the next lesson last, enough exercises, solutions
-collapsed and tagged, a "What to notice:" sentence after every figure, and the ``.ipynb`` in step with its
-source. Exercise answers come from ``nbkit.exercises.expected`` with the context the lesson passes to
-``check``; that context must be literal values (or names bound to literals in an earlier cell), so that the
-check can be recomputed here.
+to the same rules: objectives first, a recap and a link to the next lesson last, enough exercises, a
+"What to notice:" sentence after every figure, and the ``.ipynb`` in step with its source. The exercises:
+each solution is collapsed, source and output, in JupyterLab (``jupyter.source_hidden`` and
+``outputs_hidden``) and behind a click-to-show toggle on the site (myst-nb's ``hide-cell`` tag), and its first
+line gives nothing away; an unsolved exercise prints only the prompt to predict; no output or prose a learner
+sees before opening a solution (in this lesson or an earlier one) shows its answer; every listed wrong answer
+gets a hint of its own. Exercise answers come from ``nbkit.exercises.expected`` with the context the lesson
+passes to ``check``; that context must be literal values (or names bound to literals in an earlier cell), so
+that the check can be recomputed here.
 """
 
 from __future__ import annotations
@@ -20,12 +24,16 @@ import jupytext
 import nbformat
 import pytest
 
-from nbkit.exercises import check, exercises, expected
+from nbkit.exercises import Choice, check, exercise, exercises, expected, wrong_answers
 
 NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
 SOURCES = sorted(NOTEBOOKS.glob("[0-9][0-9]-*.md"))
 #: Lessons 00-05 ask at least two exercises; later ones at least one.
 MIN_EXERCISES = {f"{n:02d}": 2 for n in range(6)}
+#: Lessons with a debugging exercise ("here is a file or a log: what went wrong?"), built on evidence().
+DEBUGGING = {"03", "04", "05"}
+#: The first line of every solution cell: it says what the cell is for, and nothing about the answer.
+SOLUTION_FIRST_LINE = re.compile(r"# Solution \(open to compare with your (prediction|answer|policy)\)")
 
 
 def _number(source: Path) -> str:
@@ -215,20 +223,55 @@ def test_enough_exercises(source):
 
 @pytest.mark.parametrize("source", SOURCES, ids=lambda p: p.stem)
 def test_solutions_are_hidden_tagged_and_come_after_their_exercise(source):
+    """JupyterLab collapses a solution's source and output; the site hides the cell behind a toggle."""
     cells = _source_cells(source)
     asked = {name: index for name, index, _ in _exercises(source)}
     solved: set[str] = set()
     for index, cell in enumerate(cells):
-        hidden = cell.metadata.get("jupyter", {}).get("source_hidden") is True
+        collapsed = cell.metadata.get("jupyter", {})
+        hidden = collapsed.get("source_hidden") is True or collapsed.get("outputs_hidden") is True
         if _is_solution(cell) or hidden:
-            assert cell.cell_type == "code" and _is_solution(cell) and hidden, (
-                f"cell {index}: a solution is a code cell tagged 'solution' with jupyter.source_hidden: true"
+            assert cell.cell_type == "code" and _is_solution(cell), f"cell {index}: a collapsed cell is a solution"
+            assert collapsed.get("source_hidden") is True and collapsed.get("outputs_hidden") is True, (
+                f"cell {index}: a solution has jupyter.source_hidden and jupyter.outputs_hidden, both true "
+                "(JupyterLab and Binder then show neither its code nor its output until it is expanded)"
+            )
+            assert "hide-cell" in cell.metadata["tags"], (
+                f"cell {index}: a solution is tagged hide-cell (the site shows it behind a click-to-show toggle)"
+            )
+            first = cell.source.splitlines()[0]
+            assert SOLUTION_FIRST_LINE.fullmatch(first), (
+                f"cell {index}: a collapsed solution shows its first line; it must give nothing away, not {first!r}"
             )
             for call in _check_calls(cell):
                 name = call.args[0].value
                 assert name in asked and asked[name] < index, f"cell {index}: the solution of {name} follows it"
                 solved.add(name)
     assert solved == set(asked), f"exercises without a solution cell: {set(asked) - solved}"
+
+
+@pytest.mark.parametrize("source", SOURCES, ids=lambda p: p.stem)
+def test_the_site_hides_each_solution_behind_a_toggle(source):
+    """The docs site renders the executed notebook: its solution cells carry the same hide-cell tag."""
+    for index, cell in enumerate(_executed_cells(source)):
+        if _is_solution(cell):
+            assert "hide-cell" in cell.metadata.get("tags", []), f"cell {index} of the .ipynb is not hide-cell"
+            assert cell.metadata.get("jupyter", {}).get("outputs_hidden") is True
+
+
+@pytest.mark.parametrize("source", SOURCES, ids=lambda p: p.stem)
+def test_exercises_progress_and_debugging_lessons_have_one(source):
+    """Exercise headings say what kind each is; lessons 03-05 each have a debugging exercise."""
+    headings = re.findall(r"^## Exercise[^\n]*", "\n".join(c.source for c in _source_cells(source)), flags=re.M)
+    kinds = [re.search(r"\((recall|application|debugging)\)", h) for h in headings]
+    if len(headings) > 1:
+        assert all(kinds), f"each exercise heading names its kind (recall, application, debugging): {headings}"
+        order = {"recall": 0, "application": 1, "debugging": 2}
+        ranks = [order[k.group(1)] for k in kinds if k]
+        assert ranks == sorted(ranks), f"exercises go from recall to application: {headings}"
+    debugging = [name for name, _, _ in _exercises(source) if exercise(name).scenario is not None]
+    if _number(source) in DEBUGGING:
+        assert len(debugging) == 1, f"lesson {_number(source)} has one debugging exercise, not {debugging}"
 
 
 @pytest.mark.parametrize("source", SOURCES, ids=lambda p: p.stem)
@@ -265,32 +308,97 @@ def test_executed_without_errors(source):
 # -- exercises ------------------------------------------------------------------------------------------
 
 
+def _visible_before_opening(source: Path) -> list[tuple[str, int, str]]:
+    """(lesson, cell, text) of everything a learner sees with every solution still collapsed: each
+    non-solution cell's markdown or outputs, in this lesson and in every earlier one."""
+    seen = []
+    for lesson in SOURCES:
+        if lesson.name > source.name:
+            break
+        for index, cell in enumerate(_executed_cells(lesson)):
+            if _is_solution(cell):
+                continue
+            text = cell.source if cell.cell_type == "markdown" else _output_text(cell)
+            seen.append((lesson.stem, index, text))
+    return seen
+
+
+def _shown(answer: Any, name: str) -> list[str]:
+    """The needles to look for: none for a one-letter choice (a debugging exercise's option letter)."""
+    if isinstance(exercise(name).shape, Choice):
+        return []
+    return _needles(answer)
+
+
 @pytest.mark.parametrize(("source", "name", "index", "context"), EXERCISES, ids=[e[1] for e in EXERCISES])
-def test_no_output_before_an_exercise_prints_its_answer(source, name, index, context):
+def test_no_answer_is_visible_before_its_solution_is_opened(source, name, index, context):
     answer, _ = _answer(name, context)
-    cells = _executed_cells(source)
-    for before, cell in enumerate(cells[:index]):
-        text = _output_text(cell)
-        for needle in _needles(answer):
-            assert not _printed(needle, text), f"cell {before} prints {needle!r}, the answer to {name}"
+    for lesson, cell, text in _visible_before_opening(source):
+        for needle in _shown(answer, name):
+            assert not _printed(needle, text), (
+                f"{lesson} cell {cell} shows {needle!r}, the answer to {name}, with every solution collapsed"
+            )
 
 
 @pytest.mark.parametrize(("source", "name", "index", "context"), EXERCISES, ids=[e[1] for e in EXERCISES])
 def test_check_accepts_the_answer_and_hints_without_giving_it(source, name, index, context):
     answer, context = _answer(name, context)
     assert check(name, answer, **context)
-    for wrong in (None, "no idea", -1):
+    for wrong in ("no idea", -1):
         verdict = check(name, wrong, **context)
-        assert not verdict
+        assert not verdict and verdict.kind == "wrong"
         assert verdict.message
-        for needle in _needles(answer):
+        for needle in _shown(answer, name):
             assert not _printed(needle, verdict.message), f"the hint for {wrong!r} gives away {needle!r}"
 
 
 @pytest.mark.parametrize(("source", "name", "index", "context"), EXERCISES, ids=[e[1] for e in EXERCISES])
-def test_the_unsolved_exercise_cell_shows_a_hint(source, name, index, context):
-    text = _output_text(_executed_cells(source)[index])
-    assert "Not yet:" in text, f"cell {index} asks {name} with a placeholder answer and shows the hint"
+def test_each_listed_wrong_answer_gets_a_hint_of_its_own(source, name, index, context):
+    answer, context = _answer(name, context)
+    generic = check(name, "not an answer at all", **context).message
+    listed = wrong_answers(name, **context)
+    assert 2 <= len(listed) <= 3, f"{name} lists {len(listed)} wrong answers; two or three wanted"
+    for wrong, hint in listed:
+        verdict = check(name, wrong, **context)
+        assert not verdict, f"{name}: the listed wrong answer {wrong!r} is accepted"
+        assert hint == verdict.message and hint != generic, f"{name}: {wrong!r} gets the generic hint"
+        for needle in _shown(answer, name):
+            assert not _printed(needle, hint), f"{name}: the hint for {wrong!r} gives away {needle!r}"
+    assert len({hint for _, hint in listed}) == len(listed), f"{name}: two wrong answers share a hint"
+
+
+@pytest.mark.parametrize(("source", "name", "index", "context"), EXERCISES, ids=[e[1] for e in EXERCISES])
+def test_the_unsolved_exercise_cell_prints_only_a_prompt(source, name, index, context):
+    outputs = _executed_cells(source)[index].get("outputs", [])
+    texts = [t for t in (_output_text({"outputs": [o]}) for o in outputs) if t.strip()]
+    assert texts, f"cell {index} asks {name} and prints its prompt"
+    assert len(texts) == 1 and texts[0].startswith("Predict first: "), (
+        f"cell {index} asks {name} with no prediction yet: it prints only the prompt, not {texts!r}"
+    )
+    assert "Not yet" not in texts[0] and "Right" not in texts[0]
+
+
+@pytest.mark.parametrize(("source", "name", "index", "context"), EXERCISES, ids=[e[1] for e in EXERCISES])
+def test_the_solution_compares_the_prediction_with_a_measurement(source, name, index, context):
+    """Each solution cell calls check(name, prediction, measured=... or reveal=True): it shows the prediction
+    beside what ran, and its stored output (no prediction was made when the lesson was built) says Measured."""
+    cells = _executed_cells(source)
+    solutions = [
+        i
+        for i, c in enumerate(cells)
+        if _is_solution(c) and any(call.args[0].value == name for call in _check_calls(c))
+    ]
+    assert solutions, f"{name} has no solution cell"
+    cell = cells[solutions[0]]
+    calls = [c for c in _check_calls(cell) if c.args[0].value == name]
+    keywords = {k.arg for c in calls for k in c.keywords}
+    if not isinstance(exercise(name).shape, Choice) and exercise(name).accept is None:
+        assert "measured" in keywords, f"{name}: the solution measures its answer and passes measured="
+    else:
+        assert keywords & {"measured", "reveal"} or exercise(name).accept is not None
+    assert any(isinstance(c.args[1], ast.Name) and c.args[1].id == "prediction" for c in calls if len(c.args) > 1) or (
+        exercise(name).accept is not None
+    ), f"{name}: the solution compares the learner's own prediction"
 
 
 # -- where the lessons are listed -----------------------------------------------------------------------

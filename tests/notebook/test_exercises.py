@@ -74,7 +74,8 @@ def test_a_wrong_prediction_says_which_part_differs_and_the_misconception():
     assert not verdict and verdict.differs == ("copies",)
     assert repr(verdict) == "Not yet: Copies off, seconds right. The first delivery is not a copy."
     assert check("99-toy-pair", (5, 5), n=3).message == "Copies and seconds off. The handler asks for 2 s each time."
-    assert check("99-toy-pair", (3, 7), n=3).message == "Seconds off, copies right. Count the copies, then add their delays."
+    generic = "Seconds off, copies right. Count the copies, then add their delays."
+    assert check("99-toy-pair", (3, 7), n=3).message == generic
 
 
 def test_a_wrong_form_names_the_form_wanted():
@@ -101,7 +102,7 @@ def test_a_measurement_that_disagrees_with_the_runtime_is_flagged():
 
 
 def test_reveal_compares_with_the_right_answer():
-    assert check("99-toy-pair", None, reveal=True, n=2).kind == "measured"
+    assert repr(check("99-toy-pair", None, reveal=True, n=2)).startswith("The answer: (2, 4). Each copy")
     assert check("99-toy-pair", (2, 4), reveal=True, n=2)
 
 
@@ -130,7 +131,8 @@ def test_shapes_accept_reasonable_forms():
     assert Counts().coerce(pd.Series({"jobs.retry": 3, "jobs.dead": 0})) == (("jobs.retry", 3),)
     assert Counts().present(Counts().coerce({"b": 1, "a": 2})) == {"a": 2, "b": 1}
     assert Choice({"a": "one", "b": "two"}).coerce(" B) ") == "b"
-    for shape, value in [(Number(), True), (Number(), "14"), (Count(), 1.5), (Sequence(Count()), "12"), (Counts(), [1])]:
+    bad = [(Number(), True), (Number(), "14"), (Count(), 1.5), (Sequence(Count()), "12"), (Counts(), [1])]
+    for shape, value in bad:
         with pytest.raises(ValueError, match="answer with"):
             shape.coerce(value)
     with pytest.raises(ValueError, match="one of 'a', 'b'"):

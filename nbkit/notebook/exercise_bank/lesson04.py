@@ -117,7 +117,7 @@ NEXT_STAGE = register(
 #: The options of the stray-line exercise (the lesson states them too).
 STRAY_LINE_OPTIONS = {
     "a": "stage 2 is subscribed to the wrong key, so it handled lines meant for another stage",
-    "b": "stage 1's handler printed to stdout: the printed text became lines of the pipe, read as messages",
+    "b": "stage 1's handler wrote progress text to stdout: it became lines of the pipe, read as messages",
     "c": "two envelopes were damaged on the way, so stage 2 could not decode them",
 }
 
@@ -135,7 +135,7 @@ def _stray_line_scenario(folder: str | os.PathLike, **_: Any) -> Evidence:
 
     @first.subscriber("orders", out_retry="orders.retry", max_attempts=3, dead_letter="orders.dead")
     def pay(delivery: Any) -> Any:
-        stdout.append(f"charging order {delivery.json()['id']}\n")  # what print() does in the real process
+        stdout.append(f"charging order {delivery.json()['id']}\n")  # a println! / sys.stdout.write in the stage
         return HandlerOutcome.retry_after(2)  # the payment service is down
 
     Session(App(first)).run()
@@ -162,8 +162,8 @@ STRAY_LINE = register(
         lambda **_: "b",
         explain="the two lines that broke stage 2 have no [time | key | seq] header, so a pipe gives them the key "
         "'broadcast' and delivers them to every subscription; their text is the progress message stage 1's "
-        "handler printed. On a pipe, stdout is the data: log to stderr (the logging module does by default), "
-        "never print() in a stage.",
+        "handler wrote to stdout. On a pipe, stdout is the data: log to stderr (a Rust stage's println! goes "
+        "to stdout; nbkit run sends print() to stderr, a direct sys.stdout write still lands in the pipe).",
         hint="look at the stream_key and the payload of the deliveries the log says raised, then find those lines "
         "in stage1.out.",
         wrong=(

@@ -3,6 +3,7 @@ were handled twice: from the file alone, what went wrong?)."""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import tempfile
@@ -17,8 +18,10 @@ if TYPE_CHECKING:
 __all__ = ["ITEM_RATE", "REPLAYED"]
 
 
+@functools.lru_cache(maxsize=4)
 def _demo_file(orders: int, seed: int) -> pd.DataFrame:
-    """The demo's stream file for this workload, read with JSON payloads (one row per message)."""
+    """The demo's stream file for this workload, read with JSON payloads (one row per message); the run is
+    deterministic, so it is made once per workload (callers only read the frame)."""
     from nbkit.notebook.demo import run_demo
     from nbkit.notebook.frames import read_stream
 
@@ -126,9 +129,10 @@ REPLAYED = register(
         Choice(REPLAYED_OPTIONS, "one of 'a', 'b', 'c'"),
         lambda **_: "b",
         explain="every order has one original (retry count 0), but the copies and dead letters come in two "
-        "waves about a minute apart, the second one starting at the first order again: a second process "
-        "handled the whole file once more. A registration with start_at=beginning() and no saved position "
-        "replays everything on each start; the service must save its position (lesson 02) and resume after it.",
+        "waves a minute apart: a second process handled the whole file once more, the old copies too (each "
+        "asked for yet another copy, so the duplicates multiply). A registration with start_at=beginning() "
+        "and no saved position replays everything on each start; the service must save its position "
+        "(lesson 02) and resume after it.",
         hint="group the rows by 'payload.id' and 'retry_count', then look at when the duplicates were written.",
         wrong=(
             WrongAnswer(
