@@ -1,45 +1,19 @@
-"""Exercise checks for the tutorial notebooks: predict, run, compare (see :mod:`nbkit.notebook.exercises`)."""
+"""Exercise checks for the tutorial notebooks: predict, run, compare.
+
+What a lesson's cells call: :func:`check` (a prediction against a fresh run), :func:`evidence` (the files and
+log of a debugging exercise), and, for the lesson tests, :func:`expected` and :func:`wrong_answers`. How an
+exercise is written (its answer's shape, its wrong answers and their hints) is
+:mod:`nbkit.notebook.exercises`.
+"""
 
 from nbkit.notebook.exercises import (
-    Choice,
-    Count,
-    Counts,
     Evidence,
-    Exercise,
-    Instance,
-    Number,
-    Parts,
-    Sequence,
-    Shape,
     Verdict,
-    WrongAnswer,
     check,
     evidence,
-    exercise,
     exercises,
     expected,
-    register,
     wrong_answers,
 )
 
-__all__ = [
-    "Choice",
-    "Count",
-    "Counts",
-    "Evidence",
-    "Exercise",
-    "Instance",
-    "Number",
-    "Parts",
-    "Sequence",
-    "Shape",
-    "Verdict",
-    "WrongAnswer",
-    "check",
-    "evidence",
-    "exercise",
-    "exercises",
-    "expected",
-    "register",
-    "wrong_answers",
-]
+__all__ = ["Evidence", "Verdict", "check", "evidence", "exercises", "expected", "wrong_answers"]

@@ -14,6 +14,27 @@ entries, each a likely wrong answer with the hint for its misconception. The les
 registered by the modules of :mod:`nbkit.notebook.exercise_bank` (one per lesson), loaded on first use; a
 new lesson adds a module there and calls :func:`register`.
 
+Writing one (a new lesson's module ``nbkit/notebook/exercise_bank/lessonNN.py``)::
+
+    register(Exercise(
+        "09-lost-copies",                                  # NN-what: the lesson's number first
+        Parts(("lost", Count()), ("redriven", Count())),   # the answer's form; a list or tuple is accepted
+        solve=lambda *, kill_at, **_: run_the_pipeline(kill_at),  # recomputed by running the runtime
+        explain="why the right answer is right (shown once the learner has it)",
+        hint="what to look at for any other wrong answer (never the answer)",
+        wrong=(                                            # two or three likely wrong answers
+            WrongAnswer("a crash loses nothing", lambda **_: (0, 0), "the hint for this misconception"),
+            WrongAnswer("...", lambda **c: ..., "...", matches=lambda answer, right, **c: answer[0] == 0),
+        ),
+        scenario=None,  # for a debugging exercise: scenario(folder, **context) -> Evidence (files and log)
+    ))
+
+The lesson then has an exercise cell ``prediction = None`` / ``check("09-lost-copies", prediction, kill_at=12)``
+and, right after it, a solution cell tagged ``solution`` and ``hide-cell`` with ``jupyter.source_hidden`` and
+``jupyter.outputs_hidden`` set, whose first line is ``# Solution (open to compare with your prediction)`` and
+which ends with ``check("09-lost-copies", prediction, measured=..., kill_at=12)`` (``reveal=True`` when the
+solution reasons from evidence instead of measuring). ``tests/lessons`` holds every lesson to this.
+
 >>> from nbkit.exercises import check
 >>> check("02-resume-position", None, last_processed=7)
 Predict first: set prediction to a FilePosition (or the n of FilePosition.sequence(n)) and run
@@ -501,6 +522,16 @@ def _registry() -> dict[str, Exercise]:
 def exercise(name: str) -> Exercise:
     """The exercise registered as ``name``.
 
+    Parameters
+    ----------
+    name : str
+        The exercise id.
+
+    Returns
+    -------
+    Exercise
+        Its definition: shape, solver, explanation, wrong answers.
+
     Raises
     ------
     KeyError
@@ -508,7 +539,7 @@ def exercise(name: str) -> Exercise:
 
     Examples
     --------
-    >>> from nbkit.exercises import exercise
+    >>> from nbkit.notebook.exercises import exercise
     >>> exercise("03-dead-letter-time").shape.describe
     'a number of seconds'
     """
@@ -519,7 +550,12 @@ def exercise(name: str) -> Exercise:
 
 
 def exercises() -> list[str]:
-    """The ids of every exercise with a check, sorted (the first two characters are the lesson number).
+    """The ids of every exercise with a check.
+
+    Returns
+    -------
+    list of str
+        Sorted; the first two characters are the lesson number.
 
     Examples
     --------
@@ -563,6 +599,13 @@ def expected(name: str, **context: Any) -> Any:
 def wrong_answers(name: str, **context: Any) -> list[tuple[Any, str]]:
     """Each listed wrong answer of exercise ``name`` in this context, with the hint :func:`check` gives it.
 
+    Parameters
+    ----------
+    name : str
+        The exercise id.
+    **context
+        The context the lesson passes to :func:`check`.
+
     Returns
     -------
     list of (object, str)
@@ -590,12 +633,28 @@ def evidence(name: str, folder: str | Path, **context: Any) -> Evidence:
     **context
         The context the lesson passes to :func:`check`.
 
+    Returns
+    -------
+    Evidence
+        The files the run left in ``folder`` and its log; it shows as the log.
+
     Raises
     ------
     KeyError
         If there is no such exercise.
     ValueError
         If the exercise is not a debugging exercise (it has no scenario).
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from nbkit.exercises import evidence
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     case = evidence("03-missing-parcel", folder)
+    ...     sorted(case.files)
+    ['parcels.ss']
+    >>> any("handler raised" in line for line in case.log)
+    True
     """
     item = exercise(name)
     if item.scenario is None:

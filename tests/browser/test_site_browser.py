@@ -120,3 +120,38 @@ def _screenshot(page, folder: Path, test: str, label: str) -> None:
         page.screenshot(path=str(folder / f"{test}-{label}.png"))
     except Exception:
         pass  # a screenshot is evidence, never the reason a test fails
+
+
+def test_a_lesson_solution_is_behind_a_toggle(site_url, browser_page, budget, artifacts_dir, request):
+    """On a lesson page the first solution's code and output are hidden until its toggle is clicked."""
+    page = browser_page.page
+    shot = functools.partial(_screenshot, page, artifacts_dir, request.node.name)
+    notebook = ROOT / "notebooks" / "00-start-here.ipynb"
+    cells = json.loads(notebook.read_text(encoding="utf-8"))["cells"]
+    solution = next(c for c in cells if "solution" in c["metadata"].get("tags", []))
+    output = "".join("".join(o.get("data", {}).get("text/plain", o.get("text", ""))) for o in solution["outputs"])
+    measured = output.split(". ", 1)[0]  # "Measured: (3, 6)": what the solution's output shows first
+    assert measured.startswith("Measured: ")
+    try:
+        page.goto(f"{site_url}/learn/{notebook.stem}.html", timeout=budget.ms(20))
+        page.wait_for_load_state("networkidle", timeout=budget.ms(20))
+        cell = page.locator("div.cell.tag_solution").first
+        toggle = cell.locator("details summary").first
+        assert toggle.is_visible(), "the solution has no click-to-show toggle"
+        assert not cell.locator("details").first.evaluate("d => d.open")
+        assert not page.get_by_text(measured, exact=False).first.is_visible()
+        assert measured not in page.locator("article").inner_text(), "the answer is on the page before the click"
+        toggle.scroll_into_view_if_needed(timeout=budget.ms(5))
+        shot("solution-collapsed")
+
+        toggle.click(timeout=budget.ms(10))
+        assert cell.locator("details").first.evaluate("d => d.open")
+        shown = cell.locator(".cell_output")
+        shown.first.wait_for(state="visible", timeout=budget.ms(10))
+        assert measured in shown.first.inner_text()
+        assert "measured" in cell.locator(".cell_input").first.inner_text()
+        cell.scroll_into_view_if_needed(timeout=budget.ms(5))
+        shot("solution-expanded")
+    except BaseException:
+        shot("solution-failure")
+        raise

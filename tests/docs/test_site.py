@@ -78,6 +78,19 @@ def test_every_lesson_is_a_page_and_the_learn_index_lists_them_in_order(built_si
     assert positions == sorted(positions), "the Learn index lists the lessons out of order"
 
 
+@pytest.mark.parametrize("notebook", LESSONS, ids=lambda p: p.stem)
+def test_every_solution_is_behind_a_click_to_show_toggle(built_site, notebook):  # noqa: F811
+    """myst-nb renders a ``hide-cell`` cell inside a closed ``<details>``: code and output behind one click."""
+    cells = json.loads(notebook.read_text(encoding="utf-8"))["cells"]
+    wanted = sum("solution" in c["metadata"].get("tags", []) for c in cells)
+    text = page(built_site, f"learn/{notebook.stem}.html")
+    blocks = re.findall(r'<div class="cell tag_solution[^"]*"[^>]*>(.*?)</details>', text, flags=re.S)
+    assert len(blocks) == wanted, f"{notebook.stem}: {len(blocks)} of {wanted} solutions are in a toggle"
+    for block in blocks:
+        assert block.lstrip().startswith('<details class="hide above-input">'), block[:200]
+        assert "<details open" not in block
+
+
 def test_landing_page_shows_the_dashboard_and_the_two_commands(built_site):  # noqa: F811
     landing = page(built_site, "index.html")
     image = re.search(r'<img[^>]+src="(_images/dashboard\.png)"', landing)

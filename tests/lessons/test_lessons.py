@@ -24,7 +24,8 @@ import jupytext
 import nbformat
 import pytest
 
-from nbkit.exercises import Choice, check, exercise, exercises, expected, wrong_answers
+from nbkit.exercises import check, exercises, expected, wrong_answers
+from nbkit.notebook.exercises import Choice, exercise
 
 NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
 SOURCES = sorted(NOTEBOOKS.glob("[0-9][0-9]-*.md"))

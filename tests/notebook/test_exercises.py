@@ -13,24 +13,18 @@ import datetime as dt
 import pandas as pd
 import pytest
 
-from nbkit.exercises import (
+from nbkit.exercises import Evidence, Verdict, check, evidence, exercises, expected, wrong_answers
+from nbkit.notebook.exercises import (
     Choice,
     Count,
     Counts,
-    Evidence,
     Exercise,
     Number,
     Parts,
     Sequence,
-    Verdict,
     WrongAnswer,
-    check,
-    evidence,
     exercise,
-    exercises,
-    expected,
     register,
-    wrong_answers,
 )
 from nbkit.transport.positions import FilePosition
 
