@@ -131,7 +131,7 @@ def test_a_missing_extra_names_both_install_lines() -> None:
     with pytest.raises(ImportError) as info:
         require("nbkit_not_installed_anywhere", feature="this feature")
     message = str(info.value)
-    assert install_hint() in message
+    assert install_hint(EXTRA) in message
     assert "pip install -e '.[scale]'" in message and f"pip install '{DISTRIBUTION}[scale]'" in message
     assert not bare_nbkit_installs(message)
 
