@@ -41,7 +41,7 @@ smartquotes = False  # code-heavy text: keep quotes, dashes and "..." as written
 # -- notebooks: rendered from the outputs strict nbval checked; never executed here --------------------
 nb_execution_mode = "off"
 nb_merge_streams = True
-myst_enable_extensions = ["colon_fence", "deflist"]
+myst_enable_extensions = ["colon_fence", "deflist", "html_admonition"]
 myst_heading_anchors = 3
 
 # -- API reference ---------------------------------------------------------------------------------------

@@ -142,7 +142,10 @@ class SettlementEvent(NamedTuple):
         """
         action = self.action
         then = f", to be delivered as attempt {self.attempt + 1}"
-        if action == Action.UNSUPPORTED:
+        if action == Action.UNSUPPORTED and self.outcome == "retry":
+            # the seed's word: with no retry declared, *requeue* is what the transport cannot do
+            what = "requeue unsupported (logged; no retry declared); nothing written, the message does not come back"
+        elif action == Action.UNSUPPORTED:
             what = "acknowledgement unsupported (logged); nothing written"
         elif action == Action.COPY:
             what = f"copy written to {self.destination!r} at once{then}"
