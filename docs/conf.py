@@ -41,6 +41,10 @@ smartquotes = False  # code-heavy text: keep quotes, dashes and "..." as written
 # -- notebooks: rendered from the outputs strict nbval checked; never executed here --------------------
 nb_execution_mode = "off"
 nb_merge_streams = True
+# A widget's output also holds a still picture of it (text/html, nbkit.notebook.snapshot): the site shows
+# that, which says it is a picture and shows its own cell's state, rather than the live-looking view of
+# the state the whole notebook ended in.
+nb_mime_priority_overrides = [("html", "application/vnd.jupyter.widget-view+json", 35)]
 myst_enable_extensions = ["colon_fence", "deflist", "html_admonition"]
 myst_heading_anchors = 3
 

@@ -22,6 +22,7 @@ from typing import Any
 
 import ipywidgets as widgets
 
+from nbkit.notebook.snapshot import StaticSnapshot
 from nbkit.transport.file_watch import FileWatch, WatchState, sparkline
 from nbkit.wire.timestamps import format_log_timestamp
 
@@ -43,7 +44,7 @@ def _text(value: Any, width: int = 80) -> str:
     return html.escape(text)
 
 
-class LiveMonitor(widgets.VBox):
+class LiveMonitor(StaticSnapshot, widgets.VBox):
     """Follow a stream file a service writes: per-key counts and rates, deliveries per attempt, dead
     letters over time and the latest messages with decoded headers, refreshed every ``every`` seconds.
 
@@ -77,6 +78,8 @@ class LiveMonitor(widgets.VBox):
     >>> monitor                      # refreshes while the cell below runs  # doctest: +SKIP
     >>> monitor.stop()                                                    # doctest: +SKIP
     """
+
+    snapshot_name = "monitor"
 
     def __init__(
         self,

@@ -340,9 +340,40 @@ def _grouped_bars(
         heights = table[g].to_numpy() if g in table.columns else np.zeros(len(positions))
         offset = (i - (n - 1) / 2) * width
         ax.bar(positions + offset, heights, width, label=(labels or {}).get(g, g), color=colors[g])
-    top = max((float(table[g].max()) for g in groups if g in table.columns), default=0.0)
     title = None if by in (None, "transport") else by
-    ax.set_ylim(0, max(top, 1.0) * (1.3 if title is None else 1.45))  # headroom for the legend
+    _headroom(ax, table, groups, 1.3 if title is None else 1.45)
+    if by is not None:
+        _top_legend(ax, title=title)
+
+
+def _headroom(ax: Axes, table: pd.DataFrame, groups: list[str], factor: float) -> None:
+    """Room above the tallest bar for the legend, without fixing the bottom at 0: the y axis keeps
+    autoscaling, so ``ax.set_yscale("log")`` afterwards still works (bars stick to 0 on a linear axis)."""
+    top = max((float(table[g].max()) for g in groups if g in table.columns), default=0.0)
+    ax.autoscale(enable=True, axis="y")
+    ax.set_ymargin(0)
+    ax.update_datalim([(ax.get_xlim()[0], max(top, 1.0) * factor)], updatex=False)  # an invisible top
+    ax.autoscale_view(scalex=False)
+
+
+def _overlaid_bars(ax: Axes, edges: np.ndarray, table: pd.DataFrame, groups: list[str], by: str | None) -> None:
+    """Counts per time bin, every group over the *same* bins: the first group as filled bars, each
+    other one as an outline (dashed, then dotted) over the full bin. Side-by-side bars would put
+    one group later in time than it happened; an outline over a filled bar of the same height shows
+    two equal series as one bar with a dashed edge, which the legend names."""
+    colors = _colors(groups, by)
+    styles = ("--", ":", "-.")
+    for i, g in enumerate(groups):
+        heights = table[g].to_numpy() if g in table.columns else np.zeros(len(edges) - 1)
+        if i == 0:
+            ax.bar(edges[:-1], heights, np.diff(edges), align="edge", color=colors[g], alpha=0.85,
+                   label=g, gid=f"bars-{g}")  # fmt: skip
+        else:
+            ax.bar(edges[:-1], heights, np.diff(edges), align="edge", fill=False, edgecolor=colors[g],
+                   linewidth=2.2, linestyle=styles[(i - 1) % len(styles)], label=f"{g} (outline)",
+                   gid=f"bars-{g}", zorder=3)  # fmt: skip
+    title = None if by in (None, "transport") else by
+    _headroom(ax, table, groups, 1.3 if title is None else 1.45)
     if by is not None:
         _top_legend(ax, title=title)
 
@@ -437,6 +468,7 @@ def retry_delays(
     ax: Axes | None = None,
     by: str | None = "transport",
     bins: int | Sequence[float] | str | None = None,
+    scheduled: Sequence[float] | None = None,
 ) -> Axes:
     """Distribution of the scheduled retry delays in seconds, per ``by`` value.
 
@@ -457,6 +489,9 @@ def retry_delays(
     {by}
     bins : int, sequence or str, optional
         Histogram bins; forces a histogram.
+    scheduled : sequence of float, optional
+        Delays (s) the service scheduled: a dashed line at each, labelled, so observed delays can be
+        read against them (with a histogram only: bars are labelled by their delay already).
 
     {returns_ax}
 
@@ -497,7 +532,11 @@ def retry_delays(
             label=groups,
             color=[colors[g] for g in groups],
         )
-        ax.set_ylim(0, ax.get_ylim()[1] * 1.3)  # headroom for the legend
+        ax.update_datalim([(ax.get_xlim()[0], ax.get_ylim()[1] * 1.3)], updatex=False)  # room for the legend
+        ax.autoscale_view(scalex=False)
+        for k, value in enumerate(sorted(set(scheduled or ()))):
+            ax.axvline(value, color="0.2", linestyle="--", linewidth=1, gid="scheduled",
+                       label="scheduled delay" if k == 0 else None)  # fmt: skip
         if by is not None:
             _top_legend(ax, title=None if by == "transport" else by)
     _integer_ticks(ax.yaxis)
@@ -551,13 +590,16 @@ def dead_letters(
     freq: str | None = None,
     by: str | None = "transport",
     dead_letter_keys: DeadLetterKeys = None,
+    clock: str = "auto",
 ) -> Axes:
-    """Dead-letter copies over time: a count per time bin, bars side by side per ``by`` value.
+    """Dead-letter copies over time: a count per time bin, one series per ``by`` value.
 
     The time axis spans the whole run the frame records (from its first to its last moment, not
-    only the dead letters) and counts from its start, in seconds, minutes or hours as fits; the
-    start is in the x label and the bin width in the y label. Every group gets a bar in every bin
-    (a bin without dead letters counts 0), side by side, so equal series stay visible. Events
+    only the dead letters). It counts from the start, in seconds, minutes or hours as fits (the
+    start in the x label), or shows UTC clock times (``clock``); the bin width is in the y label.
+    Every group is counted over the same bins, drawn over the same stretch of time: the first
+    group as bars, the others as outlines over them, so equal series read as one bar with a dashed
+    edge and no group looks later than it was. Events
     frames: the ``dead-letter`` rows at ``written_at`` (``time`` when the copy was not written).
     Messages frames: the rows on dead-letter keys at their ``timestamp``. Redriven dead letters
     (``nbkit.redrive``) are black triangles on dashed stems in the same bins: in events frames the
@@ -573,12 +615,16 @@ def dead_letters(
         (1 s for a run without duration).
     {by}
     {dead_letter_keys}
+    clock : {"auto", "elapsed", "wall"}, default "auto"
+        Time since the start, or UTC clock times; "auto" uses clock times from a span of an hour
+        (an outage at 11:00 then reads 11:00, not "3").
 
     {returns_ax}
 
     Examples
     --------
     >>> ax = dead_letters(session.events)                           # doctest: +SKIP
+    >>> ax = dead_letters(read_stream("orders.ss"), clock="wall")   # doctest: +SKIP
     >>> ax = dead_letters(read_stream("orders.ss"), freq="1min")    # doctest: +SKIP
     """
     if freq is not None:
@@ -592,6 +638,7 @@ def dead_letters(
             fixed = False
         if not fixed:
             raise ValueError(f"freq={freq!r} is not a fixed bin width (use ms, s, min, h or D)")
+    _wants_wall(clock, 0.0)
     d = _as_deliveries(data, dead_letter_keys=dead_letter_keys, by=by)
     ax = _axes(ax)
     ax.set_title("Dead letters over time")
@@ -623,9 +670,13 @@ def dead_letters(
     step = width.total_seconds() / per
     centers = (np.arange(n_bins) + 0.5) * step
     counts.index = centers
-    _grouped_bars(ax, centers, counts, groups, by, spacing=step)
+    _overlaid_bars(ax, np.arange(n_bins + 1) * step, counts, groups, by)
     ax.set_xlim(0, n_bins * step)
-    ax.set_xlabel(f"time ({unit}) from {start.tz_convert('UTC'):%Y-%m-%d %H:%M:%S} UTC")
+    seconds = n_bins * width.total_seconds()
+    if _wants_wall(clock, (end - start).total_seconds()):
+        ax.set_xlabel(_wall_clock_axis(ax, start, per, seconds))
+    else:
+        ax.set_xlabel(f"time ({unit}) from {start.tz_convert('UTC'):%Y-%m-%d %H:%M:%S} UTC")
     ax.set_ylabel(f"dead letters per {_duration_text(width)}")
     if len(back):
         _redriven_line(ax, back, start, width, n_bins, centers)
@@ -654,7 +705,7 @@ def _redriven_line(
 #: How a lane can end, in legend order: the state name of a timeline step -> (legend text, marker, colour).
 #: "retried" is no end: the copy came back as the lane's next delivery.
 TIMELINE_ENDS = {
-    "handled": ("handled (ack)", "P", "C2"),
+    "handled": ("handled (ack)", "$\\checkmark$", "C2"),  # a tick, not a rotated X: told apart without colour
     "dropped": ("dropped (drop or exception)", "v", "0.35"),
     "dead-letter": ("dead letter", "X", "C3"),
     "rejected": ("rejected (no dead-letter key)", "s", "k"),
@@ -666,6 +717,50 @@ TIMELINE_ENDS = {
 }
 TIMELINE_STATES = ("retried", *TIMELINE_ENDS)
 _DELIVERY_MARKERS = {"file": "o", "pipe": "D"}
+#: Delivery markers (points) and the attempt digit inside them: large enough to read when projected.
+_DELIVERY_SIZE = 15
+_DIGIT_SIZE = 9.5
+#: A delay label's font size (points) and the width of one of its characters, as a share of it.
+_LABEL_POINTS = 8.5
+_CHAR_WIDTH = 0.62
+
+
+def _delay_text(delay: float, state: str) -> str:
+    """A retry delay's label; a lost copy says it was never written."""
+    return f"was due in {delay:g} s" if state == "lost" else f"{delay:g} s"
+
+
+def _apart(
+    rows: np.ndarray,
+    y: np.ndarray,
+    t: np.ndarray,
+    c: np.ndarray,
+    delays: np.ndarray,
+    states: np.ndarray,
+    *,
+    ax: Axes,
+) -> list[int]:
+    """The delay labels to draw: left to right in each lane, one that would overlap the last one kept
+    is left out (its line still shows the delay). Widths are estimated from the Axes' width in points,
+    with room to spare for the layout shrinking the Axes later."""
+    fig = _root_figure(ax)
+    width_points = fig.get_figwidth() * 72 * ax.get_position().width * 0.8
+    left, right = float(np.nanmin(t)), float(np.nanmax(np.concatenate([t, c])))
+    span = max(right - left, 1e-9) * 1.15  # the x limits add margins
+    per_point = span / max(width_points, 1.0)
+    kept: list[int] = []
+    last_end: dict[int, float] = {}
+    for i in sorted(rows, key=lambda r: (y[r], (t[r] + c[r]) / 2)):
+        half = len(_delay_text(delays[i], states[i])) * _LABEL_POINTS * _CHAR_WIDTH / 2 * per_point
+        middle = (t[i] + c[i]) / 2
+        lane = int(y[i])
+        if lane in last_end and middle - half < last_end[lane]:
+            continue
+        kept.append(int(i))
+        last_end[lane] = middle + half
+    return kept
+
+
 #: The actions that write (or schedule) a retry copy.
 _COPY_ACTIONS = frozenset({Action.COPY, Action.DELAYED_COPY})
 #: Columns of the steps frame every timeline input is normalised to (see :func:`_timeline_steps`).
@@ -700,6 +795,7 @@ def _timeline_steps_from_events(data: pd.DataFrame) -> pd.DataFrame:
         )
     }
     time = _utc(rows["time"])
+    lost_at = _utc(rows["lost_at"]) if "lost_at" in rows.columns else pd.Series(pd.NaT, index=rows.index)
     written = _utc(rows["written_at"]) if "written_at" in rows.columns else pd.Series(pd.NaT, index=rows.index)
     due = _utc(rows["due"]) if "due" in rows.columns else pd.Series(pd.NaT, index=rows.index)
     delay = (
@@ -747,7 +843,9 @@ def _timeline_steps_from_events(data: pd.DataFrame) -> pd.DataFrame:
         if action in _COPY_ACTIONS:
             d = 0.0 if np.isnan(delay[i]) else float(delay[i])
             if col["abandoned"][i] is True or error.startswith("copy lost"):
-                state, at = "lost", due[i] if present(due[i]) else time[i] + pd.Timedelta(seconds=d)
+                # lost when the process gave it up (crash, shutdown timeout), not when it would have been due
+                due_at = due[i] if present(due[i]) else time[i] + pd.Timedelta(seconds=d)
+                state, at = "lost", lost_at[i] if present(lost_at[i]) else due_at
             elif present(written[i]):
                 ended = "copy-out" if col["transport"][i] == "pipe" else "waiting"
                 state, at = ("retried" if continues[i] else ended), written[i]
@@ -837,7 +935,39 @@ def _time_unit(span_seconds: float) -> tuple[float, str]:
     return 1.0, "s"
 
 
-def timeline(events: pd.DataFrame, *, ax: Axes | None = None, max_lanes: int = 30) -> Axes:
+#: How a time axis is labelled: "elapsed" (seconds, minutes ... since the start), "wall" (UTC clock
+#: times) or "auto" (wall-clock when the span is at least :data:`WALL_CLOCK_FROM` seconds).
+CLOCKS = ("auto", "elapsed", "wall")
+WALL_CLOCK_FROM = 3600.0
+
+
+def _wants_wall(clock: str, span_seconds: float) -> bool:
+    if clock not in CLOCKS:
+        raise ValueError(f"clock must be one of {', '.join(map(repr, CLOCKS))}, not {clock!r}")
+    return clock == "wall" or (clock == "auto" and span_seconds >= WALL_CLOCK_FROM)
+
+
+def _wall_clock_axis(ax: Axes, start: pd.Timestamp, per: float, span_seconds: float) -> str:
+    """Label an x axis whose values are ``per``-second units since ``start`` with UTC clock times;
+    returns the axis label (it names the date when the span stays within one day)."""
+    from matplotlib.ticker import FuncFormatter, MaxNLocator
+
+    start = start.tz_convert("UTC")
+    end = start + pd.Timedelta(seconds=span_seconds)
+    one_day = start.normalize() == end.normalize()
+    fmt = "%H:%M:%S" if span_seconds < 600 else "%H:%M"
+    if not one_day:
+        fmt = "%m-%d %H:%M"
+
+    def label(x: float, _pos: object = None) -> str:
+        return (start + pd.Timedelta(seconds=float(x) * per)).strftime(fmt)
+
+    ax.xaxis.set_major_locator(MaxNLocator(nbins=7, min_n_ticks=3))
+    ax.xaxis.set_major_formatter(FuncFormatter(label))
+    return f"time (UTC, {start:%Y-%m-%d})" if one_day else "time (UTC, month-day hour:minute)"
+
+
+def timeline(events: pd.DataFrame, *, ax: Axes | None = None, max_lanes: int = 30, clock: str = "auto") -> Axes:
     """Every message as a lane through time: its deliveries, the retry delays between them, its end.
 
     One lane (row) per message, file messages first, each in order of appearance. Each delivery is
@@ -863,6 +993,10 @@ def timeline(events: pd.DataFrame, *, ax: Axes | None = None, max_lanes: int = 3
         Where to draw; default the current Axes (``plt.gca()``).
     max_lanes : int, default 30
         Draw at most this many lanes (the first messages); the title says how many were left out.
+    clock : {"auto", "elapsed", "wall"}, default "auto"
+        Label the time axis with the time since the first delivery, or with UTC clock times (what
+        someone outside the team reads against an incident log); "auto" uses clock times from a span
+        of an hour.
 
     Returns
     -------
@@ -872,9 +1006,11 @@ def timeline(events: pd.DataFrame, *, ax: Axes | None = None, max_lanes: int = 3
     --------
     >>> import nbkit.plot as nkp
     >>> ax = nkp.timeline(session.events)                           # doctest: +SKIP
+    >>> ax = nkp.timeline(session.events, clock="wall")             # doctest: +SKIP
     """
     if isinstance(max_lanes, bool) or not isinstance(max_lanes, int) or max_lanes < 1:
         raise ValueError(f"max_lanes must be a whole number >= 1, not {max_lanes!r}")
+    _wants_wall(clock, 0.0)  # a wrong clock= fails before anything is drawn
     steps = _file_lanes_first(_timeline_steps(events))
     ax = _axes(ax)
     ax.set_title("Each message through time")
@@ -933,16 +1069,18 @@ def timeline(events: pd.DataFrame, *, ax: Axes | None = None, max_lanes: int = 3
         ax.hlines(
             y[waiting], c[waiting], next_time[waiting], colors="0.6", linewidth=1, linestyles="dotted", gid="waiting"
         )
-    for i in np.flatnonzero(~np.isnan(delays) & ~np.isnan(c) & (states != "dead-letter")):
+    labelled = np.flatnonzero(~np.isnan(delays) & ~np.isnan(c) & (states != "dead-letter"))
+    for k in _apart(labelled, y, t, c, delays, states, ax=ax):
         ax.annotate(
-            f"{delays[i]:g} s",
-            ((t[i] + c[i]) / 2, y[i]),
-            xytext=(0, 4),
+            _delay_text(delays[k], states[k]),
+            ((t[k] + c[k]) / 2, y[k]),
+            xytext=(0, 6),
             textcoords="offset points",
             ha="center",
             va="bottom",
             fontsize="small",
             color="0.25",
+            gid="delay-label",
         )
     # deliveries, one artist per transport
     for transport in ("file", "pipe"):
@@ -953,7 +1091,7 @@ def timeline(events: pd.DataFrame, *, ax: Axes | None = None, max_lanes: int = 3
                 y[mine],
                 linestyle="none",
                 marker=_DELIVERY_MARKERS[transport],
-                markersize=11,
+                markersize=_DELIVERY_SIZE,
                 color=_TRANSPORT_COLORS[transport],
                 label=f"{transport} delivery (number: attempt)",
                 gid=f"deliveries-{transport}",
@@ -971,8 +1109,9 @@ def timeline(events: pd.DataFrame, *, ax: Axes | None = None, max_lanes: int = 3
             textcoords="offset points",
             ha="center",
             va="center" if alone else "top",
-            fontsize=6.5 if alone else "small",
+            fontsize=_DIGIT_SIZE if alone else "small",
             fontweight="bold" if alone else "normal",
+            gid="attempt-number",
             color="white" if alone else "0.2",
             zorder=5,
         )
@@ -1008,7 +1147,10 @@ def timeline(events: pd.DataFrame, *, ax: Axes | None = None, max_lanes: int = 3
     right.tick_params(length=0, labelsize="small")
     for lane, tick in enumerate(right.get_yticklabels()):
         tick.set_color(end_color.get(lane, "0.2"))
-    ax.set_xlabel(f"time since the first delivery ({unit})")
+    if _wants_wall(clock, span):
+        ax.set_xlabel(_wall_clock_axis(ax, start, per, span))
+    else:
+        ax.set_xlabel(f"time since the first delivery ({unit})")
     ax.set_xlim(-0.04 * max(span / per, 1), max(span / per, 1) * 1.08)
     ax.grid(axis="x", color="0.9")
     ax.set_axisbelow(True)
@@ -1051,11 +1193,12 @@ def dashboard(
     figsize: tuple[float, float] = (13, 4),
     dead_letter_keys: DeadLetterKeys = None,
     freq: str | None = None,
+    clock: str = "auto",
 ) -> Figure:
     """One Figure with three panels comparing file and pipe: attempts, retry delays, dead letters.
 
     ``data`` is an events frame or a messages frame (see :func:`attempts`); ``dead_letter_keys``
-    and ``freq`` are passed on as in :func:`dead_letters`. The title names the transports the
+    ``freq`` and ``clock`` are passed on as in :func:`dead_letters`. The title names the transports the
     data holds; a panel with nothing to draw says why. The figure is made with pyplot, so in a
     notebook it shows once when the cell ends with ``;``.
 
@@ -1067,6 +1210,8 @@ def dashboard(
     {dead_letter_keys}
     freq : str, optional
         The dead-letter panel's bin width, as in :func:`dead_letters`.
+    clock : {"auto", "elapsed", "wall"}, default "auto"
+        The dead-letter panel's time axis, as in :func:`dead_letters`.
 
     Returns
     -------
@@ -1095,7 +1240,7 @@ def dashboard(
     ax_attempts, ax_delays, ax_dead = fig.subplots(1, 3)
     attempts(data, ax=ax_attempts, dead_letter_keys=dead_letter_keys)
     retry_delays(data, ax=ax_delays)
-    dead_letters(data, ax=ax_dead, freq=freq, dead_letter_keys=dead_letter_keys)
+    dead_letters(data, ax=ax_dead, freq=freq, dead_letter_keys=dead_letter_keys, clock=clock)
     present = _as_deliveries(data, dead_letter_keys=dead_letter_keys).attrs["transports"]
     fig.suptitle(f"Retries and dead letters: {_transport_text(present)}" if present else "Retries and dead letters")
     return fig

@@ -26,6 +26,7 @@ import ipywidgets as widgets
 import pandas as pd
 
 from nbkit.notebook.simulate import BACKOFFS, RetryPolicy, Workload, policy_summary, simulate
+from nbkit.notebook.snapshot import StaticSnapshot
 
 __all__ = ["ExplorerResult", "PolicyExplorer", "explore"]
 
@@ -166,7 +167,7 @@ def _slider(kind: type, value: float, low: float, high: float, step: float, desc
     )  # fmt: skip
 
 
-class PolicyExplorer(widgets.VBox):
+class PolicyExplorer(StaticSnapshot, widgets.VBox):
     """Sliders and toggles for a :class:`Workload` and a :class:`RetryPolicy`; every change re-runs
     the simulation and redraws the summary, the dashboard and the timeline.
 
@@ -413,6 +414,15 @@ class PolicyExplorer(widgets.VBox):
 
     def __repr__(self) -> str:
         return f"PolicyExplorer({self.workload!r}, {self.policy!r})"
+
+    snapshot_name = "explorer"
+
+    def snapshot_note(self) -> str:
+        """Says the picture is one, of which run, and where the sliders work."""
+        return (
+            f"A still picture of this explorer after run {self.runs}, as this cell left it; the sliders do "
+            "nothing here. Run the notebook (JupyterLab, or Binder from the lesson page) to drag them."
+        )
 
 
 def _clean(value: float) -> float:

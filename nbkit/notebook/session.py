@@ -14,6 +14,7 @@ import html
 import logging
 import math
 import os
+import weakref
 from collections import Counter
 from collections.abc import Awaitable, Callable, Coroutine, Iterator, Sequence
 from dataclasses import dataclass
@@ -209,8 +210,11 @@ def _logged(method: Callable[Concatenate[Session, _P], _R]) -> Callable[Concaten
 
     @functools.wraps(method)
     def wrapper(self: Session, *args: _P.args, **kwargs: _P.kwargs) -> _R:
-        with _capturing(self.log):
-            return method(self, *args, **kwargs)
+        try:
+            with _capturing(self.log):
+                return method(self, *args, **kwargs)
+        finally:
+            self._changed()
 
     return wrapper
 
@@ -222,8 +226,11 @@ def _alogged(
 
     @functools.wraps(method)
     async def wrapper(self: Session, *args: _P.args, **kwargs: _P.kwargs) -> _R:
-        with _capturing(self.log):
-            return await method(self, *args, **kwargs)
+        try:
+            with _capturing(self.log):
+                return await method(self, *args, **kwargs)
+        finally:
+            self._changed()
 
     return wrapper
 
@@ -294,6 +301,60 @@ class Session:
         self._snapshot: dict[str, int] | None = None
         #: The runtime's log lines (INFO and up) from every call on this session, oldest first.
         self.log: list[str] = []
+        self._watchers: list[Callable[[], Callable[[], None] | None]] = []
+
+    # -- watching ----------------------------------------------------------------------------------
+    def watch(self, callback: Callable[[], None]) -> Callable[[], None]:
+        """Call ``callback()`` after every call that may change the session.
+
+        That is after :meth:`step`, :meth:`astep`, :meth:`run`, :meth:`arun`, :meth:`advance`,
+        :meth:`crash`, :meth:`close` and :meth:`reset`, whether they were called from a cell, a magic or
+        a widget's button. A bound method is held weakly (a widget that is gone stops being called); an
+        exception in a callback propagates to the caller of the session method.
+
+        Parameters
+        ----------
+        callback : callable
+            Called with no arguments.
+
+        Returns
+        -------
+        callable
+            Call it to stop watching.
+
+        Examples
+        --------
+        >>> from nbkit import App, FileBroker, Session
+        >>> session = Session(App(FileBroker("orders.ss")))
+        >>> calls = []
+        >>> stop = session.watch(lambda: calls.append(str(session.now)))
+        >>> _ = session.advance(5)
+        >>> stop()
+        >>> _ = session.advance(5)
+        >>> calls
+        ['2024-01-01 00:00:05+00:00']
+        """
+        ref: Callable[[], Callable[[], None] | None]
+        if hasattr(callback, "__self__") and hasattr(callback, "__func__"):
+            ref = weakref.WeakMethod(callback)
+        else:
+            ref = lambda: callback  # noqa: E731  (a plain function is held as it is)
+        self._watchers.append(ref)
+
+        def stop() -> None:
+            if ref in self._watchers:
+                self._watchers.remove(ref)
+
+        return stop
+
+    def _changed(self) -> None:
+        """Tell the watchers (see :meth:`watch`); forget those whose widget is gone."""
+        for ref in list(self._watchers):
+            callback = ref()
+            if callback is None:
+                self._watchers.remove(ref)
+            else:
+                callback()
 
     # -- doing -------------------------------------------------------------------------------------
     def _begin(self) -> None:
@@ -520,6 +581,7 @@ class Session:
         self.app = fresh
         self._snapshot = None
         self.log.clear()
+        self._changed()
 
     # -- looking -----------------------------------------------------------------------------------
     @property

@@ -27,6 +27,7 @@ import ipywidgets as widgets
 import pandas as pd
 
 from nbkit.notebook.frames import read_stream
+from nbkit.notebook.snapshot import StaticSnapshot
 from nbkit.runtime.app import loop_running
 from nbkit.wire.timestamps import isoformat_z
 
@@ -92,7 +93,7 @@ def _rows(pairs: list[tuple[str, Any]]) -> str:
 
 
 # -- the session panel ---------------------------------------------------------------------------------
-class SessionPanel(widgets.VBox):
+class SessionPanel(StaticSnapshot, widgets.VBox):
     """Buttons and live views over a Session: step, run, advance the clock, reset.
 
     Views (``HTML`` widgets, readable in tests through ``.value``): ``status`` (clock, what the last
@@ -103,8 +104,11 @@ class SessionPanel(widgets.VBox):
     wrapped). With ``plot=True`` two ``Image`` views follow: ``plot`` (the attempts chart) and
     ``timeline`` (:func:`~nbkit.notebook.plots.timeline`: every message through time); both redraw
     when the session's events change. ``buttons`` maps ``"step"``, ``"step10"``, ``"run"``,
-    ``"advance"``, ``"reset"`` to the Buttons; ``seconds`` is the Advance field (default 5 s). Call
-    :meth:`refresh` after using the Session from a cell.
+    ``"advance"``, ``"reset"`` to the Buttons; ``seconds`` is the Advance field (default 5 s). The panel
+    follows its Session: every call on the Session, from a cell, a magic or a button, redraws it
+    (:meth:`nbkit.Session.watch`). Its display data also holds a still picture of the panel as it was
+    when displayed, with the clock (:class:`~nbkit.notebook.snapshot.StaticSnapshot`): what a notebook
+    that has not run yet, and the documentation site, show in its place.
 
     Async handlers: when ``session.has_async_handlers`` and an event loop is running (always in a
     notebook), Step, Step ×10 and Run schedule ``session.astep()`` / ``session.arun()`` as a task on
@@ -199,6 +203,21 @@ class SessionPanel(widgets.VBox):
         views = widgets.HBox([self.counts_view, self.pending_view, *([self.plot] if plot else [])])
         self.children = [controls, self.status, views, *([self.timeline] if plot else []), self.log_view]
         self.refresh()
+        self._unwatch = session.watch(self.refresh)  # until close(); held weakly besides
+
+    def close(self) -> None:
+        """Stop following the session and close the widgets."""
+        self._unwatch()
+        super().close()
+
+    snapshot_name = "panel"
+
+    def snapshot_note(self) -> str:
+        """Says the picture is one, at which clock, and where the buttons work."""
+        return (
+            f"A still picture of this panel at clock {_iso(self.session.now)}, as this cell left it; the "
+            "buttons do nothing here. Run the notebook (JupyterLab, or Binder from the lesson page) to use them."
+        )
 
     # -- buttons ---------------------------------------------------------------------------------------
     def __repr__(self) -> str:
@@ -387,7 +406,7 @@ def _lanes(events: Iterable[SettlementEvent]) -> int:
 _TABLE_COLUMNS = ("stream_key", "seq", "timestamp", "attempt", "size", "payload")
 
 
-class StreamBrowser(widgets.VBox):
+class StreamBrowser(StaticSnapshot, widgets.VBox):
     """Page through a ``.ss`` stream file: filter by stream key and sequence range, show one message.
 
     The file is read once with ``read_stream(path, payload="auto")`` (fine for notebook-sized files;
@@ -481,6 +500,8 @@ class StreamBrowser(widgets.VBox):
         """The rows on the current page."""
         start = self._page * self.page_size
         return self.filtered.iloc[start : start + self.page_size]
+
+    snapshot_name = "browser"
 
     def __repr__(self) -> str:
         return (

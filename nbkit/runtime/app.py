@@ -408,6 +408,7 @@ class App:
                 False,  # abandoned
                 error,
                 REDRIVEN_FROM_HEADER in headers,  # redriven
+                None,  # lost_at
             )
         )
         if due is not None and destination is not None:
@@ -693,6 +694,7 @@ class App:
                         False,  # abandoned
                         None,  # error
                         redriven_header in headers,  # redriven
+                        None,  # lost_at
                     )
                 )
                 self.events.append(event)
@@ -854,7 +856,7 @@ class App:
                     destination=copy.destination,
                     attempt=copy.attempt,
                 )
-            self._update_event(copy.event_number, copy.event._replace(abandoned=True))
+            self._update_event(copy.event_number, copy.event._replace(abandoned=True, lost_at=self.clock.now()))
             n += 1
         return n
 

@@ -22,6 +22,7 @@ copy_seq        Int64                       the copy's sequence number in its de
 abandoned       bool                        the delayed copy was lost (shutdown timeout)
 error           string                      the handler's exception, if it raised
 redriven        bool                        a redriven dead letter (``x-nbkit-redriven-from`` header)
+lost_at         datetime64[ms, UTC]         when an abandoned copy was given up (crash, shutdown)
 ==============  ==========================  =================================================
 """
 
@@ -58,6 +59,7 @@ EVENT_COLUMNS = (
     "abandoned",
     "error",
     "redriven",
+    "lost_at",
 )
 
 
@@ -94,6 +96,10 @@ class SettlementEvent(NamedTuple):
         A delayed copy given up at shutdown (lost).
     error : str, optional
         The handler's exception, or why a copy was lost.
+    redriven : bool
+        The delivery is a redriven dead letter.
+    lost_at : float, optional
+        When an abandoned copy was given up: the crash or the shutdown, before it was due.
 
     Examples
     --------
@@ -126,6 +132,7 @@ class SettlementEvent(NamedTuple):
     abandoned: bool = False
     error: str | None = None
     redriven: bool = False
+    lost_at: float | None = None
 
     def describe(self) -> str:
         """One sentence: what the runtime did.
@@ -209,6 +216,7 @@ def events_frame(events: Iterable[SettlementEvent]) -> pd.DataFrame:
             "abandoned": pd.array(cols["abandoned"], dtype="bool"),
             "error": pd.array(cols["error"], dtype="string"),
             "redriven": pd.array(cols["redriven"], dtype="bool"),
+            "lost_at": _times(cols["lost_at"]),
         },
         columns=list(EVENT_COLUMNS),
     )

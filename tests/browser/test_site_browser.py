@@ -2,8 +2,8 @@
 
 Four pages, each checked for what a reader must see, each saved as a screenshot in
 ``test-artifacts/browser/``: the landing page (title and the dashboard figure, loaded), one lesson
-with a widget snapshot (its figure loaded and the stored SessionPanel or StreamBrowser rendered as
-real widgets by the site's own ipywidgets JavaScript, not left as text), the ``read_stream`` API
+with a widget snapshot (its figure loaded, and the StreamBrowser or SessionPanel shown as the still
+picture its cell saved, saying it is one, with greyed-out controls and nothing live), the ``read_stream`` API
 page (signature, parameters, examples) and the CLI page (a section per subcommand). Any request to
 another host is refused and fails the test, so the pages work with no network.
 """
@@ -84,9 +84,11 @@ def test_site_pages_in_a_browser(site_url, browser_page, budget, artifacts_dir, 
 
         lesson = _lesson_with_widgets()
         visit(f"learn/{lesson}.html")
-        rendered = page.locator(".cell_output .jupyter-widgets").first
+        rendered = page.locator(".cell_output .nbkit-snapshot").first  # a widget's still picture
         rendered.wait_for(state="visible", timeout=budget.ms(20))
-        assert page.locator(".cell_output button.jupyter-button, .cell_output .widget-dropdown").count() > 0
+        assert "A still picture of this" in rendered.inner_text() and "Binder" in rendered.inner_text()
+        assert rendered.locator(".nbkit-inert").count() > 0  # its controls, drawn greyed out
+        assert page.locator(".cell_output button.jupyter-button, .cell_output input").count() == 0  # nothing live
         assert "application/vnd.jupyter.widget-view+json" not in page.locator("article").inner_text()
         figures = ".cell_output img[src*='_images/']"  # a cell's PNG output (a widget's image is inline data)
         assert _loaded_images(page, figures) >= 1, f"{lesson}: no figure loaded"

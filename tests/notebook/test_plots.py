@@ -224,14 +224,17 @@ def bar_centers(ax) -> list[list[float]]:
     return [[round(p.get_x() + p.get_width() / 2, 6) for p in c] for c in ax.containers]
 
 
-def test_dead_letters_per_bin_side_by_side_per_transport(ran):
+def test_dead_letters_per_bin_over_the_same_moments_per_transport(ran):
     ax = dead_letters(ran.session.events, freq="5s")
     # the run lasts 15 s (first delivery to the last dead letter): 4 bins of 5 s from its start
     assert heights(ax) == [[0, 0, 0, 3], [1, 0, 0, 0]]
     file, pipe = bar_centers(ax)
-    assert file == [2.5 - 1, 7.5 - 1, 12.5 - 1, 17.5 - 1] and pipe == [3.5, 8.5, 13.5, 18.5]  # dodged by 1 s
+    assert file == pipe == [2.5, 7.5, 12.5, 17.5]  # both over the bin they count: never dodged in time
+    assert all(bar.get_width() == 5 for c in ax.containers for bar in c)
+    assert ax.containers[0][0].get_fill() and not ax.containers[1][0].get_fill()  # bars, then an outline
+    assert ax.containers[1][0].get_linestyle() == "--"
     assert ax.get_xlim() == (0, 20)
-    assert legend(ax) == ["file", "pipe"]
+    assert legend(ax) == ["file", "pipe (outline)"]
     assert ax.get_ylabel() == "dead letters per 5 s"
     assert ax.get_xlabel() == "time (s) from 2024-01-01 00:00:00 UTC"
     assert ax.get_title() == "Dead letters over time"
@@ -272,13 +275,18 @@ def test_identical_file_and_pipe_series_both_stay_visible():
     ]
     events = pd.DataFrame(rows)
     events["transport"] = pd.Categorical(events["transport"], categories=["file", "pipe"])
-    for plot in (attempts, dead_letters):
-        ax = plot(events, ax=plt.figure().gca())
-        file, pipe = ax.containers
-        assert heights(ax)[0] == heights(ax)[1] and sum(heights(ax)[0]) > 0  # the same series...
-        for f, p in zip(file, pipe, strict=True):  # ...drawn side by side, never on top of each other
-            assert f.get_x() + f.get_width() <= p.get_x() + 1e-9
-        assert file[0].get_facecolor() != pipe[0].get_facecolor()
+    ax = attempts(events, ax=plt.figure().gca())  # counts per attempt: side by side
+    file, pipe = ax.containers
+    assert heights(ax)[0] == heights(ax)[1] and sum(heights(ax)[0]) > 0  # the same series...
+    for f, p in zip(file, pipe, strict=True):  # ...drawn side by side, never on top of each other
+        assert f.get_x() + f.get_width() <= p.get_x() + 1e-9
+    assert file[0].get_facecolor() != pipe[0].get_facecolor()
+    ax = dead_letters(events, ax=plt.figure().gca())  # a time axis: the same moments, bar and outline
+    file, pipe = ax.containers
+    assert heights(ax)[0] == heights(ax)[1] and sum(heights(ax)[0]) > 0
+    for f, p in zip(file, pipe, strict=True):
+        assert (f.get_x(), f.get_width()) == (p.get_x(), p.get_width())
+        assert p.get_zorder() > f.get_zorder() and to_rgba(p.get_edgecolor()) == to_rgba("C1")
 
 
 def test_dead_letters_chooses_the_bin_from_the_span(ran):
@@ -344,8 +352,9 @@ def test_dashboard_has_three_labelled_panels(ran):
     assert heights(a) == [[3, 3, 3], [2, 1, 1]]
     assert heights(r) == [[0, 3, 3], [3, 0, 0]]
     assert heights(d) == [[0] * 15 + [3], [1] + [0] * 15]
-    for ax in fig.axes:
+    for ax in (a, r):
         assert legend(ax) == ["file", "pipe"]
+    assert legend(d) == ["file", "pipe (outline)"]  # a time axis: the pipe drawn over the same bins
 
 
 def test_dashboard_titles_name_only_the_transports_present(make_scenario):
@@ -477,8 +486,9 @@ def test_timeline_pending_then_lost_in_a_crash(tmp_path):
     session.crash()
     fig = Figure()
     ax = timeline(session.events, ax=fig.add_subplot())
-    assert points(ax, "end-lost") == [(30.0, 0)] and ends(ax) == ["copy lost"]
+    assert points(ax, "end-lost") == [(0.0, 0)] and ends(ax) == ["copy lost"]  # lost at the crash, at 0 s
     assert artist(ax, "end-pending") is None
+    assert [t.get_text() for t in ax.texts if t.get_gid() == "delay-label"] == ["was due in 30 s"]
 
 
 def test_timeline_limits_lanes_and_says_so(ran):
@@ -550,3 +560,112 @@ def test_timeline_follows_a_loopback_pipe_through_its_own_copies():
     assert points(ax, "deliveries-pipe") == [(t, lane) for t in (0.0, 2.0, 4.0) for lane in (0, 1)]
     assert points(ax, "end-dead-letter") == [(4.0, 0), (4.0, 1)]
     assert artist(ax, "end-copy-out") is None
+
+
+# -- what a class reads when it is projected (issues 25 and 29) ----------------------------------------
+def test_a_copy_abandoned_at_a_later_crash_is_lost_when_the_process_died(tmp_path):
+    from nbkit import App, FileBroker, FilePosition, HandlerOutcome
+    from nbkit.notebook.session import Session
+
+    broker = FileBroker(tmp_path / "o.ss")
+    broker.subscriber("orders", start_at=FilePosition.beginning())(lambda d: HandlerOutcome.retry_after(30))
+    session = Session(App(broker))
+    broker.publish("orders", "x")
+    session.step()
+    session.advance(12)
+    session.crash()
+    assert session.events["lost_at"].iloc[0] == T0 + pd.Timedelta(seconds=12)
+    ax = timeline(session.events, ax=Figure().add_subplot())
+    assert points(ax, "end-lost") == [(12.0, 0)]
+
+
+def test_attempt_digits_sit_inside_markers_large_enough_to_project(ran):
+    ax = timeline(ran.session.events)
+    digits = [t for t in ax.texts if t.get_gid() == "attempt-number"]
+    assert digits and all(t.get_fontsize() >= 9 for t in digits if t.get_color() == "white")
+    assert artist(ax, "deliveries-file").get_markersize() >= 14
+
+
+def test_handled_and_dead_letter_ends_differ_in_shape_not_only_colour(ran):
+    handled, dead = plots.TIMELINE_ENDS["handled"][1], plots.TIMELINE_ENDS["dead-letter"][1]
+    assert {handled, dead} == {"$\\checkmark$", "X"}  # a tick and a cross, whatever the colours
+
+
+def short_delays(tmp_path, delays):
+    """One message whose copies wait the given delays, in turn, on a virtual clock."""
+    from nbkit import App, FileBroker, FilePosition, HandlerOutcome
+    from nbkit.notebook.session import Session
+
+    broker = FileBroker(tmp_path / "short.ss")
+
+    @broker.subscriber("orders", start_at=FilePosition.beginning(), max_attempts=len(delays) + 1)
+    def handle(d):
+        return HandlerOutcome.retry_after(delays[d.attempt - 1]) if d.attempt <= len(delays) else None
+
+    session = Session(App(broker))
+    broker.publish("orders", "x")
+    session.run()
+    return session
+
+
+def test_delay_labels_never_overlap(tmp_path):
+    session = short_delays(tmp_path, [0.2, 0.2, 0.2, 0.2, 60])  # four short delays beside a long one
+    fig = Figure(figsize=(8, 2.5), layout="constrained")
+    ax = timeline(session.events, ax=fig.add_subplot())
+    fig.canvas.draw()
+    labels = [t for t in ax.texts if t.get_gid() == "delay-label"]
+    assert "60 s" in [t.get_text() for t in labels] and len(labels) < 5  # crowded ones are left out
+    boxes = [t.get_window_extent() for t in labels]
+    assert not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1 :])
+    (tmp_path / "wide").mkdir()
+    ax = timeline(short_delays(tmp_path / "wide", [5, 5]).events, ax=Figure().add_subplot())
+    assert [t.get_text() for t in ax.texts if t.get_gid() == "delay-label"] == ["5 s", "5 s"]  # room: all kept
+
+
+def test_attempts_on_a_log_scale_keeps_its_bars(ran):
+    fig = Figure()
+    ax = attempts(ran.session.events, ax=fig.add_subplot())
+    top = max(max(h) for h in heights(ax))
+    assert ax.get_ylim()[0] == 0 and ax.get_ylim()[1] >= top * 1.3  # linear: from 0, room for the legend
+    ax.set_yscale("log")
+    fig.canvas.draw()
+    low, high = ax.get_ylim()
+    assert 0 < low <= 1 and high >= top  # every bar of one delivery or more is on the chart
+
+
+def long_run() -> pd.DataFrame:
+    """Dead letters over eight hours, with an outage at 11:00."""
+    start = pd.Timestamp("2024-03-05T08:00:00Z")
+    times = [start, start + pd.Timedelta(hours=3, minutes=1), start + pd.Timedelta(hours=8)]
+    events = pd.DataFrame(
+        {"time": pd.to_datetime(times).astype("datetime64[ms, UTC]"), "transport": "file", "attempt": [1, 3, 1],
+         "action": ["unsupported", "dead-letter", "unsupported"], "stream_key": "orders", "seq": [1, 2, 3],
+         "outcome": ["ack", "retry_after", "ack"]}
+    )  # fmt: skip
+    events["transport"] = pd.Categorical(events["transport"], categories=["file", "pipe"])
+    return events
+
+
+def test_long_spans_read_in_clock_time_and_short_ones_on_request():
+    fig = Figure(figsize=(8, 3))
+    ax = dead_letters(long_run(), ax=fig.add_subplot())
+    fig.canvas.draw()
+    assert ax.get_xlabel() == "time (UTC, 2024-03-05)"
+    shown = [t.get_text() for t in ax.get_xticklabels()]
+    assert "10:00" in shown or "11:00" in shown  # clock times, not hours since the start
+    ax = dead_letters(long_run(), ax=Figure().add_subplot(), clock="elapsed")
+    assert ax.get_xlabel().startswith("time (h) from 2024-03-05 08:00:00")
+    ax = timeline(long_run(), ax=Figure().add_subplot(), clock="elapsed")
+    assert ax.get_xlabel() == "time since the first delivery (h)"
+    ax = timeline(long_run(), ax=Figure().add_subplot())
+    assert ax.get_xlabel() == "time (UTC, 2024-03-05)"
+    with pytest.raises(ValueError, match="clock must be one of"):
+        dead_letters(long_run(), clock="local")
+
+
+def test_observed_delays_are_read_against_the_scheduled_ones(ran):
+    from nbkit import lineage
+
+    ax = retry_delays(lineage(read_stream(ran.path)), bins=[0, 4, 8, 12], scheduled=[5, 10])
+    lines = [line for line in ax.lines if line.get_gid() == "scheduled"]
+    assert [line.get_xdata()[0] for line in lines] == [5, 10] and "scheduled delay" in legend(ax)

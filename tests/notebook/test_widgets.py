@@ -208,12 +208,40 @@ def test_payloads_and_log_lines_are_escaped(tmp_path):
     assert "ack / nack failed" in text(panel.log_view)
 
 
-def test_refresh_after_using_the_session_from_a_cell(panel, scenario):
-    scenario.session.step(2)
-    assert "no delivery yet" in text(panel.status)
-    panel.refresh()
+def test_the_panel_follows_its_session_used_from_a_cell(panel, scenario):
+    scenario.session.step(2)  # a cell, not a button: the panel redraws anyway
     assert "sequence 0" in text(panel.status)
     assert "pipe, subscription orders" in text(panel.status)  # round robin: file, then pipe
+    before = bytes(panel.timeline.value)
+    scenario.session.run()
+    assert bytes(panel.timeline.value) != before  # the figures follow too
+    assert counts_shown(panel)["settled"] == len(scenario.session.events)
+    scenario.session.reset()
+    assert "no delivery yet" in text(panel.status)
+
+
+def test_a_closed_panel_stops_following(scenario):
+    panel = SessionPanel(scenario.session, plot=False)
+    panel.close()
+    scenario.session.step()
+    assert scenario.session._watchers == [] and "no delivery yet" in text(panel.status)
+
+
+def test_the_display_data_holds_a_still_picture_of_the_panel_at_its_clock(panel, scenario):
+    panel.buttons["step"].click()
+    bundle = panel._repr_mimebundle_()
+    assert "application/vnd.jupyter.widget-view+json" in bundle and "text/plain" in bundle
+    picture = bundle["text/html"]
+    assert "A still picture of this panel at clock 2024-01-01T00:00:00Z" in picture
+    assert "the buttons do nothing here" in picture and "Binder" in picture
+    # the state of this moment: the delivery, the pending copy, both figures inline, buttons inert
+    assert panel.status.value in picture and panel.pending_view.value in picture
+    assert picture.count("src='data:image/png;base64,") == 2
+    for label in ("Step", "Step ×10", "Run", "Advance", "Reset"):
+        assert f"cursor:not-allowed;font-size:90%'>{label}</span>" in picture
+    assert "<button" not in picture
+    scenario.session.run()  # later cells change the live panel, never a picture already taken
+    assert "pending copies (1)" in picture and "pending copies (0)" in panel._repr_mimebundle_()["text/html"]
 
 
 # -- SessionPanel with async handlers, inside a running loop (as in Jupyter) ---------------------------

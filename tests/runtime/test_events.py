@@ -38,9 +38,9 @@ def _dtype_name(doc: str) -> str:
 
 def test_the_docstring_table_is_parsed():
     schema = _documented_schema()
-    assert len(schema) == 17
+    assert len(schema) == 18
     assert schema[0] == ("time", "datetime64[ms, UTC]")
-    assert schema[-1] == ("redriven", "bool")
+    assert schema[-1] == ("lost_at", "datetime64[ms, UTC]")
 
 
 @pytest.fixture
@@ -186,3 +186,4 @@ def test_each_event_field_holds_what_its_name_says(mixed_app):
     )
     assert later.due == later.time + 2.5 == later.written_at
     assert later.copy_seq is not None and later.abandoned is False and later.error is None and later.redriven is False
+    assert later.lost_at is None
