@@ -1071,13 +1071,14 @@ def timeline(events: pd.DataFrame, *, ax: Axes | None = None, max_lanes: int = 3
         )
     labelled = np.flatnonzero(~np.isnan(delays) & ~np.isnan(c) & (states != "dead-letter"))
     for k in _apart(labelled, y, t, c, delays, states, ax=ax):
+        lost = states[k] == "lost"  # at the loss, right of its mark: the delay it never finished
         ax.annotate(
             _delay_text(delays[k], states[k]),
-            ((t[k] + c[k]) / 2, y[k]),
-            xytext=(0, 6),
+            (c[k], y[k]) if lost else ((t[k] + c[k]) / 2, y[k]),
+            xytext=(20, 0) if lost else (0, 6),
             textcoords="offset points",
-            ha="center",
-            va="bottom",
+            ha="left" if lost else "center",
+            va="center" if lost else "bottom",
             fontsize="small",
             color="0.25",
             gid="delay-label",
@@ -1141,7 +1142,7 @@ def timeline(events: pd.DataFrame, *, ax: Axes | None = None, max_lanes: int = 3
             end_label[int(y[i])] = _end_text(state, steps["destination"].iat[i], steps["note"].iat[i])
             end_color[int(y[i])] = color
     ax.set_yticks(range(len(shown)), shown)
-    ax.set_ylim(len(shown) - 0.5, -0.7)  # first message at the top
+    ax.set_ylim(len(shown) - 0.5, -1.0)  # first message at the top, room above it for its delay label
     right = ax.secondary_yaxis("right")
     right.set_yticks(range(len(shown)), [end_label.get(i, "") for i in range(len(shown))])
     right.tick_params(length=0, labelsize="small")

@@ -98,6 +98,18 @@ def test_site_pages_in_a_browser(site_url, browser_page, budget, artifacts_dir, 
         rendered.scroll_into_view_if_needed(timeout=budget.ms(5))
         shot("lesson-widget")
 
+        for lesson in ("03-retries-and-dead-letters", "07-retry-policies"):  # the widest lessons
+            visit(f"learn/{lesson}.html")
+            cut = page.eval_on_selector_all(
+                "div.cell_input pre, div.cell_output div.output pre",
+                "els => els.filter(e => e.scrollWidth > e.clientWidth + 1).length",
+            )
+            assert cut == 0, f"{lesson}: {cut} code or output blocks run off the page instead of wrapping"
+            diagrams = page.locator("pre.mermaid svg")
+            if lesson.startswith("03"):
+                diagrams.first.wait_for(state="visible", timeout=budget.ms(20))  # the cap decision, drawn
+                shot("lesson-03-diagram")
+
         visit("api/generated/nbkit.read_stream.html")
         signature = page.locator('dt[id="nbkit.read_stream"]')
         assert signature.is_visible() and "read_stream" in signature.inner_text()

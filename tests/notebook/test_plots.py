@@ -669,3 +669,12 @@ def test_observed_delays_are_read_against_the_scheduled_ones(ran):
     ax = retry_delays(lineage(read_stream(ran.path)), bins=[0, 4, 8, 12], scheduled=[5, 10])
     lines = [line for line in ax.lines if line.get_gid() == "scheduled"]
     assert [line.get_xdata()[0] for line in lines] == [5, 10] and "scheduled delay" in legend(ax)
+
+
+def test_the_top_lanes_delay_label_stays_inside_the_frame(ran):
+    fig = Figure(figsize=(9, 3), layout="constrained")
+    ax = timeline(ran.session.events, ax=fig.add_subplot())
+    fig.canvas.draw()
+    frame = ax.get_window_extent()
+    top_lane = [t for t in ax.texts if t.get_gid() == "delay-label" and t.xy[1] == 0]
+    assert top_lane and all(t.get_window_extent().y1 < frame.y1 for t in top_lane)
