@@ -418,7 +418,12 @@ class PolicyExplorer(StaticSnapshot, widgets.VBox):
     snapshot_name = "explorer"
 
     def snapshot_note(self) -> str:
-        """Says the picture is one, of which run, and where the sliders work."""
+        """Says the picture is one, of which run, and where the sliders work.
+
+        Returns
+        -------
+        str
+        """
         return (
             f"A still picture of this explorer after run {self.runs}, as this cell left it; the sliders do "
             "nothing here. Run the notebook (JupyterLab, or Binder from the lesson page) to drag them."

@@ -110,7 +110,12 @@ class StaticSnapshot:
     snapshot_name = "widget"
 
     def snapshot_note(self) -> str:
-        """The note above the picture: that it is one, and where its controls work."""
+        """The note above the picture: that it is one, and where its controls work.
+
+        Returns
+        -------
+        str
+        """
         return (
             f"A still picture of this {self.snapshot_name}, as this cell left it; its controls do nothing here. "
             "Run the notebook (JupyterLab, or Binder from the lesson page) to use them."

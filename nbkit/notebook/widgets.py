@@ -206,14 +206,24 @@ class SessionPanel(StaticSnapshot, widgets.VBox):
         self._unwatch = session.watch(self.refresh)  # until close(); held weakly besides
 
     def close(self) -> None:
-        """Stop following the session and close the widgets."""
+        """Stop following the session and close the widgets.
+
+        Returns
+        -------
+        None
+        """
         self._unwatch()
         super().close()
 
     snapshot_name = "panel"
 
     def snapshot_note(self) -> str:
-        """Says the picture is one, at which clock, and where the buttons work."""
+        """Says the picture is one, at which clock, and where the buttons work.
+
+        Returns
+        -------
+        str
+        """
         return (
             f"A still picture of this panel at clock {_iso(self.session.now)}, as this cell left it; the "
             "buttons do nothing here. Run the notebook (JupyterLab, or Binder from the lesson page) to use them."
