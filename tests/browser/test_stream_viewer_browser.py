@@ -18,7 +18,7 @@ from nbkit.transport.file_info import summarize
 from nbkit.transport.file_writer import StreamWriter
 
 T0 = 1_704_067_200_000
-VIEWER = ".jp-MainAreaWidget .nbkit-StreamViewer"
+VIEWER = ".jp-MainAreaWidget:not(.lm-mod-hidden) .nbkit-StreamViewer"
 #: These tests open several files (one writes 400k messages first): a longer budget than the suite's 80 s.
 VIEWER_BUDGET = 150.0
 
@@ -73,7 +73,13 @@ def _open_lab(page, lab_server, budget) -> None:
 def _open_file(page, lab_server, budget, name: str) -> None:
     """Open ``name`` as a double-click in the file browser does (the default viewer of its file type)."""
     page.evaluate("(path) => { window.jupyterapp.commands.execute('docmanager:open', {path}); return null; }", name)
-    page.wait_for_selector(VIEWER, timeout=budget.ms(20))
+    page.wait_for_function(
+        "(path) => { const w = window.jupyterapp.shell.currentWidget;"
+        " return !!(w && w.context && w.context.path === path && w.node.querySelector('.nbkit-StreamViewer')); }",
+        arg=name,
+        timeout=budget.ms(40),
+        polling=250,
+    )
 
 
 def _theme(page, budget, name: str) -> None:
