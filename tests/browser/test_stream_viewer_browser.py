@@ -125,7 +125,7 @@ def test_rust_file_by_double_click_and_a_damaged_file(lab_server, browser_page, 
         item = page.locator(".jp-DirListing-item", has_text="sample-1.ss").first
         assert (item.get_attribute("data-file-type") or "").startswith("seastreamer-stream")
         # keyboard: down twice selects row 2, and the detail pane follows
-        page.locator(".nbkit-StreamViewer-scroller").focus()
+        page.locator(f"{VIEWER} .nbkit-StreamViewer-scroller").focus()
         page.keyboard.press("ArrowDown")
         page.keyboard.press("ArrowDown")
         _wait_rows(page, budget, "s.rows.some(r => r.row === 2 && r.selected) && s.detail.startsWith('row 2 ')")
@@ -137,7 +137,7 @@ def test_rust_file_by_double_click_and_a_damaged_file(lab_server, browser_page, 
         # the damaged file: listed, the messages around it shown, no error dialog
         _open_file(page, lab_server, budget, "damaged.ss")
         _wait_rows(page, budget, "s.damage.length === 1 && s.rows.length > 0")
-        page.locator(".nbkit-StreamViewer-damage button").first.click()
+        page.locator(f"{VIEWER} .nbkit-StreamViewer-damage button").first.click()
         _wait_rows(page, budget, "s.rows.some(r => r.afterDamage)")
         state = _state(page)
         assert "damaged region" in state["status"] and "recovered after it" in state["damage"][0]
@@ -147,8 +147,8 @@ def test_rust_file_by_double_click_and_a_damaged_file(lab_server, browser_page, 
         assert "Before this message" in state["detail"]
         assert not page.query_selector(".jp-Dialog"), "a damaged file must not raise an error dialog"
         # a <script> payload is text, not markup
-        page.locator(".nbkit-StreamViewer-streams button", has_text="all keys").click()
-        page.locator(".nbkit-StreamViewer-scroller").focus()
+        page.locator(f"{VIEWER} .nbkit-StreamViewer-streams button", has_text="all keys").click()
+        page.locator(f"{VIEWER} .nbkit-StreamViewer-scroller").focus()
         page.keyboard.press("Home")
         _wait_rows(page, budget, "s.rows.some(r => r.row === 1 && r.cells[4].includes('<script>'))")
         state = _state(page)
@@ -167,7 +167,7 @@ def test_live_file_follows_a_publish_from_another_process(lab_server, browser_pa
         _open_lab(page, lab_server, budget)
         _open_file(page, lab_server, budget, "live.ss")
         _wait_rows(page, budget, "s.rows.length === 5")
-        page.locator(".nbkit-StreamViewer-follow input").check()
+        page.locator(f"{VIEWER} .nbkit-StreamViewer-follow input").check()
         for i in range(3):
             done = subprocess.run(
                 [sys.executable, "-m", "nbkit", "publish", str(live), "orders", f'{{"late": {i}}}'],
@@ -205,13 +205,13 @@ def test_large_file_opens_and_scrolls(lab_server, browser_page, budget, artifact
         assert 190_000 <= middle["row"] <= 210_000, middle
         assert middle["cells"][4] == f'{{"id":{middle["row"]},"amount":{middle["row"] % 97}}}'
         # the end, by keyboard
-        page.locator(".nbkit-StreamViewer-scroller").focus()
+        page.locator(f"{VIEWER} .nbkit-StreamViewer-scroller").focus()
         page.keyboard.press("End")
         _wait_rows(page, budget, f"s.rows.some(r => r.row === {n - 1} && r.selected && r.cells.length === 6)")
         # go to a sequence number of one stream
-        page.select_option(".nbkit-StreamViewer-goKind", "seq")
-        page.select_option(".nbkit-StreamViewer-goKey", "payments")
-        page.fill(".nbkit-StreamViewer-goValue", "1000")
+        page.select_option(f"{VIEWER} .nbkit-StreamViewer-goKind", "seq")
+        page.select_option(f"{VIEWER} .nbkit-StreamViewer-goKey", "payments")
+        page.fill(f"{VIEWER} .nbkit-StreamViewer-goValue", "1000")
         page.keyboard.press("Enter")
         # payments seq 1000 is message 3 * 999 + 1 = 2998
         _wait_rows(page, budget, "s.rows.some(r => r.row === 2998 && r.selected && r.cells[2] === '1000')")
