@@ -56,7 +56,15 @@ from nbkit.wire.envelope import RETRY_COUNT_HEADER, SEQUENCE_HEADER
 from nbkit.wire.keys import is_dead_letter_key
 from nbkit.wire.ssformat import MAX_U64
 
-__all__ = ["LINEAGE_COLUMNS", "LineageSummary", "STATES", "lineage", "summarize", "timeline_steps"]
+__all__ = [
+    "LINEAGE_COLUMNS",
+    "LineageSummary",
+    "STATES",
+    "lineage",
+    "messages_table",
+    "summarize",
+    "timeline_steps",
+]
 
 #: Column order of a lineage frame.
 LINEAGE_COLUMNS = (
@@ -72,6 +80,7 @@ LINEAGE_COLUMNS = (
     "transport",
     "offset",
     "payload",
+    "cut_by_damage",
 )
 #: What the file shows after a record: a copy of it follows; it is a dead-letter copy; nothing follows.
 STATES = ("copied-again", "dead-lettered", "no further copy")
@@ -82,7 +91,9 @@ _REWRITTEN = (RETRY_COUNT_HEADER, SEQUENCE_HEADER)
 _NEEDED = ("stream_key", "seq", "timestamp", "payload", "retry_count", "headers")
 
 
-def lineage(frame: pd.DataFrame, *, dead_letter_keys: DeadLetterKeys = None) -> pd.DataFrame:
+def lineage(
+    frame: pd.DataFrame, *, dead_letter_keys: DeadLetterKeys = None, keep: Iterable[str] | str = ()
+) -> pd.DataFrame:
     """Link each retry copy in a messages frame to the record it copies: one history per message.
 
     The linking rule, its limits and what the file cannot tell are in the module docstring
@@ -100,6 +111,10 @@ def lineage(frame: pd.DataFrame, *, dead_letter_keys: DeadLetterKeys = None) -> 
         ``key -> bool``. Default: keys named like one (:func:`nbkit.wire.keys.is_dead_letter_key`:
         ``orders.dead``, ``jobs.dlq``, ``orders-dead``, ...); pass the registration's ``dead_letter=`` key
         when you know it.
+    keep : str or iterable of str
+        More of the frame's columns to carry along, after the lineage's own: ``"headers"``, any
+        ``"payload.<field>"``, or ``"payload.*"`` for every field column (so a question about a history's
+        fields needs no join back on ``offset``).
 
     Returns
     -------
@@ -117,7 +132,14 @@ def lineage(frame: pd.DataFrame, *, dead_letter_keys: DeadLetterKeys = None) -> 
         - ``state`` (category): what the file shows after this record: ``copied-again`` (a later
           record copies it), ``dead-lettered`` (it is a dead-letter copy and nothing copies it), or
           ``no further copy`` (handled, dropped, rejected or lost: the file cannot tell which);
-        - ``final_state`` (category): the state of the message's last record.
+        - ``final_state`` (category): the state of the message's last record;
+        - ``cut_by_damage`` (bool): the history touches damage, on every record of it: a record is suspect
+          (``frame.attrs["suspect"]``), or a damaged region (``frame.attrs["damaged"]``) lies where its
+          next copy would be (its last record is within the longest observed delay before the region's
+          time span, and it is not dead-lettered), or where its first record's predecessor would be (a
+          copy whose predecessor is missing). Its ``final_state`` then says what is left in the file, not
+          what the service did;
+        - then the ``keep`` columns.
 
         ``attrs["unlinked_copies"]``: copies whose predecessor is not in the frame (written before
         the file begins, or on another capture); each starts its own message with ``delay`` NaT.
@@ -156,7 +178,66 @@ def lineage(frame: pd.DataFrame, *, dead_letter_keys: DeadLetterKeys = None) -> 
         if not bool(np.all(payloads[linked] == payloads[pred[linked]])):  # a hash collision: redo exactly
             payload_codes, _ = _payload_codes(payloads, exact=True)
             pred, ambiguous = _link(_group_codes(frame, header_codes, payload_codes), fixed)
-    return _histories(frame, pred, counts, ambiguous, dead_letter_keys)
+    out = _histories(frame, pred, counts, ambiguous, dead_letter_keys)
+    out["cut_by_damage"] = _cut_by_damage(out, frame.attrs)
+    return _kept(out, frame, keep)
+
+
+def _kept(out: pd.DataFrame, frame: pd.DataFrame, keep: Iterable[str] | str) -> pd.DataFrame:
+    """``out`` with the ``keep`` columns of ``frame`` joined on the frame's rows (``_row`` order)."""
+    names = [keep] if isinstance(keep, str) else list(keep)
+    wanted: list[str] = []
+    for name in names:
+        if name == "payload.*":
+            wanted += [c for c in frame.columns if str(c).startswith("payload.") and c not in wanted]
+        elif name not in frame.columns:
+            raise ValueError(f"lineage(keep=...): the frame has no column {name!r}; its columns: {list(frame.columns)}")
+        elif name not in wanted:
+            wanted.append(name)
+    rows = out.pop("_row").to_numpy()
+    for name in wanted:
+        out[name] = frame[name].iloc[rows].reset_index(drop=True)
+    return out
+
+
+def _cut_by_damage(lin: pd.DataFrame, attrs: dict[str, Any]) -> np.ndarray:
+    """Per record: whether its history touches a damaged region or a suspect record (see :func:`lineage`)."""
+    n = len(lin)
+    damaged = attrs.get("damaged") or []
+    suspect = attrs.get("suspect") or []
+    if not n or not (damaged or suspect):
+        return np.zeros(n, dtype=bool)
+    message = lin["message"].to_numpy()
+    offsets = lin["offset"].to_numpy(dtype=np.int64, na_value=-1)
+    touched = np.zeros(int(message.max()) + 1, dtype=bool)
+    if suspect:
+        touched[message[np.isin(offsets, [int(s["offset"]) for s in suspect])]] = True
+    if damaged:
+        ms = lin["timestamp"].to_numpy(dtype="datetime64[ms]").astype(np.int64)
+        delay = lin["delay"].dropna()
+        reach = int(delay.max() / pd.Timedelta(milliseconds=1)) if len(delay) else 0
+        last = ~pd.Series(message).duplicated(keep="last").to_numpy()
+        first = ~pd.Series(message).duplicated(keep="first").to_numpy()
+        open_end = last & ~lin["dead_letter"].to_numpy()
+        orphan = first & (lin["attempt"].to_numpy(dtype=np.int64, na_value=1) > 1)
+        for lo, hi in _time_spans(damaged, offsets, ms):
+            touched[message[open_end & (ms >= lo - reach) & (ms <= hi)]] = True
+            touched[message[orphan & (ms >= lo) & (ms <= hi + reach)]] = True
+    return touched[message]
+
+
+def _time_spans(damaged: list[dict[str, Any]], offsets: np.ndarray, ms: np.ndarray) -> list[tuple[int, int]]:
+    """Each damaged region's time span: between the records read just before and just after its bytes."""
+    order = np.argsort(offsets)
+    sorted_offsets, sorted_ms = offsets[order], ms[order]
+    spans = []
+    for region in damaged:
+        at = int(np.searchsorted(sorted_offsets, int(region["start"])))
+        resume = int(np.searchsorted(sorted_offsets, int(region["end"])))
+        lo = int(sorted_ms[at - 1]) if at > 0 else int(sorted_ms[0]) if len(sorted_ms) else 0
+        hi = int(sorted_ms[resume]) if resume < len(sorted_ms) else int(np.iinfo(np.int64).max // 2)
+        spans.append((lo, hi))
+    return spans
 
 
 # -- linking -------------------------------------------------------------------------------------------
@@ -420,9 +501,64 @@ def _histories(
         "payload": frame["payload"].iloc[order].reset_index(drop=True),
     }
     out = pd.DataFrame(columns, columns=list(LINEAGE_COLUMNS))
+    out["_row"] = rows[order]  # the frame row of each lineage row (for ``keep``; removed by lineage)
     out.attrs.update(frame.attrs)
     out.attrs["unlinked_copies"] = int(np.count_nonzero(is_copy & ~linked))
     out.attrs["ambiguous_links"] = int(ambiguous)
+    return out
+
+
+def messages_table(lin: pd.DataFrame) -> pd.DataFrame:
+    """One row per message of a lineage: where it came from, how many attempts, when, how it ended.
+
+    Parameters
+    ----------
+    lin : DataFrame
+        A frame from :func:`lineage`.
+
+    Returns
+    -------
+    DataFrame
+        Indexed by ``message``: ``stream_key`` (its first record's key, the origin), ``seq`` (that record's),
+        ``attempts`` (deliveries the file shows: the dead-letter copy is not one), ``records``,
+        ``first_time`` and ``last_time``, ``dead_lettered`` (bool), ``final_state`` and ``cut_by_damage``.
+
+    Examples
+    --------
+    >>> from nbkit import read_pipe
+    >>> from nbkit.wire.envelope import encode
+    >>> copy = encode({"x-ruststream-retry-count": "1"}, b"pay 7", force_text=True).decode()
+    >>> lines = ["[2024-01-01T00:00:00 | jobs | 0] pay 7", f"[2024-01-01T00:00:03 | jobs | 1] {copy}"]
+    >>> lin = lineage(read_pipe(lines=lines))
+    >>> messages_table(lin)[["stream_key", "attempts", "records", "final_state"]]  # doctest: +NORMALIZE_WHITESPACE
+            stream_key  attempts  records      final_state
+    message
+    0             jobs         2        2  no further copy
+    """
+    if "message" not in lin.columns or "final_state" not in lin.columns:
+        raise ValueError("messages_table takes a lineage frame: nbkit.lineage(read_stream(...))")
+    first = ~lin["message"].duplicated().to_numpy()
+    deliveries = lin["attempt"].astype("Int64").to_numpy(dtype=np.int64, na_value=1) - lin["dead_letter"].to_numpy(
+        dtype=np.int64
+    )
+    grouped = pd.DataFrame(
+        {"message": lin["message"].to_numpy(), "deliveries": deliveries, "timestamp": lin["timestamp"].to_numpy()}
+    ).groupby("message", sort=True)
+    heads = lin.loc[first].set_index("message")
+    out = pd.DataFrame(
+        {
+            "stream_key": heads["stream_key"],
+            "seq": heads["seq"],
+            "attempts": grouped["deliveries"].max().astype("Int64"),
+            "records": grouped.size().astype("int64"),
+            "first_time": grouped["timestamp"].min(),
+            "last_time": grouped["timestamp"].max(),
+            "dead_lettered": heads["final_state"] == "dead-lettered",
+            "final_state": heads["final_state"],
+            "cut_by_damage": heads.get("cut_by_damage", False),
+        }
+    )
+    out.index.name = "message"
     return out
 
 
@@ -560,6 +696,12 @@ class LineageSummary:
         The lineage's ``attrs`` of the same names.
     transports : tuple of str
         The transports the records came from.
+    by_key : DataFrame
+        The same per origin key (the key of each message's first record; keys differ in their retry
+        policy, so their delays are not pooled): index (``stream_key``, ``attempt``), columns ``copies``,
+        ``median``, ``p95``, plus ``messages`` and ``dead_lettered`` per key on the attempt-1 row.
+    cut_by_damage : int
+        Messages whose history touches damage (:func:`lineage`'s ``cut_by_damage``).
 
     Examples
     --------
@@ -579,6 +721,8 @@ class LineageSummary:
     unlinked_copies: int
     ambiguous_links: int
     transports: tuple[str, ...] = field(default=())
+    by_key: pd.DataFrame = field(default_factory=pd.DataFrame)
+    cut_by_damage: int = 0
 
     def to_text(self) -> str:
         """The summary as the lines ``nbkit lineage`` prints.
@@ -608,7 +752,27 @@ class LineageSummary:
         states = ", ".join(f"{k} {int(v)}" for k, v in self.final_states.items() if v)
         lines.append(f"final state:      {states or '-'}")
         lines.append(f"dead letters:     {self.dead_letters}")
-        if len(self.delays):
+        if self.cut_by_damage:
+            lines.append(
+                f"cut by damage:    {self.cut_by_damage} messages (their history touches a damaged region or "
+                "a suspect record: their final state is what the file kept)"
+            )
+        keys = list(dict.fromkeys(self.by_key.index.get_level_values(0))) if len(self.by_key) else []
+        if len(keys) > 1 and len(self.delays):
+            lines.append("per origin key (observed delay since the previous attempt's record):")
+            lines.append(f"  {'key':<16}  {'attempt':>7}  {'copies':>7}  {'median':>10}  {'p95':>10}")
+            for (key, attempt), r in self.by_key.iterrows():
+                if int(attempt) == 1:
+                    lines.append(
+                        f"  {str(key):<16}  {'':>7}  {int(r['messages']):>7} messages, "
+                        f"{int(r['dead_lettered'])} dead-lettered"
+                    )
+                    continue
+                lines.append(
+                    f"  {str(key):<16}  {int(attempt):>7}  {int(r['copies']):>7}  {_seconds(r['median']):>10}  "
+                    f"{_seconds(r['p95']):>10}"
+                )
+        elif len(self.delays):
             lines.append("observed delay before each retry (since the previous attempt's record):")
             lines.append(f"  {'attempt':>7}  {'copies':>7}  {'median':>10}  {'p95':>10}")
             for attempt, r in self.delays.iterrows():
@@ -652,6 +816,17 @@ class LineageSummary:
             },
             "unlinked_copies": self.unlinked_copies,
             "ambiguous_links": self.ambiguous_links,
+            "cut_by_damage": self.cut_by_damage,
+            "by_key": {
+                str(key): {
+                    str(int(a)): {k: (None if pd.isna(v) else float(v)) for k, v in r.items()}
+                    for (k2, a), r in self.by_key.iterrows()
+                    if k2 == key
+                }
+                for key in dict.fromkeys(self.by_key.index.get_level_values(0))
+            }
+            if len(self.by_key)
+            else {},
         }
 
 
@@ -701,6 +876,23 @@ def summarize(lin: pd.DataFrame) -> LineageSummary:
     delays = pd.DataFrame({"copies": grouped.size(), "median": grouped.median(), "p95": grouped.quantile(0.95)})
     delays.index.name = "attempt"
     transports = tuple(str(t) for t in pd.unique(lin["transport"].dropna().astype(str)))
+    origin = lin.loc[first, ["message", "stream_key"]].set_index("message")["stream_key"].astype(str)
+    record_origin = origin.reindex(lin["message"].to_numpy()).to_numpy()
+    per_key = pd.DataFrame(
+        {"stream_key": record_origin[retries.index], "attempt": retries["attempt"].astype(np.int64), "s": seconds}
+    ).groupby(["stream_key", "attempt"])["s"]
+    by_key = pd.DataFrame({"copies": per_key.size(), "median": per_key.median(), "p95": per_key.quantile(0.95)})
+    heads = lin.loc[first]
+    counts = pd.DataFrame(
+        {
+            "messages": heads.groupby(origin.to_numpy()).size(),
+            "dead_lettered": (heads["final_state"] == "dead-lettered").groupby(origin.to_numpy()).sum(),
+        }
+    )
+    counts.index = pd.MultiIndex.from_arrays([counts.index, np.ones(len(counts), dtype=np.int64)])
+    by_key = pd.concat([counts, by_key]).sort_index()
+    by_key.index.names = ["stream_key", "attempt"]
+    cut = int(lin.loc[first, "cut_by_damage"].sum()) if "cut_by_damage" in lin.columns else 0
     return LineageSummary(
         messages=int(first.sum()),
         records=len(lin),
@@ -710,5 +902,7 @@ def summarize(lin: pd.DataFrame) -> LineageSummary:
         delays=delays,
         unlinked_copies=int(lin.attrs.get("unlinked_copies", 0)),
         ambiguous_links=int(lin.attrs.get("ambiguous_links", 0)),
+        by_key=by_key,
+        cut_by_damage=cut,
         transports=transports,
     )
