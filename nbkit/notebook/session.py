@@ -325,7 +325,7 @@ class Session:
         Examples
         --------
         >>> from nbkit import App, FileBroker, Session
-        >>> session = Session(App(FileBroker("orders.ss")))
+        >>> session = Session(App(FileBroker("watched.ss")))  # a new file: the clock starts at 2024-01-01
         >>> calls = []
         >>> stop = session.watch(lambda: calls.append(str(session.now)))
         >>> _ = session.advance(5)

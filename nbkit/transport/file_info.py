@@ -272,11 +272,8 @@ def summarize(
     be an fsspec URL (``storage_options``, ``block_size`` as for :class:`StreamReader`): the header is read,
     then the file is streamed in blocks, never held whole.
     """
-    import numpy as np
-
-    from nbkit.transport.plausibility import Records
-
     dead = frozenset(dead_letter_keys) if dead_letter_keys is not None else None
+    # opened first, so that a missing or unreadable file is reported before numpy is imported
     opened = StreamReader(
         path,
         errors="stop",
@@ -284,6 +281,10 @@ def summarize(
         storage_options=storage_options,
         block_size=block_size,
     )
+    import numpy as np
+
+    from nbkit.transport.plausibility import Records
+
     with opened as reader:
         # stats per stream: [count, first_seq, last_seq, min_ts, max_ts, copies]
         stats: dict[tuple[str, int], list[int]] = {}

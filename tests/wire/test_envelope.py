@@ -410,9 +410,12 @@ def test_module_exports():
     assert set(envelope.__all__) == {
         "RETRY_COUNT_HEADER",
         "SEQUENCE_HEADER",
+        "copy_retry_count",
         "decode",
         "decode_delivery",
         "encode",
         "fits_on_a_line",
         "needs_envelope",
+        "retry_count",
+        "retry_count_problem",
     }
