@@ -150,7 +150,7 @@ def test_rust_file_by_double_click_and_a_damaged_file(lab_server, browser_page, 
         page.locator(f"{VIEWER} .nbkit-StreamViewer-streams button", has_text="all keys").click()
         page.locator(f"{VIEWER} .nbkit-StreamViewer-scroller").focus()
         page.keyboard.press("Home")
-        _wait_rows(page, budget, "s.rows.some(r => r.row === 1 && r.cells[4].includes('<script>'))")
+        _wait_rows(page, budget, "s.rows.some(r => r.row === 1 && (r.cells[4] ?? '').includes('<script>'))")
         state = _state(page)
         assert state["scriptTags"] == 0 and page.evaluate("() => window.pwned === undefined")
         page.screenshot(path=str(shot) + "-damaged.png")
@@ -176,7 +176,7 @@ def test_live_file_follows_a_publish_from_another_process(lab_server, browser_pa
                 timeout=budget.left(20),
             )
             assert done.returncode == 0, done.stderr
-        _wait_rows(page, budget, "s.rows.length === 8 && s.rows[7].cells[4].includes('\"late\": 2')")
+        _wait_rows(page, budget, "s.rows.length === 8 && (s.rows[7]?.cells[4] ?? '').includes('\"late\": 2')")
         state = _state(page)
         assert "8 messages" in state["status"] and state["rows"][7]["selected"], state
         page.screenshot(path=str(shot) + "-light.png")
@@ -194,7 +194,8 @@ def test_large_file_opens_and_scrolls(lab_server, browser_page, budget, artifact
         _open_file(page, lab_server, budget, "large.ss")
         _wait_rows(page, budget, "s.rows.length > 10 && s.rows[0].cells.length === 6")
         opened = time.monotonic() - t
-        _wait_rows(page, budget, f"s.status.includes('{n:,} messages') && !s.status.includes('indexing')", cap=40)
+        done = f"(s.status ?? '').includes('{n:,} messages') && !(s.status ?? '').includes('indexing')"
+        _wait_rows(page, budget, done, cap=40)
         # the middle of the file, by the scrollbar
         page.evaluate(
             "() => { const s = document.querySelector('.nbkit-StreamViewer-scroller');"
