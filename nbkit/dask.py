@@ -7,10 +7,15 @@ partitions are cut, the index and divisions, and the json columns: :mod:`nbkit.s
 >>> import nbkit.dask
 >>> ddf = nbkit.dask.read_stream("big.ss", partition_size="64MiB")      # doctest: +SKIP
 >>> ddf.groupby("stream_key", observed=True).size().compute()           # doctest: +SKIP
+>>> nbkit.plot.dashboard(nbkit.dask.message_counts(ddf))                # doctest: +SKIP
+
+:func:`message_counts` counts the messages on the workers, so a dashboard of a file larger than memory
+brings back only the counts.
 """
 
 from __future__ import annotations
 
+from nbkit.scale.counts import message_counts
 from nbkit.scale.dask_reader import plan, read_stream
 
-__all__ = ["plan", "read_stream"]
+__all__ = ["message_counts", "plan", "read_stream"]

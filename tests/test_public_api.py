@@ -124,4 +124,7 @@ def test_the_version_is_written_once():
 
     project = tomllib.loads((pathlib.Path(__file__).parents[1] / "pyproject.toml").read_text())["project"]
     assert "version" not in project and "version" in project["dynamic"]  # the build reads nbkit.__version__
-    assert importlib.metadata.version("nbkit") == nbkit.__version__
+    from nbkit.errors import DISTRIBUTION
+
+    assert project["name"] == DISTRIBUTION  # published as nbkit-ruststream; the import name stays nbkit
+    assert importlib.metadata.version(DISTRIBUTION) == nbkit.__version__

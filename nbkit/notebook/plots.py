@@ -20,6 +20,9 @@ Three kinds of frame are accepted, told apart by their columns:
   columns ``retry_count``, ``attempt``): one row per message as written. Rows on a dead-letter key
   are dead letters (at their ``timestamp``) and are not counted as deliveries; every other row is a
   delivery of attempt ``attempt``. Scheduled delays are not written anywhere, so they are unknown.
+  A messages frame with a ``count`` column (:func:`nbkit.dask.message_counts`: messages counted on
+  Dask workers per key, attempt and time bin) is drawn the same way, each row standing for ``count``
+  messages; its ``redriven`` column, where present, marks redriven dead letters.
 - a **lineage frame** (:func:`~nbkit.notebook.lineage.lineage`; columns ``message``, ``final_state``):
   one row per record, linked into messages. As a messages frame, plus the **observed** delays: the
   ``delay`` of each retry copy since the record it copies (dead-letter copies left out).
@@ -140,7 +143,9 @@ def _as_deliveries(
     ``attempt`` (Int64), ``delivered`` (bool: counts as a delivery), ``delay`` (float seconds, NaN
     unless the row scheduled a retry copy), ``is_dead_letter`` (bool), ``time`` (UTC: when the row
     happened; for a dead letter, when the copy was written), ``redriven`` (bool: a redriven dead
-    letter -- the events' ``redriven`` column, or a message carrying ``x-nbkit-redriven-from``).
+    letter -- the events' ``redriven`` column, or a message carrying ``x-nbkit-redriven-from``),
+    ``weight`` (int: how many deliveries or messages the row stands for; 1, or a counted messages
+    frame's ``count``).
     """
     kind = _frame_kind(data)
     if kind == "events":
@@ -190,6 +195,7 @@ def _as_deliveries(
         )
     group = pd.Series("all", index=index, dtype=object) if by is None else data[by].astype(object).map(_label)
     redriven = _redriven(data, kind)
+    weight = _weights(data, kind)
     out = pd.DataFrame(
         {
             "transport": transport,
@@ -200,6 +206,7 @@ def _as_deliveries(
             "is_dead_letter": is_dead,
             "time": time,
             "redriven": redriven,
+            "weight": weight,
         },
         index=index,
     ).reset_index(drop=True)
@@ -210,8 +217,20 @@ def _as_deliveries(
     return out
 
 
+def _weights(data: pd.DataFrame, kind: str) -> np.ndarray:
+    """How many messages each row stands for: a counted messages frame's ``count``, else 1 each."""
+    if kind != "messages" or "count" not in data.columns:
+        return np.ones(len(data), dtype=np.int64)
+    counts = pd.to_numeric(data["count"], errors="coerce")
+    if counts.isna().any() or (counts < 0).any():
+        raise ValueError("the 'count' column of a counted messages frame must hold whole numbers of 0 or more")
+    return counts.to_numpy(dtype=np.int64)
+
+
 def _redriven(data: pd.DataFrame, kind: str) -> np.ndarray:
     """Which rows are redriven dead letters (see :mod:`nbkit.runtime.redrive`)."""
+    if kind == "messages" and "redriven" in data.columns:  # a counted frame says it per row
+        return data["redriven"].fillna(False).to_numpy(dtype=bool)
     if kind == "events":
         if "redriven" not in data.columns:
             return np.zeros(len(data), dtype=bool)
@@ -437,7 +456,8 @@ def attempts(
         return _no_data(ax, reason)
     top = int(d["attempt"].max())
     positions = np.arange(1, top + 1)
-    table = d.groupby(["attempt", "group"]).size().unstack("group", fill_value=0).reindex(positions, fill_value=0)
+    table = d.groupby(["attempt", "group"])["weight"].sum().unstack("group", fill_value=0)
+    table = table.reindex(positions, fill_value=0)
     groups = [g for g in d.attrs["group_order"] if g in set(d["group"])]
     copies_only = kind in ("messages", "lineage") and by == "transport" and "pipe" in groups and _pipe_output_only(d)
     labels = {"pipe": "pipe (stdout: copies only)"} if copies_only else None
@@ -517,7 +537,8 @@ def retry_delays(
     distinct = np.sort(d["delay"].unique())
     if bins is None and len(distinct) <= (MAX_DISTINCT_OBSERVED if observed else MAX_DISTINCT_DELAYS):
         positions = np.arange(len(distinct), dtype=float)
-        table = d.groupby(["delay", "group"]).size().unstack("group", fill_value=0).reindex(distinct, fill_value=0)
+        table = d.groupby(["delay", "group"])["weight"].sum().unstack("group", fill_value=0)
+        table = table.reindex(distinct, fill_value=0)
         table.index = positions
         _grouped_bars(ax, positions, table, groups, by)
         ax.set_xticks(positions, [f"{v:g} s" for v in distinct])
@@ -661,9 +682,9 @@ def dead_letters(
     which = ((d["time"] - start) // width).astype(int).clip(0, n_bins - 1)
     groups = [g for g in d.attrs["group_order"] if g in set(d["group"])]
     counts = (
-        pd.DataFrame({"bin": which.to_numpy(), "group": d["group"].to_numpy()})
-        .groupby(["bin", "group"])
-        .size()
+        pd.DataFrame({"bin": which.to_numpy(), "group": d["group"].to_numpy(), "weight": d["weight"].to_numpy()})
+        .groupby(["bin", "group"])["weight"]
+        .sum()
         .unstack("group", fill_value=0)
         .reindex(range(n_bins), fill_value=0)
     )
@@ -690,7 +711,7 @@ def _redriven_line(
     """The redriven rows per bin of :func:`dead_letters`: a dashed black stem with a triangle in each bin
     that has any (none elsewhere: they come back at a moment, not gradually), with its legend entry."""
     which = ((back["time"] - start) // width).astype(int).clip(0, n_bins - 1)
-    per_bin = np.bincount(which.to_numpy(), minlength=n_bins)
+    per_bin = np.bincount(which.to_numpy(), weights=back["weight"].to_numpy(), minlength=n_bins).astype(np.int64)
     some = per_bin > 0
     ax.vlines(centers[some], 0, per_bin[some], colors="k", linestyles="dashed", linewidth=1.5)
     ax.plot(centers[some], per_bin[some], color="k", linestyle="none", marker="^", markersize=9,

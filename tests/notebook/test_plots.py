@@ -43,8 +43,9 @@ def messages(ran) -> pd.DataFrame:
 def test_as_deliveries_reads_an_events_frame(ran):
     d = _as_deliveries(ran.session.events)
     assert list(d.columns) == [
-        "transport", "group", "attempt", "delivered", "delay", "is_dead_letter", "time", "redriven",
+        "transport", "group", "attempt", "delivered", "delay", "is_dead_letter", "time", "redriven", "weight",
     ]  # fmt: skip
+    assert (d["weight"] == 1).all()
     assert d.attrs["kind"] == "events"
     assert d["delivered"].all()
     file, pipe = d[d.transport == "file"], d[d.transport == "pipe"]
