@@ -46,7 +46,11 @@ def entries(page: Path = PAGE) -> dict[str, str]:
 
 
 def environment() -> dict[str, str]:
-    """A reader's shell: this checkout's nbkit first on the path, unbuffered output, UTC."""
+    """A reader's shell: this checkout's nbkit first on the path, unbuffered output, UTC.
+
+    The pure-Python core is named unless the caller chose a core, so a checkout without the compiled
+    core prints no note about it; both cores print the same output.
+    """
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
