@@ -76,6 +76,8 @@ html_theme = "pydata_sphinx_theme"
 html_title = f"nbkit {release}"
 html_static_path = ["_static"]
 html_css_files = ["nbkit.css"]
+# The troubleshooting page is top level with no pages under it: no empty navigation column beside it.
+html_sidebars = {"troubleshooting": []}
 html_theme_options = {
     "navigation_with_keys": False,
     "show_toc_level": 2,

@@ -6,7 +6,8 @@ The notebooks are executed and checked by strict nbval elsewhere; the site rende
 the ``nbkit-lessons`` directive lists each lesson with the objectives its first cell states ("You will
 learn" and the time needed). Glossary links in the lessons' Markdown (addresses of the published
 glossary, so they work in JupyterLab) become ``{term}`` references in the copies
-(:mod:`.glossary_links`). The landing page's dashboard figure is the one lesson 00 draws.
+(:mod:`.glossary_links`), and links to other pages of the published site become ``{doc}`` references
+(:mod:`.site_links`). The landing page's dashboard figure is the one lesson 00 draws.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from sphinx.application import Sphinx
 from sphinx.util.docutils import SphinxDirective
 
 from .glossary_links import defined_terms, link_pattern, rewrite_glossary_links
+from .site_links import rewrite_site_links, site_link_pattern
 
 #: Lesson files: two digits, a dash, a name (the tools/build_notebooks.py naming).
 LESSON_GLOB = "[0-9][0-9]-*.ipynb"
@@ -117,22 +119,23 @@ def copy_notebooks(app: Sphinx, config: object = None) -> None:
     terms = defined_terms(Path(app.srcdir) / "glossary.md")
     for name, path in wanted.items():
         target = learn / name
-        data = site_copy(path, terms)
+        data = site_copy(path, terms, Path(app.srcdir))
         if not target.exists() or target.read_bytes() != data:
             target.write_bytes(data)
     _write_dashboard(sorted(wanted.values())[0], Path(app.srcdir) / "_static" / "generated" / "dashboard.png")
 
 
-def site_copy(notebook: Path, terms: dict[str, str]) -> bytes:
-    """The notebook's bytes as the site renders them: glossary links of Markdown cells made local."""
+def site_copy(notebook: Path, terms: dict[str, str], srcdir: Path) -> bytes:
+    """The notebook's bytes as the site renders them: glossary and site links of Markdown cells made local."""
     data = notebook.read_bytes()
-    if not link_pattern().search(data.decode("utf-8")):
+    text = data.decode("utf-8")
+    if not link_pattern().search(text) and not site_link_pattern().search(text):
         return data
     nb = json.loads(data)
     for cell in nb["cells"]:
         if cell["cell_type"] == "markdown":
             source = cell["source"] if isinstance(cell["source"], str) else "".join(cell["source"])
-            cell["source"] = rewrite_glossary_links(source, terms)
+            cell["source"] = rewrite_site_links(rewrite_glossary_links(source, terms), srcdir)
     return (json.dumps(nb, ensure_ascii=False, indent=1) + "\n").encode("utf-8")
 
 
