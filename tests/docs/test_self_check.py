@@ -237,6 +237,7 @@ def exception(tmp_path):
     assert seen == [1]
     assert [(e.outcome, e.action) for e in steps] == [("drop", "unsupported")]
     assert "cannot parse" in steps[0].error
+    assert any(line.startswith("ERROR nbkit.dispatch: handler raised; the delivery is dropped") for line in session.log)
     assert records(broker.path) == [("orders", 1, 0)]
 
 
