@@ -12,6 +12,7 @@ runtime that makes an answer wrong fails here, and so does a quiz edit that mark
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -422,7 +423,7 @@ def run_stage(tmp_path: Path, options: str, outcome: str, stdin: str) -> subproc
     return subprocess.run(
         [sys.executable, "-m", "nbkit", "run", "svc:app"],
         input=stdin, cwd=tmp_path, capture_output=True, text=True, timeout=60,
-        env={"PATH": "", "PYTHONPATH": str(ROOT)},
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
     )  # fmt: skip
 
 

@@ -114,10 +114,10 @@ def copy_notebooks(app: Sphinx, config: object = None) -> None:
     """Mirror ``notebooks/NN-*.ipynb`` and the self-check into ``docs/learn/`` (unchanged files are left alone)."""
     source, learn = _paths(app)
     learn.mkdir(exist_ok=True)
-    lessons = {p.name: p for p in sorted(source.glob(LESSON_GLOB))}
-    if not lessons:
+    lesson_files = {p.name: p for p in sorted(source.glob(LESSON_GLOB))}
+    if not lesson_files:
         raise FileNotFoundError(f"no notebooks matching {LESSON_GLOB} in {source}: the Learn pages need them")
-    wanted = {**lessons, **{name: source / name for name in EXTRA_NOTEBOOKS}}
+    wanted = {**lesson_files, **{name: source / name for name in EXTRA_NOTEBOOKS}}
     for stale in learn.glob(LESSON_GLOB):
         if stale.name not in wanted:
             stale.unlink()
@@ -127,7 +127,7 @@ def copy_notebooks(app: Sphinx, config: object = None) -> None:
         data = site_copy(path, terms, docs=Path(app.srcdir), notebooks=source)
         if not target.exists() or target.read_bytes() != data:
             target.write_bytes(data)
-    _write_dashboard(sorted(lessons.values())[0], Path(app.srcdir) / "_static" / "generated" / "dashboard.png")
+    _write_dashboard(sorted(lesson_files.values())[0], Path(app.srcdir) / "_static" / "generated" / "dashboard.png")
 
 
 def site_copy(notebook: Path, terms: dict[str, str], *, docs: Path, notebooks: Path) -> bytes:
