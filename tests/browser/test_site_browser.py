@@ -169,3 +169,34 @@ def test_a_lesson_solution_is_behind_a_toggle(site_url, browser_page, budget, ar
     except BaseException:
         shot("solution-failure")
         raise
+
+
+def test_the_self_check_shows_an_answers_feedback_only_when_it_is_clicked(
+    site_url, browser_page, budget, artifacts_dir, request
+):
+    """The self-check page: every answer closed at first; a click opens its feedback, linking this site."""
+    page = browser_page.page
+    shot = functools.partial(_screenshot, page, artifacts_dir, request.node.name)
+    try:
+        page.goto(f"{site_url}/learn/self-check.html", timeout=budget.ms(20))
+        page.wait_for_load_state("load", timeout=budget.ms(45))
+        answers = page.locator("article details")
+        assert answers.count() >= 12 * 3
+        assert answers.evaluate_all("ds => ds.filter(d => d.open).length") == 0
+        assert not page.get_by_text("Right.").first.is_visible(), "a right answer shows before any click"
+        question = page.locator("article section").filter(has=page.locator("h2")).first
+        right = question.locator("details").filter(has_text="Right.").first
+        summary = right.locator("summary")
+        summary.scroll_into_view_if_needed(timeout=budget.ms(5))
+        summary.click(timeout=budget.ms(10))
+        assert right.evaluate("d => d.open")
+        feedback = right.locator("p").first
+        feedback.wait_for(state="visible", timeout=budget.ms(10))
+        assert feedback.inner_text().startswith("✓ Right.")
+        hrefs = feedback.locator("a").evaluate_all("links => links.map(a => a.getAttribute('href'))")
+        assert hrefs and not any(h.startswith("http") for h in hrefs), f"feedback links leave the site: {hrefs}"
+        assert answers.evaluate_all("ds => ds.filter(d => d.open).length") == 1
+        shot("self-check-answer-open")
+    except BaseException:
+        shot("self-check-failure")
+        raise

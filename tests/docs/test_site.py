@@ -78,6 +78,19 @@ def test_every_lesson_is_a_page_and_the_learn_index_lists_them_in_order(built_si
     assert positions == sorted(positions), "the Learn index lists the lessons out of order"
 
 
+def test_the_self_check_is_listed_after_the_lessons_and_links_this_sites_pages(built_site):  # noqa: F811
+    body = page(built_site, "learn/index.html").split("<article", 1)[-1]
+    href = 'href="self-check.html"'
+    assert href in body, "the Learn index does not link the self-check"
+    assert all(body.index(f'href="{nb.stem}.html"') < body.index(href) for nb in LESSONS)
+    quiz = page(built_site, "learn/self-check.html")
+    assert quiz.count("<details><summary>") >= 12 * 3
+    # the notebook links the published guide and lessons (so it works in JupyterLab); the site's copy links its own
+    assert 'href="../guide/outcomes.html#the-rules-row-by-row"' in quiz
+    published = re.findall(r'href="(https://nbkit\.readthedocs\.io/en/latest/(?:guide|learn)/[^"]*)"', quiz)
+    assert not published, f"links to the published site left in the site's copy: {published[:5]}"
+
+
 @pytest.mark.parametrize("notebook", LESSONS, ids=lambda p: p.stem)
 def test_every_solution_is_behind_a_click_to_show_toggle(built_site, notebook):  # noqa: F811
     """myst-nb renders a ``hide-cell`` cell inside a closed ``<details>``: code and output behind one click."""

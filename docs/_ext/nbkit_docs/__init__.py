@@ -5,7 +5,7 @@
 - :mod:`.mermaid`: ```` ```mermaid ```` fences drawn as diagrams by a Mermaid bundle the site serves;
 - :mod:`.npm_assets`: the pinned npm downloads those two rely on;
 - :mod:`.glossary_links`: lower-case glossary anchors, and lessons' glossary links made local;
-- :mod:`.site_links`: lessons' links to other pages of the published site made local;
+- :mod:`.site_links`: notebooks' links to other pages of the published site made local;
 - :mod:`.api_pages`: one autosummary page per public namespace, listed from its ``__all__``;
 - :mod:`.cli_reference`: the ``nbkit-cli`` directive, rendering the real argparse parsers;
 - :mod:`.public_refs`: cross-references to implementation modules resolved to the public names.

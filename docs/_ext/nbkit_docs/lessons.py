@@ -4,10 +4,12 @@ The notebooks are executed and checked by strict nbval elsewhere; the site rende
 (``nb_execution_mode = "off"``) and never runs them again. Every ``notebooks/NN-*.ipynb`` becomes
 ``learn/NN-*`` (the Learn toctree globs them, so a new lesson appears without editing the site), and
 the ``nbkit-lessons`` directive lists each lesson with the objectives its first cell states ("You will
-learn" and the time needed). Glossary links in the lessons' Markdown (addresses of the published
-glossary, so they work in JupyterLab) become ``{term}`` references in the copies
-(:mod:`.glossary_links`), and links to other pages of the published site become ``{doc}`` references
-(:mod:`.site_links`). The landing page's dashboard figure is the one lesson 00 draws.
+learn" and the time needed). The self-check (``notebooks/self-check.ipynb``, questions in Markdown
+cells only) is copied the same way and listed after the lessons. Glossary links in the notebooks'
+Markdown (addresses of the published glossary, so they work in JupyterLab) become ``{term}``
+references in the copies (:mod:`.glossary_links`), and links to other pages of the published site
+become links to this site's pages (:mod:`.site_links`). The landing page's dashboard figure is the one
+lesson 00 draws.
 """
 
 from __future__ import annotations
@@ -24,11 +26,13 @@ from docutils.statemachine import StringList
 from sphinx.application import Sphinx
 from sphinx.util.docutils import SphinxDirective
 
-from .glossary_links import defined_terms, link_pattern, rewrite_glossary_links
-from .site_links import rewrite_site_links, site_link_pattern
+from .glossary_links import defined_terms, rewrite_glossary_links
+from .site_links import SITE_URL, rewrite_site_links
 
 #: Lesson files: two digits, a dash, a name (the tools/build_notebooks.py naming).
 LESSON_GLOB = "[0-9][0-9]-*.ipynb"
+#: Notebooks copied in besides the lessons: not lessons (no objectives, no code), listed after them.
+EXTRA_NOTEBOOKS = ("self-check.ipynb",)
 _LEARN_LINE = re.compile(r"you will learn", re.IGNORECASE)
 _LIST_ITEM = re.compile(r"^\s{0,3}(?:[-*+]|\d+[.)])\s+(.*)$")
 _TIME_LINE = re.compile(r"(?:\btime\b|\bminutes?\b|\bmin\b)", re.IGNORECASE)
@@ -107,35 +111,37 @@ def lessons(app: Sphinx) -> list[Lesson]:
 
 
 def copy_notebooks(app: Sphinx, config: object = None) -> None:
-    """Mirror ``notebooks/NN-*.ipynb`` into ``docs/learn/`` (unchanged files are left alone)."""
+    """Mirror ``notebooks/NN-*.ipynb`` and the self-check into ``docs/learn/`` (unchanged files are left alone)."""
     source, learn = _paths(app)
     learn.mkdir(exist_ok=True)
-    wanted = {p.name: p for p in sorted(source.glob(LESSON_GLOB))}
-    if not wanted:
+    lesson_files = {p.name: p for p in sorted(source.glob(LESSON_GLOB))}
+    if not lesson_files:
         raise FileNotFoundError(f"no notebooks matching {LESSON_GLOB} in {source}: the Learn pages need them")
+    wanted = {**lesson_files, **{name: source / name for name in EXTRA_NOTEBOOKS}}
     for stale in learn.glob(LESSON_GLOB):
         if stale.name not in wanted:
             stale.unlink()
     terms = defined_terms(Path(app.srcdir) / "glossary.md")
     for name, path in wanted.items():
         target = learn / name
-        data = site_copy(path, terms, Path(app.srcdir))
+        data = site_copy(path, terms, docs=Path(app.srcdir), notebooks=source)
         if not target.exists() or target.read_bytes() != data:
             target.write_bytes(data)
-    _write_dashboard(sorted(wanted.values())[0], Path(app.srcdir) / "_static" / "generated" / "dashboard.png")
+    _write_dashboard(sorted(lesson_files.values())[0], Path(app.srcdir) / "_static" / "generated" / "dashboard.png")
 
 
-def site_copy(notebook: Path, terms: dict[str, str], srcdir: Path) -> bytes:
-    """The notebook's bytes as the site renders them: glossary and site links of Markdown cells made local."""
+def site_copy(notebook: Path, terms: dict[str, str], *, docs: Path, notebooks: Path) -> bytes:
+    """The notebook's bytes as the site renders them: links of Markdown cells to the published site
+    (glossary terms, pages this site builds) made local; a notebook without such links is unchanged."""
     data = notebook.read_bytes()
-    text = data.decode("utf-8")
-    if not link_pattern().search(text) and not site_link_pattern().search(text):
+    if SITE_URL not in data.decode("utf-8"):
         return data
     nb = json.loads(data)
     for cell in nb["cells"]:
         if cell["cell_type"] == "markdown":
             source = cell["source"] if isinstance(cell["source"], str) else "".join(cell["source"])
-            cell["source"] = rewrite_site_links(rewrite_glossary_links(source, terms), srcdir)
+            source = rewrite_glossary_links(source, terms)
+            cell["source"] = rewrite_site_links(source, docs, notebooks, "learn")
     return (json.dumps(nb, ensure_ascii=False, indent=1) + "\n").encode("utf-8")
 
 

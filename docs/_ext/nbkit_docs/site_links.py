@@ -1,54 +1,58 @@
-"""Lessons' links to other pages of the published site, made local when the site copies a lesson in.
+"""Addresses of the published site, in a notebook's Markdown, made into links to this site's own pages.
 
-A lesson links a guide page with the page's published address,
-``https://nbkit.readthedocs.io/en/latest/guide/brokers.html`` (optionally ``#section``), so the link
-works in JupyterLab. :func:`rewrite_site_links` turns each such link in a lesson's Markdown into a
-reference Sphinx resolves and checks: ``{doc}`text </guide/brokers>` `` for a page, a MyST path link
-``[text](/guide/brokers.md#section)`` for a section. A page that does not exist then fails the build
-(``-W``) instead of sending a reader to a 404. Glossary addresses are left to :mod:`.glossary_links`.
+A notebook links guide and lesson pages with their published addresses
+(``https://nbkit.readthedocs.io/en/latest/guide/outcomes.html#attempts-and-the-cap``), which work in
+JupyterLab. When the docs build copies the notebook in (:mod:`.lessons`), each such link to a page this
+site builds becomes a relative MyST link to its source (``../guide/outcomes.md#attempts-and-the-cap``):
+the reader stays on the site being read, and Sphinx checks the page and the anchor, so a link to a
+heading that was renamed fails the build. Addresses of pages the site does not build are left as they
+are (``tests/docs/test_site_links.py`` fails on any address in a notebook or the README that names no
+page). Glossary addresses are :mod:`.glossary_links`' job and are rewritten before this runs.
 """
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
-__all__ = ["SITE_URL", "rewrite_site_links", "site_link_pattern", "source_of"]
+__all__ = ["SITE_URL", "linked_pages", "rewrite_site_links", "source_of"]
 
-#: Where the published site lives (the address lessons use).
+#: Where the published site lives (the address notebooks use).
 SITE_URL = "https://nbkit.readthedocs.io/en/latest/"
-_LINK = re.compile(r"\[([^\]\n]+)\]\(" + re.escape(SITE_URL) + r"(?!glossary\.html)([\w./-]+)\.html(?:#([\w-]+))?\)")
+_LINK = re.compile(r"\]\(" + re.escape(SITE_URL) + r"([A-Za-z0-9_./-]+)\.html(#[A-Za-z0-9_-]+)?\)")
 _SUFFIXES = (".md", ".rst", ".ipynb")
 
 
-def site_link_pattern() -> re.Pattern[str]:
-    """The regular expression of a Markdown link to a site page: groups (text, page, anchor or None)."""
-    return _LINK
+def linked_pages(markdown: str) -> list[str]:
+    """The site pages (``guide/brokers``, ``learn/03-...``) that ``markdown`` links by published address."""
+    return [match.group(1) for match in _LINK.finditer(markdown)]
 
 
-def source_of(page: str, srcdir: Path) -> Path | None:
-    """The source file of ``page`` (``guide/brokers``) under ``srcdir``, whichever suffix it has."""
+def source_of(page: str, docs: Path, notebooks: Path) -> Path | None:
+    """The source of the page ``page`` (``guide/outcomes``, ``learn/03-...``), or None if not built here."""
     for suffix in _SUFFIXES:
-        path = srcdir / f"{page}{suffix}"
-        if path.exists():
-            return path
+        if (docs / f"{page}{suffix}").is_file():
+            return docs / f"{page}{suffix}"
+    # the Learn pages are copied in from notebooks/ during the build, perhaps not yet
+    head, _, name = page.partition("/")
+    if head == "learn" and (notebooks / f"{name}.ipynb").is_file():
+        return docs / "learn" / f"{name}.ipynb"
     return None
 
 
-def rewrite_site_links(markdown: str, srcdir: Path) -> str:
-    """Replace each ``[text](SITE_URL + PAGE.html[#anchor])`` by a local reference Sphinx checks.
+def rewrite_site_links(markdown: str, docs: Path, notebooks: Path, folder: str) -> str:
+    """Replace each ``](SITE_URL PAGE.html#anchor)`` whose page the site builds by a relative link.
 
-    Without an anchor the link becomes ``{doc}`text </PAGE>` ``; with one, ``[text](/PAGE.md#anchor)``
-    (the page's own suffix), which MyST resolves against the page's heading anchors. A page with no
-    source keeps a ``{doc}`` reference, so Sphinx reports it (``unknown document``) and the build fails.
+    ``folder`` is where the copied notebook sits inside ``docs`` (``"learn"``); the new link is
+    relative to it.
     """
 
     def replace(match: re.Match[str]) -> str:
-        text, page, anchor = match.group(1), match.group(2), match.group(3)
-        source = source_of(page, srcdir)
-        if anchor and source is not None:
-            return f"[{text}](/{page}{source.suffix}#{anchor})"
-        label = text.replace("`", "")  # a role's text cannot hold backquotes
-        return f"{{doc}}`{label} </{page}>`"
+        source = source_of(match.group(1), docs, notebooks)
+        if source is None:
+            return match.group(0)
+        relative = os.path.relpath(source, docs / folder).replace(os.sep, "/")
+        return f"]({relative}{match.group(2) or ''})"
 
     return _LINK.sub(replace, markdown)
