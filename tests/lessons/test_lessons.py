@@ -32,7 +32,7 @@ SOURCES = sorted(NOTEBOOKS.glob("[0-9][0-9]-*.md"))
 #: Lessons 00-05 ask at least two exercises; later ones at least one.
 MIN_EXERCISES = {f"{n:02d}": 2 for n in range(6)}
 #: Lessons with a debugging exercise ("here is a file or a log: what went wrong?"), built on evidence().
-DEBUGGING = {"03", "04", "05"}
+DEBUGGING = {"03", "04", "05", "09"}
 #: The first line of every solution cell: it says what the cell is for, and nothing about the answer.
 SOLUTION_FIRST_LINE = re.compile(r"# Solution \(open to compare with your (prediction|answer|policy)\)")
 
@@ -262,7 +262,7 @@ def test_the_site_hides_each_solution_behind_a_toggle(source):
 
 @pytest.mark.parametrize("source", SOURCES, ids=lambda p: p.stem)
 def test_exercises_progress_and_debugging_lessons_have_one(source):
-    """Exercise headings say what kind each is; lessons 03-05 each have a debugging exercise."""
+    """Exercise headings say what kind each is; lessons 03-05 and 09 each have a debugging exercise."""
     headings = re.findall(r"^## Exercise[^\n]*", "\n".join(c.source for c in _source_cells(source)), flags=re.M)
     kinds = [re.search(r"\((recall|application|debugging)\)", h) for h in headings]
     if len(headings) > 1:

@@ -137,8 +137,8 @@ def test_shapes_accept_reasonable_forms():
 
 
 def test_every_lesson_exercise_is_registered_with_two_or_three_wrong_answers():
-    mine = [name for name in exercises() if name[:2] in {f"{n:02d}" for n in range(9)}]
-    assert len(mine) >= 19
+    mine = [name for name in exercises() if name[:2] in {f"{n:02d}" for n in range(10)}]
+    assert len(mine) >= 22
     for name in mine:
         assert 2 <= len(exercise(name).wrong) <= 3, name
 
@@ -245,3 +245,39 @@ def test_keep_count_is_measured_by_a_redrive():
     assert expected("07-keep-count", max_attempts=4) == (5, "orders.dead")
     assert expected("07-keep-count", max_attempts=2) == (3, "orders.dead")
     assert check("07-keep-count", [5, "orders.dead"], max_attempts=4)
+
+
+#: Lesson 09's shop: two yen orders (never paid, dead-lettered at 20 s), two cards declined once (paid at 30 s).
+SHOP = ((1, "EUR", "ok"), (2, "JPY", "ok"), (3, "USD", "declined-once"), (4, "EUR", "ok"),
+        (5, "JPY", "ok"), (6, "GBP", "ok"), (7, "USD", "declined-once"), (8, "EUR", "ok"))  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("crash_at", "lost"),
+    [(5, [2, 3, 5, 7]), (15, [2, 3, 5, 7]), (25, [3, 7]), (35, [])],
+    ids=["before-the-first-copies", "in-both-delays", "after-the-dead-letters", "after-everything"],
+)
+def test_a_crash_loses_the_orders_whose_copies_were_waiting(crash_at, lost):
+    assert expected("09-lost", orders=SHOP, crash_at=crash_at) == lost
+    if lost:
+        assert check("09-lost", list(reversed(lost)), orders=SHOP, crash_at=crash_at)  # any order
+
+
+def test_at_least_once_pays_again_what_follows_the_kept_position():
+    assert expected("09-twice", orders=SHOP, crash_at=15) == [4, 6, 8]
+    assert expected("09-twice", orders=SHOP, crash_at=35) == []  # nothing was waiting: nothing read again
+    hint = check("09-twice", [], orders=SHOP, crash_at=15)
+    assert not hint and "exactly once" not in hint.message and "loss window" in hint.message
+
+
+def test_redrive_loop_evidence_is_a_real_run(tmp_path):
+    from nbkit.notebook.frames import read_stream
+
+    found = evidence("09-redrive-loop", tmp_path)
+    frame = read_stream(found.files["mystery.ss"])
+    assert frame["retry_count"].max() == 3
+    assert (frame["stream_key"] == "orders.dead").sum() == 4
+    redriven = [h.get("x-nbkit-redriven-from") for h in frame.loc[frame["retry_count"] == 0, "headers"]]
+    assert redriven == [None, None, None, "orders.dead#1", "orders.dead#2", "orders.dead#3"]
+    assert sum("retry attempts exhausted" in line for line in found.log) == 4
+    assert check("09-redrive-loop", "b") and not check("09-redrive-loop", "a")

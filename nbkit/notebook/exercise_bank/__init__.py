@@ -1,4 +1,4 @@
-"""The lessons' exercises, one module per lesson (``lesson00`` ... ``lesson08``).
+"""The lessons' exercises, one module per lesson (``lesson00`` ... ``lesson09``).
 
 Each module builds its :class:`~nbkit.notebook.exercises.Exercise` objects and registers them with
 :func:`~nbkit.notebook.exercises.register`; :mod:`nbkit.notebook.exercises` imports every module here the
