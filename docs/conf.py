@@ -95,7 +95,7 @@ html_theme_options = {
     "icon_links": [
         {"name": "Source on GitHub", "url": nbkit_repository, "icon": "fa-brands fa-github", "type": "fontawesome"},
     ],
-    "header_links_before_dropdown": 6,
+    "header_links_before_dropdown": 5,
 }
 html_context = {"default_mode": "light"}
 html_last_updated_fmt = None
