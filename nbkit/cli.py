@@ -1253,6 +1253,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog=PROG,
         description="Run ruststream-style services on SeaStreamer stream files and pipes; read, write and "
         "inspect .ss files.",
+        epilog="Each command's --help ends with examples, e.g. nbkit cat --help.",
     )
     parser.add_argument(
         "--version",
