@@ -15,6 +15,9 @@ DOCS = Path(__file__).resolve().parent
 ROOT = DOCS.parent
 sys.path[:0] = [str(ROOT), str(DOCS / "_ext")]
 
+from nbkit_docs import api_pages  # noqa: E402
+from numpydoc.xref import DEFAULT_LINKS  # noqa: E402
+
 import nbkit  # noqa: E402  (after the path: the checkout's nbkit, not an installed one)
 
 project = "nbkit"
@@ -57,7 +60,13 @@ autodoc_member_order = "bysource"
 autodoc_default_options = {"exclude-members": "__init__, __new__"}
 numpydoc_show_class_members = False
 numpydoc_class_members_toctree = False
-numpydoc_xref_param_type = False
+# Parameter and return types that name one of nbkit's public classes link to its page; other words stay
+# plain text (Python's, pandas' and pyarrow's pages cannot be linked: intersphinx needs the network, which
+# a build must not use).
+numpydoc_xref_param_type = True
+numpydoc_xref_ignore = "all"
+# numpydoc's own aliases point Python's and numpy's words at intersphinx targets: they stay plain words.
+numpydoc_xref_aliases = {word: word for word in DEFAULT_LINKS} | api_pages.type_aliases(nbkit_api_namespaces)
 
 # Nitpicky for nbkit's own names; types from Python and other libraries have no pages here (no network
 # for intersphinx), so references to them are not checked.
@@ -76,15 +85,26 @@ html_theme = "pydata_sphinx_theme"
 html_title = f"nbkit {release}"
 html_static_path = ["_static"]
 html_css_files = ["nbkit.css"]
-# The troubleshooting page is top level with no pages under it: no empty navigation column beside it.
-html_sidebars = {"troubleshooting": []}
+#: The repository: the navbar's link, the lessons' Binder and download links (docs/_ext/nbkit_docs/lessons.py).
+nbkit_repository = "https://github.com/nbkit/nbkit"
 html_theme_options = {
     "navigation_with_keys": False,
     "show_toc_level": 2,
     "footer_start": ["copyright"],
     "footer_end": ["sphinx-version"],
+    "icon_links": [
+        {"name": "Source on GitHub", "url": nbkit_repository, "icon": "fa-brands fa-github", "type": "fontawesome"},
+    ],
+    "header_links_before_dropdown": 5,
 }
 html_context = {"default_mode": "light"}
 html_last_updated_fmt = None
+# The pages at the top level (the landing page, Install, Glossary, Command line, Reliability...) have no
+# pages under them: no left column of section navigation, which would stay empty.
+html_sidebars = {"*": []}
+# A page's source is its Markdown, or for a lesson the whole notebook with its outputs (hundreds of KB of
+# JSON): the lesson pages link the notebook itself for download instead, and no page links its source.
+html_show_sourcelink = False
+html_copy_source = False
 copybutton_prompt_text = r">>> |\.\.\. |\$ "
 copybutton_prompt_is_regexp = True

@@ -35,6 +35,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
 import nbkit
+from nbkit.cli_examples import add_examples
 from nbkit.errors import (
     FormatError,
     InvalidArgumentError,
@@ -686,8 +687,7 @@ exit codes:
 
 
 def _add_run(p: argparse.ArgumentParser) -> None:
-    p.description = f"{p.description}\n\n{RUN_DESCRIPTION}"
-    p.formatter_class = argparse.RawDescriptionHelpFormatter
+    p.description = f"{p.description}\n\n{RUN_DESCRIPTION}"  # in lines: _HelpFormatter keeps them
     p.add_argument(
         "target",
         metavar="MODULE:ATTR",
@@ -945,8 +945,7 @@ def _add_export(p: argparse.ArgumentParser) -> None:
     _add_times(p)
     _add_on_bad_frames(p)
     _add_storage(p)
-    # Kept verbatim (not rewrapped: argparse would break the distribution's name at its hyphen).
-    p.formatter_class = argparse.RawDescriptionHelpFormatter
+    # In lines, so kept verbatim (rewrapped, argparse would break the distribution's name at its hyphen).
     p.epilog = (
         f"install the extra {EXTRA!r} with one of:\n"
         f"  pip install -e '.[{EXTRA}]'                # in a clone of the repository\n"
@@ -1254,6 +1253,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog=PROG,
         description="Run ruststream-style services on SeaStreamer stream files and pipes; read, write and "
         "inspect .ss files.",
+        epilog="Each command's --help ends with examples, e.g. nbkit cat --help.",
     )
     parser.add_argument(
         "--version",
@@ -1263,10 +1263,24 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name, add_arguments, handler in _COMMANDS:
         summary = _summary(handler)
-        p = sub.add_parser(name, help=summary, description=summary)
+        p = sub.add_parser(name, help=summary, description=summary, formatter_class=_HelpFormatter)
         add_arguments(p)
+        add_examples(p, name)
         p.set_defaults(handler=handler)
     return parser
+
+
+class _HelpFormatter(argparse.HelpFormatter):
+    """argparse's formatter, except that a description or epilog written in lines keeps them.
+
+    One-paragraph texts are wrapped to the terminal as usual; a text with line breaks (``run``'s exit
+    codes, the install lines, the examples) is printed as written, so no command is broken mid-way.
+    """
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        if "\n" not in text:
+            return super()._fill_text(text, width, indent)
+        return "".join(indent + line for line in text.splitlines(keepends=True))
 
 
 class _VersionAction(argparse.Action):

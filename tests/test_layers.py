@@ -24,10 +24,15 @@ LAYERS = ["errors", "wire", "transport", "runtime", "tabular", "notebook", "scal
 TOP = {"__init__", "__main__", "plot", "widgets", "exercises", "dask"}
 
 
+#: Modules of a layer that sit beside its module instead of inside a package: the CLI's --help examples.
+BESIDE = {"cli_examples": "cli"}
+
+
 def _part(module: str) -> str:
-    """``nbkit.wire.keys`` -> ``wire``; ``nbkit`` -> ``__init__``."""
+    """``nbkit.wire.keys`` -> ``wire``; ``nbkit`` -> ``__init__``; ``nbkit.cli_examples`` -> ``cli``."""
     parts = module.split(".")
-    return parts[1] if len(parts) > 1 else "__init__"
+    part = parts[1] if len(parts) > 1 else "__init__"
+    return BESIDE.get(part, part)
 
 
 def _rank(part: str) -> int:

@@ -153,6 +153,14 @@ def read_stream(
         ``attempt`` (retry_count + 1), ``headers`` (dict), ``offset`` (the frame's byte offset) and
         ``transport`` (``"file"``), then any ``payload.<field>`` columns.
 
+    See Also
+    --------
+    nbkit.read_arrow : The same read as a pyarrow Table, for Arrow tools (DuckDB, Polars).
+    nbkit.read_pipe : A pipe capture (stdio lines) as a frame of the same shape.
+    nbkit.StreamReader : Message by message, or following a file as it grows.
+    nbkit.dask.read_stream : A file larger than memory, as a Dask DataFrame.
+    nbkit.lineage : One history per message, from the frame this returns.
+
     Examples
     --------
     >>> from nbkit import StreamWriter, read_stream
@@ -214,6 +222,12 @@ def read_arrow(
     Returns
     -------
     pyarrow.Table
+
+    See Also
+    --------
+    nbkit.read_stream : The same read as a pandas DataFrame.
+    nbkit.to_parquet : A stream file written to Parquet.
+    nbkit.StreamReader : Message by message, or following a file as it grows.
 
     Examples
     --------
@@ -428,6 +442,11 @@ def read_pipe(
         A str with a line break as ``path_or_file`` (content, not a path).
     LineParseError
         A line whose ``[...]`` header breaks the grammar (its line number, and the file when there is one).
+
+    See Also
+    --------
+    nbkit.read_stream : A stream file as a frame of the same shape.
+    nbkit.concat_frames : A file's and a pipe's frames as one.
 
     Examples
     --------

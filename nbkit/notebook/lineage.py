@@ -146,6 +146,13 @@ def lineage(
         ``attrs["ambiguous_links"]``: copies linked by the earliest-wins rule among several equal
         candidates. The input's ``attrs`` (such as ``read_end``) are kept.
 
+    See Also
+    --------
+    nbkit.summarize : Attempts needed, final states and observed delays of a lineage frame.
+    nbkit.messages_table : One row per message of a lineage frame.
+    nbkit.read_stream : The messages the histories are built from.
+    nbkit.redrive : Publish dead letters again once the service is fixed.
+
     Examples
     --------
     >>> from nbkit import read_pipe
@@ -523,6 +530,11 @@ def messages_table(lin: pd.DataFrame) -> pd.DataFrame:
         ``attempts`` (deliveries the file shows: the dead-letter copy is not one), ``records``,
         ``first_time`` and ``last_time``, ``dead_lettered`` (bool), ``final_state`` and ``cut_by_damage``.
 
+    See Also
+    --------
+    nbkit.lineage : The frame this condenses.
+    nbkit.summarize : The same histories as counts and delays.
+
     Examples
     --------
     >>> from nbkit import read_pipe
@@ -853,6 +865,12 @@ def summarize(lin: pd.DataFrame) -> LineageSummary:
         median and 95th-percentile observed delay (seconds) of the retry copies of each attempt
         (dead-letter copies left out), and the ``attrs`` counts of unlinked and ambiguous copies.
         ``to_text()`` gives the lines ``nbkit lineage`` prints, ``to_dict()`` its ``--json``.
+
+    See Also
+    --------
+    nbkit.lineage : The frame this condenses.
+    nbkit.messages_table : One row per message instead.
+    nbkit.overview : Per stream key counts, without linking copies.
 
     Examples
     --------

@@ -36,6 +36,11 @@ def overview(path: str | os.PathLike, *, dead_letter_keys: Iterable[str] | None 
         ``attrs["damaged"]`` lists the damaged regions with what each key lost there,
         ``attrs["suspect"]`` the suspect records, ``attrs["time_range"]`` the file's time range.
 
+    See Also
+    --------
+    nbkit.read_stream : The messages themselves.
+    nbkit.lineage : One history per message, copies linked to what they copy.
+
     Examples
     --------
     >>> from nbkit import StreamWriter, overview

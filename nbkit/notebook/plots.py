@@ -439,6 +439,13 @@ def attempts(
 
     {returns_ax}
 
+    See Also
+    --------
+    nbkit.plot.dashboard : Attempts, retry delays and dead letters on one figure.
+    nbkit.plot.retry_delays : The scheduled retry delays.
+    nbkit.plot.dead_letters : Dead-letter copies over time.
+    nbkit.plot.timeline : One lane per message through time.
+
     Examples
     --------
     >>> ax = attempts(session.events)                                      # doctest: +SKIP
@@ -514,6 +521,13 @@ def retry_delays(
         read against them (with a histogram only: bars are labelled by their delay already).
 
     {returns_ax}
+
+    See Also
+    --------
+    nbkit.plot.dashboard : Attempts, retry delays and dead letters on one figure.
+    nbkit.plot.attempts : Deliveries per attempt number.
+    nbkit.plot.dead_letters : Dead-letter copies over time.
+    nbkit.plot.timeline : One lane per message through time.
 
     Examples
     --------
@@ -641,6 +655,13 @@ def dead_letters(
         (an outage at 11:00 then reads 11:00, not "3").
 
     {returns_ax}
+
+    See Also
+    --------
+    nbkit.plot.dashboard : Attempts, retry delays and dead letters on one figure.
+    nbkit.plot.attempts : Deliveries per attempt number.
+    nbkit.plot.retry_delays : The scheduled retry delays.
+    nbkit.plot.timeline : One lane per message through time.
 
     Examples
     --------
@@ -1023,6 +1044,13 @@ def timeline(events: pd.DataFrame, *, ax: Axes | None = None, max_lanes: int = 3
     -------
     matplotlib Axes
 
+    See Also
+    --------
+    nbkit.plot.dashboard : Attempts, retry delays and dead letters on one figure.
+    nbkit.plot.attempts : Deliveries per attempt number.
+    nbkit.plot.retry_delays : The scheduled retry delays.
+    nbkit.plot.dead_letters : Dead-letter copies over time.
+
     Examples
     --------
     >>> import nbkit.plot as nkp
@@ -1238,6 +1266,14 @@ def dashboard(
     Returns
     -------
     matplotlib Figure
+
+    See Also
+    --------
+    nbkit.plot.attempts : Deliveries per attempt number.
+    nbkit.plot.retry_delays : The scheduled retry delays.
+    nbkit.plot.dead_letters : Dead-letter copies over time.
+    nbkit.plot.timeline : One lane per message through time.
+    nbkit.Session : Where an events frame comes from.
 
     Examples
     --------

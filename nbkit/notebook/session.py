@@ -266,6 +266,13 @@ class Session:
     max_deliveries : int
         The most deliveries :meth:`run` makes (a handler that always retries never ends).
 
+    See Also
+    --------
+    nbkit.widgets.SessionPanel : A panel that follows a session: log, pending copies, timeline.
+    nbkit.VirtualClock : The clock a session moves.
+    nbkit.App : The same brokers run on the real clock, until a signal.
+    nbkit.plot.dashboard : Attempts, retry delays and dead letters of a session's events.
+
     Examples
     --------
     >>> from nbkit import App, FileBroker, FilePosition, HandlerOutcome, Session

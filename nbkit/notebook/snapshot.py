@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import base64
 import html
+import inspect
 from typing import Any
 
 import ipywidgets as widgets
@@ -108,6 +109,19 @@ class StaticSnapshot:
 
     #: What the widget is called in the note ("panel", "explorer", ...).
     snapshot_name = "widget"
+    __signature__: inspect.Signature
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Give each widget class the signature of its own ``__init__``.
+
+        ipywidgets' base classes define ``__new__(cls, *args, **kwargs)``, which tools that read a
+        class's signature from ``__new__`` first (Sphinx's autodoc, hence the API pages) would show
+        instead of the real parameters.
+        """
+        super().__init_subclass__(**kwargs)
+        init = inspect.signature(cls.__init__)
+        parameters = list(init.parameters.values())[1:]  # without self
+        cls.__signature__ = init.replace(parameters=parameters, return_annotation=inspect.Signature.empty)
 
     def snapshot_note(self) -> str:
         """The note above the picture: that it is one, and where its controls work.

@@ -108,6 +108,13 @@ class App:
         How many delayed copies may be pending before input waits (None: no cap; default
         :data:`MAX_PENDING`).
 
+    See Also
+    --------
+    nbkit.FileBroker : The transport over a stream file.
+    nbkit.StdioBroker : The transport over a pipe.
+    nbkit.Session : An app's brokers stepped cell by cell on a virtual clock.
+    nbkit.HandlerOutcome : What a handler returns.
+
     Examples
     --------
     >>> from nbkit import App, FileBroker, FilePosition, HandlerOutcome, VirtualClock

@@ -147,6 +147,13 @@ class FileBroker(Broker[FileRegistration]):
     fsync : bool
         fsync the file after every flush: durable against power loss, at a cost (``docs/reliability.md``).
 
+    See Also
+    --------
+    nbkit.StdioBroker : The same registrations over a pipe.
+    nbkit.App : Runs brokers until a signal, and shuts them down.
+    nbkit.PositionStore : Where a service is, saved and resumed (the file keeps no positions).
+    nbkit.StreamReader : What the broker reads the file with.
+
     Examples
     --------
     >>> from nbkit import App, FileBroker, Session

@@ -368,6 +368,12 @@ def redrive(
     -------
     RedriveResult
 
+    See Also
+    --------
+    nbkit.redrive_lines : The same for a pipe capture.
+    nbkit.lineage : Which messages ended as dead letters, after how many attempts.
+    nbkit.read_stream : Read the dead-letter key to choose what to redrive.
+
     Examples
     --------
     >>> import tempfile, os
@@ -442,6 +448,11 @@ def redrive_lines(
     ------
     LineParseError
         For a line that is not a stdio line (the message names the line number).
+
+    See Also
+    --------
+    nbkit.redrive : The same for a stream file.
+    nbkit.read_pipe : A capture as a DataFrame, to choose what to redrive.
 
     Examples
     --------

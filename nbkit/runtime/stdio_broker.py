@@ -143,6 +143,13 @@ class StdioBroker(Broker[PipeRegistration]):
         (the default, as upstream), ``warn`` logs it (WARNING, with its line number) and reads on,
         ``skip`` reads on and only counts it.
 
+    See Also
+    --------
+    nbkit.FileBroker : The same registrations over a stream file.
+    nbkit.App : Runs brokers until a signal, and shuts them down.
+    nbkit.read_pipe : A stage's captured stdout as a DataFrame.
+    nbkit.redrive_lines : Dead letters of a capture, as lines for the next stage.
+
     Examples
     --------
     >>> from nbkit import App, HandlerOutcome, Session, StdioBroker

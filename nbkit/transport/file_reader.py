@@ -281,6 +281,13 @@ class StreamReader:
     block_size : int, optional
         For a URL: bytes per range request (default 8 MiB, :data:`nbkit.transport.source.DEFAULT_BLOCK_SIZE`).
 
+    See Also
+    --------
+    nbkit.read_stream : A whole file, or a window of it, as a DataFrame.
+    nbkit.StreamWriter : Append messages to a stream file.
+    nbkit.FilePosition : Where a reader starts.
+    nbkit.FileBroker : Run handlers on a stream file's messages.
+
     Examples
     --------
     >>> from nbkit import StreamReader, StreamWriter

@@ -255,6 +255,11 @@ class StreamWriter:
     fsync : bool
         ``os.fsync`` after every flush: durable against power loss, not only against a killed process.
 
+    See Also
+    --------
+    nbkit.StreamReader : Read the messages back, or follow them as they are written.
+    nbkit.read_stream : A whole file as a DataFrame.
+
     Examples
     --------
     >>> from nbkit import StreamWriter

@@ -1,11 +1,12 @@
 """The built documentation site in headless Chromium, served on 127.0.0.1 with every other host blocked.
 
-Four pages, each checked for what a reader must see, each saved as a screenshot in
-``test-artifacts/browser/``: the landing page (title and the dashboard figure, loaded), one lesson
-with a widget snapshot (its figure loaded, and the StreamBrowser or SessionPanel shown as the still
-picture its cell saved, saying it is one, with greyed-out controls and nothing live), the ``read_stream`` API
-page (signature, parameters, examples) and the CLI page (a section per subcommand). Any request to
-another host is refused and fails the test, so the pages work with no network.
+Pages checked for what a reader must see, each saved as a screenshot in ``test-artifacts/browser/``:
+the landing page (title and the dashboard figure, loaded), one lesson with a widget snapshot (its figure
+loaded, and the StreamBrowser or SessionPanel shown as the still picture its cell saved, saying it is
+one, with greyed-out controls and nothing live), the ``read_stream`` API page (signature, parameters,
+examples), the CLI page (a section per subcommand), the glossary and a lesson's Mermaid diagram, with
+the frame of every page (one navbar row, no empty sidebar column, a lesson's Binder and download links).
+Any request to another host is refused and fails the test, so the pages work with no network.
 """
 
 from __future__ import annotations
@@ -121,6 +122,62 @@ def test_site_pages_in_a_browser(site_url, browser_page, budget, artifacts_dir, 
         for name in ("cat", "info", "write", "run"):
             assert page.locator(f'section[id="cli-nbkit-{name}"]').count() == 1, f"no nbkit {name} section"
         shot("cli")
+    except BaseException:
+        shot("failure")
+        raise
+    assert not refused, f"the pages asked for other hosts (no network in CI): {refused}"
+    errors = [line for line in console if line.startswith("error")]
+    assert not errors, f"console errors: {errors}"
+
+
+def test_glossary_a_diagram_and_the_page_frame(site_url, browser_page, budget, artifacts_dir, request):
+    """The glossary and a lesson's Mermaid diagram as a reader sees them, and what frames every page: one
+    navbar row (search box and repository link beside the links), no empty sidebar column on a page
+    without children, a lesson's Binder and download links under its title. Screenshots:
+    ``glossary``, ``diagram`` and ``lesson-links`` in ``test-artifacts/browser/``."""
+    page, console = browser_page.page, browser_page.console
+    refused: list[str] = []
+
+    def only_local(route):
+        if route.request.url.startswith(site_url):
+            route.continue_()
+        else:
+            refused.append(route.request.url)
+            route.abort()
+
+    page.route("**/*", only_local)
+    shot = functools.partial(_screenshot, page, artifacts_dir, request.node.name)
+
+    def visit(path: str) -> None:
+        page.goto(f"{site_url}/{path}", timeout=budget.ms(20))
+        page.wait_for_load_state("load", timeout=budget.ms(45))
+
+    try:
+        visit("glossary.html")
+        term = page.locator('dt[id="term-dead-letter-key"]')
+        term.wait_for(state="visible", timeout=budget.ms(10))
+        assert page.locator("dl.glossary dt").count() >= 20, "the glossary lists too few terms"
+        assert not page.locator("#pst-primary-sidebar").is_visible(), "an empty sidebar column on the glossary"
+        links = page.locator(".navbar-header-items .navbar-nav .nav-link").first.bounding_box()
+        search = page.locator(".navbar-header-items .search-button-field").first.bounding_box()
+        assert links and search and abs(links["y"] - search["y"]) < links["height"], "the navbar wraps to 2 rows"
+        assert page.locator('a[href="https://github.com/nbkit/nbkit"]').first.is_visible()
+        shot("glossary")
+
+        visit("learn/02-outcomes.html")
+        diagram = page.locator("pre.mermaid svg").first
+        diagram.wait_for(state="visible", timeout=budget.ms(20))  # drawn by the site's own Mermaid bundle
+        box = diagram.bounding_box()
+        assert box and box["width"] > 200 and box["height"] > 100, f"the diagram is not drawn at size: {box}"
+        diagram.scroll_into_view_if_needed(timeout=budget.ms(5))
+        shot("diagram")
+
+        page.evaluate("window.scrollTo(0, 0)")
+        binder = page.get_by_role("link", name="Run this lesson on Binder")
+        download = page.get_by_role("link", name="Download the notebook")
+        assert binder.is_visible() and download.is_visible(), "no Binder or download link under the title"
+        assert download.get_attribute("href").endswith("02-outcomes.ipynb")
+        shot("lesson-links")
     except BaseException:
         shot("failure")
         raise

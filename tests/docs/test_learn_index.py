@@ -43,3 +43,22 @@ def test_without_objectives_the_opening_paragraph_stands_in():
     lesson = parse_first_cell("01-files", "# Stream files\n\nA `.ss` file is\na header and frames.\n\nMore.")
     assert lesson.objectives == () and lesson.time is None
     assert lesson.intro == "A `.ss` file is a header and frames."
+
+
+def test_a_time_paragraph_over_two_lines_is_read_whole_and_its_note_kept_apart():
+    """Lesson 06's time line wraps, and says which extra it needs after the time (the index once cut it)."""
+    text = (
+        "# 06 · Scale-out\n\n**You will learn**\n\n1. one thing.\n\n"
+        "**Time needed:** about 15 minutes (the default size runs in well under a minute; on Binder add a few"
+        " minutes). This needs the optional\nextra `scale` (installed on Binder): `pip install -e '.[scale]'`.\n"
+    )
+    lesson = parse_first_cell("06-scale", text)
+    assert lesson.time == (
+        "Time needed: about 15 minutes (the default size runs in well under a minute; on Binder add a few minutes)."
+    )
+    assert lesson.note == "This needs the optional extra `scale` (installed on Binder): `pip install -e '.[scale]'`."
+
+
+def test_a_title_without_its_number_gets_the_lessons_number():
+    assert parse_first_cell("08-lineage", "# What happened\n\nWhy.").title == "08 · What happened"
+    assert parse_first_cell("03-retries", "# 03 · Retries\n\nWhy.").title == "03 · Retries"

@@ -26,6 +26,7 @@ from nbkit_docs.cli_reference import subcommands  # noqa: E402
 from nbkit_docs.lessons import parse_first_cell  # noqa: E402
 
 from nbkit.cli import build_parser  # noqa: E402
+from nbkit.cli_examples import EXAMPLES  # noqa: E402
 
 pytestmark = pytest.mark.timeout(600)
 LESSONS = sorted((ROOT / "notebooks").glob("[0-9][0-9]-*.ipynb"))
@@ -141,6 +142,99 @@ def test_widget_outputs_are_still_pictures_of_their_own_cell(built_site):  # noq
     assert "A still picture of this panel at clock 2024-01-01T00:00:05Z" in panel  # its own cell's moment
     for path in built_site.html.rglob("*.html"):
         assert not CDN.search(path.read_text(encoding="utf-8")), f"{path} loads from a CDN"
+
+
+def test_cli_page_shows_each_subcommands_examples(built_site):  # noqa: F811
+    shown = squash(page(built_site, "cli.html"))  # highlighting splits a line into tokens
+    for name, _ in subcommands(build_parser()):
+        examples = EXAMPLES[name]
+        assert examples, f"nbkit {name} has no examples"
+        for line in examples:
+            assert squash(line) in shown, f"nbkit {name}: example {line!r} is not on the CLI page"
+
+
+SIGNATURE = re.compile(r'<dt class="sig sig-object py" id="([^"]+)">(.*?)</dt>', re.S)
+
+
+def _plain(markup: str) -> str:
+    """A signature's text with no whitespace, its ``*`` kept (:func:`squash` drops them)."""
+    return "".join(html.unescape(re.sub(r"<[^>]+>", "", markup)).split())
+
+
+def test_api_signatures_are_the_real_ones(built_site):  # noqa: F811
+    """No class shows ``(*args, **kwargs)`` borrowed from a base's ``__new__`` (ipywidgets, Protocol)."""
+    for path in sorted((built_site.html / "api" / "generated").glob("*.html")):
+        for name, signature in SIGNATURE.findall(path.read_text(encoding="utf-8")):
+            assert "*args,**kwargs" not in _plain(signature), name
+    panel = SIGNATURE.search(page(built_site, "api/generated/nbkit.widgets.SessionPanel.html"))
+    assert panel and "(session,*,plot=True,log_lines=8,timeline_lanes=12)" in _plain(panel.group(2))
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["nbkit.read_stream", "nbkit.read_arrow", "nbkit.StreamReader", "nbkit.App", "nbkit.FileBroker",
+     "nbkit.StdioBroker", "nbkit.Session", "nbkit.lineage", "nbkit.redrive", "nbkit.plot.dashboard"],
+)  # fmt: skip
+def test_key_api_pages_say_see_also_and_link_nbkit_types(built_site, name):  # noqa: F811
+    text = page(built_site, f"api/generated/{name}.html")
+    see_also = re.search(r'<div class="admonition seealso">(.*?)</div>', text, re.S)
+    assert see_also and 'href="nbkit.' in see_also.group(1), f"{name}: no See also with links"
+
+
+def test_parameter_types_that_name_nbkit_classes_link_to_their_pages(built_site):  # noqa: F811
+    text = page(built_site, "api/generated/nbkit.read_stream.html")
+    assert re.search(r'<span class="classifier"><a class="reference internal" href="nbkit.FilePosition.html', text)
+
+
+@pytest.mark.parametrize("notebook", LESSONS, ids=lambda p: p.stem)
+def test_lesson_pages_link_binder_and_their_notebook(built_site, notebook):  # noqa: F811
+    text = page(built_site, f"learn/{notebook.stem}.html")
+    body = text.split("<article", 1)[-1]
+    links = body[: body.index("</h1>") + 1500]  # right under the title
+    assert f"mybinder.org/v2/gh/nbkit/nbkit/HEAD?urlpath=lab/tree/notebooks/{notebook.name}" in links
+    download = re.search(r'href="(\.\./_downloads/[^"]+\.ipynb)"', links)
+    assert download, f"{notebook.stem}: no download link under the title"
+    served = (built_site.html / "learn" / download.group(1)).resolve()
+    assert served.read_bytes() == notebook.read_bytes(), "the download is not the repository's notebook"
+    assert "_sources/" not in text and "Show Source" not in text
+
+
+def test_the_learn_index_gives_whole_time_lines_and_numbered_titles(built_site):  # noqa: F811
+    shown = text_of(page(built_site, "learn/index.html").split("<article", 1)[-1])
+    assert "This needs the optional)" not in shown
+    assert "This needs the optional extra scale (installed on Binder)" in shown
+    for notebook in LESSONS:
+        number = notebook.stem[:2]
+        assert re.search(rf"\b{number} · ", shown), f"the Learn index shows lesson {number} without its number"
+
+
+def test_top_level_pages_and_the_repository_link(built_site):  # noqa: F811
+    landing = page(built_site, "index.html")
+    assert 'href="https://github.com/nbkit/nbkit"' in landing  # the navbar's icon link
+    for name in ("install", "changelog", "license", "contributing"):
+        assert f'href="{name}.html"' in landing, f"the site does not link {name}"
+    install = text_of(page(built_site, "install.html"))
+    for extra in ("scale", "arrow", "lessons", "docs", "dev", "s3"):
+        assert extra in install
+    assert "nbkit-ruststream" in install and "Binder" in install
+    license_text = text_of(page(built_site, "license.html"))
+    assert text_of((ROOT / "LICENSE").read_text(encoding="utf-8")) in license_text
+    assert "0.1.0 (unreleased)" in text_of(page(built_site, "changelog.html"))
+    assert 'href="development.html"' in page(built_site, "contributing.html")
+
+
+NAV_LINK = re.compile(r'<a class="nav-link[^"]*"[^>]*>\s*(.*?)\s*</a>', re.S)
+
+
+def test_navbar_titles_are_short_and_single_pages_have_no_empty_sidebar(built_site):  # noqa: F811
+    """A long title in the navbar pushed the search box to a second row; a page without children had an
+    empty "Section Navigation" column."""
+    landing = page(built_site, "index.html")
+    titles = [text_of(title) for title in NAV_LINK.findall(landing.split('<div class="bd-container', 1)[0])]
+    assert "Reliability" in titles and all(len(title) <= 20 for title in titles), titles
+    for name in ("glossary.html", "cli.html", "install.html", "reliability.html"):
+        assert "Section Navigation" not in page(built_site, name), name
+    assert "Section Navigation" in page(built_site, "learn/index.html")
 
 
 HREF = re.compile(r'<a [^>]*href="([^"]+)"')

@@ -36,6 +36,21 @@ def public_names(namespace: str) -> list[str]:
     return sorted((name for name in module.__all__ if not name.startswith("__")), key=str.lower)
 
 
+def type_aliases(namespaces: list[str]) -> dict[str, str]:
+    """``{"StreamReader": "nbkit.StreamReader", ...}``: numpydoc links a docstring type to its page with these.
+
+    Every public class of the namespaces, by its short name (how docstrings write types); the first
+    namespace that has a name wins, so ``nbkit``'s own names come before a subpackage's.
+    """
+    aliases: dict[str, str] = {}
+    for namespace in namespaces:
+        module = importlib.import_module(namespace)
+        for name in public_names(namespace):
+            if inspect.isclass(getattr(module, name)):
+                aliases.setdefault(name, f"{namespace}.{name}")
+    return aliases
+
+
 def _kind(obj: object) -> str:
     if inspect.isclass(obj):
         return "Exceptions" if issubclass(obj, BaseException) else "Classes"
@@ -109,9 +124,23 @@ def skip_foreign_members(app: Sphinx, what: str, name: str, obj: object, skip: b
     return None
 
 
+def protocol_signature(
+    app: Sphinx, what: str, name: str, obj: object, options: Any, args: str | None, retann: str | None
+) -> tuple[str, str] | None:
+    """No call signature for a ``typing.Protocol`` (``Clock``): it describes methods, nobody calls it.
+
+    Python gives every protocol the ``(*args, **kwargs)`` of its placeholder ``__init__``, which
+    would read as if ``Clock(...)`` took anything.
+    """
+    if what == "class" and getattr(obj, "_is_protocol", False):
+        return "", ""
+    return None
+
+
 def setup(app: Sphinx) -> dict[str, Any]:
     """Generate the pages when the configuration is read, before Sphinx and autosummary look for sources."""
     app.add_config_value("nbkit_api_namespaces", ["nbkit"], "env")
     app.connect("config-inited", write_pages, priority=400)
     app.connect("autodoc-skip-member", skip_foreign_members)
+    app.connect("autodoc-process-signature", protocol_signature)
     return {"parallel_read_safe": True}

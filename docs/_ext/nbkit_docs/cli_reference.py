@@ -2,7 +2,8 @@
 
 The directive calls the named function and renders what argparse itself knows: the program's
 description and usage, then one section per subcommand (its description, the usage line argparse
-prints, each argument with its help text, choices and default). A new subcommand or option appears
+prints, each argument with its help text, choices and default, then its epilog: the install lines and
+the examples that ``nbkit COMMAND --help`` ends with). A new subcommand or option appears
 on the site with no edit here; no ``--help`` text is copied by hand.
 """
 
@@ -52,7 +53,7 @@ def _arguments(parser: argparse.ArgumentParser) -> nodes.definition_list:
             continue
         item = nodes.definition_list_item()
         item += nodes.term("", "", nodes.literal(text=_invocation(parser, action)))
-        item += nodes.definition("", nodes.paragraph(text=_help(parser, action)))
+        item += nodes.definition("", _inline(_help(parser, action)))
         listing += item
     return listing
 
@@ -60,6 +61,52 @@ def _arguments(parser: argparse.ArgumentParser) -> nodes.definition_list:
 def _usage(parser: argparse.ArgumentParser) -> nodes.literal_block:
     usage = parser.format_usage().strip()
     return nodes.literal_block(usage, usage, language="text")
+
+
+def _inline(text: str) -> nodes.paragraph:
+    """A line of prose whose parts between backquotes are code, as ``--help`` writes them."""
+    paragraph = nodes.paragraph()
+    for i, part in enumerate(text.split("`")):
+        if part:
+            paragraph += nodes.literal(text=part) if i % 2 else nodes.Text(part)
+    return paragraph
+
+
+def _blocks(text: str | None) -> list[nodes.Node]:
+    """A description or epilog as ``--help`` prints it: prose paragraphs, and indented lines as blocks.
+
+    Unindented lines are prose (one paragraph until a blank or an indented line); indented lines
+    (commands, ``run``'s table of exit codes) keep their lines, in a block with the indentation removed.
+    """
+    if not text:
+        return []
+    result: list[nodes.Node] = []
+    prose: list[str] = []
+    code: list[str] = []
+
+    def flush() -> None:
+        if prose:
+            result.append(_inline(" ".join(prose)))
+            prose.clear()
+        if code:
+            block = "\n".join(code)
+            shell = block.startswith(("nbkit", "#", "pip"))
+            result.append(nodes.literal_block(block, block, language="bash" if shell else "text"))
+            code.clear()
+
+    for line in text.splitlines():
+        if line.startswith(" "):
+            if prose:
+                flush()
+            code.append(line[2:] if line.startswith("  ") else line.lstrip())
+        elif line.strip():
+            if code:
+                flush()
+            prose.append(line.strip())
+        else:
+            flush()
+    flush()
+    return result
 
 
 class CliDirective(SphinxDirective):
@@ -78,10 +125,10 @@ class CliDirective(SphinxDirective):
             title = f"{parser.prog} {name}"
             section = nodes.section(ids=[make_id(self.env, self.state.document, "cli", title)], names=[title])
             section += nodes.title("", "", nodes.literal(text=title))
-            if sub.description:
-                section += nodes.paragraph(text=sub.description)
+            section.extend(_blocks(sub.description))
             section += _usage(sub)
             section += _arguments(sub)
+            section.extend(_blocks(sub.epilog))
             result.append(section)
         return result
 

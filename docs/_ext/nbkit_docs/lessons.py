@@ -15,6 +15,7 @@ lesson 00 draws.
 from __future__ import annotations
 
 import base64
+import fnmatch
 import json
 import re
 from dataclasses import dataclass
@@ -27,7 +28,7 @@ from sphinx.application import Sphinx
 from sphinx.util.docutils import SphinxDirective
 
 from .glossary_links import defined_terms, rewrite_glossary_links
-from .site_links import SITE_URL, rewrite_site_links
+from .site_links import rewrite_site_links
 
 #: Lesson files: two digits, a dash, a name (the tools/build_notebooks.py naming).
 LESSON_GLOB = "[0-9][0-9]-*.ipynb"
@@ -47,6 +48,8 @@ class Lesson:
     objectives: tuple[str, ...]
     time: str | None
     intro: str
+    #: What the time paragraph says after the time itself ("This needs the optional extra ..."), if anything.
+    note: str = ""
 
 
 def _paths(app: Sphinx) -> tuple[Path, Path]:
@@ -87,21 +90,48 @@ def _objectives(lines: list[str]) -> list[str]:
     return items
 
 
+def _split_time(paragraph: str) -> tuple[str, str]:
+    """``Time needed: about 15 minutes (...). This needs ...`` -> the time sentence and the rest.
+
+    The time sentence ends at the first ``.`` outside parentheses that is followed by a space (or ends
+    the paragraph); a parenthesis may hold a ``;`` or a ``.`` of its own.
+    """
+    depth = 0
+    for i, char in enumerate(paragraph):
+        depth += (char == "(") - (char == ")")
+        if char == "." and depth == 0 and (i + 1 == len(paragraph) or paragraph[i + 1] == " "):
+            return paragraph[: i + 1], paragraph[i + 1 :].strip()
+    return paragraph, ""
+
+
+def _time_paragraph(lines: list[str]) -> str | None:
+    """The whole paragraph (continuation lines joined) of the first line that states a time."""
+    for i, line in enumerate(lines):
+        if _TIME_LINE.search(line) and re.search(r"\d", line) and not _LIST_ITEM.match(line) and len(line) < 160:
+            end = i + 1
+            while end < len(lines) and lines[end].strip() and not _LIST_ITEM.match(lines[end]):
+                end += 1
+            return " ".join(" ".join(lines[i:end]).split())
+    return None
+
+
+def _numbered(docname: str, title: str) -> str:
+    """The title with the lesson's number in front (``08 · ...``) when its heading leaves it out."""
+    number = docname[:2]
+    return title if not number.isdigit() or title.startswith(number) else f"{number} · {title}"
+
+
 def parse_first_cell(docname: str, text: str) -> Lesson:
     """The title, objectives, time needed and opening paragraph of a lesson's first markdown cell."""
     lines = text.splitlines()
-    title = next((line[2:].strip() for line in lines if line.startswith("# ")), docname)
-    time = next(
-        (
-            _strip_emphasis(line)
-            for line in lines
-            if _TIME_LINE.search(line) and re.search(r"\d", line) and not _LIST_ITEM.match(line) and len(line) < 160
-        ),
-        None,
-    )
+    title = _numbered(docname, next((line[2:].strip() for line in lines if line.startswith("# ")), docname))
+    paragraph = _time_paragraph(lines)
+    time, note = _split_time(paragraph) if paragraph else (None, "")
+    if time is not None:
+        time = _strip_emphasis(time)
     paragraphs = [p.strip() for p in re.split(r"\n\s*\n", text) if p.strip() and not p.lstrip().startswith("#")]
     intro = " ".join(paragraphs[0].split()) if paragraphs else ""
-    return Lesson(docname, title, tuple(_objectives(lines)), time, intro)
+    return Lesson(docname, title, tuple(_objectives(lines)), time, intro, note)
 
 
 def lessons(app: Sphinx) -> list[Lesson]:
@@ -124,24 +154,43 @@ def copy_notebooks(app: Sphinx, config: object = None) -> None:
     terms = defined_terms(Path(app.srcdir) / "glossary.md")
     for name, path in wanted.items():
         target = learn / name
-        data = site_copy(path, terms, docs=Path(app.srcdir), notebooks=source)
+        data = site_copy(path, terms, app.config.nbkit_repository, docs=Path(app.srcdir), notebooks=source)
         if not target.exists() or target.read_bytes() != data:
             target.write_bytes(data)
     _write_dashboard(sorted(lesson_files.values())[0], Path(app.srcdir) / "_static" / "generated" / "dashboard.png")
 
 
-def site_copy(notebook: Path, terms: dict[str, str], *, docs: Path, notebooks: Path) -> bytes:
-    """The notebook's bytes as the site renders them: links of Markdown cells to the published site
-    (glossary terms, pages this site builds) made local; a notebook without such links is unchanged."""
-    data = notebook.read_bytes()
-    if SITE_URL not in data.decode("utf-8"):
-        return data
-    nb = json.loads(data)
+def run_links(notebook: Path, repository: str) -> str:
+    """The line under a lesson page's title: open it on Binder, or download the ``.ipynb`` to run locally.
+
+    The download is the repository's own notebook (``notebooks/NN-*.ipynb``), as JupyterLab opens it;
+    the page's copy differs only in its glossary links.
+    """
+    binder = f"https://mybinder.org/v2/gh/{repository.removeprefix('https://github.com/')}/HEAD"
+    return (
+        ":::{container} nbkit-lesson-links\n"
+        f"[Run this lesson on Binder]({binder}?urlpath=lab/tree/notebooks/{notebook.name}) (nothing to install)"
+        f" · {{download}}`Download the notebook <../../notebooks/{notebook.name}>`"
+        f" ({notebook.stat().st_size // 1024} KB, with its outputs) to run it in your own JupyterLab\n"
+        ":::\n"
+    )
+
+
+def site_copy(notebook: Path, terms: dict[str, str], repository: str, *, docs: Path, notebooks: Path) -> bytes:
+    """The notebook as the site renders it: a lesson gets the run links under its title; links of Markdown
+    cells to the published site (glossary terms, pages this site builds) are made local."""
+    nb = json.loads(notebook.read_bytes())
+    first = fnmatch.fnmatch(notebook.name, LESSON_GLOB)  # the self-check is no lesson to run
     for cell in nb["cells"]:
-        if cell["cell_type"] == "markdown":
-            source = cell["source"] if isinstance(cell["source"], str) else "".join(cell["source"])
-            source = rewrite_glossary_links(source, terms)
-            cell["source"] = rewrite_site_links(source, docs, notebooks, "learn")
+        if cell["cell_type"] != "markdown":
+            continue
+        source = cell["source"] if isinstance(cell["source"], str) else "".join(cell["source"])
+        if first:
+            head, _, rest = source.partition("\n")
+            source = f"{head}\n\n{run_links(notebook, repository)}\n{rest}" if head.startswith("# ") else source
+            first = False
+        source = rewrite_glossary_links(source, terms)
+        cell["source"] = rewrite_site_links(source, docs, notebooks, "learn")
     return (json.dumps(nb, ensure_ascii=False, indent=1) + "\n").encode("utf-8")
 
 
@@ -173,9 +222,10 @@ class LessonsDirective(SphinxDirective):
         text: list[str] = []
         for lesson in lessons(self.env.app):
             self.env.note_dependency(str(Path(self.env.srcdir) / "learn" / f"{lesson.docname}.ipynb"))
-            time = f" ({lesson.time})" if lesson.time else ""
-            text.append(f"**[{lesson.title}]({lesson.docname}.ipynb)**{time}")
+            text.append(f"**[{lesson.title}]({lesson.docname}.ipynb)**")
             text.append("")
+            if lesson.time:
+                text += [f"*{lesson.time}* {lesson.note}".rstrip(), ""]
             if lesson.objectives:
                 text.append("You will learn:")
                 text.append("")
@@ -190,6 +240,7 @@ class LessonsDirective(SphinxDirective):
 
 def setup(app: Sphinx) -> dict[str, Any]:
     """Copy the notebooks before Sphinx looks for sources (config-inited); register the directive."""
+    app.add_config_value("nbkit_repository", "https://github.com/nbkit/nbkit", "env")
     app.connect("config-inited", copy_notebooks, priority=400)
     app.add_directive("nbkit-lessons", LessonsDirective)
     return {"parallel_read_safe": True}
