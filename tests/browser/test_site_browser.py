@@ -133,8 +133,9 @@ def test_site_pages_in_a_browser(site_url, browser_page, budget, artifacts_dir, 
 def test_glossary_a_diagram_and_the_page_frame(site_url, browser_page, budget, artifacts_dir, request):
     """The glossary and a lesson's Mermaid diagram as a reader sees them, and what frames every page: one
     navbar row (search box and repository link beside the links), no empty sidebar column on a page
-    without children, a lesson's Binder and download links under its title. Screenshots:
-    ``glossary``, ``diagram`` and ``lesson-links`` in ``test-artifacts/browser/``."""
+    without children, a lesson's Binder and download links under its title, the broker comparison's six
+    columns inside the page, the troubleshooting entries. Screenshots: ``glossary``, ``diagram``,
+    ``lesson-links``, ``comparison`` and ``troubleshooting`` in ``test-artifacts/browser/``."""
     page, console = browser_page.page, browser_page.console
     refused: list[str] = []
 
@@ -178,6 +179,21 @@ def test_glossary_a_diagram_and_the_page_frame(site_url, browser_page, budget, a
         assert binder.is_visible() and download.is_visible(), "no Binder or download link under the title"
         assert download.get_attribute("href").endswith("02-outcomes.ipynb")
         shot("lesson-links")
+
+        visit("guide/brokers.html")
+        table = page.locator("table.nbkit-compare").first
+        table.wait_for(state="visible", timeout=budget.ms(10))
+        headers = [h.strip() for h in table.locator("thead th").all_inner_texts()]
+        for system in ("RabbitMQ", "JetStream", "Kafka", "SQS", "file", "pipe"):
+            assert any(system in h for h in headers), f"the comparison has no {system} column: {headers}"
+        box, view = table.bounding_box(), page.viewport_size
+        assert box and view and box["x"] + box["width"] <= view["width"] + 1, "the comparison runs off the page"
+        shot("comparison")
+
+        visit("troubleshooting.html")
+        entries = page.locator("section section h2, section section h3")
+        assert entries.count() >= 10, f"troubleshooting has {entries.count()} entries"
+        shot("troubleshooting")
     except BaseException:
         shot("failure")
         raise
