@@ -10,7 +10,9 @@ meaning (``tests/docs/test_howto.py`` applies it to every page; the rules are al
 - ```` ```console ````: ``$ COMMAND`` lines (a line ending in ``\\`` continues on the next), each run by
   bash in that folder with stdout and stderr together, as a terminal shows them. The exit status is not
   checked: what a command prints is (a page shows a status with ``; echo "exit $?"``).
-- ```` ```text ```` right after one of those (only blank lines between): the output it must print.
+- ```` ```{code-block} python ```` with ``:caption: NAME`` (a file name): the file the reader saves, shown
+  under its name; the test writes it to ``NAME`` in the folder when the page reaches it.
+- ```` ```text ```` right after a python or console block (only blank lines between): the output it must print.
   A code block with no such block after it runs and may print anything.
 - A MyST comment ``% not tested: WHY`` on the line before a block: the block is shown, never run or
   compared (a command that runs until Ctrl-C, a JupyterLab step). Any other fenced block with a
@@ -43,6 +45,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 RUN = ("python", "console")
+CAPTION = re.compile(r"^:caption:\s*(\S+)\s*$")
 FENCE = re.compile(r"^(`{3,})\s*([^`\s]*)\s*(.*)$")
 NOT_TESTED = re.compile(r"^%\s*not tested:\s*\S")
 REQUIRES = re.compile(r"^%\s*requires:\s*(.+)$", re.M)
@@ -59,6 +62,7 @@ class Block:
     not_tested: bool = False
     expected: str | None = None  # the text block after a run block
     expected_line: int = 0  # its opening fence (1-based)
+    file: str | None = None  # a file block's name (its ``:caption:``)
 
 
 @dataclass
@@ -72,8 +76,8 @@ class Page:
 
     @property
     def runs(self) -> list[Block]:
-        """The blocks that run (python and console, not marked ``% not tested``)."""
-        return [b for b in self.blocks if b.lang in RUN and not b.not_tested]
+        """The blocks that run (python, console, and file blocks: written), unless marked ``% not tested``."""
+        return [b for b in self.blocks if (b.lang in RUN or b.file) and not b.not_tested]
 
 
 def parse(path: Path) -> Page:
@@ -97,6 +101,10 @@ def parse(path: Path) -> Page:
             break
         marked = i > 0 and bool(NOT_TESTED.match(lines[i - 1]))
         block = Block(lang, "\n".join(lines[i + 1 : end]), i + 1, not_tested=marked)
+        if lang == "{code-block}" and not marked:
+            block.file, block.code = _file_block(lines[i + 1 : end])
+            if block.file is None:
+                page.problems.append(f"line {i + 1}: a code-block with no ':caption: FILE' is not run")
         if lang == "text" and previous is not None and previous.lang in RUN and not previous.not_tested:
             previous.expected, previous.expected_line = block.code, block.line
             previous = None
@@ -111,6 +119,19 @@ def parse(path: Path) -> Page:
             previous = None
         i = end + 1
     return page
+
+
+def _file_block(body: list[str]) -> tuple[str | None, str]:
+    """A ``{code-block}`` directive's ``:caption:`` (a file name, or None) and its code after the options."""
+    name = None
+    while body and body[0].startswith(":"):
+        caption = CAPTION.match(body[0])
+        if caption:
+            name = caption.group(1)
+        body = body[1:]
+    while body and not body[0].strip():
+        body = body[1:]
+    return name, "\n".join(body) + "\n"
 
 
 def commands(block: Block) -> Iterator[str]:
@@ -212,14 +233,23 @@ def run_page(page: Page, folder: Path) -> Iterator[tuple[Block, str]]:
     namespace: dict[str, object] = {"__name__": "__howto__"}
     old = Path.cwd()
     os.chdir(folder)
+    sys.path.insert(0, str(folder))  # a page's own modules import, as from a notebook in that folder
+    modules = set(sys.modules)
     try:
         for block in page.runs:
-            if block.lang == "python":
+            if block.file:
+                (folder / block.file).write_text(block.code, encoding="utf-8")
+                yield block, ""
+            elif block.lang == "python":
                 yield block, run_python(block, namespace)
             else:
                 yield block, run_console(block, folder)
     finally:
         os.chdir(old)
+        sys.path.remove(str(folder))
+        for name in set(sys.modules) - modules:  # the page's modules: the next page may have its own
+            if str(folder) in str(getattr(sys.modules[name], "__file__", None) or ""):
+                del sys.modules[name]
         with contextlib.suppress(ImportError):
             import matplotlib.pyplot as plt
 
@@ -254,7 +284,7 @@ def main(argv: list[str]) -> int:
     if "--fill" in argv and fills:
         lines = path.read_text(encoding="utf-8").splitlines()
         for start in sorted(fills, reverse=True):  # the fence line; its empty body ends at the next line
-            lines[start : start] = fills[start]
+            lines[start:start] = fills[start]
         path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return 0
 
