@@ -49,7 +49,7 @@ CAPTION = re.compile(r"^:caption:\s*(\S+)\s*$")
 FENCE = re.compile(r"^(`{3,})\s*([^`\s]*)\s*(.*)$")
 NOT_TESTED = re.compile(r"^%\s*not tested:\s*\S")
 REQUIRES = re.compile(r"^%\s*requires:\s*(.+)$", re.M)
-COMMAND_TIMEOUT = 120
+COMMAND_TIMEOUT = 60
 
 
 @dataclass
