@@ -37,6 +37,7 @@ import contextlib
 import io
 import os
 import re
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -168,12 +169,17 @@ def command_env() -> dict[str, str]:
     return env
 
 
-def run_console(block: Block, folder: Path) -> str:
-    """What the commands of a console block print, stdout and stderr together, one after the other."""
+def run_console(block: Block, folder: Path, groups: list[int] | None = None) -> str:
+    """What the commands of a console block print, stdout and stderr together, one after the other.
+
+    Each command runs in a process group of its own, whose id is added to ``groups``: a service a page
+    starts in the background (``nbkit run ... &``) can then be stopped when the page ends, even if the
+    page failed before it stopped it.
+    """
     out = []
     env = command_env()
     for command in commands(block):
-        done = subprocess.run(
+        process = subprocess.Popen(
             ["bash", "-c", command],
             cwd=folder,
             env=env,
@@ -181,10 +187,24 @@ def run_console(block: Block, folder: Path) -> str:
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
             text=True,
-            timeout=COMMAND_TIMEOUT,
+            start_new_session=True,
         )
-        out.append(done.stdout)
+        if groups is not None:
+            groups.append(process.pid)
+        try:
+            out.append(process.communicate(timeout=COMMAND_TIMEOUT)[0])
+        except subprocess.TimeoutExpired:
+            stop_groups([process.pid])
+            process.communicate()
+            raise
     return "".join(out)
+
+
+def stop_groups(groups: list[int]) -> None:
+    """Kill what is left of the process groups the page's commands started (only those)."""
+    for group in groups:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(group, signal.SIGKILL)
 
 
 def run_python(block: Block, namespace: dict[str, object]) -> str:
@@ -231,6 +251,7 @@ def matches(expected: str, actual: str) -> bool:
 def run_page(page: Page, folder: Path) -> Iterator[tuple[Block, str]]:
     """Run a page's blocks in order in ``folder`` (the current directory meanwhile); yield each output."""
     namespace: dict[str, object] = {"__name__": "__howto__"}
+    groups: list[int] = []
     old = Path.cwd()
     os.chdir(folder)
     sys.path.insert(0, str(folder))  # a page's own modules import, as from a notebook in that folder
@@ -243,8 +264,9 @@ def run_page(page: Page, folder: Path) -> Iterator[tuple[Block, str]]:
             elif block.lang == "python":
                 yield block, run_python(block, namespace)
             else:
-                yield block, run_console(block, folder)
+                yield block, run_console(block, folder, groups)
     finally:
+        stop_groups(groups)
         os.chdir(old)
         sys.path.remove(str(folder))
         for name in set(sys.modules) - modules:  # the page's modules: the next page may have its own

@@ -7,6 +7,7 @@ compared with the ``text`` block under it (the rules, and what ``...`` matches, 
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import re
 import warnings
@@ -38,9 +39,9 @@ def test_every_block_of_the_page_prints_what_the_page_shows(path, tmp_path, monk
     for module in page.requires:
         pytest.importorskip(module)
     monkeypatch.setenv("MPLBACKEND", "Agg")
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), contextlib.closing(run_page(page, tmp_path)) as outputs:
         warnings.simplefilter("ignore")  # a page shows what it prints; warnings are not part of it
-        for block, output in run_page(page, tmp_path):
+        for block, output in outputs:  # closing: a failed page still stops what it started
             if block.expected is not None:
                 assert matches(block.expected, output), _report(page, block, output)
 
