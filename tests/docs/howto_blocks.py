@@ -33,13 +33,17 @@ for writing one.
 from __future__ import annotations
 
 import ast
+import atexit
 import contextlib
+import functools
 import io
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -153,8 +157,10 @@ def commands(block: Block) -> Iterator[str]:
 
 
 def command_env() -> dict[str, str]:
-    """The environment of console commands: this checkout's nbkit first, its ``nbkit`` on PATH, no colour.
+    """The environment of console commands: ``nbkit`` is this checkout's, run by this interpreter.
 
+    A ``nbkit`` script in a folder of its own comes first on PATH (``python -m nbkit``, with this
+    checkout first on PYTHONPATH), so the pages test this tree whether or not it is pip-installed.
     The note that the pure-Python core runs is silenced where no compiled core is built (a checkout
     without ``build_ext --inplace``): it says nothing about the page.
     """
@@ -162,11 +168,22 @@ def command_env() -> dict[str, str]:
 
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, [env.get("PYTHONPATH")])])
-    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+    env["PATH"] = os.pathsep.join([_nbkit_bin(), str(Path(sys.executable).parent), env.get("PATH", "")])
     env.update(NO_COLOR="1", COLUMNS="120", MPLBACKEND="Agg", TZ="UTC", PYTHONHASHSEED="0")
     if core.CORE != "compiled":
         env["NBKIT_PURE_PYTHON"] = "1"
     return env
+
+
+@functools.cache
+def _nbkit_bin() -> str:
+    """A temporary folder holding an ``nbkit`` script that runs ``python -m nbkit`` with this interpreter."""
+    folder = Path(tempfile.mkdtemp(prefix="howto-bin-"))
+    script = folder / "nbkit"
+    script.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m nbkit "$@"\n', encoding="utf-8")
+    script.chmod(0o755)
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    return str(folder)
 
 
 def run_console(block: Block, folder: Path, groups: list[int] | None = None) -> str:
@@ -284,8 +301,6 @@ def main(argv: list[str]) -> int:
     With ``--fill``, also write each output into the page's empty output blocks (a new page's
     ```` ```text ```` blocks left empty): what to trim with ``...`` and check by eye afterwards.
     """
-    import tempfile
-
     import matplotlib
 
     matplotlib.use("Agg")
