@@ -26,8 +26,8 @@ removed: a shown line that is ``...`` alone stands for any number of lines (none
 inside a shown line for any text within that line (a time of day, a temporary path). Everything else
 must be equal.
 
-``python tests/docs/howto_blocks.py docs/howto/PAGE.md`` runs a page and prints each block's output,
-for writing one.
+``python tests/docs/howto_blocks.py [--fill] docs/howto/PAGE.md`` runs a page and prints each block's
+output, for writing one (``--fill`` also writes the outputs into the page's empty ``text`` blocks).
 """
 
 from __future__ import annotations

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import difflib
 import re
+import sys
 import warnings
 from pathlib import Path
 
@@ -90,3 +91,20 @@ def test_a_code_block_that_neither_runs_nor_is_marked_is_a_problem(tmp_path):
         ("console", False, "hi"),
     ]
     assert [out for _, out in run_page(parsed, tmp_path)] == ["hi\n"]
+
+
+def test_a_file_block_is_written_where_the_page_reaches_it_and_requires_are_read(tmp_path):
+    page = tmp_path / "p.md"
+    page.write_text(
+        "% requires: json, csv\n\n```{code-block} python\n:caption: stage.py\n\nX = 41\n```\n\n"
+        "```python\nimport stage\n\nstage.X + 1\n```\n\n```text\n42\n```\n\n"
+        "```console\n$ cat stage.py\n```\n\n```text\nX = 41\n```\n",
+        encoding="utf-8",
+    )
+    parsed = parse(page)
+    assert not parsed.problems and parsed.requires == ["json", "csv"]
+    folder = tmp_path / "run"
+    folder.mkdir()
+    outputs = [(block.file or block.lang, out) for block, out in run_page(parsed, folder)]
+    assert outputs == [("stage.py", ""), ("python", "42\n"), ("console", "X = 41\n")]
+    assert "stage" not in sys.modules  # the page's own module does not leak into the next page
