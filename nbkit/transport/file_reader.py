@@ -1072,6 +1072,37 @@ class StreamReader:
         self.pos = pos
         return pos // interval
 
+    def seek_offset(self, offset: int) -> None:
+        """Move to byte ``offset``, a frame start the caller knows (an earlier ``Message.offset`` or
+        ``end``, a partition's first frame, a checkpoint) or a beacon boundary; the read goes on from
+        there (``end`` is cleared, messages scanned ahead are dropped). Unlike :meth:`seek`, nothing is
+        looked up: a wrong offset reads as damage.
+
+        Parameters
+        ----------
+        offset : int
+            The file offset of a frame (or of a beacon boundary, where the next frame follows the beacon).
+
+        Returns
+        -------
+        None
+
+        Examples
+        --------
+        >>> from nbkit import StreamReader, StreamWriter
+        >>> with StreamWriter("orders.ss") as writer:
+        ...     second = [writer.write("orders", b"%d" % n) for n in range(3)][1]
+        >>> with StreamReader("orders.ss") as reader:
+        ...     reader.seek_offset(second.offset)
+        ...     [m.seq for m in reader]
+        [2, 3]
+        """
+        if offset < HEADER_SIZE:
+            raise ValueError(f"offset {offset} is inside the file header (frames start at {HEADER_SIZE} or later)")
+        self.pos = offset
+        self.end = None
+        self._ahead_pos = -1
+
     def seek(self, position: FilePosition, *, key: str | None = None, shard_id: int = 0) -> None:
         """Move to ``position``; sequence and timestamp positions need the stream ``key``.
 

@@ -80,7 +80,7 @@ def take_frames(path: str, fd: int, start: int, size: int, book: StreamBook) -> 
     try:
         header = reader.header
         if start > HEADER_SIZE:
-            reader.pos = start
+            reader.seek_offset(start)
         resume = start
         for msg in reader:
             if msg.is_eos:
