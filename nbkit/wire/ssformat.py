@@ -41,7 +41,10 @@ MAX_MARKER_SIZE = 282
 EOS_PAYLOAD = b"EOS"
 CR = b"\r"
 
-_HEAD = struct.Struct(">QQQI")  # shard, seq, ts, payload size
+#: A frame's fields after its key (K, then K key bytes): shard, seq, timestamp (ms), payload size (§4).
+FRAME_HEAD = struct.Struct(">QQQI")
+#: After the payload: its CRC-16 (then the frame's closing CR).
+FRAME_CRC = struct.Struct(">H")
 _MARK = struct.Struct(">QQQH")  # shard, seq, ts, running checksum
 _U32 = struct.Struct(">I")
 _CRC_END = struct.Struct(">Hc")
@@ -163,7 +166,7 @@ def encode_frame(key: bytes, shard_id: int, seq: int, timestamp_ms: int, payload
         (
             bytes((len(key),)),
             key,
-            _HEAD.pack(shard_id, seq, timestamp_ms, size),
+            FRAME_HEAD.pack(shard_id, seq, timestamp_ms, size),
             payload,
             _CRC_END.pack(crc, CR),
         )
