@@ -24,15 +24,15 @@ route everywhere; shared writers always take it.
 
 from __future__ import annotations
 
-import fcntl
 import os
 import time
 from collections.abc import Callable
 from typing import Any, NoReturn
 
 from nbkit.errors import ClosedError, FileIOError, FileLimitError, FormatError, NbkitError
-from nbkit.transport.file_lock import open_for_append, take_lock, try_lock
-from nbkit.transport.writer_resume import STALE_TAIL_MAX, resume_exclusive, take_frames
+from nbkit.transport.file_lock import open_for_append, take_lock
+from nbkit.transport.shared_appends import SharedAppends
+from nbkit.transport.writer_resume import STALE_TAIL_MAX, resume_exclusive
 from nbkit.transport.writer_state import (
     COMPILED,
     FOLD_BYTES,
@@ -74,7 +74,7 @@ def _as_payload(payload: object) -> bytes:
     return bytes(payload)
 
 
-class StreamWriter:
+class StreamWriter(SharedAppends):
     """Append messages to a ``.ss`` file, creating it (with its header) when it does not exist.
 
     When the file exists, the writer keeps its beacon interval, resumes after the last complete
@@ -268,71 +268,6 @@ class StreamWriter:
         interval = self.header.beacon_interval
         self._state.stop = min(offset - offset % interval + interval, self._fold_at, self._size_limit - 6)
 
-    def _release(self) -> None:
-        """Let go of the lock (shared mode, after an append)."""
-        if self._held:
-            self._held = False
-            if self._state.fd >= 0:
-                fcntl.flock(self._state.fd, fcntl.LOCK_UN)
-
-    # -- shared appends ----------------------------------------------------------------------------
-    def _shared_write(self, stream_key: str, payload: bytes, **fields: Any) -> Written:
-        """``write`` of a shared writer (``fields``: its keywords): lock, catch up with the others'
-        appends, append, unlock (the lock stays held while messages wait in the buffer of a
-        ``flush_every > 1`` writer)."""
-        if not self._held:
-            if self._state.fd < 0:
-                raise ClosedError(f"{self.path}: the writer is closed")
-            if not try_lock(self._state.fd):  # the usual case: nobody holds it
-                take_lock(self._state.fd, self.path, self.lock_timeout, exclusive=False)
-            self._held = True
-            try:
-                size = os.fstat(self._state.fd).st_size
-                if size != self._state.offset:
-                    self._catch_up(size)
-            except BaseException:
-                self._release()
-                raise
-        try:
-            written = StreamWriter.write(self, stream_key, payload, **fields)
-        finally:
-            if not self._state.pending:
-                self._release()
-        # another writer overwrites a trailing EOS: then this writer's end is no frame boundary any more
-        self._eos_last = stream_key == INTERNAL_KEY and payload == EOS_PAYLOAD
-        return written
-
-    def _catch_up(self, size: int) -> None:
-        """Holding the lock: bring this writer's state up to the file's ``size`` bytes.
-
-        Reads the frames after the offset (all of them when the file shrank, e.g. another writer
-        overwrote an EOS this writer wrote), counts the markers of the beacons among them (the round
-        robin of the next beacon continues from there), cuts off a torn tail or a trailing EOS, and
-        writes a beacon the resume point lacks (:func:`~nbkit.transport.writer_resume.take_frames`).
-        """
-        if size < self._state.offset or self._eos_last:
-            self._restart_state()
-            self._eos_last = False
-        try:
-            found = take_frames(self.path, self._state.fd, self._state.offset, size, self._book)
-        except FormatError:
-            if self._state.offset == HEADER_SIZE:
-                raise
-            self._restart_state()  # our idea of where frames start no longer holds: read it all again
-            found = take_frames(self.path, self._state.fd, self._state.offset, size, self._book)
-        self.header = found.header
-        self._state.offset = found.offset
-        self.truncated_bytes += found.truncated_bytes
-        self._restop()
-        if self._fold_at < self._state.offset:
-            self._fold_at = self._state.offset + FOLD_BYTES
-
-    def _restart_state(self) -> None:
-        """Forget every stream's state; the next catch-up reads the file from its first frame."""
-        self._book.restart()
-        self._state.hot.clear()
-        self._state.offset = HEADER_SIZE
-
     # -- writing ---------------------------------------------------------------------------------
     def _key_prefix(self, stream_key: str) -> bytes:
         """The first bytes of a frame of ``stream_key`` (its length and ASCII bytes); the key is
@@ -465,6 +400,9 @@ class StreamWriter:
                 self.flush()
         return _tuple_new(Written, (stream_key, shard_id, seq, timestamp_ms, start, end))
 
+    #: the pure-Python route itself (the shared route's append, whatever ``write`` an instance has)
+    _pure_write = write
+
     def _stream_of(self, stream_key: str, shard_id: int, seq: int | None) -> tuple[bytes, StreamState | None, int]:
         """For ``write`` of a key not in _hot: refuse a closed writer, an invalid key and (``strict_seq``)
         a seq that does not increase; return the key's bytes, the stream's state (None for a new
@@ -512,7 +450,7 @@ class StreamWriter:
             state = self._book.account(stream_key, shard_id, seq, ts, b"", crc)
         else:
             state.note(seq, ts, crc)
-        end, self._state.offset = self._cut(frame, start)
+        end, self._state.offset = self._book.cut(frame, start, self.header.beacon_interval, self._state.pending)
         if self._state.offset >= self._fold_at:
             self._book.fold()
             self._fold_at = self._state.offset + FOLD_BYTES
@@ -534,28 +472,6 @@ class StreamWriter:
                 f"{known.seq}; leave the sequence out to get {known.seq + 1}",
                 path=self.path,
             )
-
-    def _cut(self, frame: bytes, offset: int) -> tuple[int, int]:
-        """Queue a frame that reaches a beacon boundary: its pieces with a beacon at each boundary
-        (§6); returns the offset just after the frame's last byte (its ``Written.end``, as the reader's
-        ``Message.end``: a beacon at the boundary where the frame ends belongs to the next read, §6.3)
-        and the offset after everything queued."""
-        interval = self.header.beacon_interval
-        chunks = self._state.pending
-        pos = 0
-        total = len(frame)
-        frame_end = offset
-        while pos < total:
-            take = min(total - pos, interval - offset % interval)
-            chunks.append(frame[pos : pos + take] if take != total else frame)
-            pos += take
-            offset += take
-            frame_end = offset
-            if offset % interval == 0:
-                beacon = encode_beacon(total - pos, self._book.markers(interval))
-                chunks.append(beacon)
-                offset += len(beacon)
-        return frame_end, offset
 
     def flush(self) -> None:
         """Hand every buffered byte to the OS (readers in other processes then see it).

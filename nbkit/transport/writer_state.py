@@ -22,7 +22,7 @@ from typing import Any
 
 from nbkit.wire.core import FORCED_PURE
 from nbkit.wire.crc import CRC_INIT, crc16
-from nbkit.wire.ssformat import Marker, num_markers
+from nbkit.wire.ssformat import Marker, encode_beacon, num_markers
 
 __all__ = [
     "COMPILED",
@@ -153,6 +153,26 @@ class StreamBook:
             markers.append(Marker(key, shard, st.seq, st.ts, st.checksum()))
         self.beacon_count += take
         return markers
+
+    def cut(self, frame: bytes, offset: int, interval: int, chunks: list[bytes]) -> tuple[int, int]:
+        """Queue a frame that starts at ``offset`` and reaches a beacon boundary into ``chunks``: its
+        pieces, with a beacon (of :meth:`markers`) at each boundary (§6). Returns the offset just after the
+        frame's last byte (its ``Written.end``, as the reader's ``Message.end``: a beacon at the boundary
+        where the frame ends belongs to the next read, §6.3) and the offset after everything queued."""
+        pos = 0
+        total = len(frame)
+        frame_end = offset
+        while pos < total:
+            take = min(total - pos, interval - offset % interval)
+            chunks.append(frame[pos : pos + take] if take != total else frame)
+            pos += take
+            offset += take
+            frame_end = offset
+            if offset % interval == 0:
+                beacon = encode_beacon(total - pos, self.markers(interval))
+                chunks.append(beacon)
+                offset += len(beacon)
+        return frame_end, offset
 
 
 _WrittenFields = namedtuple("_WrittenFields", "stream_key shard_id seq timestamp_ms offset end")
