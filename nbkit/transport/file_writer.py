@@ -219,6 +219,7 @@ class StreamWriter(SharedAppends):
         self._restop()
         if not exclusive:
             self._release()
+            self._pure_write = StreamWriter.write  # the shared route's append (the function, see SharedAppends)
             # every append goes through _shared_write (lock, catch up, write, unlock); an instance
             # attribute, so the exclusive writer's ``write`` is the method itself, with no check of the mode
             self.write = self._shared_write  # type: ignore[method-assign]
@@ -399,9 +400,6 @@ class StreamWriter(SharedAppends):
             if ws.pending_count >= ws.flush_every:
                 self.flush()
         return _tuple_new(Written, (stream_key, shard_id, seq, timestamp_ms, start, end))
-
-    #: the pure-Python route itself (the shared route's append, whatever ``write`` an instance has)
-    _pure_write = write
 
     def _stream_of(self, stream_key: str, shard_id: int, seq: int | None) -> tuple[bytes, StreamState | None, int]:
         """For ``write`` of a key not in _hot: refuse a closed writer, an invalid key and (``strict_seq``)

@@ -39,8 +39,10 @@ class SharedAppends:
     _held: bool
     _eos_last: bool
 
-    #: the writer's pure-Python route (its ``write`` method), and its setting of the next mark (``stop``)
+    #: the writer's pure-Python route: its class's ``write`` function (called with the writer first: a
+    #: function kept on the instance is found and called without building a bound method per message)
     _pure_write: Callable[..., Written]
+    #: the writer's setting of the next mark (``stop``)
     _restop: Callable[[], None]
 
     def _release(self) -> None:
@@ -68,10 +70,11 @@ class SharedAppends:
             except BaseException:
                 self._release()
                 raise
+        state = self._state
         try:
-            written = self._pure_write(stream_key, payload, **fields)
+            written = self._pure_write(self, stream_key, payload, **fields)
         finally:
-            if not self._state.pending:
+            if not state.pending:
                 self._release()
         # another writer overwrites a trailing EOS: then this writer's end is no frame boundary any more
         self._eos_last = stream_key == INTERNAL_KEY and payload == EOS_PAYLOAD
