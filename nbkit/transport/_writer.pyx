@@ -35,7 +35,7 @@ import struct
 
 from nbkit.transport.writer_state import FOLD_AT
 from nbkit.wire.crc import crc16
-from nbkit.wire.ssformat import MAX_TIMESTAMP_MS
+from nbkit.wire.limits import MAX_TIMESTAMP_MS
 
 cdef extern from "<time.h>" nogil:
     ctypedef long time_t
@@ -72,7 +72,7 @@ cdef inline bint _alone() noexcept:
 #: Payload CRCs a stream keeps before folding them into its running checksum (writer_state.FOLD_AT).
 cdef Py_ssize_t _FOLD_AT = FOLD_AT
 cdef unsigned long long _MAX_SEQ = 0xFFFFFFFFFFFFFFFF
-#: The year-9999 bound of a timestamp (ssformat.MAX_TIMESTAMP_MS).
+#: The year-9999 bound of a timestamp (nbkit.wire.limits.MAX_TIMESTAMP_MS).
 cdef long long _MAX_TS = MAX_TIMESTAMP_MS
 #: Frames up to this size are encoded into the route's scratch buffer (larger ones into a bytes object).
 cdef Py_ssize_t _SCRATCH = 1 << 16

@@ -11,8 +11,7 @@ from functools import partial
 from typing import Literal, NamedTuple, get_args
 
 from nbkit.errors import NbkitError
-from nbkit.wire.keys import INTERNAL_KEY
-from nbkit.wire.ssformat import EOS_PAYLOAD
+from nbkit.wire.ssformat import is_eos
 
 __all__ = ["END_REASONS", "EndReason", "Message", "ReadEnd", "make_message"]
 
@@ -60,7 +59,7 @@ class Message(NamedTuple):
     @property
     def is_eos(self) -> bool:
         """Whether this is SeaStreamer's end-of-stream mark (not a message of any stream)."""
-        return self.stream_key == INTERNAL_KEY and self.payload == EOS_PAYLOAD
+        return is_eos(self.stream_key, self.payload)
 
 
 #: Build a Message from a (key, shard, seq, ts, payload, offset, end) tuple at C speed.

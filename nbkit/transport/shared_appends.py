@@ -77,6 +77,7 @@ class SharedAppends:
             if not state.pending:
                 self._release()
         # another writer overwrites a trailing EOS: then this writer's end is no frame boundary any more
+        # (ssformat.is_eos, spelt out: one comparison per append, not a call)
         self._eos_last = stream_key == INTERNAL_KEY and payload == EOS_PAYLOAD
         return written
 

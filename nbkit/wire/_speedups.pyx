@@ -39,8 +39,13 @@ for _k in range(1, 8):
     for _t in range(256):
         _T[_k][_t] = <uint16_t>((_T[_k - 1][_t] << 8) ^ _T[0][_T[_k - 1][_t] >> 8])
 
-cdef int64_t _MAX_TS = 253_402_300_799_999
-cdef uint64_t _MAX_PAYLOAD = 0xFFFFFFFF
+from nbkit.wire.limits import MAX_PAYLOAD, MAX_TIMESTAMP_MS, SEQUENCE_HEADER
+
+#: The format's bounds (nbkit.wire.limits, as the pure twins read them).
+cdef int64_t _MAX_TS = MAX_TIMESTAMP_MS
+cdef uint64_t _MAX_PAYLOAD = MAX_PAYLOAD
+#: The header every delivery gets (envelope.SEQUENCE_HEADER), held in a C variable for the per-message loops.
+cdef str _SEQUENCE_HEADER = SEQUENCE_HEADER
 
 
 cdef inline uint16_t _crc(const uint8_t* p, Py_ssize_t n, uint16_t crc) noexcept nogil:
@@ -855,7 +860,7 @@ def line_delivery(str line, lineno, dict counters not None):
         headers, payload = _pure_envelope_decode(data)
     else:
         headers, payload = {}, data
-    headers[u"stream-sequence"] = str(seq)
+    headers[_SEQUENCE_HEADER] = str(seq)
     return ts, stream_key, seq, shard, payload, headers, key is None
 
 
@@ -921,7 +926,7 @@ def decode_delivery(data, seq):
             from nbkit.wire.envelope import decode
             _pure_envelope_decode = decode
         headers, payload = _pure_envelope_decode(data)
-    headers[u"stream-sequence"] = str(seq)
+    headers[_SEQUENCE_HEADER] = str(seq)
     return headers, payload
 
 
@@ -970,7 +975,7 @@ cdef class _FileDeliveries:
             return next(_pure_file_deliveries()((msg,), self._subscription, self._make))
         if type(data) is bytes and not (PyBytes_GET_SIZE(data) >= 2 and PyBytes_AS_STRING(data)[0] == 114
                                         and PyBytes_AS_STRING(data)[1] == 115):  # no envelope: decode_delivery's
-            headers, payload = {u"stream-sequence": str(seq)}, data
+            headers, payload = {_SEQUENCE_HEADER: str(seq)}, data
         else:
             headers, payload = decode_delivery(data, seq)
         return self._make(payload, headers, stream_key, shard_id, seq, timestamp_ms, u"file", self._subscription,

@@ -24,9 +24,9 @@ from nbkit.wire.ssformat import FRAME_HEAD, MAX_TIMESTAMP_MS
 
 __all__ = [
     "ColumnBuffers",
+    "FrameColumns",
     "compact_payloads",
     "compact_payloads_pure",
-    "FrameColumns",
     "new_columns",
     "payload_lines",
     "payload_lines_pure",

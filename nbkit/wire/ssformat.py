@@ -21,6 +21,38 @@ from nbkit.errors import (
 from nbkit.wire.core import pick
 from nbkit.wire.crc import crc16
 from nbkit.wire.keys import INTERNAL_KEY, is_valid_key
+from nbkit.wire.limits import MAX_PAYLOAD, MAX_TIMESTAMP_MS
+
+__all__ = [
+    "Beacon",
+    "CR",
+    "DEFAULT_BEACON_INTERVAL",
+    "EOS_PAYLOAD",
+    "FRAME_CRC",
+    "FRAME_HEAD",
+    "FRAME_OVERHEAD",
+    "FileHeader",
+    "HEADER_SIZE",
+    "MAGIC",
+    "MAX_MARKER_SIZE",
+    "MAX_PAYLOAD",
+    "MAX_TIMESTAMP_MS",
+    "MAX_U64",
+    "MIN_READ_INTERVAL",
+    "Marker",
+    "VERSION",
+    "check_timestamp",
+    "check_write_interval",
+    "decode_beacon",
+    "decode_header",
+    "decode_key",
+    "encode_beacon",
+    "encode_frame",
+    "encode_frame_pure",
+    "encode_header",
+    "is_eos",
+    "num_markers",
+]
 
 HEADER_SIZE = 128
 MAGIC = b"Ss"
@@ -31,9 +63,6 @@ DEFAULT_BEACON_INTERVAL = 1 << 20
 MIN_READ_INTERVAL = 128
 #: Frame bytes besides the key and payload: K(1) shard(8) seq(8) ts(8) size(4) crc(2) end(1).
 FRAME_OVERHEAD = 32
-#: Largest timestamp the Rust reader accepts: 9999-12-31T23:59:59.999Z in ms.
-MAX_TIMESTAMP_MS = 253_402_300_799_999
-MAX_PAYLOAD = (1 << 32) - 1
 MAX_U64 = (1 << 64) - 1
 #: Upper bound of one marker's size that upstream uses to size beacons (1 + 255 + 24 + 2).
 MAX_MARKER_SIZE = 282
