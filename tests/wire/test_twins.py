@@ -317,7 +317,7 @@ def lines(draw) -> str:
 @example(line="[2024-13-02T03:04:05 | orders | 17] x", lineno=3)
 @example(line="[2024-01-02T03:04:05 | orders | 18446744073709551616] x", lineno=3)
 def test_parse_line_twins_agree(line, lineno):
-    assert outcome(compiled.parse_fields, line, lineno) == outcome(stdio_line._parse_fields_pure, line, lineno)
+    assert outcome(compiled.parse_fields, line, lineno) == outcome(stdio_line.parse_fields_pure, line, lineno)
 
 
 @HYPO
