@@ -20,6 +20,10 @@ is accounted, encoded and handed to ``write(2)`` in C; every other write, and ev
 the pure-Python ``StreamWriter.write`` below, its reference twin (same files, results and errors:
 tests/transport/test_file_writer_twins.py). ``NBKIT_PURE_PYTHON=1`` or a missing build gives the pure
 route everywhere; shared writers always take it.
+
+Both routes read and update one state object (:class:`~nbkit.transport.writer_state.WriterState`, or its
+compiled twin); the shared route's lock and catch-up are :mod:`nbkit.transport.shared_appends`, resuming an
+existing file :mod:`nbkit.transport.writer_resume`, and opening and locking it :mod:`nbkit.transport.file_lock`.
 """
 
 from __future__ import annotations
@@ -263,7 +267,7 @@ class StreamWriter(SharedAppends):
         self._restop()
 
     def _restop(self) -> None:
-        """Set ``_stop``: ``write`` cuts nothing and checks no size limit for a frame ending before it,
+        """Set the state's ``stop``: ``write`` cuts nothing and checks no size limit for a frame ending before it,
         where no beacon boundary, fold of the running checksums or size limit is reached."""
         offset = self._state.offset
         interval = self.header.beacon_interval
@@ -352,9 +356,9 @@ class StreamWriter(SharedAppends):
             If the frame would take the file past ``size_limit`` (nothing is written).
         """
         # One path for every message; the first message of a stream (on shard 0, with the default seq)
-        # puts its key in _hot, and the next ones skip what that proved: the key is valid, the stream
+        # puts its key in the state's hot, and the next ones skip what that proved: the key is valid, the stream
         # has its state, no strict_seq check applies. The frame encoder checks every field, and a
-        # frame ending before _stop reaches no beacon boundary, checksum fold or size limit.
+        # frame ending before the state's stop reaches no beacon boundary, checksum fold or size limit.
         ws = self._state
         try:
             hot = ws.hot.get(stream_key) if seq is None and shard_id == 0 else None
@@ -382,7 +386,7 @@ class StreamWriter(SharedAppends):
             state.seq = seq
         if timestamp_ms > state.ts:
             state.ts = timestamp_ms
-        state.crcs.append(crc)  # folded every FOLD_BYTES (_stop) into the running checksum
+        state.crcs.append(crc)  # folded every FOLD_BYTES (stop) into the running checksum
         ws.offset = end
         if ws.direct:  # the default: straight to the OS
             try:
@@ -402,7 +406,7 @@ class StreamWriter(SharedAppends):
         return _tuple_new(Written, (stream_key, shard_id, seq, timestamp_ms, start, end))
 
     def _stream_of(self, stream_key: str, shard_id: int, seq: int | None) -> tuple[bytes, StreamState | None, int]:
-        """For ``write`` of a key not in _hot: refuse a closed writer, an invalid key and (``strict_seq``)
+        """For ``write`` of a key not in the hot keys: refuse a closed writer, an invalid key and (``strict_seq``)
         a seq that does not increase; return the key's bytes, the stream's state (None for a new
         stream) and the sequence number."""
         if self._state.fd < 0:
@@ -416,7 +420,7 @@ class StreamWriter(SharedAppends):
                 seq = 1
             else:
                 seq = state.seq + 1
-                if shard_id == 0:  # a stream read from the file (resumed, caught up): _hot from now on
+                if shard_id == 0:  # a stream read from the file (resumed, caught up): hot from now on
                     self._state.hot[stream_key] = (prefix[1:], state)
         elif self.strict_seq and stream_key != INTERNAL_KEY:
             self._check_increasing(stream_key, shard_id, seq)
@@ -433,9 +437,9 @@ class StreamWriter(SharedAppends):
         raw_key: bytes,
         state: StreamState | None,
     ) -> Written:
-        """``write`` of an encoded frame that starts a stream or reaches ``_stop``: check the size limit,
+        """``write`` of an encoded frame that starts a stream or reaches ``stop``: check the size limit,
         account the message, cut the frame at each beacon boundary it reaches (§6), fold the running
-        checksums once ``FOLD_BYTES`` went by, and give a stream on shard 0 its _hot entry."""
+        checksums once ``FOLD_BYTES`` went by, and give a stream on shard 0 its hot entry."""
         start = self._state.offset
         total = len(frame)
         if start + total + 7 > self._size_limit:
