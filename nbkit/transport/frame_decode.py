@@ -21,8 +21,7 @@ from nbkit.wire.crc import crc16
 from nbkit.wire.keys import INTERNAL_KEY
 from nbkit.wire.scan import ColumnBuffers, FrameColumns, scan_columns, scan_frames
 from nbkit.wire.ssformat import (
-    FRAME_CRC,
-    FRAME_HEAD,
+    FRAME_TAIL_SIZE,
     HEADER_SIZE,
     MAX_TIMESTAMP_MS,
     Beacon,
@@ -30,6 +29,9 @@ from nbkit.wire.ssformat import (
     decode_beacon,
     decode_header,
     decode_key,
+    frame_head_size,
+    unpack_frame_head,
+    unpack_frame_tail,
 )
 
 __all__ = ["FrameDecoder", "NeedBytes"]
@@ -219,32 +221,23 @@ class FrameDecoder:
         buf = self._buf
         i = pos - self._base
         k = buf[i]
-        if pos + 29 + k <= boundary:  # fast path: the header lies inside this interval
-            self._fill(pos, 29 + k)
-            buf = self._buf
-            i = pos - self._base
-            raw_key = buf[i + 1 : i + 1 + k]
-            shard, seq, ts, size = FRAME_HEAD.unpack_from(buf, i + 1 + k)
-            total = 32 + k + size
+        head_size = frame_head_size(k)
+        if pos + head_size <= boundary:  # fast path: the header lies inside this interval
+            self._fill(pos, head_size)
+            raw_key, shard, seq, ts, size = unpack_frame_head(self._buf, pos - self._base)
+            total = head_size + size + FRAME_TAIL_SIZE
             if pos + total <= boundary:
                 self._fill(pos, total)
-                buf = self._buf
-                i = pos - self._base
-                p = i + 29 + k
-                payload = buf[p : p + size]
-                (stored,) = FRAME_CRC.unpack_from(buf, p + size)
+                payload, stored = unpack_frame_tail(self._buf, pos - self._base + head_size, size)
                 end = pos + total
             else:
-                tail, end = self._gather(pos + 29 + k, size + 3)
-                payload = tail[:size]
-                (stored,) = FRAME_CRC.unpack_from(tail, size)
+                tail, end = self._gather(pos + head_size, size + FRAME_TAIL_SIZE)
+                payload, stored = unpack_frame_tail(tail, 0, size)
         else:
-            head, p = self._gather(pos, 29 + k)
-            raw_key = head[1 : 1 + k]
-            shard, seq, ts, size = FRAME_HEAD.unpack_from(head, 1 + k)
-            tail, end = self._gather(p, size + 3)
-            payload = tail[:size]
-            (stored,) = FRAME_CRC.unpack_from(tail, size)
+            head, p = self._gather(pos, head_size)
+            raw_key, shard, seq, ts, size = unpack_frame_head(head, 0)
+            tail, end = self._gather(p, size + FRAME_TAIL_SIZE)
+            payload, stored = unpack_frame_tail(tail, 0, size)
         key = self._key(raw_key, start + 1)
         if ts > MAX_TIMESTAMP_MS:
             raise TimestampRangeError(f"message timestamp {ts} ms is after year 9999", offset=start + 9 + k)

@@ -31,6 +31,7 @@ __all__ = [
     "FRAME_CRC",
     "FRAME_HEAD",
     "FRAME_OVERHEAD",
+    "FRAME_TAIL_SIZE",
     "FileHeader",
     "HEADER_SIZE",
     "MAGIC",
@@ -50,8 +51,11 @@ __all__ = [
     "encode_frame",
     "encode_frame_pure",
     "encode_header",
+    "frame_head_size",
     "is_eos",
     "num_markers",
+    "unpack_frame_head",
+    "unpack_frame_tail",
 ]
 
 HEADER_SIZE = 128
@@ -74,6 +78,8 @@ CR = b"\r"
 FRAME_HEAD = struct.Struct(">QQQI")
 #: After the payload: its CRC-16 (then the frame's closing CR).
 FRAME_CRC = struct.Struct(">H")
+#: Bytes after the payload: its CRC-16 and the frame's closing CR.
+FRAME_TAIL_SIZE = FRAME_CRC.size + 1
 _MARK = struct.Struct(">QQQH")  # shard, seq, ts, running checksum
 _U32 = struct.Struct(">I")
 _CRC_END = struct.Struct(">Hc")
@@ -205,6 +211,24 @@ def encode_frame(key: bytes, shard_id: int, seq: int, timestamp_ms: int, payload
 #: The pure-Python twin, kept under its own name for the twin tests and benchmarks.
 encode_frame_pure = encode_frame
 encode_frame = pick("encode_frame", encode_frame_pure)  # noqa: F811 (the twin this process runs)
+
+
+def frame_head_size(key_len: int) -> int:
+    """Bytes from a frame's start to its payload: the key length K, the key, then :data:`FRAME_HEAD`."""
+    return 1 + key_len + FRAME_HEAD.size
+
+
+def unpack_frame_head(data: bytes, i: int) -> tuple[bytes, int, int, int, int]:
+    """(raw key, shard, seq, timestamp ms, payload size) of the frame whose head starts at ``data[i]``
+    (``data`` must hold :func:`frame_head_size` bytes from there)."""
+    k = data[i]
+    shard, seq, ts, size = FRAME_HEAD.unpack_from(data, i + 1 + k)
+    return data[i + 1 : i + 1 + k], shard, seq, ts, size
+
+
+def unpack_frame_tail(data: bytes, i: int, size: int) -> tuple[bytes, int]:
+    """(payload, the CRC stored after it) of a frame whose ``size``-byte payload starts at ``data[i]``."""
+    return data[i : i + size], FRAME_CRC.unpack_from(data, i + size)[0]
 
 
 def num_markers(interval: int) -> int:
