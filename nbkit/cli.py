@@ -22,12 +22,10 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import itertools
 import json
 import os
 import platform
 import select
-import stat
 import sys
 import time
 import traceback
@@ -37,7 +35,6 @@ from typing import TYPE_CHECKING, Any, TextIO
 import nbkit
 from nbkit.cli_examples import add_examples
 from nbkit.errors import (
-    FormatError,
     InvalidArgumentError,
     MissingExtraError,
     MissingFileError,
@@ -51,6 +48,7 @@ from nbkit.transport.damage import BAD_FRAME_CHOICES, DamagedRegion
 from nbkit.transport.file_info import summarize
 from nbkit.transport.file_reader import Message, ReadEnd, StreamReader
 from nbkit.transport.file_writer import StreamWriter
+from nbkit.transport.ndjson import write_ndjson
 from nbkit.transport.positions import parse_time
 from nbkit.transport.repair import repair
 from nbkit.transport.source import DEFAULT_BLOCK_SIZE, is_url, parse_size, parse_storage_options
@@ -63,11 +61,8 @@ from nbkit.wire.ssdecode import (
     format_captured,
     format_header,
     format_message,
-    parse_comment,
-    parse_header_json,
-    parse_message_json,
 )
-from nbkit.wire.ssformat import DEFAULT_BEACON_INTERVAL, EOS_PAYLOAD, MAX_U64, FileHeader
+from nbkit.wire.ssformat import DEFAULT_BEACON_INTERVAL, MAX_U64
 
 if TYPE_CHECKING:
     from nbkit.runtime.app import App
@@ -524,141 +519,28 @@ def _stdin_lines() -> Iterator[tuple[int, str]]:
             raise Utf8Error(f"the line is not UTF-8 ({exc.reason} at byte {exc.start})", path="stdin", line=n) from None
 
 
-def _line_error(lineno: int, detail: str) -> FormatError:
-    return FormatError(detail, path="stdin", line=lineno)
-
-
-def _comment(text: str, lineno: int) -> str | None:
-    """:func:`~nbkit.wire.ssdecode.parse_comment` of stdin's line ``lineno``; its error names the line."""
+def _stdin_idle() -> Callable[[], bool] | None:
+    """A check that stdin has nothing readable right now (``select``), or None for an in-memory stdin
+    (tests, embedding), which never waits."""
     try:
-        return parse_comment(text)
-    except ValueError as exc:
-        raise _line_error(lineno, str(exc)) from None
-
-
-def _is_new_file(path: str) -> bool:
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        return True
-    except OSError:
-        return False  # let the writer say what is wrong
-    return stat.S_ISREG(st.st_mode) and st.st_size == 0
+        fd = sys.stdin.fileno()
+    except (AttributeError, OSError, ValueError):
+        return None
+    return lambda: not select.select([fd], [], [], 0)[0]
 
 
 def _cmd_write(args: argparse.Namespace) -> int:
     """Append messages given as ndjson on stdin (what `cat --format ndjson` prints) to a stream file."""
-    lines = _stdin_lines()
-    first: tuple[int, str] | None = None
-    header: FileHeader | None = None
-    for lineno, raw in lines:
-        text = raw.strip()
-        if text:
-            first = (lineno, text)
-            break
-    if first is not None:
-        body = _comment(first[1], first[0])
-        if body is not None and body.startswith("{"):
-            try:
-                header = parse_header_json(body)
-            except ValueError as exc:
-                raise _line_error(first[0], str(exc)) from None
-            first = None
-    options: dict[str, Any] = {"flush_every": 64, "lock_timeout": args.lock_timeout, "strict_seq": True}
-    interval = args.beacon_interval
-    if _is_new_file(args.file):
-        if header is not None:
-            if interval is not None and interval != header.beacon_interval:
-                _note(
-                    f"note: --beacon-interval {interval} ignored: the input's header line sets {header.beacon_interval}"
-                )
-            interval = header.beacon_interval
-            options.update(file_name=header.file_name, created_at_ms=header.created_at_ms)
-    elif header is not None:
-        _note(f"note: {args.file} exists: appending to it; the input's header line is ignored")
-    new_file = not os.path.exists(args.file)
-    try:
-        _write_lines(args, first, lines, interval, options)
-    except BaseException:
-        if new_file:
-            _remove_if_empty(args.file)
-        raise
+    write_ndjson(
+        args.file,
+        _stdin_lines(),
+        beacon_interval=args.beacon_interval,
+        eos=args.eos,
+        lock_timeout=args.lock_timeout,
+        idle=_stdin_idle(),
+        note=_note,
+    )
     return 0
-
-
-def _remove_if_empty(path: str) -> None:
-    """After a failed ``write`` that created ``path``: remove it if it holds no message (only a header)."""
-    try:
-        with StreamReader(path) as reader:
-            if next(iter(reader), None) is not None:
-                return
-    except (NbkitError, OSError):
-        if os.path.exists(path) and os.path.getsize(path) > 0:
-            return  # not a stream file of ours to judge: leave it
-    try:
-        os.remove(path)
-    except OSError:
-        pass
-
-
-def _flushing_when_idle(lines: Iterator[tuple[int, str]], flush: Callable[[], None]) -> Iterator[tuple[int, str]]:
-    """``lines``, calling ``flush`` before each wait for stdin (nothing readable on its descriptor right
-    now): a shared writer holds the lock while messages wait in its batch, and a slow producer (a person
-    typing, ``tail -f``) must not keep a running service from appending meanwhile."""
-    try:
-        fd = sys.stdin.fileno()
-    except (AttributeError, OSError, ValueError):  # in-memory stdin (tests, embedding): never waits
-        yield from lines
-        return
-    while True:
-        ready, _, _ = select.select([fd], [], [], 0)
-        if not ready:
-            flush()
-        try:
-            item = next(lines)
-        except StopIteration:
-            return
-        yield item
-
-
-def _write_lines(
-    args: argparse.Namespace,
-    first: tuple[int, str] | None,
-    lines: Iterator[tuple[int, str]],
-    interval: int | None,
-    options: dict[str, Any],
-) -> None:
-    """The appending part of ``write``: every message line of stdin through one writer."""
-    with StreamWriter(args.file, beacon_interval=interval or DEFAULT_BEACON_INTERVAL, **options) as writer:
-        if writer.appended and interval is not None and interval != writer.header.beacon_interval:
-            _note(f"note: {args.file} keeps its beacon interval {writer.header.beacon_interval}")
-        eos_line = None
-        # a batch waiting for more input would hold the file's lock: flush whenever stdin has nothing ready
-        lines = _flushing_when_idle(lines, writer.flush)
-        for lineno, raw in itertools.chain([first] if first is not None else [], lines):
-            text = raw.strip()
-            if not text:
-                continue
-            body = _comment(text, lineno)
-            if body is not None:
-                if body.startswith("{"):
-                    _note(f"note: stdin, line {lineno}: a second header line is ignored")
-                continue  # beacons are rebuilt by the writer
-            try:
-                key, shard, seq, ts, payload = parse_message_json(text)
-            except ValueError as exc:
-                raise _line_error(lineno, f"invalid message line: {exc}") from None
-            if eos_line is not None:
-                raise _line_error(lineno, f"a message after the end-of-stream mark of line {eos_line}")
-            try:
-                writer.write(key, payload, seq=seq, shard_id=shard, timestamp_ms=ts)
-            except NbkitError as exc:
-                detail = getattr(exc, "detail", None) or str(exc)
-                raise _line_error(lineno, detail) from None
-            if key == INTERNAL_KEY and payload == EOS_PAYLOAD:
-                eos_line = lineno
-        if args.eos and eos_line is None:
-            writer.write_eos()
 
 
 # -- run -------------------------------------------------------------------------------------------

@@ -31,6 +31,7 @@ its stdlib base (``except FileNotFoundError``, ``except ValueError``)::
     ├── FileIOError(OSError)                 reading or writing failed at the OS (full disk, I/O error)
     ├── FileLimitError(OSError)              a write would grow the file past its size limit (EFBIG)
     ├── WriterLockedError(TimeoutError)      a stream file's write lock was not free in time
+    ├── StdoutClosedError(BrokenPipeError)   the next stage of a pipe closed it; nothing more can be written
     ├── MissingExtraError(ImportError)       an optional dependency (an extra) is not installed
     └── AckError                             acknowledgement failed (unsupported on files and pipes)
 
@@ -439,6 +440,11 @@ class WriterLockedError(NbkitError, TimeoutError):
     locked: publish through the first writer
     >>> first.close()
     """
+
+
+class StdoutClosedError(NbkitError, BrokenPipeError):
+    """The process downstream closed the pipe (broken pipe); nothing more can be written (also a
+    ``BrokenPipeError``: a pipe stage's output, :class:`~nbkit.transport.pipe_io.LineSink`, raises it)."""
 
 
 class MissingExtraError(NbkitError, ImportError):

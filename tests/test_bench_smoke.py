@@ -20,7 +20,7 @@ from nbkit.transport.file_reader import StreamReader
 from nbkit.transport.file_writer import StreamWriter
 from nbkit.wire import envelope
 from nbkit.wire.ssformat import encode_frame
-from nbkit.wire.stdio_line import _parse_fields, _parse_general
+from nbkit.wire.stdio_line import parse_fields, parse_general
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "bench"
@@ -200,11 +200,11 @@ def test_writer_frames_are_encode_frame_bytes(tmp_path):
 )
 def test_canonical_lines_parse_as_the_general_parser_does(line):
     try:
-        expected = _parse_general(line, 1)
+        expected = parse_general(line, 1)
     except Exception as exc:  # noqa: BLE001 - compared below
         expected = (type(exc), str(exc))
     try:
-        got = _parse_fields(line, 1)
+        got = parse_fields(line, 1)
     except Exception as exc:  # noqa: BLE001
         got = (type(exc), str(exc))
     assert got == expected

@@ -20,6 +20,7 @@ from nbkit.cli import main
 from nbkit.notebook.frames import read_stream
 from nbkit.runtime.delivery import Delivery
 from nbkit.scale import require
+from nbkit.transport.pipe_io import LineSink
 from nbkit.transport.repair import repair
 from nbkit.wire.stdio_line import parse_line
 
@@ -95,6 +96,18 @@ def _seek_past_end(tmp: Path) -> None:
     StreamReader(_written(tmp / "s.ss", ("orders", b"x"))).seek(FilePosition.sequence(9), key="orders")
 
 
+def _closed_pipe(tmp: Path) -> None:
+    """A pipe stage's output whose reader has gone: the flush meets a broken pipe."""
+    r, w = os.pipe()
+    os.close(r)
+    try:
+        sink = LineSink(os.fdopen(w, "wb", buffering=0, closefd=False))
+        sink.write("[x | 0] lost\n")
+        sink.flush()
+    finally:
+        os.close(w)
+
+
 def _ack() -> None:
     Delivery(b"x", {}, "orders", 0, 1, 0, "file", "work").ack()
 
@@ -145,6 +158,7 @@ CASES: dict[type[errors.NbkitError], tuple[Callable[[Path], object], type[BaseEx
         "size limit",
     ),
     errors.WriterLockedError: (_locked, TimeoutError, "is writing this stream file"),
+    errors.StdoutClosedError: (_closed_pipe, BrokenPipeError, "broken pipe"),
     errors.MissingExtraError: (
         lambda t: require("nbkit_not_installed", feature="this"),
         ImportError,

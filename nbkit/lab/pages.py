@@ -129,7 +129,7 @@ def _walk(index: StreamIndex, key: str | None, offset: int) -> tuple[StreamReade
     reader = StreamReader(
         index.path, on_bad_frames="skip", errors="stop", keys=None if key is None else (key,), stop_at_eos=True
     )
-    reader.pos = offset
+    reader.seek_offset(offset)
     return reader, iter(reader)
 
 

@@ -186,7 +186,7 @@ def _tail_end(path: str, interval: int, size: int, first: int, options: Mapping[
         while True:
             boundary = n * interval
             if boundary <= first:
-                reader.pos = first
+                reader.seek_offset(first)
                 break
             try:
                 reader.resync(n)
@@ -292,11 +292,11 @@ def _eos_at(reader: StreamReader, h: int, first: int) -> bool:
     interval = reader.interval
     n = h // interval
     try:
+        start = first
         if n * interval > first:
             reader.resync(n)
-        else:
-            reader.pos = first
-        reader.end = None
+            start = reader.pos
+        reader.seek_offset(start)  # a look before this one may have ended the read
         while reader.pos <= h:
             msg = reader.poll()
             if not isinstance(msg, Message):  # replay: None, the end (NEED_MORE is for followers)
@@ -351,9 +351,9 @@ def read_range(
                 except FormatError:
                     if on_bad_frames == "error":
                         raise
-                    reader.pos = rng.start  # a damaged beacon: the salvage read steps to the next intact one
+                    reader.seek_offset(rng.start)  # a damaged beacon: the salvage read steps to the next intact one
             else:
-                reader.pos = rng.start
+                reader.seek_offset(rng.start)
             if started:
                 got = reader.read_column_buffers(accept=accept, until=rng.end, separator=payload_separator(sel.payload))
                 cols.extend(sel.rows(got))

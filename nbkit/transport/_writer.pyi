@@ -3,8 +3,6 @@
 from collections.abc import Callable
 from typing import Any
 
-FOLD_AT: int
-
 class StreamState:
     seq: int
     ts: int
@@ -14,7 +12,7 @@ class StreamState:
     def note(self, seq: int, ts: int, crc: int) -> None: ...
     def checksum(self) -> int: ...
 
-class ShortRoute:
+class WriterState:
     fd: int
     offset: int
     stop: int
@@ -24,7 +22,11 @@ class ShortRoute:
     pending: list[bytes]
     pending_count: int
     flush_every: int
-    def __init__(self, clock: Callable[[], int], default_clock: Callable[[], int], written: type) -> None: ...
+    def __init__(self, clock: Callable[[], int]) -> None: ...
+
+class ShortRoute:
+    state: WriterState
+    def __init__(self, state: WriterState, default_clock: Callable[[], int], written: type) -> None: ...
     def attach(self, owner: Any, pure: Callable[..., Any]) -> None: ...
     def write(
         self,

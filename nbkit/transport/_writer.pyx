@@ -1,9 +1,10 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
-"""The compiled twin of :class:`nbkit.transport.file_writer.StreamWriter`'s short route.
+"""The compiled twin of :class:`nbkit.transport.file_writer.StreamWriter`'s short route, and of its state.
 
 An exclusive writer on the compiled core keeps what ``write`` reads on every message in a
-:class:`ShortRoute` (the pure twin is ``file_writer._Route``) and its streams' states in
-:class:`StreamState` (the pure twin is ``file_writer._StreamState``). ``ShortRoute.write`` handles the
+:class:`WriterState` and its streams' states in :class:`StreamState` (the pure twins, with the same
+attributes, are in :mod:`nbkit.transport.writer_state`); both routes of ``write`` use that one state
+object directly. :class:`ShortRoute` is the route: ``ShortRoute.write`` handles the
 common message (a key written before on shard 0, the default sequence number, a bytes payload, a
 frame reaching no beacon boundary, checksum fold or size limit) in C: the clock,
 the stream bookkeeping, the frame (encoded by the wire's compiled encoder, ``encode_into`` of
@@ -32,7 +33,9 @@ from nbkit.wire._speedups cimport encode_into
 
 import struct
 
+from nbkit.transport.writer_state import FOLD_AT
 from nbkit.wire.crc import crc16
+from nbkit.wire.limits import MAX_TIMESTAMP_MS
 
 cdef extern from "<time.h>" nogil:
     ctypedef long time_t
@@ -66,11 +69,11 @@ cdef inline bint _alone() noexcept:
         return False
     return PyThreadState_Next(PyInterpreterState_ThreadHead(interp)) is NULL
 
-#: Payload CRCs a stream keeps before folding them into its running checksum (file_writer._FOLD_AT).
-FOLD_AT = 4096
+#: Payload CRCs a stream keeps before folding them into its running checksum (writer_state.FOLD_AT).
 cdef Py_ssize_t _FOLD_AT = FOLD_AT
 cdef unsigned long long _MAX_SEQ = 0xFFFFFFFFFFFFFFFF
-cdef long long _MAX_TS = 253_402_300_799_999
+#: The year-9999 bound of a timestamp (nbkit.wire.limits.MAX_TIMESTAMP_MS).
+cdef long long _MAX_TS = MAX_TIMESTAMP_MS
 #: Frames up to this size are encoded into the route's scratch buffer (larger ones into a bytes object).
 cdef Py_ssize_t _SCRATCH = 1 << 16
 
@@ -82,7 +85,7 @@ cdef inline void _set(object items, Py_ssize_t i, object value):
 
 
 cdef class StreamState:
-    """One stream's bookkeeping (the compiled twin of ``file_writer._StreamState``): its last sequence
+    """One stream's bookkeeping (the compiled twin of ``writer_state.StreamState``): its last sequence
     number and timestamp, its running checksum and the payload CRCs not yet folded into it."""
 
     cdef public unsigned long long seq
@@ -116,15 +119,9 @@ cdef class StreamState:
         return self.running
 
 
-cdef class ShortRoute:
-    """What an exclusive writer's ``write`` reads on every message, and its short route in C.
-
-    ``fd``, ``offset``, ``stop``, ``direct``, ``clock``, ``hot``, ``pending``, ``pending_count`` and
-    ``flush_every`` mean what they mean on the pure
-    twin (``file_writer._Route``); the writer reads and sets them through its attributes. ``attach``
-    gives the route its writer and the pure ``write`` (the reference route, which takes every write
-    the short route does not).
-    """
+cdef class WriterState:
+    """What a writer's ``write`` reads on every message (the compiled twin of ``writer_state.WriterState``:
+    the same attributes, which both routes read and set directly)."""
 
     cdef public int fd
     cdef public long long offset
@@ -134,7 +131,28 @@ cdef class ShortRoute:
     cdef public dict hot
     cdef public list pending
     cdef public Py_ssize_t pending_count
-    cdef public object flush_every  # as given (the setter checks nothing, as on the pure route)
+    cdef public object flush_every  # as given (the writer checks it, as on the pure twin)
+
+    def __init__(self, clock):
+        self.fd = -1
+        self.offset = 0
+        self.stop = 0
+        self.direct = False
+        self.clock = clock
+        self.hot = {}
+        self.pending = []
+        self.pending_count = 0
+        self.flush_every = 1
+
+
+cdef class ShortRoute:
+    """An exclusive writer's short route in C, on the writer's :class:`WriterState` (``state``).
+
+    ``attach`` gives the route its writer and the pure ``write`` (the reference route, which takes every
+    write the short route does not).
+    """
+
+    cdef readonly WriterState state
     cdef object _default_clock
     cdef type _written
     cdef object _owner
@@ -153,16 +171,8 @@ cdef class ShortRoute:
     def __dealloc__(self):
         free(self._scratch)
 
-    def __init__(self, clock, default_clock, type written not None):
-        self.fd = -1
-        self.offset = 0
-        self.stop = 0
-        self.direct = False
-        self.clock = clock
-        self.hot = {}
-        self.pending = []
-        self.pending_count = 0
-        self.flush_every = 1
+    def __init__(self, WriterState state not None, default_clock, type written not None):
+        self.state = state
         self._ts_value = self._end_value = -1
         self._default_clock = default_clock
         self._written = written
@@ -184,10 +194,11 @@ cdef class ShortRoute:
         cdef Py_ssize_t k, size
         cdef uint16_t crc
         cdef const char* data
+        cdef WriterState st = self.state
         if (seq is not None or type(payload) is not bytes or type(stream_key) is not str
                 or type(shard_id) is not int or shard_id != 0):
             return self._hand_over(stream_key, payload, seq, shard_id, timestamp_ms)
-        item = PyDict_GetItem(self.hot, stream_key)
+        item = PyDict_GetItem(st.hot, stream_key)
         if item is NULL:
             return self._hand_over(stream_key, payload, seq, shard_id, timestamp_ms)
         raw_key = <bytes>(<tuple>item)[0]
@@ -196,11 +207,11 @@ cdef class ShortRoute:
             return self._hand_over(stream_key, payload, seq, shard_id, timestamp_ms)
         next_seq = state.seq + 1
         if timestamp_ms is None:
-            if self.clock is self._default_clock:  # time.time_ns() // 1_000_000, as _now_ms reads it
+            if st.clock is self._default_clock:  # time.time_ns() // 1_000_000, as _now_ms reads it
                 clock_gettime(CLOCK_REALTIME, &now)
                 ts = <long long>now.tv_sec * 1000 + now.tv_nsec // 1_000_000
             else:
-                timestamp_ms = self.clock()  # read once: a bad reading goes to the pure route as given
+                timestamp_ms = st.clock()  # read once: a bad reading goes to the pure route as given
                 if type(timestamp_ms) is not int or not 0 <= timestamp_ms <= _MAX_TS:
                     return self._hand_over(stream_key, payload, seq, shard_id, timestamp_ms)
                 ts = timestamp_ms
@@ -210,15 +221,15 @@ cdef class ShortRoute:
             return self._hand_over(stream_key, payload, seq, shard_id, timestamp_ms)
         k = PyBytes_GET_SIZE(raw_key)
         size = PyBytes_GET_SIZE(payload)
-        start = self.offset
+        start = st.offset
         end = start + 32 + k + size
-        if end >= self.stop or end - start > _SCRATCH or not self.direct:
+        if end >= st.stop or end - start > _SCRATCH or not st.direct:
             # a beacon boundary, a fold or the size limit, a large frame or a batch: the frame as bytes
             # (the marks for the pure route's _write_at_mark, a batch for the pending list)
             frame = PyBytes_FromStringAndSize(NULL, end - start)
             crc = encode_into(<uint8_t*>PyBytes_AS_STRING(frame), <const uint8_t*>PyBytes_AS_STRING(raw_key), k,
                               0, next_seq, ts, <const uint8_t*>PyBytes_AS_STRING(payload), size)
-            if end >= self.stop:
+            if end >= st.stop:
                 return self._owner._write_at_mark(frame, crc, stream_key, 0, next_seq, ts, raw_key, state)
             data = <const char*>PyBytes_AS_STRING(frame)
         else:
@@ -229,13 +240,13 @@ cdef class ShortRoute:
         if <unsigned long long>ts > state.ts:
             state.ts = ts
         state.crcs.append(crc)  # folded every _FOLD_BYTES (stop) into the running checksum
-        self.offset = end
-        if self.direct:  # the default: straight to the OS
+        st.offset = end
+        if st.direct:  # the default: straight to the OS
             self._put(data, end - start, start)
         else:
-            self.pending.append(frame)
-            self.pending_count += 1
-            if self.pending_count >= self.flush_every:
+            st.pending.append(frame)
+            st.pending_count += 1
+            if st.pending_count >= st.flush_every:
                 self._owner.flush()
         return self._result(stream_key, next_seq, ts, timestamp_ms, start, end)
 
@@ -273,7 +284,7 @@ cdef class ShortRoute:
         propagates once the frame is out whole, as on the pure route."""
         cdef Py_ssize_t done = 0
         cdef Py_ssize_t got
-        cdef int fd = self.fd
+        cdef int fd = self.state.fd
         cdef int err = 0
         cdef object pending = None
         cdef bint alone = _alone()

@@ -88,8 +88,7 @@ def _in_window(
 ) -> Iterator[Message]:
     """The messages from frame position ``start`` to the window's stop that the window and ``test`` keep."""
     if start != reader.pos:
-        reader.pos = start
-        reader.end = None
+        reader.seek_offset(start)
     if test is None and window.stop is None and not window.filters:
         yield from reader  # unbounded: the reader's own loop
         return
@@ -171,7 +170,7 @@ def _last(reader: StreamReader, window: Window, n: int, test: Callable[[Message]
                     continue
                 start = max(reader.pos, window.start)
             found.clear()
-            reader.end = None  # a pass before this one ended the read
+            reader.seek_offset(start)  # from there, whether or not a pass before this one ended the read
             found.extend(_in_window(reader, window, start, test))
             if len(found) >= n or start <= max(window.start, HEADER_SIZE):
                 break
@@ -179,5 +178,5 @@ def _last(reader: StreamReader, window: Window, n: int, test: Callable[[Message]
     finally:
         reader.follow = follow
     if follow and reader.end is not None and reader.end.reason in ("end", "truncated"):
-        reader.pos, reader.end = reader.end.offset, None  # a follower goes on from the end of the data
+        reader.seek_offset(reader.end.offset)  # a follower goes on from the end of the data
     return list(found)

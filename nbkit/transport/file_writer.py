@@ -20,182 +20,55 @@ is accounted, encoded and handed to ``write(2)`` in C; every other write, and ev
 the pure-Python ``StreamWriter.write`` below, its reference twin (same files, results and errors:
 tests/transport/test_file_writer_twins.py). ``NBKIT_PURE_PYTHON=1`` or a missing build gives the pure
 route everywhere; shared writers always take it.
+
+Both routes read and update one state object (:class:`~nbkit.transport.writer_state.WriterState`, or its
+compiled twin); the shared route's lock and catch-up are :mod:`nbkit.transport.shared_appends`, resuming an
+existing file :mod:`nbkit.transport.writer_resume`, and opening and locking it :mod:`nbkit.transport.file_lock`.
 """
 
 from __future__ import annotations
 
-import fcntl
-import importlib
 import os
-import struct
 import time
-from collections import namedtuple
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from types import ModuleType
 from typing import Any, NoReturn
 
-from nbkit.errors import (
-    ClosedError,
-    FileIOError,
-    FileLimitError,
-    FilePermissionError,
-    FormatError,
-    MissingFileError,
-    NbkitError,
-    PathIsDirectoryError,
-    TruncatedError,
-    WriterLockedError,
+from nbkit.errors import ClosedError, FileIOError, FileLimitError, FormatError, NbkitError
+from nbkit.transport.file_lock import open_for_append, take_lock
+from nbkit.transport.shared_appends import SharedAppends
+from nbkit.transport.writer_resume import STALE_TAIL_MAX, resume_exclusive
+from nbkit.transport.writer_state import (
+    COMPILED,
+    FOLD_BYTES,
+    StreamBook,
+    StreamState,
+    WriterState,
+    Written,
+    now_ms,
+    writer_route,
 )
-from nbkit.transport.file_reader import StreamReader
-from nbkit.wire.core import FORCED_PURE
-from nbkit.wire.crc import CRC_INIT, crc16
 from nbkit.wire.keys import INTERNAL_KEY, validate_key
 from nbkit.wire.ssformat import (
     DEFAULT_BEACON_INTERVAL,
     EOS_PAYLOAD,
     HEADER_SIZE,
-    Beacon,
     FileHeader,
-    Marker,
     check_write_interval,
-    decode_beacon,
     encode_beacon,
     encode_frame,
     encode_header,
-    num_markers,
 )
 
-#: Bytes of stale data an upstream append can leave at the tail (one overwritten EOS frame).
-STALE_TAIL_MAX = 56
+__all__ = ["DEFAULT_SIZE_LIMIT", "STALE_TAIL_MAX", "StreamWriter", "Written", "writer_route"]
+
 #: Upstream's default file size limit (16 GiB).
 DEFAULT_SIZE_LIMIT = 16 << 30
 
 
-#: Payload CRCs a stream keeps before folding them into its running checksum, when frames of other
-#: writers are accounted (a catch-up); this writer's own frames are folded every _FOLD_BYTES instead.
-_FOLD_AT = 4096
-#: Bytes written between two folds of every stream's pending payload CRCs: at most 1 MiB / 33 (the
-#: smallest frame) CRCs wait, however many streams there are.
-_FOLD_BYTES = 1 << 20
+#: The compiled short route's module (None: exclusive writers run on the pure route too); a module global
+#: that the twin tests and the write benchmark set to None to compare the routes.
+_COMPILED = COMPILED
 _tuple_new = tuple.__new__  # builds a Written without its __new__'s argument handling (one per message)
-
-
-@dataclass(slots=True)
-class _StreamState:
-    seq: int
-    ts: int
-    running: int
-    #: payload CRCs not yet in ``running``; folded in one CRC pass when a beacon needs the checksum
-    crcs: list[int] = field(default_factory=list)
-
-    def note(self, seq: int, ts: int, crc: int) -> None:
-        """Account one more message of this stream: its seq and timestamp, and its payload CRC."""
-        if seq > self.seq:
-            self.seq = seq
-        if ts > self.ts:
-            self.ts = ts
-        crcs = self.crcs
-        crcs.append(crc)
-        if len(crcs) >= _FOLD_AT:
-            self.checksum()
-
-    def checksum(self) -> int:
-        """The running checksum over every payload CRC noted so far (spec §5)."""
-        crcs = self.crcs
-        if crcs:
-            self.running = crc16(struct.pack(f">{len(crcs)}H", *crcs), self.running)
-            crcs.clear()
-        return self.running
-
-
-_WrittenFields = namedtuple("_WrittenFields", "stream_key shard_id seq timestamp_ms offset end")
-
-
-class Written(_WrittenFields):
-    """Where a message landed: its stream, sequence, timestamp and the frame's file offsets.
-
-    Immutable, with the fields ``stream_key``, ``shard_id``, ``seq``, ``timestamp_ms``, ``offset`` and
-    ``end``. A named tuple underneath (one is built per message, and a tuple subclass is the cheapest
-    object with named fields to build), but only equal to another ``Written``, not to a plain tuple.
-    """
-
-    __slots__ = ()
-
-    def __eq__(self, other: object) -> bool:
-        if other.__class__ is self.__class__:
-            return tuple.__eq__(self, other)
-        return False if isinstance(other, tuple) else NotImplemented
-
-    def __ne__(self, other: object) -> bool:
-        if other.__class__ is self.__class__:
-            return tuple.__ne__(self, other)
-        return True if isinstance(other, tuple) else NotImplemented
-
-    __hash__ = tuple.__hash__
-
-
-def _now_ms() -> int:
-    """The default clock: now, in epoch milliseconds."""
-    return time.time_ns() // 1_000_000
-
-
-class _Route:
-    """What ``write`` reads on every message, in one object: the descriptor, the offset, the next mark
-    (``stop``), whether frames go straight to the OS (``direct``), the clock, the known keys (``hot``)
-    and the batch (``pending`` frames, ``pending_count`` messages, ``flush_every``).
-
-    The pure-Python twin of :class:`nbkit.transport._writer.ShortRoute`, which an exclusive writer uses
-    when the compiled core is active (it also runs the short route of ``write`` itself, in C); the
-    writer's attributes ``offset``, ``clock_ms``, ``_fd``, ``_stop``, ``_direct``, ``_pending_count`` and
-    ``_flush_every`` read and set these (``_hot`` and ``_pending`` are the same objects).
-    """
-
-    __slots__ = ("fd", "offset", "stop", "direct", "clock", "hot", "pending", "pending_count", "flush_every")
-
-    def __init__(self, clock: Callable[[], int]) -> None:
-        self.fd = -1
-        self.offset = 0
-        self.stop = 0
-        self.direct = False
-        self.clock = clock
-        self.hot: dict[str, tuple[bytes, Any]] = {}
-        self.pending: list[bytes] = []  # frames (and beacons) not yet handed to the OS
-        self.pending_count = 0  # messages among them
-        self.flush_every = 1
-
-
-def _compiled_writer() -> ModuleType | None:
-    """The compiled short route (``nbkit.transport._writer``) unless ``NBKIT_PURE_PYTHON`` forces the
-    pure twin or it was not built: chosen once, by the rule of :mod:`nbkit.wire.core`."""
-    if FORCED_PURE:
-        return None
-    try:
-        return importlib.import_module("nbkit.transport._writer")
-    except ImportError:
-        return None
-
-
-#: The compiled short route's module, or None: exclusive writers then run on the pure twin (_Route).
-_COMPILED = _compiled_writer()
-
-
-def writer_route() -> str:
-    """Which route an exclusive writer's common message takes: ``"compiled"`` or ``"pure-Python"``.
-
-    ``nbkit --version`` names it beside the core (the two are built together).
-
-    Returns
-    -------
-    str
-        ``"compiled"`` when ``nbkit.transport._writer`` is built and not forced off, else ``"pure-Python"``.
-
-    Examples
-    --------
-    >>> writer_route() in ("compiled", "pure-Python")
-    True
-    """
-    return "pure-Python" if _COMPILED is None else "compiled"
 
 
 def _as_payload(payload: object) -> bytes:
@@ -205,7 +78,7 @@ def _as_payload(payload: object) -> bytes:
     return bytes(payload)
 
 
-class StreamWriter:
+class StreamWriter(SharedAppends):
     """Append messages to a ``.ss`` file, creating it (with its header) when it does not exist.
 
     When the file exists, the writer keeps its beacon interval, resumes after the last complete
@@ -281,7 +154,7 @@ class StreamWriter:
         beacon_interval: int = DEFAULT_BEACON_INTERVAL,
         file_name: str | None = None,
         created_at_ms: int | None = None,
-        clock_ms: Callable[[], int] = _now_ms,
+        clock_ms: Callable[[], int] = now_ms,
         flush_every: int = 1,
         size_limit: int = DEFAULT_SIZE_LIMIT,
         existing_only: bool = False,
@@ -298,21 +171,17 @@ class StreamWriter:
         if flush_every < 1:
             raise ValueError(f"flush_every must be at least 1, not {flush_every}")
         compiled = _COMPILED if exclusive else None  # a shared writer's appends take the pure route
-        short = None if compiled is None else compiled.ShortRoute(clock_ms, _now_ms, Written)
-        #: the state ``write`` reads on every message (and, compiled, its short route in C)
-        self._route: Any = _Route(clock_ms) if short is None else short
-        #: builds a stream's state: the twin the route updates in place
-        self._State: Any = _StreamState if compiled is None else compiled.StreamState
-        self._flush_every = flush_every
+        #: what ``write`` reads on every message; the compiled short route, if any, works on it too
+        self._state: Any = WriterState(clock_ms) if compiled is None else compiled.WriterState(clock_ms)
+        short = None if compiled is None else compiled.ShortRoute(self._state, now_ms, Written)
+        self._state.flush_every = flush_every
         self._size_limit = size_limit
-        self._streams: dict[tuple[str, int], _StreamState] = {}
+        #: every stream's state, and the beacons' marker count
+        self._book = StreamBook(StreamState if compiled is None else compiled.StreamState)
         self._prefixes: dict[str, bytes] = {}  # key -> its frame prefix (length byte + key), once validated
-        #: key -> (its ASCII bytes, its stream's state on shard 0) for a key this writer has written on
-        #: shard 0: what ``write`` need not look up or check again; emptied when the writer closes
-        self._hot: dict[str, tuple[bytes, _StreamState]] = self._route.hot
-        self._beacon_count = 0
-        self._pending: list[bytes] = self._route.pending
-        self._direct = flush_every == 1 and not self.fsync  # each frame straight to the OS (nothing pending)
+        # the state's ``hot``: key -> (its ASCII bytes, its stream's state on shard 0) for a key this writer
+        # has written on shard 0: what ``write`` need not look up or check again; emptied when it closes
+        self._state.direct = flush_every == 1 and not self.fsync  # each frame straight to the OS (nothing pending)
         self._fold_at = 0
         self.appended = False
         self.truncated_bytes = 0
@@ -321,10 +190,10 @@ class StreamWriter:
         self.strict_seq = strict_seq
         self._held = False  # shared mode: this writer holds the lock (during an append or a batch)
         self._eos_last = False  # shared mode: the last message this writer wrote is the EOS mark
-        fd = self._open(existing_only)
-        self._fd = fd
+        fd = self._state.fd = open_for_append(self.path, existing_only)
         try:
-            self._lock()
+            take_lock(fd, self.path, lock_timeout, exclusive=exclusive)
+            self._held = True
             size = os.fstat(fd).st_size
             if size == 0:
                 name = file_name if file_name is not None else os.path.basename(self.path)
@@ -332,14 +201,16 @@ class StreamWriter:
                 self.header = FileHeader(name, created, beacon_interval)
                 head = encode_header(self.header)
                 os.write(fd, head)
-                self.offset = len(head)
-                if self.offset % beacon_interval == 0:
+                self._state.offset = len(head)
+                if self._state.offset % beacon_interval == 0:
                     os.write(fd, encode_beacon(0, ()))
-                    self.offset += 7
+                    self._state.offset += 7
             elif exclusive:
-                self._resume(size)
+                found = resume_exclusive(self.path, fd, size, self._book)
+                self.header, self._state.offset, self.truncated_bytes = found
+                self.appended = True
             else:
-                self.offset = HEADER_SIZE
+                self._state.offset = HEADER_SIZE
                 self._catch_up(size)
                 self.appended = True
         except NbkitError:  # e.g. WriterLockedError, itself an OSError: as it is
@@ -353,10 +224,11 @@ class StreamWriter:
         except BaseException:
             self.close()
             raise
-        self._fold_at = self.offset + _FOLD_BYTES
+        self._fold_at = self._state.offset + FOLD_BYTES
         self._restop()
         if not exclusive:
             self._release()
+            self._pure_write = StreamWriter.write  # the shared route's append (the function, see SharedAppends)
             # every append goes through _shared_write (lock, catch up, write, unlock); an instance
             # attribute, so the exclusive writer's ``write`` is the method itself, with no check of the mode
             self.write = self._shared_write  # type: ignore[method-assign]
@@ -368,75 +240,26 @@ class StreamWriter:
     @property
     def offset(self) -> int:
         """The file offset the next frame starts at (after everything written or buffered)."""
-        return self._route.offset
-
-    @offset.setter
-    def offset(self, value: int) -> None:
-        self._route.offset = value
+        return self._state.offset
 
     @property
     def clock_ms(self) -> Callable[[], int]:
         """Returns the timestamp (epoch ms) of a message written without ``timestamp_ms``."""
-        return self._route.clock
+        return self._state.clock
 
     @clock_ms.setter
     def clock_ms(self, value: Callable[[], int]) -> None:
-        self._route.clock = value
-
-    @property
-    def _fd(self) -> int:
-        """The file's descriptor (-1 once closed)."""
-        return self._route.fd
-
-    @_fd.setter
-    def _fd(self, value: int) -> None:
-        self._route.fd = value
-
-    @property
-    def _stop(self) -> int:
-        """A frame ending before this offset reaches no beacon boundary, checksum fold or size limit."""
-        return self._route.stop
-
-    @_stop.setter
-    def _stop(self, value: int) -> None:
-        self._route.stop = value
-
-    @property
-    def _pending_count(self) -> int:
-        """Messages among the pending (not yet written) frames."""
-        return self._route.pending_count
-
-    @_pending_count.setter
-    def _pending_count(self, value: int) -> None:
-        self._route.pending_count = value
-
-    @property
-    def _flush_every(self) -> int:
-        """Messages per ``os.write`` (the value behind ``flush_every``)."""
-        return self._route.flush_every
-
-    @_flush_every.setter
-    def _flush_every(self, value: int) -> None:
-        self._route.flush_every = value
-
-    @property
-    def _direct(self) -> bool:
-        """Each frame goes straight to the OS (``flush_every=1``, no ``fsync``, nothing pending)."""
-        return self._route.direct
-
-    @_direct.setter
-    def _direct(self, value: bool) -> None:
-        self._route.direct = value
+        self._state.clock = value
 
     @property
     def flush_every(self) -> int:
         """Messages per ``os.write`` (1: each message reaches the OS before ``write`` returns)."""
-        return self._flush_every
+        return self._state.flush_every
 
     @flush_every.setter
     def flush_every(self, value: int) -> None:
-        self._flush_every = value
-        self._direct = value == 1 and not self._pending and not self.fsync
+        self._state.flush_every = value
+        self._state.direct = value == 1 and not self._state.pending and not self.fsync
 
     @property
     def size_limit(self) -> int:
@@ -449,244 +272,13 @@ class StreamWriter:
         self._restop()
 
     def _restop(self) -> None:
-        """Set ``_stop``: ``write`` cuts nothing and checks no size limit for a frame ending before it,
+        """Set the state's ``stop``: ``write`` cuts nothing and checks no size limit for a frame ending before it,
         where no beacon boundary, fold of the running checksums or size limit is reached."""
-        offset = self.offset
+        offset = self._state.offset
         interval = self.header.beacon_interval
-        self._stop = min(offset - offset % interval + interval, self._fold_at, self._size_limit - 6)
-
-    # -- opening -----------------------------------------------------------------------------------
-    def _open(self, existing_only: bool) -> int:
-        flags = os.O_RDWR | (0 if existing_only else os.O_CREAT)
-        try:
-            return os.open(self.path, flags, 0o644)
-        except FileNotFoundError:
-            if not existing_only:
-                folder = os.path.dirname(self.path) or "."
-                raise MissingFileError(f"{self.path}: the directory {folder} does not exist; create it first") from None
-            raise MissingFileError(
-                f"{self.path}: no such file (existing_only is set); create it first or drop existing_only"
-            ) from None
-        except IsADirectoryError:
-            raise PathIsDirectoryError(f"{self.path}: is a directory, not a stream file") from None
-        except PermissionError:
-            if not os.path.lexists(self.path):
-                folder = os.path.dirname(self.path) or "."
-                raise FilePermissionError(
-                    f"{self.path}: permission denied: cannot create a file in {folder}; the directory must be writable"
-                ) from None
-            raise FilePermissionError(f"{self.path}: permission denied; the file must be writable") from None
-
-    def _lock(self) -> None:
-        """Take the file's lock, waiting up to ``lock_timeout`` seconds for its holder to let go."""
-        if _try_lock(self._fd):
-            self._held = True
-            return
-        deadline = time.monotonic() + self.lock_timeout
-        delay = 0.0001
-        while time.monotonic() < deadline:
-            time.sleep(delay)
-            if _try_lock(self._fd):
-                self._held = True
-                return
-            delay = min(delay * 2, 0.005)
-        holder = _lock_holder(self._fd)
-        who = f"process {holder}" if holder else "another process"
-        if self.exclusive:
-            raise WriterLockedError(
-                f"{self.path}: {who} is writing this stream file; two writers would interleave "
-                "frames and corrupt it. Stop that writer, or publish through it."
-            ) from None
-        raise WriterLockedError(
-            f"{self.path}: {who} is writing this stream file exclusively (it has held the lock for "
-            f"{self.lock_timeout:g} s; shared writers hold it only while appending). Stop that writer, "
-            "or publish through it."
-        ) from None
-
-    def _release(self) -> None:
-        """Let go of the lock (shared mode, after an append)."""
-        if self._held:
-            self._held = False
-            if self._fd >= 0:
-                fcntl.flock(self._fd, fcntl.LOCK_UN)
-
-    # -- shared appends ----------------------------------------------------------------------------
-    def _shared_write(self, stream_key: str, payload: bytes, **fields: Any) -> Written:
-        """``write`` of a shared writer (``fields``: its keywords): lock, catch up with the others'
-        appends, append, unlock (the lock stays held while messages wait in the buffer of a
-        ``flush_every > 1`` writer)."""
-        if not self._held:
-            if self._fd < 0:
-                raise ClosedError(f"{self.path}: the writer is closed")
-            if _try_lock(self._fd):  # the usual case: nobody holds it
-                self._held = True
-            else:
-                self._lock()
-            try:
-                size = os.fstat(self._fd).st_size
-                if size != self.offset:
-                    self._catch_up(size)
-            except BaseException:
-                self._release()
-                raise
-        try:
-            written = StreamWriter.write(self, stream_key, payload, **fields)
-        finally:
-            if not self._pending:
-                self._release()
-        # another writer overwrites a trailing EOS: then this writer's end is no frame boundary any more
-        self._eos_last = stream_key == INTERNAL_KEY and payload == EOS_PAYLOAD
-        return written
-
-    def _catch_up(self, size: int) -> None:
-        """Holding the lock: bring this writer's state up to the file's ``size`` bytes.
-
-        Reads the frames after ``self.offset`` (all of them when the file shrank, e.g. another writer
-        overwrote an EOS this writer wrote), counts the markers of the beacons among them (the round
-        robin of the next beacon continues from there), cuts off a torn tail or a trailing EOS, and
-        writes the beacon a boundary right at the resume point lacks (a writer killed between a frame
-        and its beacon), the one a single writer would have written there.
-        """
-        if size < self.offset or self._eos_last:
-            self._restart_state()
-            self._eos_last = False
-        try:
-            self._take_frames(size)
-        except FormatError:
-            if self.offset == HEADER_SIZE:
-                raise
-            self._restart_state()  # our idea of where frames start no longer holds: read it all again
-            self._take_frames(size)
-        self._restop()
-        if self._fold_at < self.offset:
-            self._fold_at = self.offset + _FOLD_BYTES
-
-    def _restart_state(self) -> None:
-        """Forget every stream's state; the next catch-up reads the file from its first frame."""
-        for state in self._streams.values():  # _hot holds these objects: reset them in place
-            state.seq = state.ts = 0
-            state.running = CRC_INIT
-            state.crcs.clear()
-        self._streams.clear()
-        self._hot.clear()
-        self._beacon_count = 0
-        self.offset = HEADER_SIZE
-
-    def _take_frames(self, size: int) -> None:
-        """Account the frames from ``self.offset`` to the end of the file; set the resume point."""
-        start = self.offset
-        reader = StreamReader(self._own_file(), errors="stop", stop_at_eos=False)
-        eos: list = []  # EOS marks not (yet) followed by a message: overwritten if they end the file
-        try:
-            self.header = reader.header
-            if start > HEADER_SIZE:
-                reader.pos = start
-            resume = start
-            for msg in reader:
-                if msg.is_eos:
-                    eos.append(msg)
-                    continue
-                for mark in eos:
-                    self._account(mark.stream_key, mark.shard_id, mark.seq, mark.timestamp_ms, mark.payload)
-                eos.clear()
-                self._account(msg.stream_key, msg.shard_id, msg.seq, msg.timestamp_ms, msg.payload)
-                resume = msg.end
-            end = reader.end
-        finally:
-            reader.close()
-        if end is not None and end.reason == "error" and size - end.offset > STALE_TAIL_MAX:
-            # an upstream append can leave one stale EOS frame after the data (as in _resume); more is damage
-            raise FormatError(
-                f"cannot append: {end.error}. Appending would overwrite the frames after the damage; copy "
-                "the good part out first (nbkit cat ... | nbkit write NEW)",
-                path=self.path,
-                offset=end.offset,
-            )
-        interval = self.header.beacon_interval
-        first = -(-max(start, interval) // interval) * interval  # the first boundary at or after start
-        for boundary in range(first, resume, interval):
-            passed = self._beacon_at(boundary, size)
-            if passed is not None:
-                self._beacon_count += len(passed.markers)
-        missing = False
-        if resume % interval == 0 and resume >= interval:
-            beacon = self._beacon_at(resume, size)
-            if beacon is None:
-                missing = True
-            else:
-                self._beacon_count += len(beacon.markers)
-                resume += beacon.size
-        if resume < size:
-            self.truncated_bytes += size - resume
-            os.ftruncate(self._fd, resume)
-        self.offset = resume
-        if missing:
-            head = encode_beacon(0, self._markers())
-            os.pwrite(self._fd, head, resume)
-            self.offset += len(head)
-        os.lseek(self._fd, self.offset, os.SEEK_SET)
-
-    def _own_file(self) -> str:
-        """A path to the file this writer has open: its path, or, once that names another file (the file
-        was renamed or removed: rotated), ``/proc/self/fd/N`` (Linux), so a catch-up never reads the
-        frames of a different file than the one it appends to."""
-        try:
-            if os.path.samestat(os.stat(self.path), os.fstat(self._fd)):
-                return self.path
-        except OSError:
-            pass
-        own = f"/proc/self/fd/{self._fd}"
-        return own if os.path.exists(own) else self.path
-
-    def _beacon_at(self, boundary: int, size: int) -> Beacon | None:
-        """The complete beacon at ``boundary``, or None when the file ends inside it."""
-        data = os.pread(self._fd, min(self.header.beacon_interval, max(0, size - boundary)), boundary)
-        try:
-            return decode_beacon(data, 0, boundary)
-        except TruncatedError:
-            return None
-
-    def _resume(self, size: int) -> None:
-        """Scan the existing file: keep its interval, find where to resume, rebuild stream state."""
-        reader = StreamReader(self.path, errors="stop", stop_at_eos=False)
-        try:
-            self.header = reader.header
-            resume = HEADER_SIZE
-            for msg in reader:
-                self._account(msg.stream_key, msg.shard_id, msg.seq, msg.timestamp_ms, msg.payload)
-                if not msg.is_eos:  # a trailing EOS is overwritten; one between messages is kept
-                    resume = msg.end
-            end = reader.end
-        finally:
-            reader.close()
-        if end is not None and end.reason == "error" and size - end.offset <= STALE_TAIL_MAX:
-            # Upstream appends overwrite an EOS without truncating, which can leave up to one EOS
-            # frame of stale bytes after the last valid frame (format spec §8): that is the end of data.
-            end = None
-        if end is not None and end.reason == "error":
-            raise FormatError(
-                f"cannot append: {end.error}. Appending would overwrite the frames after "
-                "the damage; copy the good part out first (nbkit cat ... | nbkit write NEW).",
-                path=self.path,
-            )
-        if resume < size:
-            self.truncated_bytes = size - resume
-            os.ftruncate(self._fd, resume)
-        self.offset = resume
-        self.appended = True
-        self._beacon_count = 0
-        if resume % self.header.beacon_interval == 0 and resume > 0:
-            os.pwrite(self._fd, encode_beacon(0, ()), resume)
-            self.offset += 7
-        os.lseek(self._fd, self.offset, os.SEEK_SET)
+        self._state.stop = min(offset - offset % interval + interval, self._fold_at, self._size_limit - 6)
 
     # -- writing ---------------------------------------------------------------------------------
-    def _account(self, key: str, shard: int, seq: int, ts: int, payload: bytes, crc: int | None = None) -> None:
-        state = self._streams.get((key, shard))
-        if state is None:
-            state = self._streams[(key, shard)] = self._State(seq, ts, CRC_INIT)
-        state.note(seq, ts, crc16(payload) if crc is None else crc)
-
     def _key_prefix(self, stream_key: str) -> bytes:
         """The first bytes of a frame of ``stream_key`` (its length and ASCII bytes); the key is
         validated the first time this writer sees it."""
@@ -711,7 +303,7 @@ class StreamWriter:
         int
             The last sequence written for that stream, plus one.
         """
-        state = self._streams.get((stream_key, shard_id))
+        state = self._book.streams.get((stream_key, shard_id))
         return 1 if state is None else state.seq + 1
 
     def last_seq(self, stream_key: str, shard_id: int = 0) -> int | None:
@@ -729,7 +321,7 @@ class StreamWriter:
         int or None
             None when the file has no message of that stream.
         """
-        state = self._streams.get((stream_key, shard_id))
+        state = self._book.streams.get((stream_key, shard_id))
         return None if state is None else state.seq
 
     def write(
@@ -769,12 +361,12 @@ class StreamWriter:
             If the frame would take the file past ``size_limit`` (nothing is written).
         """
         # One path for every message; the first message of a stream (on shard 0, with the default seq)
-        # puts its key in _hot, and the next ones skip what that proved: the key is valid, the stream
+        # puts its key in the state's hot, and the next ones skip what that proved: the key is valid, the stream
         # has its state, no strict_seq check applies. The frame encoder checks every field, and a
-        # frame ending before _stop reaches no beacon boundary, checksum fold or size limit.
-        route = self._route
+        # frame ending before the state's stop reaches no beacon boundary, checksum fold or size limit.
+        ws = self._state
         try:
-            hot = route.hot.get(stream_key) if seq is None and shard_id == 0 else None
+            hot = ws.hot.get(stream_key) if seq is None and shard_id == 0 else None
         except TypeError:  # not a key (unhashable): _stream_of says what is wrong
             hot = None
         if hot is None:
@@ -785,25 +377,25 @@ class StreamWriter:
         if payload.__class__ is not bytes:
             payload = _as_payload(payload)
         if timestamp_ms is None:
-            clock = route.clock
-            timestamp_ms = time.time_ns() // 1_000_000 if clock is _now_ms else clock()
+            clock = ws.clock
+            timestamp_ms = time.time_ns() // 1_000_000 if clock is now_ms else clock()
         try:  # the wire encoder (compiled when the compiled core is active); it says which field is wrong
             frame, crc = encode_frame(raw_key, shard_id, seq, timestamp_ms, payload)
         except FormatError as exc:
             raise exc.located(path=self.path) from None
-        start = route.offset
+        start = ws.offset
         end = start + len(frame)
-        if state is None or end >= route.stop:
+        if state is None or end >= ws.stop:
             return self._write_at_mark(frame, crc, stream_key, shard_id, seq, timestamp_ms, raw_key, state)
         if seq > state.seq:  # an explicit seq may be lower (without strict_seq)
             state.seq = seq
         if timestamp_ms > state.ts:
             state.ts = timestamp_ms
-        state.crcs.append(crc)  # folded every _FOLD_BYTES (_stop) into the running checksum
-        route.offset = end
-        if route.direct:  # the default: straight to the OS
+        state.crcs.append(crc)  # folded every FOLD_BYTES (stop) into the running checksum
+        ws.offset = end
+        if ws.direct:  # the default: straight to the OS
             try:
-                n = os.write(route.fd, frame)
+                n = os.write(ws.fd, frame)
             except OSError as exc:
                 self._failed(exc, 1, start)
             except BaseException:  # a signal handler's exception (os.write retries EINTR otherwise):
@@ -812,29 +404,29 @@ class StreamWriter:
             if n != end - start:
                 self._send_rest(frame, n, 1, start)
         else:
-            route.pending.append(frame)
-            route.pending_count += 1
-            if route.pending_count >= route.flush_every:
+            ws.pending.append(frame)
+            ws.pending_count += 1
+            if ws.pending_count >= ws.flush_every:
                 self.flush()
         return _tuple_new(Written, (stream_key, shard_id, seq, timestamp_ms, start, end))
 
-    def _stream_of(self, stream_key: str, shard_id: int, seq: int | None) -> tuple[bytes, _StreamState | None, int]:
-        """For ``write`` of a key not in _hot: refuse a closed writer, an invalid key and (``strict_seq``)
+    def _stream_of(self, stream_key: str, shard_id: int, seq: int | None) -> tuple[bytes, StreamState | None, int]:
+        """For ``write`` of a key not in the hot keys: refuse a closed writer, an invalid key and (``strict_seq``)
         a seq that does not increase; return the key's bytes, the stream's state (None for a new
         stream) and the sequence number."""
-        if self._fd < 0:
+        if self._state.fd < 0:
             raise ClosedError(f"{self.path}: the writer is closed")
         prefix = self._prefixes.get(stream_key) if type(stream_key) is str else None
         if prefix is None:
             prefix = self._key_prefix(stream_key)
-        state = self._streams.get((stream_key, shard_id))
+        state = self._book.streams.get((stream_key, shard_id))
         if seq is None:
             if state is None:
                 seq = 1
             else:
                 seq = state.seq + 1
-                if shard_id == 0:  # a stream read from the file (resumed, caught up): _hot from now on
-                    self._hot[stream_key] = (prefix[1:], state)
+                if shard_id == 0:  # a stream read from the file (resumed, caught up): hot from now on
+                    self._state.hot[stream_key] = (prefix[1:], state)
         elif self.strict_seq and stream_key != INTERNAL_KEY:
             self._check_increasing(stream_key, shard_id, seq)
         return prefix[1:], state, seq
@@ -848,12 +440,12 @@ class StreamWriter:
         seq: int,
         ts: int,
         raw_key: bytes,
-        state: _StreamState | None,
+        state: StreamState | None,
     ) -> Written:
-        """``write`` of an encoded frame that starts a stream or reaches ``_stop``: check the size limit,
+        """``write`` of an encoded frame that starts a stream or reaches ``stop``: check the size limit,
         account the message, cut the frame at each beacon boundary it reaches (§6), fold the running
-        checksums once ``_FOLD_BYTES`` went by, and give a stream on shard 0 its _hot entry."""
-        start = self.offset
+        checksums once ``FOLD_BYTES`` went by, and give a stream on shard 0 its hot entry."""
+        start = self._state.offset
         total = len(frame)
         if start + total + 7 > self._size_limit:
             raise FileLimitError(
@@ -862,25 +454,24 @@ class StreamWriter:
                 offset=start,
             )
         if state is None:
-            state = self._streams[(stream_key, shard_id)] = self._State(seq, ts, CRC_INIT)
-        state.note(seq, ts, crc)
-        end, self.offset = self._cut(frame, start)
-        if self.offset >= self._fold_at:
-            for st in self._streams.values():
-                if st.crcs:
-                    st.checksum()
-            self._fold_at = self.offset + _FOLD_BYTES
+            state = self._book.account(stream_key, shard_id, seq, ts, b"", crc)
+        else:
+            state.note(seq, ts, crc)
+        end, self._state.offset = self._book.cut(frame, start, self.header.beacon_interval, self._state.pending)
+        if self._state.offset >= self._fold_at:
+            self._book.fold()
+            self._fold_at = self._state.offset + FOLD_BYTES
         self._restop()
-        if shard_id == 0 and type(stream_key) is str and stream_key not in self._hot:
-            self._hot[stream_key] = (raw_key, state)
-        self._pending_count += 1
-        if self._pending_count >= self._flush_every:
+        if shard_id == 0 and type(stream_key) is str and stream_key not in self._state.hot:
+            self._state.hot[stream_key] = (raw_key, state)
+        self._state.pending_count += 1
+        if self._state.pending_count >= self._state.flush_every:
             self.flush()
         return _tuple_new(Written, (stream_key, shard_id, seq, ts, start, end))
 
     def _check_increasing(self, stream_key: str, shard_id: int, seq: object) -> None:
         """``strict_seq``: refuse an explicit sequence number that does not pass the stream's last."""
-        known = self._streams.get((stream_key, shard_id))
+        known = self._book.streams.get((stream_key, shard_id))
         if known is not None and isinstance(seq, int) and seq <= known.seq:
             shard = f" shard {shard_id}" if shard_id else ""
             raise FormatError(
@@ -889,44 +480,6 @@ class StreamWriter:
                 path=self.path,
             )
 
-    def _cut(self, frame: bytes, offset: int) -> tuple[int, int]:
-        """Queue a frame that reaches a beacon boundary: its pieces with a beacon at each boundary
-        (§6); returns the offset just after the frame's last byte (its ``Written.end``, as the reader's
-        ``Message.end``: a beacon at the boundary where the frame ends belongs to the next read, §6.3)
-        and the offset after everything queued."""
-        interval = self.header.beacon_interval
-        chunks = self._pending
-        pos = 0
-        total = len(frame)
-        frame_end = offset
-        while pos < total:
-            take = min(total - pos, interval - offset % interval)
-            chunks.append(frame[pos : pos + take] if take != total else frame)
-            pos += take
-            offset += take
-            frame_end = offset
-            if offset % interval == 0:
-                beacon = encode_beacon(total - pos, self._markers())
-                chunks.append(beacon)
-                offset += len(beacon)
-        return frame_end, offset
-
-    def _markers(self) -> list[Marker]:
-        wanted = num_markers(self.header.beacon_interval)
-        if not self._streams or not wanted:
-            return []
-        ordered = sorted(self._streams, key=lambda ks: (ks[0].encode("ascii"), ks[1]))
-        n = len(ordered)
-        take = min(n, wanted)
-        first = self._beacon_count % n
-        markers = []
-        for j in range(take):
-            key, shard = ordered[(first + j) % n]
-            st = self._streams[(key, shard)]
-            markers.append(Marker(key, shard, st.seq, st.ts, st.checksum()))
-        self._beacon_count += take
-        return markers
-
     def flush(self) -> None:
         """Hand every buffered byte to the OS (readers in other processes then see it).
 
@@ -934,34 +487,34 @@ class StreamWriter:
         -------
         None
         """
-        if not self._pending:
+        if not self._state.pending:
             return
-        data = b"".join(self._pending) if len(self._pending) > 1 else self._pending[0]
-        count = self._pending_count
-        self._pending.clear()
-        self._pending_count = 0
-        self._direct = self._flush_every == 1 and not self.fsync
+        data = b"".join(self._state.pending) if len(self._state.pending) > 1 else self._state.pending[0]
+        count = self._state.pending_count
+        self._state.pending.clear()
+        self._state.pending_count = 0
+        self._state.direct = self._state.flush_every == 1 and not self.fsync
         self._send(data, count)
         if self.fsync:
-            os.fsync(self._fd)
+            os.fsync(self._state.fd)
         if not self.exclusive:
             self._release()  # a shared writer held the lock while the batch waited
 
     def _send(self, data: bytes, count: int) -> None:
-        """Write ``data`` (the bytes of ``count`` messages, up to ``self.offset``) to the file."""
+        """Write ``data`` (the bytes of ``count`` messages, up to ``self._state.offset``) to the file."""
         try:
-            n = os.write(self._fd, data)
+            n = os.write(self._state.fd, data)
         except OSError as exc:
-            self._failed(exc, count, self.offset - len(data))
+            self._failed(exc, count, self._state.offset - len(data))
         if n != len(data):
-            self._send_rest(data, n, count, self.offset - len(data))
+            self._send_rest(data, n, count, self._state.offset - len(data))
 
     def _send_rest(self, data: bytes, n: int, count: int, start: int) -> None:
         """After a short write (rare) of ``data``, which starts at offset ``start``: hand over the rest."""
         view = memoryview(data)[n:]
         try:
             while view:
-                n = os.write(self._fd, view)
+                n = os.write(self._state.fd, view)
                 view = view[n:]
         except OSError as exc:
             self._failed(exc, count, start)
@@ -970,13 +523,13 @@ class StreamWriter:
         """A write failed part-way (a full disk, an I/O error): cut the file back to its last complete
         frame (``synced``, where the failed bytes start) and close, so no later write lands after a
         partial frame; then raise."""
-        self._hot.clear()
+        self._state.hot.clear()
         self._held = False  # closing the descriptor releases the lock
         try:
-            os.ftruncate(self._fd, synced)
+            os.ftruncate(self._state.fd, synced)
         except OSError:
             pass  # the next writer cuts the partial frame off when it resumes
-        fd, self._fd = self._fd, -1
+        fd, self._state.fd = self._state.fd, -1
         os.close(fd)
         raise FileIOError(
             f"{self.path}: writing at byte offset {synced} failed ({exc.strerror or exc}); the last "
@@ -1007,50 +560,26 @@ class StreamWriter:
         -------
         None
         """
-        if self._fd < 0:
+        if self._state.fd < 0:
             return
         try:
             if eos:
                 self.write_eos()
             self.flush()
         finally:
-            self._hot.clear()  # a closed writer's writes go to _write, which refuses them
-            if self._fd >= 0:  # a failed flush has closed it already
-                os.close(self._fd)
-                self._fd = -1
+            self._state.hot.clear()  # a closed writer's writes go to _write, which refuses them
+            if self._state.fd >= 0:  # a failed flush has closed it already
+                os.close(self._state.fd)
+                self._state.fd = -1
             self._held = False
 
     @property
     def closed(self) -> bool:
         """Whether the writer is closed (its lock released; writes are refused)."""
-        return self._fd < 0
+        return self._state.fd < 0
 
     def __enter__(self) -> StreamWriter:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _try_lock(fd: int) -> bool:
-    """Take the exclusive flock on ``fd`` if nobody holds it; False when somebody does."""
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return False
-    return True
-
-
-def _lock_holder(fd: int) -> int | None:
-    """The pid holding a flock on this file, from /proc/locks (Linux); None where unknown."""
-    try:
-        st = os.fstat(fd)
-        ident = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
-        with open("/proc/locks") as f:
-            for line in f:
-                parts = line.split()
-                if len(parts) >= 6 and parts[1] == "FLOCK" and parts[5] == ident:
-                    return int(parts[4])
-    except (OSError, ValueError):
-        return None
-    return None

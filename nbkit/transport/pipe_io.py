@@ -19,10 +19,10 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from typing import IO, Any
 
-from nbkit.errors import ConfigurationError, NbkitError, Utf8Error
+from nbkit.errors import ConfigurationError, StdoutClosedError, Utf8Error
 from nbkit.transport.polling import NEED_MORE, NeedMore
 
-__all__ = ["LineInput", "LineOutput", "LineSink", "LineSource", "StdoutClosedError"]
+__all__ = ["CHUNK_SIZE", "LineInput", "LineOutput", "LineSink", "LineSource", "StdoutClosedError"]
 
 #: What :class:`LineSource` reads: None (the process's stdin), text, bytes, lines, or a file.
 LineInput = str | bytes | Iterable[str] | Iterable[bytes] | IO[str] | IO[bytes] | None
@@ -31,10 +31,6 @@ LineOutput = list[str] | IO[str] | IO[bytes] | None
 
 #: Bytes per ``os.read`` of stdin, and the size of stdout's buffer before it is written out.
 CHUNK_SIZE = 1 << 16
-
-
-class StdoutClosedError(NbkitError, BrokenPipeError):
-    """The process downstream closed the pipe (broken pipe); nothing more can be written."""
 
 
 class LineSource:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import enum
 from typing import Final, Literal
 
+__all__ = ["NEED_MORE", "NeedMore", "Poll"]
+
 
 class Poll(enum.Enum):
     """What a ``poll()`` returns when nothing is ready now but may be later (a follower waits, then polls again).

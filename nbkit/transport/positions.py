@@ -9,6 +9,8 @@ from typing import Final, Literal, get_args
 from nbkit.errors import TimestampRangeError
 from nbkit.wire.ssformat import MAX_TIMESTAMP_MS, MAX_U64
 
+__all__ = ["FilePosition", "PositionKind", "parse_time", "to_epoch_ms"]
+
 
 def to_epoch_ms(t: int | float | dt.datetime) -> int:
     """Epoch milliseconds from an int/float of ms or a datetime (``pandas.Timestamp`` too).

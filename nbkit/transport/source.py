@@ -45,10 +45,10 @@ from nbkit.errors import (
 )
 
 __all__ = [
-    "DEFAULT_BLOCK_SIZE",
-    "LOCAL_CHUNK",
     "ByteSource",
+    "DEFAULT_BLOCK_SIZE",
     "FetchTotals",
+    "LOCAL_CHUNK",
     "LocalSource",
     "RemoteSource",
     "fetch_totals",

@@ -9,7 +9,7 @@ Same signatures, results and errors as the pure-Python reference twin:
   :func:`split_payloads` / :func:`compact_payloads` / :func:`payload_lines` as their :mod:`nbkit.wire.scan`
   twins,
 - :func:`encode_frame` as :func:`nbkit.wire.ssformat.encode_frame` (the writer's frame encoding),
-- :func:`parse_fields` and :func:`format_line` as ``nbkit.wire.stdio_line._parse_fields`` and
+- :func:`parse_fields` and :func:`format_line` as ``nbkit.wire.stdio_line.parse_fields`` and
   :func:`nbkit.wire.stdio_line.format_line` (stdio lines),
 
 Identical errors by construction: every input off the hot path (a field out of range, a header that is
@@ -39,8 +39,13 @@ for _k in range(1, 8):
     for _t in range(256):
         _T[_k][_t] = <uint16_t>((_T[_k - 1][_t] << 8) ^ _T[0][_T[_k - 1][_t] >> 8])
 
-cdef int64_t _MAX_TS = 253_402_300_799_999
-cdef uint64_t _MAX_PAYLOAD = 0xFFFFFFFF
+from nbkit.wire.limits import MAX_PAYLOAD, MAX_TIMESTAMP_MS, SEQUENCE_HEADER
+
+#: The format's bounds (nbkit.wire.limits, as the pure twins read them).
+cdef int64_t _MAX_TS = MAX_TIMESTAMP_MS
+cdef uint64_t _MAX_PAYLOAD = MAX_PAYLOAD
+#: The header every delivery gets (envelope.SEQUENCE_HEADER), held in a C variable for the per-message loops.
+cdef str _SEQUENCE_HEADER = SEQUENCE_HEADER
 
 
 cdef inline uint16_t _crc(const uint8_t* p, Py_ssize_t n, uint16_t crc) noexcept nogil:
@@ -440,7 +445,7 @@ cdef object _ts_value = None
 
 
 def parse_fields(str line, lineno):
-    """The compiled ``stdio_line._parse_fields``: (timestamp_ms, key, seq, shard, payload) of a line.
+    """The compiled ``stdio_line.parse_fields``: (timestamp_ms, key, seq, shard, payload) of a line.
 
     The canonical header ``[ts | key | seq]`` / ``[ts | key | seq | shard]`` is read here; any other
     line goes to the pure twin (which also raises every error)."""
@@ -450,26 +455,26 @@ def parse_fields(str line, lineno):
     cdef Py_UCS4 c
     mod = _stdio_module()
     if n < 30 or line[0] != u'[':
-        return mod._parse_general(line, lineno)
+        return mod.parse_general(line, lineno)
     # timestamp: [+-]?YYYY-MM-DDTHH:MM:SS(.f{1,9})?
     j = 1
     if line[j] == u'+' or line[j] == u'-':
         j += 1
     if j + 19 > n:
-        return mod._parse_general(line, lineno)
+        return mod.parse_general(line, lineno)
     for t in range(19):
         c = line[j + t]
         if t == 4 or t == 7:
             if c != u'-':
-                return mod._parse_general(line, lineno)
+                return mod.parse_general(line, lineno)
         elif t == 10:
             if c != u'T':
-                return mod._parse_general(line, lineno)
+                return mod.parse_general(line, lineno)
         elif t == 13 or t == 16:
             if c != u':':
-                return mod._parse_general(line, lineno)
+                return mod.parse_general(line, lineno)
         elif not _digit(c):
-            return mod._parse_general(line, lineno)
+            return mod.parse_general(line, lineno)
     j += 19
     if j < n and line[j] == u'.':
         k0 = j + 1
@@ -477,43 +482,43 @@ def parse_fields(str line, lineno):
         while j < n and j - k0 < 9 and _digit(line[j]):
             j += 1
         if j == k0:
-            return mod._parse_general(line, lineno)
+            return mod.parse_general(line, lineno)
     ts_end = j
     if line[j:j + 3] != u" | ":
-        return mod._parse_general(line, lineno)
+        return mod.parse_general(line, lineno)
     k0 = j + 3
     j = k0
     while j < n and j - k0 < 249 and _keychar(line[j]):
         j += 1
     k1 = j
     if k1 == k0 or line[j:j + 3] != u" | ":
-        return mod._parse_general(line, lineno)
+        return mod.parse_general(line, lineno)
     s0 = j + 3
     s1 = _u64_end(line, s0, n)
     if s1 < 0:
-        return mod._parse_general(line, lineno)
+        return mod.parse_general(line, lineno)
     j = s1
     if line[j:j + 3] == u" | ":
         h0 = j + 3
         h1 = _u64_end(line, h0, n)
         if h1 < 0:
-            return mod._parse_general(line, lineno)
+            return mod.parse_general(line, lineno)
         j = h1
     if j >= n or line[j] != u']':
-        return mod._parse_general(line, lineno)
+        return mod.parse_general(line, lineno)
     global _ts_text, _ts_value
     if _ts_text is not None and ts_end - 1 == len(_ts_text) and line.startswith(_ts_text, 1):
         ts = _ts_value  # the same time as the line before (a stage reads runs of lines of one second)
     else:
         text = line[1:ts_end]
-        ts = mod._parse_timestamp(text)
+        ts = mod.parse_timestamp(text)
         if ts is not None:
             _ts_text = text
             _ts_value = ts
     seq = int(line[s0:s1])
     shard = None if h0 < 0 else int(line[h0:h1])
     if ts is None or seq > 0xFFFFFFFFFFFFFFFF or (shard is not None and shard > 0xFFFFFFFFFFFFFFFF):
-        return mod._parse_general(line, lineno)
+        return mod.parse_general(line, lineno)
     rest = line[j + 1:]
     return ts, line[k0:k1], seq, shard, rest.lstrip(mod.RUST_WHITESPACE) or rest
 
@@ -537,7 +542,7 @@ cdef str _second(timestamp_ms):
     sec = timestamp_ms // 1000
     if type(sec) is int and -(1 << 62) < sec < (1 << 62) and <long long>sec == _cached_sec:
         return _cached_text
-    text = _stdio_module()._second_text(sec)
+    text = _stdio_module().second_text(sec)
     if type(sec) is int and -(1 << 62) < sec < (1 << 62):
         _cached_sec = <long long>sec
         _cached_text = text
@@ -800,7 +805,7 @@ cdef tuple _ascii_fields(str line):
         ts = _ts_value  # the same time as the line before
     else:
         text = line[1:ts_end]
-        ts = _stdio_module()._parse_timestamp(text)
+        ts = _stdio_module().parse_timestamp(text)
         if ts is None:
             return None
         _ts_text = text
@@ -855,7 +860,7 @@ def line_delivery(str line, lineno, dict counters not None):
         headers, payload = _pure_envelope_decode(data)
     else:
         headers, payload = {}, data
-    headers[u"stream-sequence"] = str(seq)
+    headers[_SEQUENCE_HEADER] = str(seq)
     return ts, stream_key, seq, shard, payload, headers, key is None
 
 
@@ -921,7 +926,7 @@ def decode_delivery(data, seq):
             from nbkit.wire.envelope import decode
             _pure_envelope_decode = decode
         headers, payload = _pure_envelope_decode(data)
-    headers[u"stream-sequence"] = str(seq)
+    headers[_SEQUENCE_HEADER] = str(seq)
     return headers, payload
 
 
@@ -970,7 +975,7 @@ cdef class _FileDeliveries:
             return next(_pure_file_deliveries()((msg,), self._subscription, self._make))
         if type(data) is bytes and not (PyBytes_GET_SIZE(data) >= 2 and PyBytes_AS_STRING(data)[0] == 114
                                         and PyBytes_AS_STRING(data)[1] == 115):  # no envelope: decode_delivery's
-            headers, payload = {u"stream-sequence": str(seq)}, data
+            headers, payload = {_SEQUENCE_HEADER: str(seq)}, data
         else:
             headers, payload = decode_delivery(data, seq)
         return self._make(payload, headers, stream_key, shard_id, seq, timestamp_ms, u"file", self._subscription,

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from fastcrc import crc16 as _crc16
 
+__all__ = ["CRC_INIT", "crc16", "running_update"]
+
 CRC_INIT = 0xFFFF
 
 #: ``crc16(data)`` -> the CRC-16/CDMA2000 of ``data`` (poly 0xC867, init 0xFFFF, no reflection);

@@ -3,7 +3,7 @@
 A file subscription hands its handler one object per message of its key: the payload with any ``rs1:`` /
 ``rs2:`` envelope decoded, the headers with the ``stream-sequence`` header added (the transport's,
 runtime-semantics §3.4), and where the message came from. :func:`file_deliveries` makes them from the
-reader's messages (the 7 fields of a :class:`~nbkit.transport.file_reader.Message`, in order) through the
+reader's messages (the 7 fields of a :class:`~nbkit.transport.messages.Message`, in order) through the
 runtime's constructor, ``make``, so this layer needs nothing from the runtime. The compiled twin
 (``nbkit.wire._speedups``, section "file deliveries") does the same per message in C.
 """

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 
 from nbkit.errors import PayloadTooLargeError
 from nbkit.wire.core import pick
+from nbkit.wire.limits import SEQUENCE_HEADER
 from nbkit.wire.rust_text import RUST_WHITESPACE
 from nbkit.wire.ssformat import MAX_U64
 
@@ -32,8 +33,6 @@ __all__ = [
 
 #: Header carrying how many times a message has been retried (set on retry copies).
 RETRY_COUNT_HEADER = "x-ruststream-retry-count"
-#: Header the transport adds to every delivery: the decimal sequence number (§3.4).
-SEQUENCE_HEADER = "stream-sequence"
 
 
 def retry_count(headers: Mapping[str, object]) -> int:

@@ -6,6 +6,18 @@ import re
 
 from nbkit.errors import InvalidKeyError
 
+__all__ = [
+    "BROADCAST_KEY",
+    "INTERNAL_KEY",
+    "INTERNAL_KEYS",
+    "MAX_KEY_LEN",
+    "PRIMING_KEY",
+    "WILDCARD_KEY",
+    "is_dead_letter_key",
+    "is_valid_key",
+    "validate_key",
+]
+
 #: The longest stream key, in characters (one length byte in a frame; upstream's limit is 249).
 MAX_KEY_LEN = 249
 #: Key of the end-of-stream mark written by SeaStreamer (payload ``EOS``).

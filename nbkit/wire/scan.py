@@ -15,19 +15,18 @@ A compiled twin of this function lives in ``nbkit/wire/_speedups``; :mod:`nbkit.
 
 from __future__ import annotations
 
-import struct
 from array import array
 from typing import Any, NamedTuple
 
 from nbkit.wire.core import pick
 from nbkit.wire.crc import crc16 as _crc16_pure
-from nbkit.wire.ssformat import MAX_TIMESTAMP_MS
+from nbkit.wire.ssformat import FRAME_HEAD, MAX_TIMESTAMP_MS
 
 __all__ = [
     "ColumnBuffers",
+    "FrameColumns",
     "compact_payloads",
     "compact_payloads_pure",
-    "FrameColumns",
     "new_columns",
     "payload_lines",
     "payload_lines_pure",
@@ -39,7 +38,6 @@ __all__ = [
     "split_payloads_pure",
 ]
 
-_HEAD = struct.Struct(">QQQI")
 _MISSING = object()
 
 
@@ -147,7 +145,7 @@ def scan_frames(
         return pos
     stop = min(n, i + interval - off)  # the buffer index of the next boundary (or the buffer's end)
     limit = n if until < 0 else until - base  # no frame may start at or after this index
-    unpack = _HEAD.unpack_from
+    unpack = FRAME_HEAD.unpack_from
     crc = _crc16_pure
     get = keymap.get
     max_ts = MAX_TIMESTAMP_MS
@@ -319,7 +317,7 @@ def scan_columns(
         return pos
     stop = min(n, i + interval - off)
     limit = n if until < 0 else until - base
-    unpack = _HEAD.unpack_from
+    unpack = FRAME_HEAD.unpack_from
     crc = _crc16_pure
     get = keymap.get
     max_ts = MAX_TIMESTAMP_MS

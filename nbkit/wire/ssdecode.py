@@ -18,8 +18,8 @@ from nbkit.wire.ssformat import MAX_U64, FileHeader, Marker
 from nbkit.wire.timestamps import format_log_timestamp, parse_log_timestamp
 
 __all__ = [
-    "TEXT_FORMATS",
     "NdjsonMessage",
+    "TEXT_FORMATS",
     "TextFormat",
     "dumps",
     "escape_controls",

@@ -21,6 +21,42 @@ from nbkit.errors import (
 from nbkit.wire.core import pick
 from nbkit.wire.crc import crc16
 from nbkit.wire.keys import INTERNAL_KEY, is_valid_key
+from nbkit.wire.limits import MAX_PAYLOAD, MAX_TIMESTAMP_MS
+
+__all__ = [
+    "Beacon",
+    "CR",
+    "DEFAULT_BEACON_INTERVAL",
+    "EOS_PAYLOAD",
+    "FRAME_CRC",
+    "FRAME_HEAD",
+    "FRAME_OVERHEAD",
+    "FRAME_TAIL_SIZE",
+    "FileHeader",
+    "HEADER_SIZE",
+    "MAGIC",
+    "MAX_MARKER_SIZE",
+    "MAX_PAYLOAD",
+    "MAX_TIMESTAMP_MS",
+    "MAX_U64",
+    "MIN_READ_INTERVAL",
+    "Marker",
+    "VERSION",
+    "check_timestamp",
+    "check_write_interval",
+    "decode_beacon",
+    "decode_header",
+    "decode_key",
+    "encode_beacon",
+    "encode_frame",
+    "encode_frame_pure",
+    "encode_header",
+    "frame_head_size",
+    "is_eos",
+    "num_markers",
+    "unpack_frame_head",
+    "unpack_frame_tail",
+]
 
 HEADER_SIZE = 128
 MAGIC = b"Ss"
@@ -31,9 +67,6 @@ DEFAULT_BEACON_INTERVAL = 1 << 20
 MIN_READ_INTERVAL = 128
 #: Frame bytes besides the key and payload: K(1) shard(8) seq(8) ts(8) size(4) crc(2) end(1).
 FRAME_OVERHEAD = 32
-#: Largest timestamp the Rust reader accepts: 9999-12-31T23:59:59.999Z in ms.
-MAX_TIMESTAMP_MS = 253_402_300_799_999
-MAX_PAYLOAD = (1 << 32) - 1
 MAX_U64 = (1 << 64) - 1
 #: Upper bound of one marker's size that upstream uses to size beacons (1 + 255 + 24 + 2).
 MAX_MARKER_SIZE = 282
@@ -41,7 +74,12 @@ MAX_MARKER_SIZE = 282
 EOS_PAYLOAD = b"EOS"
 CR = b"\r"
 
-_HEAD = struct.Struct(">QQQI")  # shard, seq, ts, payload size
+#: A frame's fields after its key (K, then K key bytes): shard, seq, timestamp (ms), payload size (§4).
+FRAME_HEAD = struct.Struct(">QQQI")
+#: After the payload: its CRC-16 (then the frame's closing CR).
+FRAME_CRC = struct.Struct(">H")
+#: Bytes after the payload: its CRC-16 and the frame's closing CR.
+FRAME_TAIL_SIZE = FRAME_CRC.size + 1
 _MARK = struct.Struct(">QQQH")  # shard, seq, ts, running checksum
 _U32 = struct.Struct(">I")
 _CRC_END = struct.Struct(">Hc")
@@ -163,7 +201,7 @@ def encode_frame(key: bytes, shard_id: int, seq: int, timestamp_ms: int, payload
         (
             bytes((len(key),)),
             key,
-            _HEAD.pack(shard_id, seq, timestamp_ms, size),
+            FRAME_HEAD.pack(shard_id, seq, timestamp_ms, size),
             payload,
             _CRC_END.pack(crc, CR),
         )
@@ -173,6 +211,24 @@ def encode_frame(key: bytes, shard_id: int, seq: int, timestamp_ms: int, payload
 #: The pure-Python twin, kept under its own name for the twin tests and benchmarks.
 encode_frame_pure = encode_frame
 encode_frame = pick("encode_frame", encode_frame_pure)  # noqa: F811 (the twin this process runs)
+
+
+def frame_head_size(key_len: int) -> int:
+    """Bytes from a frame's start to its payload: the key length K, the key, then :data:`FRAME_HEAD`."""
+    return 1 + key_len + FRAME_HEAD.size
+
+
+def unpack_frame_head(data: bytes, i: int) -> tuple[bytes, int, int, int, int]:
+    """(raw key, shard, seq, timestamp ms, payload size) of the frame whose head starts at ``data[i]``
+    (``data`` must hold :func:`frame_head_size` bytes from there)."""
+    k = data[i]
+    shard, seq, ts, size = FRAME_HEAD.unpack_from(data, i + 1 + k)
+    return data[i + 1 : i + 1 + k], shard, seq, ts, size
+
+
+def unpack_frame_tail(data: bytes, i: int, size: int) -> tuple[bytes, int]:
+    """(payload, the CRC stored after it) of a frame whose ``size``-byte payload starts at ``data[i]``."""
+    return data[i : i + size], FRAME_CRC.unpack_from(data, i + size)[0]
 
 
 def num_markers(interval: int) -> int:

@@ -26,16 +26,17 @@ __all__ = [
     "copy_line",
     "format_line",
     "line_delivery",
+    "parse_fields",
+    "parse_fields_pure",
+    "parse_general",
     "parse_line",
+    "parse_timestamp",
+    "second_text",
 ]
 
 _KEY_CHARS_RE = re.compile(r"[A-Za-z0-9._-]+")
 _U64_RE = re.compile(r"\+?[0-9]+")
 _TS_LIKE_RE = re.compile(r"[+-]?[0-9]{4}-[0-9]{2}-[0-9]{2}T")
-
-#: The timestamp helpers under the names the compiled twin (``_speedups.pyx``) looks up in this module.
-_parse_timestamp = parse_timestamp
-_second_text = second_text
 
 
 # --------------------------------------------------------------------------------------- parsing
@@ -121,32 +122,32 @@ def parse_line(line: str, *, lineno: int | None = None) -> StdioLine:
     A line that does not start with ``[``, has no ``]``, or has nothing between them is a raw payload.
     A ``[...]`` header that breaks the grammar raises :class:`LineParseError` (``line=lineno``).
     """
-    return _new_stdio_line(_parse_fields(line, lineno))
+    return _new_stdio_line(parse_fields(line, lineno))
 
 
 #: The header every producer writes, ``[timestamp | key | seq]`` or ``[timestamp | key | seq | shard]``,
-#: which :func:`_parse_fields` reads with one match; anything else takes the general path.
+#: which :func:`parse_fields` reads with one match; anything else takes the general path.
 _CANONICAL = re.compile(
     r"\[([+-]?[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]{1,9})?)"  # as _TS_RE
     r" \| ([A-Za-z0-9._-]{1,249}) \| (\+?[0-9]+)(?: \| (\+?[0-9]+))?\]"  # as is_valid_key, _U64_RE
 )
 
 
-def _parse_fields(line: str, lineno: int | None) -> tuple[int | None, str | None, int | None, int | None, str]:
+def parse_fields(line: str, lineno: int | None) -> tuple[int | None, str | None, int | None, int | None, str]:
     """(timestamp_ms, stream_key, seq, shard_id, payload) of a line, as :func:`parse_line` reads it."""
     m = _CANONICAL.match(line)
     if m is not None:
         ts_text, key, seq_text, shard_text = m.groups()
-        ts = _parse_timestamp(ts_text)
+        ts = parse_timestamp(ts_text)
         seq = int(seq_text)
         shard = None if shard_text is None else int(shard_text)
         if ts is not None and seq <= MAX_U64 and (shard is None or shard <= MAX_U64):
             rest = line[m.end() :]
             return ts, key, seq, shard, rest.lstrip(RUST_WHITESPACE) or rest
-    return _parse_general(line, lineno)
+    return parse_general(line, lineno)
 
 
-def _parse_general(line: str, lineno: int | None) -> tuple[int | None, str | None, int | None, int | None, str]:
+def parse_general(line: str, lineno: int | None) -> tuple[int | None, str | None, int | None, int | None, str]:
     if not line.startswith("["):
         return None, None, None, None, line
     end = line.find("]", 1)
@@ -160,7 +161,7 @@ def _parse_general(line: str, lineno: int | None) -> tuple[int | None, str | Non
     for raw in inner.split("|"):
         part = raw.strip(RUST_WHITESPACE)
         if ts is None and key is None:  # nothing filled yet (seq/shard need a key)
-            ms = _parse_timestamp(part)
+            ms = parse_timestamp(part)
             if ms is not None:
                 ts = ms
                 continue
@@ -193,8 +194,8 @@ def _parse_general(line: str, lineno: int | None) -> tuple[int | None, str | Non
 
 
 #: The pure-Python twin, kept under its own name for the twin tests and benchmarks.
-_parse_fields_pure = _parse_fields
-_parse_fields = pick("parse_fields", _parse_fields_pure)  # noqa: F811 (the twin this process runs)
+parse_fields_pure = parse_fields
+parse_fields = pick("parse_fields", parse_fields_pure)  # noqa: F811 (the twin this process runs)
 
 
 class ResolvedLine(NamedTuple):
@@ -225,7 +226,7 @@ class LineDecoder:
 
     def decode(self, line: str, *, lineno: int | None = None, now_ms: int) -> ResolvedLine:
         """Parse ``line`` (no trailing ``\\n``) and resolve its missing fields."""
-        return self._resolve(*_parse_fields(line, lineno), now_ms)
+        return self._resolve(*parse_fields(line, lineno), now_ms)
 
     def resolve(self, parsed: StdioLine, *, now_ms: int) -> ResolvedLine:
         """Fill the missing fields of an already parsed line, advancing the seq counter."""
@@ -287,7 +288,7 @@ def line_delivery(line: str, lineno: int | None, counters: dict[tuple[str, int],
     >>> line_delivery("hello", 2, {})
     (None, 'broadcast', 0, 0, b'hello', {'stream-sequence': '0'}, True)
     """
-    ts, key, seq, shard, text = _parse_fields(line, lineno)
+    ts, key, seq, shard, text = parse_fields(line, lineno)
     stream_key = BROADCAST_KEY if key is None else key
     if shard is None:
         shard = 0
@@ -320,7 +321,7 @@ def format_line(timestamp_ms: int, stream_key: str, seq: int, payload: str) -> s
 
     No checks on the hot path: ``payload`` must not contain ``\\n`` (envelope it first).
     """
-    return f"[{_second_text(timestamp_ms // 1000)} | {stream_key} | {seq}] {payload}\n"
+    return f"[{second_text(timestamp_ms // 1000)} | {stream_key} | {seq}] {payload}\n"
 
 
 #: The pure-Python twin, kept under its own name for the twin tests and benchmarks.

@@ -66,7 +66,7 @@ def _read(path: Path) -> list[tuple[str, int, bytes]]:
 def test_a_failed_write_cuts_back_to_the_last_complete_frame(tmp_path, monkeypatch, flush_every) -> None:
     path = tmp_path / "full.ss"
     w = StreamWriter(path, beacon_interval=1024, flush_every=flush_every)
-    disk = DiskFills(monkeypatch, lambda: w._fd, partial=700)
+    disk = DiskFills(monkeypatch, lambda: w._state.fd, partial=700)
     returned = []
     for i in range(16):
         returned.append(w.write("a", b"%d" % i * 100).seq)
@@ -105,7 +105,7 @@ def test_nbkit_write_on_a_full_disk_says_so_in_one_line(tmp_path, monkeypatch) -
         holder["w"] = self
 
     monkeypatch.setattr(StreamWriter, "__init__", capture)
-    disk = DiskFills(monkeypatch, lambda: holder["w"]._fd if "w" in holder else -2, partial=50)
+    disk = DiskFills(monkeypatch, lambda: holder["w"]._state.fd if "w" in holder else -2, partial=50)
     disk.armed = True
     line = '{"header":{"stream_key":"k","shard_id":0,"sequence":%d,"timestamp":"2024-01-01T00:00:00.0"},"payload":"p"}'
     rc, out, err = run_cli(["write", str(path)], stdin="\n".join(line % i for i in range(1, 200)).encode())
@@ -130,7 +130,7 @@ def test_a_service_reopens_its_writer_after_a_failed_copy(tmp_path, monkeypatch,
         return None
 
     app = App(broker, clock=VirtualClock())
-    disk = DiskFills(monkeypatch, lambda: broker._writer._fd if broker._writer else -2, partial=10, failures=1)
+    disk = DiskFills(monkeypatch, lambda: broker._writer._state.fd if broker._writer else -2, partial=10, failures=1)
     disk.armed = True
     with caplog.at_level(logging.WARNING, logger="nbkit"):
         for _ in range(6):

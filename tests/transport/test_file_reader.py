@@ -595,3 +595,25 @@ def test_ready_stops_once_the_reader_is_moved(tmp_path):
         r.seek(FilePosition.sequence(2), key="orders")
         assert list(ready) == []
         assert r.poll().seq == 2
+
+
+def test_seek_offset_goes_on_from_a_known_frame_across_beacons(tmp_path: Path) -> None:
+    """seek_offset moves to a frame a caller knows (an earlier message's offset), even after the read
+    ended or with messages scanned ahead, and the read then yields exactly the messages from there."""
+    path = tmp_path / "offsets.ss"
+    with StreamWriter(path, beacon_interval=1024, clock_ms=lambda: 5) as w:
+        marks = [w.write("k" if n % 3 else "other", b"x" * (n % 90)) for n in range(200)]
+    with StreamReader(path) as reader:
+        everything = list(reader)
+        assert reader.end is not None and reader.end.reason == "end"
+        for j in (0, 57, 120, 199):
+            reader.seek_offset(marks[j].offset)
+            assert reader.end is None
+            assert list(reader) == everything[j:]
+        reader.seek_offset(marks[10].offset)
+        first = reader.poll()  # scans a batch ahead; moving drops it
+        assert first == everything[10]
+        reader.seek_offset(marks[150].offset)
+        assert next(iter(reader)) == everything[150]
+        with pytest.raises(ValueError, match="file header"):
+            reader.seek_offset(64)

@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from nbkit.errors import FileLimitError, InvalidKeyError, NbkitError
-from nbkit.transport import file_writer
+from nbkit.transport import file_writer, writer_state
 from nbkit.transport.file_reader import iter_messages
 from nbkit.transport.file_writer import StreamWriter, Written
 from nbkit.wire.ssformat import MAX_TIMESTAMP_MS, decode_beacon
@@ -131,14 +131,14 @@ def test_running_checksums_survive_the_fold(tmp_path: Path, layout, monkeypatch)
     most = 0
     with StreamWriter(path, beacon_interval=1024, file_name="f.ss", created_at_ms=1, clock_ms=clock) as w:
         n = 0
-        while w.offset < 2 * file_writer._FOLD_BYTES + 5000:
+        while w.offset < 2 * writer_state.FOLD_BYTES + 5000:
             key = others[n % 199] if n % 10 == 0 or n < 199 * 10 else "a"
             payload = b"%d" % n * (1 + n % 3)
             x = w.write(key, payload)
             expected.append((key, 0, x.seq, x.timestamp_ms, payload))
-            most = max(most, sum(len(s.crcs) for s in w._streams.values()))
+            most = max(most, sum(len(s.crcs) for s in w._book.streams.values()))
             n += 1
-    assert most <= file_writer._FOLD_BYTES // 33 + 1  # bounded by the fold (33: the smallest frame)
+    assert most <= writer_state.FOLD_BYTES // 33 + 1  # bounded by the fold (33: the smallest frame)
     assert path.read_bytes() == layout("f.ss", 1, 1024, expected)
     assert len(checked) < n / 5  # most writes reach no mark (the rest: new streams, beacon boundaries, folds)
 

@@ -29,7 +29,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from nbkit.errors import FileIOError
-from nbkit.transport import file_writer
+from nbkit.transport import file_writer, writer_state
 from nbkit.transport.file_reader import iter_messages
 from nbkit.transport.file_writer import StreamWriter
 from nbkit.wire.ssformat import MAX_TIMESTAMP_MS
@@ -110,7 +110,7 @@ def _run(path: Path, steps, interval: int, flush_every: int, fsync: bool, compil
             fsync=fsync,
             exclusive=True,
         )
-    assert (type(w._route) is COMPILED.ShortRoute) is compiled  # type: ignore[union-attr]
+    assert (type(w._state) is COMPILED.WriterState) is compiled  # type: ignore[union-attr]
     with w:
         for step in steps:
             if step[0] == "write":
@@ -126,7 +126,7 @@ def _run(path: Path, steps, interval: int, flush_every: int, fsync: bool, compil
             else:
                 setattr(w, step[0], step[1])
             # what the next beacons will say: every stream's state (without folding its pending CRCs)
-            states = sorted((k, (st.seq, st.ts, st.running, tuple(st.crcs))) for k, st in w._streams.items())
+            states = sorted((k, (st.seq, st.ts, st.running, tuple(st.crcs))) for k, st in w._book.streams.items())
             outcomes.append((w.offset, w.next_seq("a"), w.closed, states))
     return outcomes, path.read_bytes()
 
@@ -176,7 +176,7 @@ def test_many_streams_and_folds_agree(tmp_path: Path) -> None:
             ) as w,
         ):
             n = 0
-            while w.offset < 2 * file_writer._FOLD_BYTES + 5000:
+            while w.offset < 2 * writer_state.FOLD_BYTES + 5000:
                 w.write(f"s{n % 50}" if n % 7 else "a", b"%d" % n * (1 + n % 5))
                 n += 1
         files.append(path.read_bytes())
@@ -184,9 +184,8 @@ def test_many_streams_and_folds_agree(tmp_path: Path) -> None:
 
 
 def test_the_compiled_state_folds_as_the_pure_one() -> None:
-    assert COMPILED.FOLD_AT == file_writer._FOLD_AT  # type: ignore[union-attr]
-    pure, compiled = file_writer._StreamState(0, 0, 0xFFFF), COMPILED.StreamState(0, 0, 0xFFFF)  # type: ignore[union-attr]
-    for n in range(file_writer._FOLD_AT + 10):
+    pure, compiled = writer_state.StreamState(0, 0, 0xFFFF), COMPILED.StreamState(0, 0, 0xFFFF)  # type: ignore[union-attr]
+    for n in range(writer_state.FOLD_AT + 10):
         for state in (pure, compiled):
             state.note(n, 2 * n, (n * 7919) & 0xFFFF)
     assert (compiled.seq, compiled.ts, compiled.crcs, compiled.checksum()) == (
@@ -209,7 +208,7 @@ def test_the_default_clock_reads_the_time(tmp_path: Path) -> None:
 
 def _fail_with(fd: int, writer: StreamWriter) -> None:
     """From now on the writer's descriptor writes to ``fd`` (the file itself is left as it is)."""
-    os.dup2(fd, writer._fd)
+    os.dup2(fd, writer._state.fd)
 
 
 def _full_disk(tmp_path: Path, compiled: bool) -> tuple[object, bytes, bool]:

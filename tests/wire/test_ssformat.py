@@ -23,6 +23,7 @@ from nbkit.wire.crc import CRC_INIT, crc16, running_update
 from nbkit.wire.keys import INTERNAL_KEY
 from nbkit.wire.ssformat import (
     DEFAULT_BEACON_INTERVAL,
+    FRAME_TAIL_SIZE,
     MAX_TIMESTAMP_MS,
     Beacon,
     FileHeader,
@@ -34,8 +35,11 @@ from nbkit.wire.ssformat import (
     encode_beacon,
     encode_frame,
     encode_header,
+    frame_head_size,
     is_eos,
     num_markers,
+    unpack_frame_head,
+    unpack_frame_tail,
 )
 
 SAMPLE_NAME = "vec_map-1694767177436.firedbg.ss"
@@ -303,3 +307,20 @@ def test_write_interval_ok(interval: int) -> None:
 def test_write_interval_refused(interval) -> None:
     with pytest.raises(BeaconIntervalError, match="multiple of 1024"):
         check_write_interval(interval)
+
+
+@given(
+    key=st.text("abcXYZ09._-", min_size=1, max_size=40),
+    shard=st.integers(0, 2**64 - 1),
+    seq=st.integers(0, 2**64 - 1),
+    ts=st.integers(0, MAX_TIMESTAMP_MS),
+    payload=st.binary(max_size=300),
+)
+def test_the_frame_layout_helpers_read_back_what_encode_frame_wrote(key, shard, seq, ts, payload) -> None:
+    raw = key.encode("ascii")
+    frame, crc = encode_frame(raw, shard, seq, ts, payload)
+    data = b"pad" + frame
+    head = frame_head_size(len(raw))
+    assert unpack_frame_head(data, 3) == (raw, shard, seq, ts, len(payload))
+    assert unpack_frame_tail(data, 3 + head, len(payload)) == (payload, crc)
+    assert len(frame) == head + len(payload) + FRAME_TAIL_SIZE and frame.endswith(b"\r")

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from nbkit.transport import file_reader
+from nbkit.transport import file_reader, frame_decode
 from nbkit.transport.file_reader import StreamReader
 from nbkit.transport.file_writer import StreamWriter
 from nbkit.wire import core, stdio_line
@@ -228,8 +228,8 @@ def _end(end):
 
 def _read_everything(path: Path, twin, monkeypatch):
     scan, scan_cols = twin
-    monkeypatch.setattr(file_reader, "scan_frames", scan)
-    monkeypatch.setattr(file_reader, "scan_columns", scan_cols)
+    monkeypatch.setattr(frame_decode, "scan_frames", scan)  # where the reader goes down to the scanner
+    monkeypatch.setattr(frame_decode, "scan_columns", scan_cols)
     out = []
     for mode in ("iterate", "columns", "buffers", "salvage"):
         try:
@@ -317,7 +317,7 @@ def lines(draw) -> str:
 @example(line="[2024-13-02T03:04:05 | orders | 17] x", lineno=3)
 @example(line="[2024-01-02T03:04:05 | orders | 18446744073709551616] x", lineno=3)
 def test_parse_line_twins_agree(line, lineno):
-    assert outcome(compiled.parse_fields, line, lineno) == outcome(stdio_line._parse_fields_pure, line, lineno)
+    assert outcome(compiled.parse_fields, line, lineno) == outcome(stdio_line.parse_fields_pure, line, lineno)
 
 
 @HYPO
