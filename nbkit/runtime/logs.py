@@ -8,7 +8,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, NamedTuple
 
 from nbkit.errors import AckError
 
@@ -52,8 +52,20 @@ ACK_LINES_LEFT_OUT = "ack / nack failed lines left out (ack_log_rate)"
 #: repeat (merged producers, header-less lines after an explicit seq), line numbers never do.
 DELIVERY_FIELDS = ("subscription", "stream_key", "seq", "attempt", "line")
 
-#: (subscription, stream key, sequence, attempt[, stdin line or None]) of the delivery a settlement record is about
-Delivery = tuple[str, str, int, int] | tuple[str, str, int, int, int | None]
+
+class SettledDelivery(NamedTuple):
+    """The delivery a settlement record is about, as the record names it (:data:`DELIVERY_FIELDS`)."""
+
+    subscription: str
+    stream_key: str
+    seq: int
+    attempt: int
+    line: int | None = None  # a pipe delivery's stdin line (None on a file)
+
+
+#: The delivery a settlement record is about: a :class:`SettledDelivery`, or the plain tuple
+#: (subscription, stream key, sequence, attempt[, stdin line or None]) in its field order
+Delivery = SettledDelivery | tuple[str, str, int, int] | tuple[str, str, int, int, int | None]
 
 
 def emit(logger: logging.Logger, level: int, text: str, *, delivery: Delivery | None = None, **fields: object) -> None:

@@ -76,8 +76,8 @@ def _stepped(app: App) -> None:
     app.shutdown()
 
 
-#: The frame of a traceback where the app called the handler: step() when stepping, _settle_ready() under run()
-_CALLER = re.compile(r'File "[^"]*app.py", line \d+, in (step|_settle_ready)\n.*\n( *\^+\n)?')
+#: The frame of a traceback where the handler was called: App.step() when stepping, Settlement.burst() under run()
+_CALLER = re.compile(r'File "[^"]*(app|settlement).py", line \d+, in (step|burst)\n.*\n( *\^+\n)?')
 
 
 def _outcome(run: Callable[[App], None], handler: Callable[..., object], tmp_path: Path, name: str, **options):
