@@ -15,13 +15,10 @@ from __future__ import annotations
 import inspect
 import logging
 import select
-import signal
 import sys
-import threading
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable
-from types import FrameType
+from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any
 
 from nbkit.errors import ConfigurationError, NbkitError
@@ -32,8 +29,9 @@ from nbkit.runtime.delayed import DelayedCopies, PendingCopy
 from nbkit.runtime.delivery import Delivery
 from nbkit.runtime.events import EventHistory, SettlementEvent, events_frame
 from nbkit.runtime.outcome import HandlerOutcome
-from nbkit.runtime.run_summary import RunCounts, RunSummary, signal_name
+from nbkit.runtime.run_summary import RunCounts, RunSummary
 from nbkit.runtime.settlement import Settlement, poll
+from nbkit.runtime.stopping import BROKEN_PIPE, Stop
 from nbkit.transport.polling import NEED_MORE
 
 if TYPE_CHECKING:
@@ -47,8 +45,6 @@ KEEP_EVENTS = 10_000  # settlement events an App keeps by default: a service run
 #: Delayed copies an App holds by default before it stops taking input until some are due (backpressure).
 #: A small payload's pending copy takes about 800 bytes (the copy, its headers and its event), so about 8 MB.
 MAX_PENDING = 10_000
-#: The signals that stop ``run()`` gracefully (a second one stops it at once); SIGHUP where it exists
-_STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name))
 
 
 class App:
@@ -121,11 +117,7 @@ class App:
             raise ConfigurationError(f"max_pending must be a whole number >= 1 or None, not {max_pending!r}")
         #: What the run has done, counted over the whole run (:meth:`summary` says it in one line).
         self.counts = RunCounts()
-        #: The signal that stopped :meth:`run` (None: none did).
-        self.stop_signal: int | None = None
-        #: What ended the run, as :meth:`summary` says it: "input ended", a signal's name, "broken pipe".
-        self.stop_reason = "input ended"
-        self._stopping = False  # a graceful stop is under way: the brokers stop or drain their input
+        self._stop = Stop()  # whether a stop was asked for, why, and whether it is graceful
         self.brokers = brokers
         self.shutdown_timeout = shutdown_timeout
         self._clock: Clock = clock or RealClock()
@@ -137,8 +129,6 @@ class App:
         self._rr = 0
         self.started = False
         self.stopped = False
-        self._stop_requested = False
-        self._abandon_requested = False
         self._loop: asyncio.AbstractEventLoop | None = None  # for async handlers under step() outside a loop
         # a delivery whose async handler step() could not run (a loop was running): astep() settles it
         self._held: tuple[Subscription, Delivery, Awaitable[Any]] | None = None
@@ -156,7 +146,7 @@ class App:
             return
         for b in self.brokers:
             b.bind_clock(self.clock)
-            b.on_output_closed = self._output_closed
+            b.on_output_closed = self._stop.output_closed
         subs: list[Subscription] = []
         for b in self.brokers:
             subs.extend(b.connect())
@@ -252,7 +242,21 @@ class App:
         -------
         None
         """
-        self._stop_requested = True
+        self._stop.requested = True
+
+    @property
+    def stop_signal(self) -> int | None:
+        """The signal that stopped :meth:`run` (None: none did)."""
+        return self._stop.signal
+
+    @property
+    def stop_reason(self) -> str:
+        """What ended the run, as :meth:`summary` says it: "input ended", a signal's name, "broken pipe"."""
+        return self._stop.reason
+
+    @stop_reason.setter
+    def stop_reason(self, reason: str) -> None:
+        self._stop.reason = reason
 
     # -- taking a delivery -------------------------------------------------------------------------
     def next_delivery(self) -> tuple[Subscription, Delivery] | None:
@@ -382,7 +386,7 @@ class App:
 
     def _taking(self) -> bool:
         """Whether :meth:`run`'s burst may take another delivery: no stop asked, no copy pending, none held."""
-        return not (self._stop_requested or self._pending or self._held is not None)
+        return not (self._stop.requested or self._pending or self._held is not None)
 
     def _settle_ready(self) -> int | None:
         """:meth:`run`'s steps while deliveries are ready: how many were settled (0: none was ready), or None
@@ -515,12 +519,12 @@ class App:
         None
         """
         self.start()
-        restore = self._install_signals()
+        restore = self._stop.install_signals()
         try:
             idle = _IDLE_MIN
             told_waiting = False
             while True:
-                if self._stop_requested and not self._keep_stopping():
+                if self._stop.requested and not self._stop.keep_going(self.brokers, len(self._pending)):
                     break
                 settled = self._settle_ready()
                 if settled is None:
@@ -529,7 +533,7 @@ class App:
                     idle = _IDLE_MIN
                     continue
                 if self.all_ended():
-                    if not self._pending or self._stopping:  # stopping: shutdown() waits, within its timeout
+                    if not self._pending or self._stop.stopping:  # stopping: shutdown() waits, within its timeout
                         break
                     if not told_waiting:
                         told_waiting = True
@@ -547,8 +551,8 @@ class App:
                     self.clock.reach(deadline)
                 idle = min(idle * 2, _IDLE_MAX)
         except NbkitError as exc:  # a stream error (a bad stdin line, a damaged file) ends the run
-            if self.stop_reason != "broken pipe":
-                self.stop_reason = f"{type(exc).__name__}"
+            if self._stop.reason != BROKEN_PIPE:
+                self._stop.reason = f"{type(exc).__name__}"
             raise
         finally:
             try:
@@ -566,7 +570,7 @@ class App:
         self.start()
         try:
             idle = _IDLE_MIN
-            while not self._stop_requested:
+            while not self._stop.requested:
                 if await self.astep() is not None:
                     idle = _IDLE_MIN
                     continue
@@ -613,65 +617,6 @@ class App:
                     if not b.output_closed:
                         raise  # (a broken pipe has stopped the app already: its summary says what was lost)
 
-    def _install_signals(self) -> Callable[[], None]:
-        """Make SIGINT/SIGTERM/SIGHUP request a stop (in the main thread); returns what puts the old handlers back."""
-        if threading.current_thread() is not threading.main_thread():
-            return lambda: None
-        previous: dict[signal.Signals, Any] = {}
-
-        def handler(signum: int, frame: FrameType | None) -> None:
-            if self.stop_signal is not None or self._stopping:  # a second signal: stop at once
-                self._abandon_requested = True
-            else:
-                self.stop_signal = signum
-            self._stop_requested = True
-
-        for sig in _STOP_SIGNALS:
-            previous[sig] = signal.signal(sig, handler)
-
-        def restore() -> None:
-            for sig, old in previous.items():
-                signal.signal(sig, old)
-
-        return restore
-
-    def _keep_stopping(self) -> bool:
-        """A stop was requested: whether :meth:`run` goes on (the brokers stop or drain their input) or ends now.
-
-        The first request asks each broker to stop its input (:meth:`Broker.stop_input`) and says what the
-        stage now waits for; a second one (a second signal), a broken pipe, or a broker without such a stop
-        (a file's subscriptions end at once, as before) ends the loop.
-        """
-        if self._abandon_requested or self.stop_reason == "broken pipe":
-            return False
-        if self._stopping:  # request_stop() again: nothing new
-            self._stop_requested = False
-            return True
-        self._stopping = True
-        self.stop_reason = signal_name(self.stop_signal) if self.stop_signal is not None else "request_stop()"
-        stops = [b.stop_input() for b in self.brokers]
-        if any(stop is None for stop in stops):
-            return False
-        self._stop_requested = False
-        pending = len(self._pending)
-        if any(stops):
-            logs.emit(
-                logs.APP,
-                logging.WARNING,
-                logs.SHUTDOWN_DRAINING,
-                signal=self.stop_reason,
-                pending=pending,
-                then="a second signal stops at once and abandons every pending copy",
-            )
-        else:
-            logs.emit(logs.APP, logging.WARNING, logs.SHUTDOWN_STOPPING, signal=self.stop_reason, pending=pending)
-        return True
-
-    def _output_closed(self, broker: Broker) -> None:
-        """A broker's output is gone (a pipe's reader left): stop at once; the summary says what was lost."""
-        self.stop_reason = "broken pipe"
-        self._stop_requested = True
-
     def summary(self) -> RunSummary:
         """What the run did, counted (the line ``nbkit run`` writes at exit, and its exit status).
 
@@ -711,8 +656,8 @@ class App:
             lost += lo
         return RunSummary(
             self.counts,
-            stop=self.stop_reason,
-            signal=self.stop_signal,
+            stop=self._stop.reason,
+            signal=self._stop.signal,
             lines=lines,
             stdout_written=written,
             stdout_lost=lost,
@@ -731,45 +676,18 @@ class App:
         """
         if self.stopped:
             return
+        stop = self._stop
         try:
             if self.started:
-                if self._stopping or self._abandon_requested or self.stop_reason == "broken pipe":
-                    self._count_unread()
-                deadline = None if self.shutdown_timeout is None else self.clock.now() + self.shutdown_timeout
-                if self._pending and not self._abandon_requested and self.stop_reason != "broken pipe":
-                    last = self._delayed.last_due()
-                    wait = max(0.0, self.clock.sleep_time(last))
-                    logs.emit(
-                        logs.APP,
-                        logging.WARNING if self._stopping else logging.INFO,
-                        logs.SHUTDOWN_WAITING,
-                        copies=len(self._pending),
-                        seconds=round(wait if deadline is None else min(wait, self.shutdown_timeout or 0.0), 3),
-                        shutdown_timeout=self.shutdown_timeout,
-                        then="a second signal abandons them",
-                    )
-                while self._pending:
-                    due = self._pending[0].due
-                    if self.stop_reason == "broken pipe":
-                        self.abandon_pending(reason=logs.COPY_ABANDONED_BROKEN_PIPE)
-                        break
-                    if self._abandon_requested:
-                        self._count_unread()
-                        self.abandon_pending(reason=logs.COPY_ABANDONED_SIGNAL)
-                        break
-                    late = deadline is not None and due > deadline  # waited for until the deadline, as upstream
-                    until = deadline if late and deadline is not None else due
-                    pause = self.clock.sleep_time(until)
-                    if pause > 0:
-                        self._flush()
-                        # short naps, so a second signal can cut the wait short
-                        time.sleep(min(_IDLE_MAX, pause))
-                    if pause <= _IDLE_MAX:
-                        self.clock.reach(until)
-                        if late:
-                            self.abandon_pending(reason=logs.COPY_ABANDONED)
-                            break
-                    self.fire_due()
+                if stop.stopping or stop.at_once:
+                    stop.count_unread(self.brokers)
+                self._delayed.wait_out(
+                    self.shutdown_timeout,
+                    loud=stop.stopping,
+                    at_once=stop.at_once,
+                    flush=self._flush,
+                    cut_short=self._cut_short,
+                )
         finally:
             self.stopped = True
             errors = []
@@ -782,13 +700,14 @@ class App:
             if errors:
                 raise errors[0]
 
-    def _count_unread(self) -> None:
-        """The stage stops before its input ends: each broker counts (and drops) what it read and did not
-        deliver, logged as a loss (ERROR), and what it never read (in the summary)."""
-        for b in self.brokers:
-            undelivered = b.count_unread()
-            if undelivered and self.stop_reason != "broken pipe":  # (a broken pipe's summary says it)
-                logs.emit(logs.APP, logging.ERROR, logs.LINES_NOT_DELIVERED, count=undelivered, stop=self.stop_reason)
+    def _cut_short(self) -> str | None:
+        """Why the wait for delayed copies ends now (a broken pipe, a second signal), as the abandoned copies' line."""
+        if self._stop.reason == BROKEN_PIPE:
+            return logs.COPY_ABANDONED_BROKEN_PIPE
+        if self._stop.abandon:
+            self._stop.count_unread(self.brokers)
+            return logs.COPY_ABANDONED_SIGNAL
+        return None
 
     def crash(self) -> int:
         """Simulate the process dying: pending delayed copies are lost, nothing is flushed or closed gracefully.

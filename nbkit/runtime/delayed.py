@@ -12,6 +12,8 @@ from __future__ import annotations
 import heapq
 import itertools
 import logging
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from nbkit.errors import NbkitError
@@ -23,6 +25,9 @@ from nbkit.runtime.events import EventHistory, SettlementEvent
 from nbkit.runtime.run_summary import RunCounts
 
 __all__ = ["DelayedCopies", "PendingCopy", "copy_lost"]
+
+#: The longest nap while copies are waited out in real time, so that a second signal can cut the wait short
+_NAP = 0.1
 
 
 @dataclass(order=True, slots=True)
@@ -184,6 +189,56 @@ class DelayedCopies:
             self.history.update(copy.event_number, copy.event._replace(abandoned=True, lost_at=self.clock.now()))
             n += 1
         return n
+
+    def wait_out(
+        self,
+        timeout: float | None,
+        *,
+        loud: bool,
+        at_once: bool,
+        flush: Callable[[], None],
+        cut_short: Callable[[], str | None],
+    ) -> None:
+        """Wait for the pending copies and fire each as it falls due, for at most ``timeout`` seconds (None: all
+        of them, as upstream); the ones still pending then are abandoned (and named).
+
+        The wait is said first (INFO; WARNING when ``loud``, a stop under way; nothing when ``at_once``, a stop
+        that waits for nothing). Before each copy
+        ``cut_short()`` may end it at once: it returns the line the abandoned copies are named with (a broken
+        pipe, a second signal), else None. ``flush`` writes out what was gathered before each real-time nap.
+        """
+        clock = self.clock
+        heap = self.heap
+        deadline = None if timeout is None else clock.now() + timeout
+        if heap and not at_once:
+            wait = max(0.0, clock.sleep_time(self.last_due()))
+            logs.emit(
+                logs.APP,
+                logging.WARNING if loud else logging.INFO,
+                logs.SHUTDOWN_WAITING,
+                copies=len(heap),
+                seconds=round(wait if deadline is None else min(wait, timeout or 0.0), 3),
+                shutdown_timeout=timeout,
+                then="a second signal abandons them",
+            )
+        while heap:
+            due = heap[0].due
+            reason = cut_short()
+            if reason is not None:
+                self.abandon(reason=reason)
+                break
+            late = deadline is not None and due > deadline  # waited for until the deadline, as upstream
+            until = deadline if late and deadline is not None else due
+            pause = clock.sleep_time(until)
+            if pause > 0:
+                flush()
+                time.sleep(min(_NAP, pause))  # short naps, so a second signal can cut the wait short
+            if pause <= _NAP:
+                clock.reach(until)
+                if late:
+                    self.abandon(reason=logs.COPY_ABANDONED)
+                    break
+            self.fire_due()
 
 
 def copy_lost(
