@@ -68,6 +68,11 @@ class SettledDelivery(NamedTuple):
 Delivery = SettledDelivery | tuple[str, str, int, int] | tuple[str, str, int, int, int | None]
 
 
+def as_settled(delivery: Delivery) -> SettledDelivery:
+    """``delivery`` as a :class:`SettledDelivery` (a plain tuple is read in its field order)."""
+    return delivery if type(delivery) is SettledDelivery else SettledDelivery(*delivery)
+
+
 def emit(logger: logging.Logger, level: int, text: str, *, delivery: Delivery | None = None, **fields: object) -> None:
     """Log ``text`` followed by its fields; the fields are also on the record as ``nbkit_fields``, and
     the settled delivery (when given) as the attributes :data:`DELIVERY_FIELDS`."""
@@ -99,8 +104,9 @@ def ack_failed(logger: logging.Logger, subscription: str, delivery: Delivery | N
         "nbkit_fields": {"subscription": subscription, "error": _UNSUPPORTED},
     }
     if delivery is not None:
-        extra["subscription"], extra["stream_key"], extra["seq"], extra["attempt"] = delivery[:4]  # DELIVERY_FIELDS
-        extra["line"] = delivery[4] if len(delivery) > 4 else None  # the 5-tuple's line
+        settled = as_settled(delivery)
+        extra["subscription"], extra["stream_key"], extra["seq"] = settled.subscription, settled.stream_key, settled.seq
+        extra["attempt"], extra["line"] = settled.attempt, settled.line
     logger.handle(
         _RECORDS.make(logger, logging.WARNING, code.co_filename, frame.f_lineno, code.co_name, message, extra)
     )
@@ -154,9 +160,7 @@ def delivery_extra(delivery: Delivery | None) -> dict[str, object]:
     """
     if delivery is None:
         return {}
-    extra: dict[str, object] = dict(zip(DELIVERY_FIELDS, delivery, strict=False))
-    extra.setdefault("line", None)
-    return extra
+    return dict(zip(DELIVERY_FIELDS, as_settled(delivery), strict=True))
 
 
 def delivery_suffix(record: logging.LogRecord) -> str:
@@ -343,8 +347,8 @@ class RunLogHandler(logging.Handler):
         delivery : tuple of (str, str, int, int[, int or None])
             Subscription, stream key, sequence, attempt and (a pipe's) stdin line.
         """
-        stream_key, seq, attempt = delivery[1], delivery[2], delivery[3]  # the subscription is in the message
-        lineno = delivery[4] if len(delivery) > 4 else None  # the 5-tuple's line
+        settled = as_settled(delivery)  # (the subscription is in the message)
+        stream_key, seq, attempt, lineno = settled.stream_key, settled.seq, settled.attempt, settled.line
         if self.ack_rate is not None and not self._ack_allowed(name, level):
             return
         levelname = logging.getLevelName(level)
@@ -646,15 +650,15 @@ def _log(
     if delivery is None:
         extra: dict[str, object] = {"nbkit_text": text, "nbkit_fields": fields}
     else:
-        subscription, stream_key, seq, attempt = delivery[:4]  # DELIVERY_FIELDS
+        settled = as_settled(delivery)
         extra = {
-            "line": delivery[4] if len(delivery) > 4 else None,  # the 5-tuple's line
+            "line": settled.line,
             "nbkit_text": text,
             "nbkit_fields": fields,
-            "subscription": subscription,
-            "stream_key": stream_key,
-            "seq": seq,
-            "attempt": attempt,
+            "subscription": settled.subscription,
+            "stream_key": settled.stream_key,
+            "seq": settled.seq,
+            "attempt": settled.attempt,
         }
     logger.handle(_RECORDS.make(logger, level, path, lineno, func, message, extra))
 
