@@ -136,12 +136,7 @@ class App:
 
     # -- lifecycle -------------------------------------------------------------------------------
     def start(self) -> None:
-        """Bind the clock, connect every broker and open the subscriptions (idempotent).
-
-        Returns
-        -------
-        None
-        """
+        """Bind the clock, connect every broker and open the subscriptions (idempotent)."""
         if self.started:
             return
         for b in self.brokers:
@@ -236,12 +231,7 @@ class App:
         return all(s.exhausted for s in self.subscriptions)
 
     def request_stop(self) -> None:
-        """Ask a running app to shut down gracefully (what SIGINT/SIGTERM do).
-
-        Returns
-        -------
-        None
-        """
+        """Ask a running app to shut down gracefully (what SIGINT/SIGTERM do)."""
         self._stop.requested = True
 
     @property
@@ -384,10 +374,6 @@ class App:
             result = self._loop.run_until_complete(_capture(result))
         return self._settlements[sub].settle(delivery, result)
 
-    def _taking(self) -> bool:
-        """Whether :meth:`run`'s burst may take another delivery: no stop asked, no copy pending, none held."""
-        return not (self._stop.requested or self._pending or self._held is not None)
-
     def _settle_ready(self) -> int | None:
         """:meth:`run`'s steps while deliveries are ready: how many were settled (0: none was ready), or None
         when :meth:`step` must take the next one (more than one subscription, a delayed copy pending, a held
@@ -513,10 +499,6 @@ class App:
         ``shutdown_timeout``). A second signal stops at once: every pending copy is abandoned and named,
         and lines read and not delivered are counted. A broken pipe stops the stage at once too.
         ``stop_signal``, ``stop_reason`` and :meth:`summary` say how it ended.
-
-        Returns
-        -------
-        None
         """
         self.start()
         restore = self._stop.install_signals()
@@ -561,12 +543,7 @@ class App:
                 restore()
 
     async def run_async(self) -> None:
-        """The asyncio form of :meth:`run`: async handlers are awaited on the running loop.
-
-        Returns
-        -------
-        None
-        """
+        """The asyncio form of :meth:`run`: async handlers are awaited on the running loop."""
         self.start()
         try:
             idle = _IDLE_MIN
@@ -641,27 +618,8 @@ class App:
         stdout: 2 lines written
         3 lines read (1 for no subscription)
         """
-        lines: dict[str, int | bool] | None = None
-        written = lost = 0
-        for b in self.brokers:
-            counts = b.input_counts()
-            if counts is not None:
-                if lines is None:
-                    lines = dict(counts)
-                else:
-                    for k, v in counts.items():
-                        lines[k] = (lines[k] and v) if isinstance(v, bool) else int(lines[k]) + v
-            w, lo = b.output_counts()
-            written += w
-            lost += lo
-        return RunSummary(
-            self.counts,
-            stop=self._stop.reason,
-            signal=self._stop.signal,
-            lines=lines,
-            stdout_written=written,
-            stdout_lost=lost,
-            pending=len(self._pending),
+        return RunSummary.collect(
+            self.counts, self.brokers, stop=self._stop.reason, signal=self._stop.signal, pending=len(self._pending)
         )
 
     def shutdown(self) -> None:
@@ -669,10 +627,6 @@ class App:
 
         After a second signal or a broken pipe nothing is waited for: every pending copy is abandoned and
         named (ERROR), and lines read but not delivered are counted and logged.
-
-        Returns
-        -------
-        None
         """
         if self.stopped:
             return

@@ -32,6 +32,7 @@ from nbkit.runtime.outcome import HandlerOutcome, OutcomeKind, as_outcome
 from nbkit.runtime.redrive import REDRIVEN_FROM_HEADER
 from nbkit.runtime.run_summary import RunCounts
 from nbkit.runtime.settle import Action, Decision, decide
+from nbkit.runtime.stopping import Stop
 from nbkit.transport.polling import NEED_MORE, NeedMore
 from nbkit.wire.envelope import RETRY_COUNT_HEADER, copy_retry_count, retry_count
 
@@ -47,14 +48,37 @@ class Driver(Protocol):
     """What :meth:`Settlement.burst` asks of the app that runs it, delivery by delivery (``App`` is one)."""
 
     last_delivery: Delivery | None
+    #: the app's stop state: the burst ends when a stop is requested
+    _stop: Stop
 
-    def _taking(self) -> bool:
-        """Whether the burst may take another delivery (no stop asked, no copy pending, none held)."""
+    @property
+    def _held(self) -> object | None:
+        """A delivery held for ``astep`` (not None: the burst ends)."""
         ...
 
     def _complete(self, sub: Subscription, delivery: Delivery, result: Any) -> SettlementEvent:
         """Settle a delivery whose handler's result may still be awaitable."""
         ...
+
+
+class Recorder(Protocol):
+    """:attr:`Settlement.record`: make a settlement's event, hold its delayed copy (``due`` and ``copy_headers``
+    given), add the event to the history and save the checkpoint; returns the event."""
+
+    def __call__(
+        self,
+        delivery: Delivery,
+        now: float,
+        attempt: int,
+        kind: OutcomeKind,
+        decision: Decision,
+        destination: str | None = None,
+        due: float | None = None,
+        written_at: float | None = None,
+        copy_seq: int | None = None,
+        error: str | None = None,
+        copy_headers: dict[str, str] | None = None,
+    ) -> SettlementEvent: ...
 
 
 class Settlement:
@@ -86,6 +110,7 @@ class Settlement:
         "history",
         "delayed",
         "_decisions",
+        "record",
     )
 
     def __init__(
@@ -103,6 +128,8 @@ class Settlement:
         self.delayed = delayed
         # per (outcome, delay, at the cap): the decision and its copy's key (None: no copy)
         self._decisions: dict[tuple[OutcomeKind, float | None, bool], tuple[Decision, str | None]] = {}
+        #: makes a settlement's event and records it: the one place an event is made (see :class:`Recorder`)
+        self.record: Recorder = self._recorder()
 
     def decision(self, kind: OutcomeKind, delay: float | None, attempt: int) -> tuple[Decision, str | None]:
         """:func:`~nbkit.runtime.settle.decide` for this subscription, and the key its copy goes to (None: no copy).
@@ -204,68 +231,80 @@ class Settlement:
             delivery, now, attempt, kind, decision, destination, due, written_at, copy_seq, error, copy_headers
         )
 
-    def record(
-        self,
-        delivery: Delivery,
-        now: float,
-        attempt: int,
-        kind: OutcomeKind,
-        decision: Decision,
-        destination: str | None = None,
-        due: float | None = None,
-        written_at: float | None = None,
-        copy_seq: int | None = None,
-        error: str | None = None,
-        copy_headers: dict[str, str] | None = None,
-    ) -> SettlementEvent:
-        """Make the settlement's event, hold its delayed copy (``due`` and ``copy_headers`` given), add the event
-        to the history and save the checkpoint: the one place an event is made."""
-        stream_key = delivery.stream_key
-        seq = delivery.seq
-        # values in SettlementEvent's field order, made as a tuple (tests/runtime/test_events.py pins the order)
-        event = _new_event(
-            (
-                now,  # time
-                self.transport,
-                self.name,  # subscription
-                stream_key,
-                delivery.shard_id,
-                seq,
-                attempt,
-                kind,  # outcome
-                decision.action_name,  # action
-                decision.delay,  # delay
-                destination,
-                due,
-                written_at,
-                copy_seq,
-                False,  # abandoned
-                error,
-                REDRIVEN_FROM_HEADER in delivery.headers,  # redriven
-                None,  # lost_at
-            )
+    def _recorder(self) -> Recorder:
+        """The settlement's :meth:`record` function, with what never changes for the subscription bound once
+        (the burst calls it per delivery)."""
+        transport, name, history, delayed, broker, checkpointer = (
+            self.transport,
+            self.name,
+            self.history,
+            self.delayed,
+            self.broker,
+            self.checkpointer,
         )
-        history = self.history
-        held = False
-        if due is not None and destination is not None and copy_headers is not None:
-            held = True
-            self.delayed.hold(
-                due,
-                self.broker,
-                destination,
-                delivery.payload,
-                copy_headers,
-                event,
-                history.settled,
-                attempt,
-                self.checkpointer,
-                delivery.line,
+
+        def record(
+            delivery: Delivery,
+            now: float,
+            attempt: int,
+            kind: OutcomeKind,
+            decision: Decision,
+            destination: str | None = None,
+            due: float | None = None,
+            written_at: float | None = None,
+            copy_seq: int | None = None,
+            error: str | None = None,
+            copy_headers: dict[str, str] | None = None,
+        ) -> SettlementEvent:
+            """Make the settlement's event, hold its delayed copy (``due`` and ``copy_headers`` given), add the
+            event to the history and save the checkpoint: the one place an event is made."""
+            stream_key = delivery.stream_key
+            seq = delivery.seq
+            # values in SettlementEvent's field order, made as a tuple (tests/runtime/test_events.py pins the order)
+            event = _new_event(
+                (
+                    now,  # time
+                    transport,
+                    name,  # subscription
+                    stream_key,
+                    delivery.shard_id,
+                    seq,
+                    attempt,
+                    kind,  # outcome
+                    decision.action_name,  # action
+                    decision.delay,  # delay
+                    destination,
+                    due,
+                    written_at,
+                    copy_seq,
+                    False,  # abandoned
+                    error,
+                    REDRIVEN_FROM_HEADER in delivery.headers,  # redriven
+                    None,  # lost_at
+                )
             )
-        history.events.append(event)
-        history.settled += 1
-        if self.checkpointer is not None:
-            self.checkpointer.settled(stream_key, seq, copy_pending=held)
-        return event
+            held = False
+            if due is not None and destination is not None and copy_headers is not None:
+                held = True
+                delayed.hold(
+                    due,
+                    broker,
+                    destination,
+                    delivery.payload,
+                    copy_headers,
+                    event,
+                    history.settled,
+                    attempt,
+                    checkpointer,
+                    delivery.line,
+                )
+            history.events.append(event)
+            history.settled += 1
+            if checkpointer is not None:
+                checkpointer.settled(stream_key, seq, copy_pending=held)
+            return event
+
+        return record
 
     def settled_delivery(self, delivery: Delivery, attempt: int) -> logs.SettledDelivery:
         """The delivery as this settlement's log records name it."""
@@ -311,7 +350,8 @@ class Settlement:
             return HandlerOutcome.drop(), f"TypeError: {exc}"
 
     def burst(self, driver: Driver) -> int:
-        """Take and settle the deliveries ready now, one after another, while ``driver._taking()``: how many.
+        """Take and settle the deliveries ready now, one after another, while no stop is requested, no delayed
+        copy is pending and no delivery is held: how many.
 
         Each delivery is what ``App.step`` would take next and is settled as :meth:`settle` settles it. Those
         the reader has scanned already (:meth:`Subscription.ready`) skip the polling layers. A HandlerOutcome
@@ -322,6 +362,8 @@ class Settlement:
         be awaitable, to ``driver._complete``).
         """
         sub = self.sub
+        stop = driver._stop
+        heap = self.delayed.heap  # (never replaced: a copy held during the burst is seen here)
         handler = self.registration.handler
         record = self.record
         clock = self.clock
@@ -346,7 +388,7 @@ class Settlement:
         ready: Iterator[Delivery] = iter(())
         taken = 0
         try:  # (a stream error may end the loop: what was settled is still counted)
-            while driver._taking() and not sub.ended:
+            while not (stop.requested or heap or driver._held is not None or sub.ended):
                 delivery = next(ready, None) if scans_ahead else None
                 if delivery is None:
                     polled = poll(sub)
