@@ -5,13 +5,13 @@ burst of ready deliveries ``App.run`` settles, :meth:`Settlement.burst`). From t
 works out the outcome (a raise or a wrong return drops, and is logged), asks the pure rule
 (:func:`~nbkit.runtime.settle.decide`, cached per outcome) for the action and the copy's destination,
 writes the copy now or hands it to :class:`~nbkit.runtime.delayed.DelayedCopies`, logs the settlement's
-lines, and records it: :meth:`Settlement.record` makes the one
+lines, and records it: :attr:`Settlement.record` makes the one
 :class:`~nbkit.runtime.events.SettlementEvent`, adds it to the app's history and saves the checkpoint.
 
 The burst is the same settlement written tightly for the commonest case, a first attempt whose outcome
 writes no copy and logs nothing but the ``ack / nack failed`` WARNING (a file or pipe service's every
 ack): that line goes straight to the run log handler's writer when nothing else would see its record,
-and the event is made by the same :meth:`~Settlement.record`. Anything else goes to :meth:`~Settlement.settle`.
+and the event is made by the same :attr:`~Settlement.record`. Anything else goes to :meth:`~Settlement.settle`.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from nbkit.runtime.stopping import Stop
 from nbkit.transport.polling import NEED_MORE, NeedMore
 from nbkit.wire.envelope import RETRY_COUNT_HEADER, copy_retry_count, retry_count
 
-__all__ = ["Driver", "Settlement", "poll"]
+__all__ = ["Driver", "Recorder", "Settlement", "poll"]
 
 _COUNT_TEXTS = [str(n) for n in range(64)]  # str(attempt) of the usual attempts, made once
 _new_event = partial(tuple.__new__, SettlementEvent)  # one per delivery: made from a tuple at C speed
@@ -232,7 +232,7 @@ class Settlement:
         )
 
     def _recorder(self) -> Recorder:
-        """The settlement's :meth:`record` function, with what never changes for the subscription bound once
+        """The settlement's :attr:`record` function, with what never changes for the subscription bound once
         (the burst calls it per delivery)."""
         transport, name, history, delayed, broker, checkpointer = (
             self.transport,
@@ -358,7 +358,7 @@ class Settlement:
         (or None) on a first attempt whose decision writes no copy and logs only the ``ack / nack failed``
         WARNING is settled here: its line is handed to the run log handler's writer when
         :func:`~nbkit.runtime.logs.sole_run_handler` says, per delivery, that nothing else would see a record,
-        and its event is made by :meth:`record`. Anything else goes to :meth:`settle` (or, a result that may
+        and its event is made by :attr:`record`. Anything else goes to :meth:`settle` (or, a result that may
         be awaitable, to ``driver._complete``).
         """
         sub = self.sub
