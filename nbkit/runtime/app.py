@@ -421,8 +421,9 @@ class App:
         if self._held is not None:
             held, self._held = self._held, None
             return held
-        self.fire_due()
-        if self.pending_full:
+        delayed = self._delayed
+        delayed.fire_due()
+        if delayed.full:
             return None  # backpressure: no delivery until copies are due
         got = self.next_delivery()
         if got is None:

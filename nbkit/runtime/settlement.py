@@ -153,11 +153,15 @@ class Settlement:
                 self._decisions[key] = found
         return found
 
-    def settle(self, delivery: Delivery, result: Any) -> SettlementEvent:
+    def settle(
+        self, delivery: Delivery, result: Any, decided: tuple[Decision, str | None] | None = None
+    ) -> SettlementEvent:
         """Apply the handler's result (None, a HandlerOutcome or an exception) to the delivery; record the event.
 
         The copy a decision writes now is published here, before the event is made (the event says where
         it went, or why it was lost); a delayed copy is held by :class:`~nbkit.runtime.delayed.DelayedCopies`.
+        ``decided``: what :meth:`decision` gives for this result's outcome and the delivery's attempt, when the
+        caller has it already (the burst).
         """
         if type(result) is HandlerOutcome:
             outcome, error = result, None
@@ -166,7 +170,7 @@ class Settlement:
         headers = delivery.headers
         attempt = 1 if RETRY_COUNT_HEADER not in headers else retry_count(headers) + 1  # delivery.attempt
         kind = outcome.kind
-        decision, destination = self.decision(kind, outcome.delay, attempt)
+        decision, destination = self.decision(kind, outcome.delay, attempt) if decided is None else decided
         action = decision.action
         now = self.clock.now()
         name = self.name
@@ -378,6 +382,7 @@ class Settlement:
         last: HandlerOutcome | None = None
         kind: OutcomeKind = "ack"
         decision: Decision | None = None
+        decided: tuple[Decision, str | None] | None = None  # decision() for ``last``
         quiet = False
         log_handler: logs.RunLogHandler | None = None  # the run log handler ``write`` is for
         write: Callable[..., None] = _write_nothing
@@ -412,18 +417,19 @@ class Settlement:
                     if quiet_n:
                         counts.outcome(kind, quiet_n)
                         quiet_n = 0
-                    decision, destination = self.decision(result.kind, result.delay, 1)
+                    decided = self.decision(result.kind, result.delay, 1)
+                    decision, destination = decided
                     kind = result.kind
                     # (a retry() that requeues nothing logs its own ERROR line: settle() does that)
                     quiet = destination is None and decision.action is Action.UNSUPPORTED and kind != "retry"
                     last = result
                 if not quiet or decision is None:
-                    self.settle(delivery, result)
+                    self.settle(delivery, result, decided)
                     continue
                 if warns():  # logs.ack_failed()'s checks, per delivery
                     run_handler = sole_run_handler(dispatch, logging.WARNING)
                     if run_handler is None:  # a record to make, naming settle() as its source: settle() logs it
-                        self.settle(delivery, result)
+                        self.settle(delivery, result, decided)
                         continue
                     stream_key = delivery.stream_key
                     if run_handler is not log_handler or stream_key != write_key:
