@@ -5,13 +5,13 @@ burst of ready deliveries ``App.run`` settles, :meth:`Settlement.burst`). From t
 works out the outcome (a raise or a wrong return drops, and is logged), asks the pure rule
 (:func:`~nbkit.runtime.settle.decide`, cached per outcome) for the action and the copy's destination,
 writes the copy now or hands it to :class:`~nbkit.runtime.delayed.DelayedCopies`, logs the settlement's
-lines, and records it: :attr:`Settlement.record` makes the one
+lines, and records it: :meth:`Settlement.record` makes the one
 :class:`~nbkit.runtime.events.SettlementEvent`, adds it to the app's history and saves the checkpoint.
 
 The burst is the same settlement written tightly for the commonest case, a first attempt whose outcome
 writes no copy and logs nothing but the ``ack / nack failed`` WARNING (a file or pipe service's every
 ack): that line goes straight to the run log handler's writer when nothing else would see its record,
-and the event is made by the same :attr:`~Settlement.record`. Anything else goes to :meth:`~Settlement.settle`.
+and the event is made by the same :meth:`~Settlement.record`. Anything else goes to :meth:`~Settlement.settle`.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from nbkit.runtime.stopping import Stop
 from nbkit.transport.polling import NEED_MORE, NeedMore
 from nbkit.wire.envelope import RETRY_COUNT_HEADER, copy_retry_count, retry_count
 
-__all__ = ["Driver", "Recorder", "Settlement", "poll"]
+__all__ = ["Driver", "Settlement", "poll"]
 
 _COUNT_TEXTS = [str(n) for n in range(64)]  # str(attempt) of the usual attempts, made once
 _new_event = partial(tuple.__new__, SettlementEvent)  # one per delivery: made from a tuple at C speed
@@ -59,26 +59,6 @@ class Driver(Protocol):
     def _complete(self, sub: Subscription, delivery: Delivery, result: Any) -> SettlementEvent:
         """Settle a delivery whose handler's result may still be awaitable."""
         ...
-
-
-class Recorder(Protocol):
-    """:attr:`Settlement.record`: make a settlement's event, hold its delayed copy (``due`` and ``copy_headers``
-    given), add the event to the history and save the checkpoint; returns the event."""
-
-    def __call__(
-        self,
-        delivery: Delivery,
-        now: float,
-        attempt: int,
-        kind: OutcomeKind,
-        decision: Decision,
-        destination: str | None = None,
-        due: float | None = None,
-        written_at: float | None = None,
-        copy_seq: int | None = None,
-        error: str | None = None,
-        copy_headers: dict[str, str] | None = None,
-    ) -> SettlementEvent: ...
 
 
 class Settlement:
@@ -110,7 +90,6 @@ class Settlement:
         "history",
         "delayed",
         "_decisions",
-        "record",
     )
 
     def __init__(
@@ -128,8 +107,6 @@ class Settlement:
         self.delayed = delayed
         # per (outcome, delay, at the cap): the decision and its copy's key (None: no copy)
         self._decisions: dict[tuple[OutcomeKind, float | None, bool], tuple[Decision, str | None]] = {}
-        #: makes a settlement's event and records it: the one place an event is made (see :class:`Recorder`)
-        self.record: Recorder = self._recorder()
 
     def decision(self, kind: OutcomeKind, delay: float | None, attempt: int) -> tuple[Decision, str | None]:
         """:func:`~nbkit.runtime.settle.decide` for this subscription, and the key its copy goes to (None: no copy).
@@ -235,80 +212,70 @@ class Settlement:
             delivery, now, attempt, kind, decision, destination, due, written_at, copy_seq, error, copy_headers
         )
 
-    def _recorder(self) -> Recorder:
-        """The settlement's :attr:`record` function, with what never changes for the subscription bound once
-        (the burst calls it per delivery)."""
-        transport, name, history, delayed, broker, checkpointer = (
-            self.transport,
-            self.name,
-            self.history,
-            self.delayed,
-            self.broker,
-            self.checkpointer,
-        )
-
-        def record(
-            delivery: Delivery,
-            now: float,
-            attempt: int,
-            kind: OutcomeKind,
-            decision: Decision,
-            destination: str | None = None,
-            due: float | None = None,
-            written_at: float | None = None,
-            copy_seq: int | None = None,
-            error: str | None = None,
-            copy_headers: dict[str, str] | None = None,
-        ) -> SettlementEvent:
-            """Make the settlement's event, hold its delayed copy (``due`` and ``copy_headers`` given), add the
-            event to the history and save the checkpoint: the one place an event is made."""
-            stream_key = delivery.stream_key
-            seq = delivery.seq
-            # values in SettlementEvent's field order, made as a tuple (tests/runtime/test_events.py pins the order)
-            event = _new_event(
-                (
-                    now,  # time
-                    transport,
-                    name,  # subscription
-                    stream_key,
-                    delivery.shard_id,
-                    seq,
-                    attempt,
-                    kind,  # outcome
-                    decision.action_name,  # action
-                    decision.delay,  # delay
-                    destination,
-                    due,
-                    written_at,
-                    copy_seq,
-                    False,  # abandoned
-                    error,
-                    REDRIVEN_FROM_HEADER in delivery.headers,  # redriven
-                    None,  # lost_at
-                )
+    def record(
+        self,
+        delivery: Delivery,
+        now: float,
+        attempt: int,
+        kind: OutcomeKind,
+        decision: Decision,
+        destination: str | None = None,
+        due: float | None = None,
+        written_at: float | None = None,
+        copy_seq: int | None = None,
+        error: str | None = None,
+        copy_headers: dict[str, str] | None = None,
+    ) -> SettlementEvent:
+        """Make the settlement's event, hold its delayed copy (``due`` and ``copy_headers`` given), add the event
+        to the history and save the checkpoint; returns the event. The one place an event is made: :meth:`settle`
+        and the burst both end here."""
+        stream_key = delivery.stream_key
+        seq = delivery.seq
+        # values in SettlementEvent's field order, made as a tuple (tests/runtime/test_events.py pins the order)
+        event = _new_event(
+            (
+                now,  # time
+                self.transport,
+                self.name,  # subscription
+                stream_key,
+                delivery.shard_id,
+                seq,
+                attempt,
+                kind,  # outcome
+                decision.action_name,  # action
+                decision.delay,  # delay
+                destination,
+                due,
+                written_at,
+                copy_seq,
+                False,  # abandoned
+                error,
+                REDRIVEN_FROM_HEADER in delivery.headers,  # redriven
+                None,  # lost_at
             )
-            held = False
-            if due is not None and destination is not None and copy_headers is not None:
-                held = True
-                delayed.hold(
-                    due,
-                    broker,
-                    destination,
-                    delivery.payload,
-                    copy_headers,
-                    event,
-                    history.settled,
-                    attempt,
-                    checkpointer,
-                    delivery.line,
-                )
-            history.events.append(event)
-            history.settled += 1
-            if checkpointer is not None:
-                checkpointer.settled(stream_key, seq, copy_pending=held)
-            return event
-
-        return record
+        )
+        history = self.history
+        held = False
+        if due is not None and destination is not None and copy_headers is not None:
+            held = True
+            self.delayed.hold(
+                due,
+                self.broker,
+                destination,
+                delivery.payload,
+                copy_headers,
+                event,
+                history.settled,
+                attempt,
+                self.checkpointer,
+                delivery.line,
+            )
+        history.events.append(event)
+        history.settled += 1
+        checkpointer = self.checkpointer
+        if checkpointer is not None:
+            checkpointer.settled(stream_key, seq, copy_pending=held)
+        return event
 
     def settled_delivery(self, delivery: Delivery, attempt: int) -> logs.SettledDelivery:
         """The delivery as this settlement's log records name it."""
@@ -362,7 +329,7 @@ class Settlement:
         (or None) on a first attempt whose decision writes no copy and logs only the ``ack / nack failed``
         WARNING is settled here: its line is handed to the run log handler's writer when
         :func:`~nbkit.runtime.logs.sole_run_handler` says, per delivery, that nothing else would see a record,
-        and its event is made by :attr:`record`. Anything else goes to :meth:`settle` (or, a result that may
+        and its event is made by :meth:`record`. Anything else goes to :meth:`settle` (or, a result that may
         be awaitable, to ``driver._complete``).
         """
         sub = self.sub
