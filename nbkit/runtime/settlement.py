@@ -337,7 +337,6 @@ class Settlement:
         heap = self.delayed.heap  # (never replaced: a copy held during the burst is seen here)
         handler = self.registration.handler
         record = self.record
-        clock = self.clock
         dispatch = logs.DISPATCH
         warns = partial(dispatch.isEnabledFor, logging.WARNING)  # asked per delivery, as logs.ack_failed() does
         message = logs.ack_failed_message(self.name)
@@ -402,10 +401,10 @@ class Settlement:
                     if run_handler is not log_handler or stream_key != write_key:
                         write = run_handler.settlement_writer(dispatch.name, logging.WARNING, message, stream_key, 1)
                         log_handler, write_key = run_handler, stream_key
-                    now = clock.now()
+                    now = self.clock.now()  # (the app's clock may be replaced meanwhile)
                     write(delivery.seq, delivery.line)
                 else:
-                    now = clock.now()
+                    now = self.clock.now()
                 quiet_n += 1
                 record(delivery, now, 1, kind, decision)
         finally:
