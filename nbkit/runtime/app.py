@@ -1,7 +1,10 @@
-"""The app: connects brokers, delivers messages to handlers, settles them and keeps delayed copies.
+"""The app: connects brokers, takes deliveries to their handlers and drives the loop; settling is delegated.
 
 One engine serves every way of driving it: ``run()`` (blocking, real clock, signals),
 ``run_async()``, and step by step (``step``/``astep``/``fire_due``) for tests and notebook sessions.
+Every way of taking a delivery ends in the subscription's :class:`~nbkit.runtime.settlement.Settlement`
+(the action, the copy, the log lines, the event and the checkpoint); delayed copies are held by
+:class:`~nbkit.runtime.delayed.DelayedCopies`. The app keeps the lifecycle and the loop.
 The clock owns waiting (:class:`~nbkit.runtime.clock.Clock`), so the app never asks which clock it has.
 Async handlers are awaited on the caller's event loop (``astep``, ``run_async``); a synchronous ``step``
 outside any loop runs them on the app's own loop. The app starts no threads.
@@ -9,71 +12,39 @@ outside any loop runs them on the app's own loop. The app starts no threads.
 
 from __future__ import annotations
 
-import heapq
 import inspect
-import itertools
 import logging
 import select
-import signal
 import sys
-import threading
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Iterator
-from dataclasses import dataclass, field
-from functools import partial
-from types import FrameType
+from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any
 
 from nbkit.errors import ConfigurationError, NbkitError
 from nbkit.runtime import logs
 from nbkit.runtime.broker import Broker, Subscription
-from nbkit.runtime.checkpoint import Checkpointer
 from nbkit.runtime.clock import Clock, RealClock
+from nbkit.runtime.delayed import DelayedCopies, PendingCopy
 from nbkit.runtime.delivery import Delivery
-from nbkit.runtime.events import SettlementEvent, events_frame
-from nbkit.runtime.outcome import HandlerOutcome, OutcomeKind, as_outcome
-from nbkit.runtime.redrive import REDRIVEN_FROM_HEADER
-from nbkit.runtime.registration import Registration
-from nbkit.runtime.run_summary import RunCounts, RunSummary, signal_name
-from nbkit.runtime.settle import Action, Decision, decide
-from nbkit.transport.polling import NEED_MORE, NeedMore
-from nbkit.wire.envelope import RETRY_COUNT_HEADER, copy_retry_count, retry_count
+from nbkit.runtime.events import EventHistory, SettlementEvent, events_frame
+from nbkit.runtime.outcome import HandlerOutcome
+from nbkit.runtime.run_summary import RunCounts, RunSummary
+from nbkit.runtime.settlement import Settlement, poll
+from nbkit.runtime.stopping import BROKEN_PIPE, Stop
+from nbkit.transport.polling import NEED_MORE
 
 if TYPE_CHECKING:
     import asyncio
 
     import pandas as pd
 
-_COUNT_TEXTS = [str(n) for n in range(64)]  # str(attempt) of the usual attempts, made once
-_new_event = partial(tuple.__new__, SettlementEvent)  # one per delivery: made from a tuple at C speed
 _IDLE_MIN = 0.001
 _IDLE_MAX = 0.1
 KEEP_EVENTS = 10_000  # settlement events an App keeps by default: a service runs for ever
 #: Delayed copies an App holds by default before it stops taking input until some are due (backpressure).
 #: A small payload's pending copy takes about 800 bytes (the copy, its headers and its event), so about 8 MB.
 MAX_PENDING = 10_000
-#: The signals that stop ``run()`` gracefully (a second one stops it at once); SIGHUP where it exists
-_STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name))
-
-
-@dataclass(order=True, slots=True)
-class PendingCopy:
-    """A delayed retry copy held in this process until ``due`` (lost if the process dies first)."""
-
-    due: float
-    order: int
-    broker: Broker = field(compare=False)
-    destination: str = field(compare=False)
-    payload: bytes = field(compare=False, repr=False)
-    headers: dict[str, str] = field(compare=False, repr=False)
-    event: SettlementEvent = field(compare=False, repr=False)  # as recorded when the copy was scheduled
-    event_number: int = field(compare=False)  # the event's place among all the app's settlements
-    subscription: str = field(compare=False)
-    attempt: int = field(compare=False)
-    #: told when the copy is in the file, so an at-least-once checkpoint can move past its original
-    checkpointer: Checkpointer | None = field(compare=False, default=None)
-    line: int | None = field(compare=False, default=None)  # the stdin line of the delivery (a pipe)
 
 
 class App:
@@ -151,30 +122,20 @@ class App:
             isinstance(max_pending, bool) or not isinstance(max_pending, int) or max_pending < 1
         ):
             raise ConfigurationError(f"max_pending must be a whole number >= 1 or None, not {max_pending!r}")
-        self.max_pending = max_pending
         #: What the run has done, counted over the whole run (:meth:`summary` says it in one line).
         self.counts = RunCounts()
-        #: The signal that stopped :meth:`run` (None: none did).
-        self.stop_signal: int | None = None
-        #: What ended the run, as :meth:`summary` says it: "input ended", a signal's name, "broken pipe".
-        self.stop_reason = "input ended"
-        self._stopping = False  # a graceful stop is under way: the brokers stop or drain their input
-        self._was_full = False  # max_pending was reached at the last check
+        self._stop = Stop()  # whether a stop was asked for, why, and whether it is graceful
         self.brokers = brokers
         self.shutdown_timeout = shutdown_timeout
-        self.clock: Clock = clock or RealClock()
-        #: The most recent settlement events, oldest first (at most ``keep_events`` of them).
-        self.events: deque[SettlementEvent] = deque(maxlen=keep_events)
-        #: How many settlements this app has recorded, including those no longer in ``events``.
-        self.settled = 0
+        self._clock: Clock = clock or RealClock()
+        self._history = EventHistory(keep_events)  # the settlement events and their count
+        self._delayed = DelayedCopies(self._clock, self.counts, self._history, max_pending)
+        self._pending = self._delayed.heap  # the same list, never replaced: "is a copy pending" at one look-up
         self.subscriptions: list[Subscription] = []
-        self._pending: list[PendingCopy] = []
-        self._order = itertools.count()
+        self._settlements: dict[Subscription, Settlement] = {}  # each subscription's settlement
         self._rr = 0
         self.started = False
         self.stopped = False
-        self._stop_requested = False
-        self._abandon_requested = False
         self._loop: asyncio.AbstractEventLoop | None = None  # for async handlers under step() outside a loop
         # a delivery whose async handler step() could not run (a loop was running): astep() settles it
         self._held: tuple[Subscription, Delivery, Awaitable[Any]] | None = None
@@ -182,17 +143,12 @@ class App:
 
     # -- lifecycle -------------------------------------------------------------------------------
     def start(self) -> None:
-        """Bind the clock, connect every broker and open the subscriptions (idempotent).
-
-        Returns
-        -------
-        None
-        """
+        """Bind the clock, connect every broker and open the subscriptions (idempotent)."""
         if self.started:
             return
         for b in self.brokers:
             b.bind_clock(self.clock)
-            b.on_output_closed = self._output_closed
+            b.on_output_closed = self._stop.output_closed
         subs: list[Subscription] = []
         for b in self.brokers:
             subs.extend(b.connect())
@@ -208,17 +164,48 @@ class App:
                         applied_by="runtime",
                     )
         self.subscriptions = subs
+        self._settlements = {s: Settlement(s, self.clock, self.counts, self._history, self._delayed) for s in subs}
         self.started = True
+
+    @property
+    def clock(self) -> Clock:
+        """The app's clock (a :class:`~nbkit.Session` sets its virtual clock before the app starts)."""
+        return self._clock
+
+    @clock.setter
+    def clock(self, clock: Clock) -> None:
+        self._clock = self._delayed.clock = clock
+        for settlement in self._settlements.values():
+            settlement.clock = clock
+
+    @property
+    def events(self) -> deque[SettlementEvent]:
+        """The most recent settlement events, oldest first (at most ``keep_events`` of them)."""
+        return self._history.events
+
+    @property
+    def settled(self) -> int:
+        """How many settlements this app has recorded, including those no longer in ``events``."""
+        return self._history.settled
 
     @property
     def keep_events(self) -> int | None:
         """How many settlement events ``events`` keeps (None: all)."""
-        return self.events.maxlen
+        return self._history.keep
 
     @keep_events.setter
     def keep_events(self, keep: int | None) -> None:
         _check_keep(keep)
-        self.events = deque(self.events, maxlen=keep)
+        self._history.keep = keep
+
+    @property
+    def max_pending(self) -> int | None:
+        """How many delayed copies may be pending before input waits (None: no cap)."""
+        return self._delayed.max_pending
+
+    @max_pending.setter
+    def max_pending(self, max_pending: int | None) -> None:
+        self._delayed.max_pending = max_pending
 
     @property
     def pending(self) -> list[PendingCopy]:
@@ -229,7 +216,7 @@ class App:
         list of PendingCopy
             Each with ``due``, ``destination``, ``subscription`` and ``attempt``.
         """
-        return sorted(self._pending)
+        return self._delayed.sorted()
 
     def events_frame(self) -> pd.DataFrame:
         """The settlement events as a pandas DataFrame (one row per :class:`~nbkit.SettlementEvent`).
@@ -251,15 +238,24 @@ class App:
         return all(s.exhausted for s in self.subscriptions)
 
     def request_stop(self) -> None:
-        """Ask a running app to shut down gracefully (what SIGINT/SIGTERM do).
+        """Ask a running app to shut down gracefully (what SIGINT/SIGTERM do)."""
+        self._stop.requested = True
 
-        Returns
-        -------
-        None
-        """
-        self._stop_requested = True
+    @property
+    def stop_signal(self) -> int | None:
+        """The signal that stopped :meth:`run` (None: none did)."""
+        return self._stop.signal
 
-    # -- one delivery ------------------------------------------------------------------------------
+    @property
+    def stop_reason(self) -> str:
+        """What ended the run, as :meth:`summary` says it: "input ended", a signal's name, "broken pipe"."""
+        return self._stop.reason
+
+    @stop_reason.setter
+    def stop_reason(self, reason: str) -> None:
+        self._stop.reason = reason
+
+    # -- taking a delivery -------------------------------------------------------------------------
     def next_delivery(self) -> tuple[Subscription, Delivery] | None:
         """The next delivery from any subscription, round robin; None if none is ready now.
 
@@ -273,7 +269,7 @@ class App:
             sub = subs[(self._rr + i) % n]
             if sub.ended:
                 continue
-            item = _poll(sub)
+            item = poll(sub)
             if item is None or item is NEED_MORE:
                 continue
             self._rr = (self._rr + i + 1) % n
@@ -303,6 +299,9 @@ class App:
     def settle(self, sub: Subscription, delivery: Delivery, result: Any) -> SettlementEvent:
         """Apply the outcome (or the exception) to the delivery; record and return the event.
 
+        What the subscription's :class:`~nbkit.runtime.settlement.Settlement` does (every way of taking a
+        delivery ends there).
+
         Parameters
         ----------
         sub : Subscription
@@ -318,209 +317,7 @@ class App:
         SettlementEvent
             What the runtime did.
         """
-        if type(result) is HandlerOutcome:
-            outcome, error = result, None
-        else:
-            outcome, error = self._outcome(sub, delivery, result)
-        reg = sub.registration
-        broker = sub.broker
-        transport = broker.transport
-        headers = delivery.headers
-        attempt = 1 if RETRY_COUNT_HEADER not in headers else retry_count(headers) + 1  # delivery.attempt
-        kind = outcome.kind
-        decl = reg.declaration
-        found = sub.decisions.get((kind, outcome.delay, decl.max_attempts is not None and attempt >= decl.max_attempts))
-        decision, destination = self._decision(sub, kind, outcome.delay, attempt) if found is None else found
-        action = decision.action
-        now = self.clock.now()
-        name = reg.name
-        stream_key = delivery.stream_key
-        seq = delivery.seq
-        settled = (name, stream_key, seq, attempt, delivery.line)  # what the log records name
-        counts = self.counts
-        outcomes = counts.outcomes
-        outcomes[kind] = outcomes.get(kind, 0) + 1
-        if destination is None:  # unsupported, or rejected: nothing is written
-            if action is Action.REJECTED:
-                counts.rejected += 1
-                logs.emit(  # a loss: ERROR (upstream: WARN), so --log-level ERROR shows it
-                    logs.DISPATCH,
-                    logging.ERROR,
-                    logs.EXHAUSTED_REJECT,
-                    delivery=settled,
-                    subscription=name,
-                    attempt=attempt,
-                )
-            if kind == "retry" and decision.unsupported_call == "nack(requeue=true)":
-                counts.requeued_nothing += 1  # upstream's ack / nack text, at ERROR, saying the outcome
-                logs.emit(
-                    logs.DISPATCH,
-                    logging.ERROR,
-                    logs.ACK_FAILED,
-                    delivery=settled,
-                    subscription=name,
-                    error=logs.UNSUPPORTED,
-                    outcome="retry",
-                    lost=logs.REQUEUE_NOTHING,
-                )
-            else:
-                logs.ack_failed(logs.DISPATCH, name, settled)
-            due = written_at = copy_seq = None
-        else:
-            if action is Action.DEAD_LETTER and decision.at_cap:
-                logs.emit(
-                    logs.DISPATCH,
-                    logging.WARNING,
-                    logs.EXHAUSTED_DLQ,
-                    delivery=settled,
-                    subscription=name,
-                    attempt=attempt,
-                    dead_letter=destination,
-                )
-            copy_headers = dict(headers)
-            # the retry count of the copy: this attempt's
-            copy_headers[RETRY_COUNT_HEADER] = _COUNT_TEXTS[attempt] if attempt < 64 else str(copy_retry_count(attempt))
-            if action is Action.DELAYED_COPY and decision.delay is not None:
-                due = now + decision.delay
-                written_at = copy_seq = None
-            else:  # written now, before the event is made: it records where the copy went (or why it was lost)
-                due = None
-                try:
-                    _, copy_seq, written_at = broker.publish(destination, delivery.payload, copy_headers)
-                except NbkitError as exc:
-                    written_at = copy_seq = None
-                    error = self._copy_lost(broker, settled, destination, exc)
-                else:
-                    if action is Action.DEAD_LETTER:
-                        counts.dead_letters += 1
-                    else:
-                        counts.copies += 1
-        # values in SettlementEvent's field order, made as a tuple (tests/runtime/test_events.py pins the order)
-        event = _new_event(
-            (
-                now,  # time
-                transport,
-                name,  # subscription
-                stream_key,
-                delivery.shard_id,
-                seq,
-                attempt,
-                kind,  # outcome
-                decision.action_name,  # action
-                decision.delay,  # delay
-                destination,
-                due,
-                written_at,
-                copy_seq,
-                False,  # abandoned
-                error,
-                REDRIVEN_FROM_HEADER in headers,  # redriven
-                None,  # lost_at
-            )
-        )
-        if due is not None and destination is not None:
-            copy = PendingCopy(
-                due,
-                next(self._order),
-                broker,
-                destination,
-                delivery.payload,
-                copy_headers,
-                event,
-                self.settled,
-                name,
-                attempt,
-                sub.checkpointer,
-                delivery.line,
-            )
-            heapq.heappush(self._pending, copy)
-        self.events.append(event)
-        self.settled += 1
-        if sub.checkpointer is not None:
-            sub.checkpointer.settled(stream_key, seq, copy_pending=due is not None and destination is not None)
-        return event
-
-    def _decision(
-        self, sub: Subscription, kind: OutcomeKind, delay: float | None, attempt: int
-    ) -> tuple[Decision, str | None]:
-        """:func:`~nbkit.runtime.settle.decide` for this subscription, and the key its copy goes to (None: no
-        copy), kept in ``sub.decisions`` per (outcome, delay, at the cap), where :meth:`settle` looks first: a
-        subscription's declaration, transport and destinations never change, and a Decision is immutable."""
-        reg = sub.registration
-        decl = reg.declaration
-        key = (kind, delay, decl.max_attempts is not None and attempt >= decl.max_attempts)
-        decisions = sub.decisions
-        found = decisions.get(key)
-        if found is None:
-            decision = decide(kind, delay, attempt, decl, sub.broker.transport)
-            destination = None if decision.destination is None else self._destination(decision, sub.broker, reg)
-            found = (decision, destination)
-            if len(decisions) < 64:  # a few (outcome, delay) pairs per handler; bounded anyway
-                decisions[key] = found
-        return found
-
-    def _outcome(self, sub: Subscription, delivery: Delivery, result: Any) -> tuple[HandlerOutcome, str | None]:
-        """The outcome a handler's result stands for, and the error to record (a raise or a wrong return drops)."""
-        if type(result) is HandlerOutcome:
-            return result, None
-        settled = (sub.name, delivery.stream_key, delivery.seq, delivery.attempt, delivery.line)
-        if isinstance(result, BaseException) and sub.broker.output_closed:
-            # the handler's publish hit the closed pipe: the stage stops (no traceback: not the handler's fault)
-            return HandlerOutcome.drop(), f"stopped: {result}"
-        if isinstance(result, BaseException):
-            self.counts.raised += 1
-            logs.DISPATCH.error(
-                "%s subscription=%s",
-                logs.HANDLER_FAILED,
-                sub.name,
-                exc_info=(type(result), result, result.__traceback__),
-                extra={
-                    "nbkit_text": logs.HANDLER_FAILED,
-                    "nbkit_fields": {"subscription": sub.name},
-                    **logs.delivery_extra(settled),
-                },
-            )
-            return HandlerOutcome.drop(), f"{type(result).__name__}: {result}"
-        try:
-            return as_outcome(result), None
-        except TypeError as exc:
-            logs.DISPATCH.error(
-                "%s subscription=%s error=%s",
-                logs.HANDLER_FAILED,
-                sub.name,
-                exc,
-                extra={
-                    "nbkit_text": logs.HANDLER_FAILED,
-                    "nbkit_fields": {"subscription": sub.name, "error": exc},
-                    **logs.delivery_extra(settled),
-                },
-            )
-            return HandlerOutcome.drop(), f"TypeError: {exc}"
-
-    @staticmethod
-    def _destination(decision: Decision, broker: Broker, reg: Registration) -> str | None:
-        """The key the decision's copy goes to (the retry destination or the dead-letter key); None: no copy."""
-        if decision.destination == "retry":
-            return broker.retry_destination(reg)
-        if decision.destination == "dead_letter":
-            return reg.declaration.dead_letter
-        return None
-
-    def _copy_lost(self, broker: Broker, settled: logs.Delivery, destination: str, exc: NbkitError) -> str:
-        """Count and log (ERROR; upstream: WARN) that a copy could not be published; returns the event's
-        error. A broken pipe is logged once, in the run's summary, not per copy: the stage stops there."""
-        self.counts.copies_lost += 1
-        if not broker.output_closed:
-            logs.emit(
-                logs.DISPATCH,
-                logging.ERROR,
-                logs.COPY_FAILED,
-                delivery=settled,
-                subscription=settled[0],
-                destination=destination,
-                error=exc,
-            )
-        return f"copy lost: {exc}"
+        return self._settlements[sub].settle(delivery, result)
 
     def step(self) -> SettlementEvent | None:
         """Publish due copies, then deliver and settle one message; None if none was ready.
@@ -544,7 +341,7 @@ class App:
                 sub = subs[0]
                 if sub.ended:
                     return None
-                delivery = _poll(sub)
+                delivery = poll(sub)
                 if delivery is None or delivery is NEED_MORE:
                     return None
             else:
@@ -563,7 +360,7 @@ class App:
                 return None
             sub, delivery, result = taken
         if result is None or type(result) is HandlerOutcome:  # the usual results: settled at once
-            return self.settle(sub, delivery, result)
+            return self._settlements[sub].settle(delivery, result)
         return self._complete(sub, delivery, result)
 
     def _complete(self, sub: Subscription, delivery: Delivery, result: Any) -> SettlementEvent:
@@ -582,136 +379,17 @@ class App:
 
                 self._loop = asyncio.new_event_loop()
             result = self._loop.run_until_complete(_capture(result))
-        return self.settle(sub, delivery, result)
+        return self._settlements[sub].settle(delivery, result)
 
     def _settle_ready(self) -> int | None:
         """:meth:`run`'s steps while deliveries are ready: how many were settled (0: none was ready), or None
         when :meth:`step` must take the next one (more than one subscription, a delayed copy pending, a held
-        delivery).
-
-        Each delivery is what :meth:`step` would take next and is settled as :meth:`settle` does, one after
-        the other, with :meth:`run`'s stop check before each; only the work that is the same for every
-        delivery of the subscription is done once. Those taken from the reader's scanned batch
-        (:meth:`Subscription.ready`) skip the polling layers. A HandlerOutcome result on a first attempt whose
-        decision writes no copy (an unsupported ack / nack: a file or pipe service's every settlement) is
-        settled here, its "ack / nack failed" WARNING handed to the run log handler's writer when
-        :func:`~nbkit.runtime.logs.sole_run_handler` says, per delivery, that it is the only place the record
-        would go; anything else (another outcome, a retry, a handler that raised or returned something else,
-        an awaitable, a WARNING record to make) goes to :meth:`settle` or :meth:`_complete` as from
-        :meth:`step`. Once a delayed copy is pending or a delivery held, :meth:`step` takes over.
-        """
+        delivery). The subscription's :meth:`Settlement.burst <nbkit.runtime.settlement.Settlement.burst>`
+        takes and settles them, as :meth:`step` would one by one."""
         subs = self.subscriptions
         if not self.started or self._held is not None or self._pending or len(subs) != 1:
             return None
-        sub = subs[0]
-        reg = sub.registration  # a Registration is frozen: its handler, name and declaration stay
-        handler = reg.handler
-        name = reg.name
-        transport = sub.broker.transport
-        checkpointer = sub.checkpointer
-        dispatch = logs.DISPATCH
-        warns = partial(dispatch.isEnabledFor, logging.WARNING)  # asked per delivery, as logs.ack_failed() does
-        message = logs.ack_failed_message(name)
-        sole_run_handler = logs.sole_run_handler
-        retry_header, redriven_header = RETRY_COUNT_HEADER, REDRIVEN_FROM_HEADER
-        ack = HandlerOutcome.ack()
-        # what settling ``last`` records: its event's outcome, action and delay; ``quiet``: it writes no copy
-        # and logs nothing but the ack / nack WARNING
-        last: HandlerOutcome | None = None
-        kind: str = ""
-        action = ""
-        delay: float | None = None
-        quiet = False
-        log_handler: logs.RunLogHandler | None = None  # the run log handler ``write`` is for
-        write: Callable[..., None] = _write_nothing
-        counts = self.counts
-        quiet_n = 0  # quiet settlements of ``kind`` not yet added to counts.outcomes
-        write_key = ""
-        scans_ahead = sub.scans_ahead
-        ready: Iterator[Delivery] = iter(())
-        settled = 0
-        try:  # (a stream error may end the loop: what was settled is still counted)
-            while not self._stop_requested:
-                if sub.ended or self._pending or self._held is not None:
-                    break
-                delivery = next(ready, None) if scans_ahead else None
-                if delivery is None:
-                    polled = _poll(sub)
-                    if polled is None or polled is NEED_MORE:
-                        break
-                    delivery = polled
-                    if scans_ahead:
-                        ready = sub.ready()
-                settled += 1
-                self.last_delivery = delivery
-                try:  # invoke(), inline
-                    result = handler(delivery)
-                except Exception as exc:  # a failing handler drops the delivery, like an Err from Rust
-                    result = exc
-                if result is None:
-                    result = ack  # what settle() makes of None
-                headers = delivery.headers
-                if type(result) is not HandlerOutcome or retry_header in headers:
-                    self._complete(sub, delivery, result)
-                    continue
-                if result is not last:  # (a HandlerOutcome is immutable; the attempt here is always 1)
-                    if quiet_n:
-                        counts.outcome(kind, quiet_n)
-                        quiet_n = 0
-                    decision, destination = self._decision(sub, result.kind, result.delay, 1)
-                    kind, action, delay = result.kind, decision.action_name, decision.delay
-                    # (a retry() that requeues nothing logs its own ERROR line: settle() does that)
-                    quiet = destination is None and decision.action is Action.UNSUPPORTED and kind != "retry"
-                    last = result
-                if not quiet:
-                    self.settle(sub, delivery, result)
-                    continue
-                stream_key = delivery.stream_key
-                seq = delivery.seq
-                if warns():  # logs.ack_failed()'s checks, per delivery
-                    run_handler = sole_run_handler(dispatch, logging.WARNING)
-                    if run_handler is None:  # a record to make, naming settle() as its source: settle() logs it
-                        self.settle(sub, delivery, result)
-                        continue
-                    if run_handler is not log_handler or stream_key != write_key:
-                        write = run_handler.settlement_writer(dispatch.name, logging.WARNING, message, stream_key, 1)
-                        log_handler, write_key = run_handler, stream_key
-                    now = self.clock.now()
-                    write(seq, delivery.line)
-                else:
-                    now = self.clock.now()
-                quiet_n += 1
-                # what settle() records for it, in SettlementEvent's field order
-                event = _new_event(
-                    (
-                        now,
-                        transport,
-                        name,
-                        stream_key,
-                        delivery.shard_id,
-                        seq,
-                        1,  # attempt
-                        kind,  # outcome
-                        action,
-                        delay,
-                        None,  # destination
-                        None,  # due
-                        None,  # written_at
-                        None,  # copy_seq
-                        False,  # abandoned
-                        None,  # error
-                        redriven_header in headers,  # redriven
-                        None,  # lost_at
-                    )
-                )
-                self.events.append(event)
-                self.settled += 1
-                if checkpointer is not None:
-                    checkpointer.settled(stream_key, seq, copy_pending=False)
-        finally:
-            if quiet_n:
-                counts.outcome(kind, quiet_n)
-        return settled
+        return self._settlements[subs[0]].burst(self)
 
     async def astep(self) -> SettlementEvent | None:
         """:meth:`step` for code running in an event loop: an async handler is awaited on that loop.
@@ -739,7 +417,7 @@ class App:
         sub, delivery, result = got
         if _is_awaitable(result):
             result = await _capture(result)
-        return self.settle(sub, delivery, result)
+        return self._settlements[sub].settle(delivery, result)
 
     def _take(self) -> tuple[Subscription, Delivery, Any] | None:
         """Start, publish due copies, and hand the next delivery to its handler: (sub, delivery, result).
@@ -750,8 +428,9 @@ class App:
         if self._held is not None:
             held, self._held = self._held, None
             return held
-        self.fire_due()
-        if self.pending_full:
+        delayed = self._delayed
+        delayed.fire_due()
+        if delayed.full:
             return None  # backpressure: no delivery until copies are due
         got = self.next_delivery()
         if got is None:
@@ -777,36 +456,7 @@ class App:
         list of SettlementEvent
             The (updated) settlement events of the copies written.
         """
-        if not self._pending:
-            return []
-        limit = self.clock.now() if until is None else until
-        fired = []
-        while self._pending and self._pending[0].due <= limit:
-            copy = heapq.heappop(self._pending)
-            self.clock.reach(copy.due)
-            fired.append(self._fire(copy))
-        return fired
-
-    def _fire(self, copy: PendingCopy) -> SettlementEvent:
-        event = copy.event
-        settled = (copy.subscription, event.stream_key, event.seq, event.attempt, copy.line)
-        try:
-            published = copy.broker.publish(copy.destination, copy.payload, copy.headers)
-        except NbkitError as exc:
-            event = event._replace(error=self._copy_lost(copy.broker, settled, copy.destination, exc))
-        else:
-            self.counts.copies += 1
-            event = event._replace(written_at=published.time, copy_seq=published.seq)
-            if copy.checkpointer is not None:
-                copy.checkpointer.copy_written(event.stream_key, event.seq)
-        self._update_event(copy.event_number, event)
-        return event
-
-    def _update_event(self, number: int, event: SettlementEvent) -> None:
-        """Put the new state of settlement ``number`` into ``events``, if it is still kept there."""
-        i = number - (self.settled - len(self.events))
-        if i >= 0:
-            self.events[i] = event
+        return self._delayed.fire_due(until)
 
     @property
     def pending_full(self) -> bool:
@@ -816,13 +466,7 @@ class App:
         -------
         bool
         """
-        full = self.max_pending is not None and len(self._pending) >= self.max_pending
-        if full and not self._was_full:
-            self.counts.backpressure += 1
-            if self.counts.backpressure == 1:  # once: the summary counts the rest
-                logs.emit(logs.APP, logging.WARNING, logs.PENDING_FULL, max_pending=self.max_pending)
-        self._was_full = full
-        return full
+        return self._delayed.full
 
     def next_due(self) -> float | None:
         """When the soonest delayed copy is due, if any.
@@ -832,7 +476,7 @@ class App:
         float or None
             Epoch seconds on the app's clock.
         """
-        return self._pending[0].due if self._pending else None
+        return self._delayed.next_due()
 
     def abandon_pending(self, *, log: bool = True, reason: str = logs.COPY_ABANDONED) -> int:
         """Give up every delayed copy (they are lost); returns how many.
@@ -849,23 +493,7 @@ class App:
         int
             How many copies were abandoned.
         """
-        n = 0
-        while self._pending:
-            copy = heapq.heappop(self._pending)
-            self.counts.abandoned += 1
-            if log:
-                logs.emit(
-                    logs.DISPATCH,
-                    logging.ERROR,
-                    reason,
-                    delivery=(copy.subscription, copy.event.stream_key, copy.event.seq, copy.attempt, copy.line),
-                    subscription=copy.subscription,
-                    destination=copy.destination,
-                    attempt=copy.attempt,
-                )
-            self._update_event(copy.event_number, copy.event._replace(abandoned=True, lost_at=self.clock.now()))
-            n += 1
-        return n
+        return self._delayed.abandon(log=log, reason=reason)
 
     # -- running -----------------------------------------------------------------------------------
     def run(self) -> None:
@@ -879,18 +507,14 @@ class App:
         ``shutdown_timeout``). A second signal stops at once: every pending copy is abandoned and named,
         and lines read and not delivered are counted. A broken pipe stops the stage at once too.
         ``stop_signal``, ``stop_reason`` and :meth:`summary` say how it ended.
-
-        Returns
-        -------
-        None
         """
         self.start()
-        restore = self._install_signals()
+        restore = self._stop.install_signals()
         try:
             idle = _IDLE_MIN
             told_waiting = False
             while True:
-                if self._stop_requested and not self._keep_stopping():
+                if self._stop.requested and not self._stop.keep_going(self.brokers, len(self._pending)):
                     break
                 settled = self._settle_ready()
                 if settled is None:
@@ -899,7 +523,7 @@ class App:
                     idle = _IDLE_MIN
                     continue
                 if self.all_ended():
-                    if not self._pending or self._stopping:  # stopping: shutdown() waits, within its timeout
+                    if not self._pending or self._stop.stopping:  # stopping: shutdown() waits, within its timeout
                         break
                     if not told_waiting:
                         told_waiting = True
@@ -908,7 +532,7 @@ class App:
                             logging.INFO,
                             logs.INPUT_ENDED_WAITING,
                             copies=len(self._pending),
-                            seconds=round(max(0.0, self.clock.sleep_time(max(self._pending).due)), 3),
+                            seconds=round(max(0.0, self.clock.sleep_time(self._delayed.last_due())), 3),
                         )
                 self._flush()
                 pause, deadline = self._pause(idle)
@@ -917,8 +541,8 @@ class App:
                     self.clock.reach(deadline)
                 idle = min(idle * 2, _IDLE_MAX)
         except NbkitError as exc:  # a stream error (a bad stdin line, a damaged file) ends the run
-            if self.stop_reason != "broken pipe":
-                self.stop_reason = f"{type(exc).__name__}"
+            if self._stop.reason != BROKEN_PIPE:
+                self._stop.reason = f"{type(exc).__name__}"
             raise
         finally:
             try:
@@ -927,16 +551,11 @@ class App:
                 restore()
 
     async def run_async(self) -> None:
-        """The asyncio form of :meth:`run`: async handlers are awaited on the running loop.
-
-        Returns
-        -------
-        None
-        """
+        """The asyncio form of :meth:`run`: async handlers are awaited on the running loop."""
         self.start()
         try:
             idle = _IDLE_MIN
-            while not self._stop_requested:
+            while not self._stop.requested:
                 if await self.astep() is not None:
                     idle = _IDLE_MIN
                     continue
@@ -983,65 +602,6 @@ class App:
                     if not b.output_closed:
                         raise  # (a broken pipe has stopped the app already: its summary says what was lost)
 
-    def _install_signals(self) -> Callable[[], None]:
-        """Make SIGINT/SIGTERM/SIGHUP request a stop (in the main thread); returns what puts the old handlers back."""
-        if threading.current_thread() is not threading.main_thread():
-            return lambda: None
-        previous: dict[signal.Signals, Any] = {}
-
-        def handler(signum: int, frame: FrameType | None) -> None:
-            if self.stop_signal is not None or self._stopping:  # a second signal: stop at once
-                self._abandon_requested = True
-            else:
-                self.stop_signal = signum
-            self._stop_requested = True
-
-        for sig in _STOP_SIGNALS:
-            previous[sig] = signal.signal(sig, handler)
-
-        def restore() -> None:
-            for sig, old in previous.items():
-                signal.signal(sig, old)
-
-        return restore
-
-    def _keep_stopping(self) -> bool:
-        """A stop was requested: whether :meth:`run` goes on (the brokers stop or drain their input) or ends now.
-
-        The first request asks each broker to stop its input (:meth:`Broker.stop_input`) and says what the
-        stage now waits for; a second one (a second signal), a broken pipe, or a broker without such a stop
-        (a file's subscriptions end at once, as before) ends the loop.
-        """
-        if self._abandon_requested or self.stop_reason == "broken pipe":
-            return False
-        if self._stopping:  # request_stop() again: nothing new
-            self._stop_requested = False
-            return True
-        self._stopping = True
-        self.stop_reason = signal_name(self.stop_signal) if self.stop_signal is not None else "request_stop()"
-        stops = [b.stop_input() for b in self.brokers]
-        if any(stop is None for stop in stops):
-            return False
-        self._stop_requested = False
-        pending = len(self._pending)
-        if any(stops):
-            logs.emit(
-                logs.APP,
-                logging.WARNING,
-                logs.SHUTDOWN_DRAINING,
-                signal=self.stop_reason,
-                pending=pending,
-                then="a second signal stops at once and abandons every pending copy",
-            )
-        else:
-            logs.emit(logs.APP, logging.WARNING, logs.SHUTDOWN_STOPPING, signal=self.stop_reason, pending=pending)
-        return True
-
-    def _output_closed(self, broker: Broker) -> None:
-        """A broker's output is gone (a pipe's reader left): stop at once; the summary says what was lost."""
-        self.stop_reason = "broken pipe"
-        self._stop_requested = True
-
     def summary(self) -> RunSummary:
         """What the run did, counted (the line ``nbkit run`` writes at exit, and its exit status).
 
@@ -1066,27 +626,8 @@ class App:
         stdout: 2 lines written
         3 lines read (1 for no subscription)
         """
-        lines: dict[str, int | bool] | None = None
-        written = lost = 0
-        for b in self.brokers:
-            counts = b.input_counts()
-            if counts is not None:
-                if lines is None:
-                    lines = dict(counts)
-                else:
-                    for k, v in counts.items():
-                        lines[k] = (lines[k] and v) if isinstance(v, bool) else int(lines[k]) + v
-            w, lo = b.output_counts()
-            written += w
-            lost += lo
-        return RunSummary(
-            self.counts,
-            stop=self.stop_reason,
-            signal=self.stop_signal,
-            lines=lines,
-            stdout_written=written,
-            stdout_lost=lost,
-            pending=len(self._pending),
+        return RunSummary.collect(
+            self.counts, self.brokers, stop=self._stop.reason, signal=self._stop.signal, pending=len(self._pending)
         )
 
     def shutdown(self) -> None:
@@ -1094,52 +635,21 @@ class App:
 
         After a second signal or a broken pipe nothing is waited for: every pending copy is abandoned and
         named (ERROR), and lines read but not delivered are counted and logged.
-
-        Returns
-        -------
-        None
         """
         if self.stopped:
             return
+        stop = self._stop
         try:
             if self.started:
-                if self._stopping or self._abandon_requested or self.stop_reason == "broken pipe":
-                    self._count_unread()
-                deadline = None if self.shutdown_timeout is None else self.clock.now() + self.shutdown_timeout
-                if self._pending and not self._abandon_requested and self.stop_reason != "broken pipe":
-                    last = max(self._pending).due
-                    wait = max(0.0, self.clock.sleep_time(last))
-                    logs.emit(
-                        logs.APP,
-                        logging.WARNING if self._stopping else logging.INFO,
-                        logs.SHUTDOWN_WAITING,
-                        copies=len(self._pending),
-                        seconds=round(wait if deadline is None else min(wait, self.shutdown_timeout or 0.0), 3),
-                        shutdown_timeout=self.shutdown_timeout,
-                        then="a second signal abandons them",
-                    )
-                while self._pending:
-                    due = self._pending[0].due
-                    if self.stop_reason == "broken pipe":
-                        self.abandon_pending(reason=logs.COPY_ABANDONED_BROKEN_PIPE)
-                        break
-                    if self._abandon_requested:
-                        self._count_unread()
-                        self.abandon_pending(reason=logs.COPY_ABANDONED_SIGNAL)
-                        break
-                    late = deadline is not None and due > deadline  # waited for until the deadline, as upstream
-                    until = deadline if late and deadline is not None else due
-                    pause = self.clock.sleep_time(until)
-                    if pause > 0:
-                        self._flush()
-                        # short naps, so a second signal can cut the wait short
-                        time.sleep(min(_IDLE_MAX, pause))
-                    if pause <= _IDLE_MAX:
-                        self.clock.reach(until)
-                        if late:
-                            self.abandon_pending(reason=logs.COPY_ABANDONED)
-                            break
-                    self.fire_due()
+                if stop.stopping or stop.at_once:
+                    stop.count_unread(self.brokers)
+                self._delayed.wait_out(
+                    self.shutdown_timeout,
+                    loud=stop.stopping,
+                    at_once=stop.at_once,
+                    flush=self._flush,
+                    cut_short=self._cut_short,
+                )
         finally:
             self.stopped = True
             errors = []
@@ -1152,13 +662,14 @@ class App:
             if errors:
                 raise errors[0]
 
-    def _count_unread(self) -> None:
-        """The stage stops before its input ends: each broker counts (and drops) what it read and did not
-        deliver, logged as a loss (ERROR), and what it never read (in the summary)."""
-        for b in self.brokers:
-            undelivered = b.count_unread()
-            if undelivered and self.stop_reason != "broken pipe":  # (a broken pipe's summary says it)
-                logs.emit(logs.APP, logging.ERROR, logs.LINES_NOT_DELIVERED, count=undelivered, stop=self.stop_reason)
+    def _cut_short(self) -> str | None:
+        """Why the wait for delayed copies ends now (a broken pipe, a second signal), as the abandoned copies' line."""
+        if self._stop.reason == BROKEN_PIPE:
+            return logs.COPY_ABANDONED_BROKEN_PIPE
+        if self._stop.abandon:
+            self._stop.count_unread(self.brokers)
+            return logs.COPY_ABANDONED_SIGNAL
+        return None
 
     def crash(self) -> int:
         """Simulate the process dying: pending delayed copies are lost, nothing is flushed or closed gracefully.
@@ -1186,19 +697,6 @@ class App:
                 awaitable.close()
         if self._loop is not None:
             self._loop.close()
-
-
-def _poll(sub: Subscription) -> Delivery | NeedMore | None:
-    """``sub.poll()``; a stream error is logged (ERROR, as upstream's subscriber does) before it propagates."""
-    try:
-        return sub.poll()
-    except NbkitError as exc:
-        logs.emit(logs.SUBSCRIBER, logging.ERROR, logs.STREAM_ERROR, subscription=sub.name, error=exc)
-        raise
-
-
-def _write_nothing(seq: int, line: int | None = None) -> None:
-    """The settlement writer :meth:`App._settle_ready` starts with: replaced before its first line is due."""
 
 
 def _check_keep(keep: int | None) -> None:

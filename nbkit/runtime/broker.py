@@ -39,9 +39,6 @@ class Subscription(ABC):
         self.registration = registration
         self.ended = False
         self.end_reason: str | None = None
-        #: the App's settlement decisions for this subscription and their copies' keys, per (outcome, delay,
-        #: at the cap)
-        self.decisions: dict[tuple[str, float | None, bool], Any] = {}
         #: saves this subscription's positions as it settles (None: the registration has no checkpoint)
         self.checkpointer: Checkpointer | None = (
             None

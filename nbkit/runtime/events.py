@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import datetime as dt
 import html
+from collections import deque
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -183,6 +184,46 @@ class SettlementEvent(NamedTuple):
             or getattr(self, name) not in (None, False)
         )
         return f"<table class='nbkit-event'><caption>{html.escape(self.describe())}</caption>{rows}</table>"
+
+
+class EventHistory:
+    """An app's settlement events: the most recent ones (at most ``keep`` of them, oldest first) and how many
+    there have been. A delayed copy's event is updated in place when the copy is written or abandoned.
+
+    Parameters
+    ----------
+    keep : int, optional
+        How many recent events to keep (None: all).
+    """
+
+    __slots__ = ("events", "settled")
+
+    def __init__(self, keep: int | None) -> None:
+        #: the most recent events, oldest first
+        self.events: deque[SettlementEvent] = deque(maxlen=keep)
+        #: how many settlements have been recorded, including those no longer in ``events``
+        self.settled = 0
+
+    def append(self, event: SettlementEvent) -> int:
+        """Record one settlement's event; returns its number (its place among all the settlements, from 0)."""
+        self.events.append(event)
+        self.settled += 1
+        return self.settled - 1
+
+    def update(self, number: int, event: SettlementEvent) -> None:
+        """Put the new state of settlement ``number`` into ``events``, if it is still kept there."""
+        i = number - (self.settled - len(self.events))
+        if i >= 0:
+            self.events[i] = event
+
+    @property
+    def keep(self) -> int | None:
+        """How many events are kept (None: all); setting it keeps the most recent ones."""
+        return self.events.maxlen
+
+    @keep.setter
+    def keep(self, keep: int | None) -> None:
+        self.events = deque(self.events, maxlen=keep)
 
 
 def _show(value: object) -> str:

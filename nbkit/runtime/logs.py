@@ -8,7 +8,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, NamedTuple
 
 from nbkit.errors import AckError
 
@@ -52,8 +52,25 @@ ACK_LINES_LEFT_OUT = "ack / nack failed lines left out (ack_log_rate)"
 #: repeat (merged producers, header-less lines after an explicit seq), line numbers never do.
 DELIVERY_FIELDS = ("subscription", "stream_key", "seq", "attempt", "line")
 
-#: (subscription, stream key, sequence, attempt[, stdin line or None]) of the delivery a settlement record is about
-Delivery = tuple[str, str, int, int] | tuple[str, str, int, int, int | None]
+
+class SettledDelivery(NamedTuple):
+    """The delivery a settlement record is about, as the record names it (:data:`DELIVERY_FIELDS`)."""
+
+    subscription: str
+    stream_key: str
+    seq: int
+    attempt: int
+    line: int | None = None  # a pipe delivery's stdin line (None on a file)
+
+
+#: The delivery a settlement record is about: a :class:`SettledDelivery`, or the plain tuple
+#: (subscription, stream key, sequence, attempt[, stdin line or None]) in its field order
+Delivery = SettledDelivery | tuple[str, str, int, int] | tuple[str, str, int, int, int | None]
+
+
+def as_settled(delivery: Delivery) -> SettledDelivery:
+    """``delivery`` as a :class:`SettledDelivery` (a plain tuple is read in its field order)."""
+    return delivery if type(delivery) is SettledDelivery else SettledDelivery(*delivery)
 
 
 def emit(logger: logging.Logger, level: int, text: str, *, delivery: Delivery | None = None, **fields: object) -> None:
@@ -87,8 +104,9 @@ def ack_failed(logger: logging.Logger, subscription: str, delivery: Delivery | N
         "nbkit_fields": {"subscription": subscription, "error": _UNSUPPORTED},
     }
     if delivery is not None:
-        extra["subscription"], extra["stream_key"], extra["seq"], extra["attempt"] = delivery[:4]  # DELIVERY_FIELDS
-        extra["line"] = delivery[4] if len(delivery) > 4 else None  # the 5-tuple's line
+        settled = as_settled(delivery)
+        extra["subscription"], extra["stream_key"], extra["seq"] = settled.subscription, settled.stream_key, settled.seq
+        extra["attempt"], extra["line"] = settled.attempt, settled.line
     logger.handle(
         _RECORDS.make(logger, logging.WARNING, code.co_filename, frame.f_lineno, code.co_name, message, extra)
     )
@@ -142,9 +160,7 @@ def delivery_extra(delivery: Delivery | None) -> dict[str, object]:
     """
     if delivery is None:
         return {}
-    extra: dict[str, object] = dict(zip(DELIVERY_FIELDS, delivery, strict=False))
-    extra.setdefault("line", None)
-    return extra
+    return dict(zip(DELIVERY_FIELDS, as_settled(delivery), strict=True))
 
 
 def delivery_suffix(record: logging.LogRecord) -> str:
@@ -331,8 +347,8 @@ class RunLogHandler(logging.Handler):
         delivery : tuple of (str, str, int, int[, int or None])
             Subscription, stream key, sequence, attempt and (a pipe's) stdin line.
         """
-        stream_key, seq, attempt = delivery[1], delivery[2], delivery[3]  # the subscription is in the message
-        lineno = delivery[4] if len(delivery) > 4 else None  # the 5-tuple's line
+        settled = as_settled(delivery)  # (the subscription is in the message)
+        stream_key, seq, attempt, lineno = settled.stream_key, settled.seq, settled.attempt, settled.line
         if self.ack_rate is not None and not self._ack_allowed(name, level):
             return
         levelname = logging.getLevelName(level)
@@ -634,15 +650,15 @@ def _log(
     if delivery is None:
         extra: dict[str, object] = {"nbkit_text": text, "nbkit_fields": fields}
     else:
-        subscription, stream_key, seq, attempt = delivery[:4]  # DELIVERY_FIELDS
+        settled = as_settled(delivery)
         extra = {
-            "line": delivery[4] if len(delivery) > 4 else None,  # the 5-tuple's line
+            "line": settled.line,
             "nbkit_text": text,
             "nbkit_fields": fields,
-            "subscription": subscription,
-            "stream_key": stream_key,
-            "seq": seq,
-            "attempt": attempt,
+            "subscription": settled.subscription,
+            "stream_key": settled.stream_key,
+            "seq": settled.seq,
+            "attempt": settled.attempt,
         }
     logger.handle(_RECORDS.make(logger, level, path, lineno, func, message, extra))
 

@@ -11,7 +11,12 @@ signal 128 + its number.
 from __future__ import annotations
 
 import signal
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from nbkit.runtime.broker import Broker
 
 __all__ = [
     "EXIT_BROKEN_PIPE",
@@ -98,6 +103,52 @@ class RunSummary:
     stdout_written: int = 0
     stdout_lost: int = 0
     pending: int = 0
+
+    @classmethod
+    def collect(
+        cls, counts: RunCounts, brokers: Iterable[Broker], *, stop: str, signal: int | None, pending: int
+    ) -> RunSummary:
+        """The summary of an app's run: its ``counts``, and what its ``brokers`` say of their input and output.
+
+        Parameters
+        ----------
+        counts : RunCounts
+            The app's counts.
+        brokers : iterable of Broker
+            The app's brokers: their input counts are added up (a pipe stage's lines), and their output's.
+        stop : str
+            What ended the run.
+        signal : int, optional
+            The signal that stopped it, if one did.
+        pending : int
+            Delayed copies still pending.
+
+        Returns
+        -------
+        RunSummary
+        """
+        lines: dict[str, int | bool] | None = None
+        written = lost = 0
+        for b in brokers:
+            got = b.input_counts()
+            if got is not None:
+                if lines is None:
+                    lines = dict(got)
+                else:
+                    for k, v in got.items():
+                        lines[k] = (lines[k] and v) if isinstance(v, bool) else int(lines[k]) + v
+            w, lo = b.output_counts()
+            written += w
+            lost += lo
+        return cls(
+            counts,
+            stop=stop,
+            signal=signal,
+            lines=lines,
+            stdout_written=written,
+            stdout_lost=lost,
+            pending=pending,
+        )
 
     @property
     def lost(self) -> int:

@@ -6,6 +6,7 @@ import dataclasses
 import logging
 from collections import deque
 from collections.abc import Callable
+from typing import NamedTuple
 
 from nbkit.errors import (
     ConfigurationError,
@@ -27,6 +28,14 @@ from nbkit.wire.stdio_line import LineDecoder, LineFormatter, line_delivery
 #: What ``on_bad_lines`` takes: stop at a bad line (upstream's reader panics there), log it and read on,
 #: or read on with the line only counted (pandas' ``on_bad_lines`` names).
 BAD_LINE_CHOICES = ("error", "warn", "skip")
+
+
+class _Route(NamedTuple):
+    """Where a stdin line for ``key`` goes: the subscription ``name``'s queue (``deliver`` appends to it)."""
+
+    key: str
+    name: str
+    deliver: Callable[[Delivery], None]
 
 
 @dataclasses.dataclass
@@ -192,8 +201,8 @@ class StdioBroker(Broker[PipeRegistration]):
         self.decoder = LineDecoder()
         self.formatter = LineFormatter()
         self.subscriptions: list[StdioSubscription] = []
-        #: (key, subscription name, its queue's append) per subscription: where ``_pump`` routes a line
-        self._routes: list[tuple[str, str, Callable[[Delivery], None]]] = []
+        #: per subscription, where ``_pump`` routes a line
+        self._routes: list[_Route] = []
         self.source_ended = False
         self._valid_keys: set[str] = set()  # keys publish() has validated
 
@@ -308,7 +317,7 @@ class StdioBroker(Broker[PipeRegistration]):
                 raise RetryDestinationError(_refusal_message(reg.name, reg.key))
         self.source = source = LineSource(self._stdin_arg)
         self.subscriptions = subs = [StdioSubscription(self, r, source) for r in self.registrations]
-        self._routes = [(sub.registration.key, sub.name, sub.queue.append) for sub in subs]
+        self._routes = [_Route(sub.registration.key, sub.name, sub.queue.append) for sub in subs]
         self.connected = True
         return list(self.subscriptions)
 
@@ -338,32 +347,34 @@ class StdioBroker(Broker[PipeRegistration]):
         lineno = source.lineno
         # parse, resolve, envelope (compiled twin: one call per line)
         try:
-            timestamp_ms, key, seq, shard, payload, headers, broadcast = line_delivery(
-                line, lineno, self.decoder.counters
-            )
+            got = line_delivery(line, lineno, self.decoder.counters)
         except LineParseError as exc:
             return self._bad_line(exc)
+        headers = got.headers
         if RETRY_COUNT_HEADER in headers:
             self._check_retry_count(headers[RETRY_COUNT_HEADER], lineno)
+        timestamp_ms = got.timestamp_ms
         if timestamp_ms is None:  # the line carries no time: the time it was read
             timestamp_ms = int(round(self.clock.now() * 1000))
+        key, payload, broadcast = got.stream_key, got.payload, got.broadcast
         routes = self._routes
-        if len(routes) == 1 and (broadcast or routes[0][0] == key):  # one subscription: its own headers dict
-            return Delivery(payload, headers, key, shard, seq, timestamp_ms, "pipe", routes[0][1], None, lineno)
+        if len(routes) == 1 and (broadcast or routes[0].key == key):  # one subscription: its own headers dict
+            only = routes[0]
+            return Delivery(payload, headers, key, got.shard_id, got.seq, timestamp_ms, "pipe", only.name, None, lineno)
         first = True
-        for wanted, name, deliver in routes:
-            if broadcast or wanted == key:
+        for route in routes:
+            if broadcast or route.key == key:
                 # each delivery has its own headers: the first takes the decoded dict, the others a copy
-                deliver(
+                route.deliver(
                     Delivery(
                         payload,
                         headers if first else dict(headers),
                         key,
-                        shard,
-                        seq,
+                        got.shard_id,
+                        got.seq,
                         timestamp_ms,
                         "pipe",
-                        name,
+                        route.name,
                         None,
                         lineno,
                     )

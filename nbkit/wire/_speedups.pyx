@@ -828,14 +828,18 @@ cdef tuple _ascii_fields(str line):
     return ts, key, seq, shard, PyBytes_FromStringAndSize(<const char*>b + j + 2, n - j - 2)
 
 
+_new_line_delivery = None  # stdio_line's LineDelivery maker, looked up on first use
+
+
 def line_delivery(str line, lineno, dict counters not None):
     """The compiled :func:`nbkit.wire.stdio_line.line_delivery`: a pipe delivery's fields from one line.
 
-    (timestamp_ms or None, stream_key, seq, shard_id, payload, headers, broadcast). A canonical ASCII line
+    A :class:`~nbkit.wire.stdio_line.LineDelivery` (timestamp_ms or None, stream_key, seq, shard_id, payload,
+    headers, broadcast). A canonical ASCII line
     is read straight to the payload's bytes (:func:`_ascii_fields`); any other through :func:`parse_fields`.
     A payload that does not start with ``rs`` has no envelope: its UTF-8 bytes and no headers; any other
     goes to :func:`nbkit.wire.envelope.decode`."""
-    global _pure_envelope_decode
+    global _pure_envelope_decode, _new_line_delivery
     cdef bytes data
     fields = _ascii_fields(line)
     if fields is not None:
@@ -861,7 +865,9 @@ def line_delivery(str line, lineno, dict counters not None):
     else:
         headers, payload = {}, data
     headers[_SEQUENCE_HEADER] = str(seq)
-    return ts, stream_key, seq, shard, payload, headers, key is None
+    if _new_line_delivery is None:
+        _new_line_delivery = _stdio_module()._new_line_delivery
+    return _new_line_delivery((ts, stream_key, seq, shard, payload, headers, key is None))
 
 
 cdef extern from "Python.h":

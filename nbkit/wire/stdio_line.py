@@ -20,6 +20,7 @@ from nbkit.wire.timestamps import parse_timestamp, second_text, timestamp_proble
 
 __all__ = [
     "LineDecoder",
+    "LineDelivery",
     "LineFormatter",
     "ResolvedLine",
     "StdioLine",
@@ -249,11 +250,23 @@ class LineDecoder:
         return _new_resolved_line((now_ms if ts is None else ts, stream_key, seq, shard, payload, key is None))
 
 
-#: What :func:`line_delivery` gives: (timestamp_ms or None, stream_key, seq, shard_id, payload, headers, broadcast).
-DeliveryFields = tuple[int | None, str, int, int, bytes, dict, bool]
+class LineDelivery(NamedTuple):
+    """Everything a pipe delivery is made of, read from one stdin line: what :func:`line_delivery` gives.
+
+    ``timestamp_ms`` is None when the line carries no time (the reader fills in the time it read the line);
+    ``broadcast`` is True for a line that names no key (its ``stream_key`` is then ``broadcast``).
+    """
+
+    timestamp_ms: int | None
+    stream_key: str
+    seq: int
+    shard_id: int
+    payload: bytes
+    headers: dict[str, str]
+    broadcast: bool
 
 
-def line_delivery(line: str, lineno: int | None, counters: dict[tuple[str, int], int]) -> DeliveryFields:
+def line_delivery(line: str, lineno: int | None, counters: dict[tuple[str, int], int]) -> LineDelivery:
     """Everything a pipe delivery is made of, from one line: parse, resolve, decode the envelope.
 
     What :meth:`LineDecoder.decode` resolves (``counters`` is its per (key, shard) sequence counter, and
@@ -273,7 +286,7 @@ def line_delivery(line: str, lineno: int | None, counters: dict[tuple[str, int],
 
     Returns
     -------
-    tuple
+    LineDelivery
         (timestamp_ms or None, stream_key, seq, shard_id, payload bytes, headers dict, broadcast).
 
     Raises
@@ -283,10 +296,11 @@ def line_delivery(line: str, lineno: int | None, counters: dict[tuple[str, int],
 
     Examples
     --------
-    >>> line_delivery("[2024-01-01T00:00:00 | jobs | 7] hello", 1, {})
+    >>> got = line_delivery("[2024-01-01T00:00:00 | jobs | 7] hello", 1, {})
+    >>> got.timestamp_ms, got.stream_key, got.seq, got.shard_id, got.payload, got.headers, got.broadcast
     (1704067200000, 'jobs', 7, 0, b'hello', {'stream-sequence': '7'}, False)
-    >>> line_delivery("hello", 2, {})
-    (None, 'broadcast', 0, 0, b'hello', {'stream-sequence': '0'}, True)
+    >>> line_delivery("hello", 2, {}).stream_key, line_delivery("hello", 2, {}).broadcast
+    ('broadcast', True)
     """
     ts, key, seq, shard, text = parse_fields(line, lineno)
     stream_key = BROADCAST_KEY if key is None else key
@@ -300,7 +314,7 @@ def line_delivery(line: str, lineno: int | None, counters: dict[tuple[str, int],
         counters[slot] = seq
     headers, payload = envelope.decode(text.encode("utf-8"))
     headers[envelope.SEQUENCE_HEADER] = str(seq)
-    return ts, stream_key, seq, shard, payload, headers, key is None
+    return _new_line_delivery((ts, stream_key, seq, shard, payload, headers, key is None))
 
 
 #: The pure-Python twin, kept under its own name for the twin tests and benchmarks.
@@ -311,6 +325,7 @@ line_delivery = pick("line_delivery", line_delivery_pure)  # noqa: F811 (the twi
 # a pipe stage makes one of each per line: built from a tuple at C speed
 _new_stdio_line = partial(tuple.__new__, StdioLine)
 _new_resolved_line = partial(tuple.__new__, ResolvedLine)
+_new_line_delivery = partial(tuple.__new__, LineDelivery)
 
 
 # ------------------------------------------------------------------------------------ formatting

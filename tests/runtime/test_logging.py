@@ -123,12 +123,12 @@ def _ack_records(clock, n: int) -> list[logging.LogRecord]:
 
 
 def test_a_settlement_record_names_the_app_code_that_settled(clock):
-    """As ``logger.log(..., stacklevel=...)`` would: the source is the runtime's app, not the logs module."""
+    """As ``logger.log(..., stacklevel=...)`` would: the source is the runtime's settlement, not the logs module."""
     records = _ack_records(clock, 2)
     assert [r.nbkit_text for r in records] == ["ack / nack failed"] * 2
     for rec in records:
-        assert (rec.filename, rec.module, rec.funcName) == ("app.py", "app", "settle")
-        assert rec.pathname.endswith("nbkit/runtime/app.py") and rec.lineno > 0
+        assert (rec.filename, rec.module, rec.funcName) == ("settlement.py", "settlement", "settle")
+        assert rec.pathname.endswith("nbkit/runtime/settlement.py") and rec.lineno > 0
 
 
 def test_repeated_records_are_the_records_logging_makes(clock):

@@ -1,7 +1,8 @@
 """``App.run()`` settles the deliveries that are ready one after another without going through ``step()`` each
-time (``App._settle_ready``); these tests hold it to what stepping does: the same events, log lines and records,
-copies, checkpoints, and the same reactions to what a handler does in the middle of a run (add a log handler,
-rename a level, ask to stop, seek, raise, return an awaitable or a delayed copy)."""
+time (the subscription's ``Settlement.burst``); these tests hold it, and ``astep()``, to what stepping does: the
+same events, log lines and records, copies, checkpoints, and the same reactions to what a handler does in the
+middle of a run (add a log handler, rename a level, ask to stop, seek, raise, return an awaitable or a delayed
+copy)."""
 
 from __future__ import annotations
 
@@ -76,8 +77,24 @@ def _stepped(app: App) -> None:
     app.shutdown()
 
 
-#: The frame of a traceback where the app called the handler: step() when stepping, _settle_ready() under run()
-_CALLER = re.compile(r'File "[^"]*app.py", line \d+, in (step|_settle_ready)\n.*\n( *\^+\n)?')
+def _astepped(app: App) -> None:
+    """What run() does, one ``await app.astep()`` at a time, on a running event loop."""
+
+    async def drive() -> None:
+        app.start()
+        while await app.astep() is not None or app.fire_due(app.next_due() or 0):
+            pass
+
+    asyncio.run(drive())
+    app.shutdown()
+
+
+#: Every way of taking a delivery: they all end in the subscription's Settlement, so they must agree
+TAKES: dict[str, Callable[[App], None]] = {"step": _stepped, "astep": _astepped, "run": App.run}
+
+#: The frame of a traceback where the handler was called: App.step() when stepping, App.invoke() under astep(),
+#: Settlement.burst() under run()
+_CALLER = re.compile(r'File "[^"]*(app|settlement).py", line \d+, in (step|invoke|burst)\n.*\n( *\^+\n)?')
 
 
 def _outcome(run: Callable[[App], None], handler: Callable[..., object], tmp_path: Path, name: str, **options):
@@ -95,9 +112,9 @@ def _outcome(run: Callable[[App], None], handler: Callable[..., object], tmp_pat
 
 @pytest.mark.parametrize("options", [{}, {"max_attempts": 2, "dead_letter": "orders.dead"}])
 def test_run_settles_as_stepping_does(tmp_path, options):
-    stepped = _outcome(_stepped, _mixed, tmp_path, "stepped", **options)
-    ran = _outcome(App.run, _mixed, tmp_path, "ran", **options)
-    assert ran == stepped
+    got = {take: _outcome(run, _mixed, tmp_path, take, **options) for take, run in TAKES.items()}
+    assert got["run"] == got["step"] and got["astep"] == got["step"]
+    ran = got["run"]
     events, text = ran[0], ran[1]
     assert len(events) >= N and {e.action for e in events} >= {"unsupported", "delayed-copy"}
     assert text.count("ack / nack failed") > N // 2 and "handler raised" in text
@@ -106,7 +123,7 @@ def test_run_settles_as_stepping_does(tmp_path, options):
 def test_records_name_settle_when_another_handler_sees_them(tmp_path):
     """With another handler beside the run handler, the WARNINGs are records, made in settle() as from step()."""
     got = {}
-    for name, run in (("stepped", _stepped), ("ran", App.run)):
+    for name, run in TAKES.items():
         seen: list[logging.LogRecord] = []
         mine = logging.Handler()
         mine.emit = seen.append  # type: ignore[method-assign]
@@ -116,8 +133,8 @@ def test_records_name_settle_when_another_handler_sees_them(tmp_path):
         finally:
             logs.DISPATCH.removeHandler(mine)
         got[name] += ([(r.funcName, r.lineno, r.getMessage(), r.seq, r.levelno) for r in seen],)
-    assert got["ran"][1:] == got["stepped"][1:]
-    assert len(got["ran"][-1]) == N and got["ran"][-1][0][0] == "settle"
+    assert got["run"][1:] == got["step"][1:] and got["astep"][1:] == got["step"][1:]
+    assert len(got["run"][-1]) == N and got["run"][-1][0][0] == "settle"
 
 
 def test_a_log_handler_added_by_a_handler_gets_the_next_records(tmp_path):

@@ -145,7 +145,7 @@ def test_caplog_and_a_users_handler_still_get_records(clock, caplog):
         run.close()
     for got in (records, [r for r in caplog.records if r.name == "nbkit.dispatch"]):
         assert [(r.levelno, r.nbkit_text, r.seq, r.funcName, r.filename) for r in got] == [
-            (logging.WARNING, "ack / nack failed", n, "settle", "app.py") for n in (0, 1)
+            (logging.WARNING, "ack / nack failed", n, "settle", "settlement.py") for n in (0, 1)
         ]
         assert got[0].getMessage() == f'ack / nack failed subscription=worker error="{ACK_TEXT}"'
     assert out.getvalue().splitlines() == [

@@ -1,0 +1,426 @@
+"""Settlement: one object per subscription turns a delivery and its handler's result into what the runtime does.
+
+:class:`Settlement` is where every way of taking a delivery ends (``App.step``, ``App.astep`` and the
+burst of ready deliveries ``App.run`` settles, :meth:`Settlement.burst`). From the handler's result it
+works out the outcome (a raise or a wrong return drops, and is logged), asks the pure rule
+(:func:`~nbkit.runtime.settle.decide`, cached per outcome) for the action and the copy's destination,
+writes the copy now or hands it to :class:`~nbkit.runtime.delayed.DelayedCopies`, logs the settlement's
+lines, and records it: :meth:`Settlement.record` makes the one
+:class:`~nbkit.runtime.events.SettlementEvent`, adds it to the app's history and saves the checkpoint.
+
+The burst is the same settlement written tightly for the commonest case, a first attempt whose outcome
+writes no copy and logs nothing but the ``ack / nack failed`` WARNING (a file or pipe service's every
+ack): that line goes straight to the run log handler's writer when nothing else would see its record,
+and the event is made by the same :meth:`~Settlement.record`. Anything else goes to :meth:`~Settlement.settle`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator
+from functools import partial
+from typing import Any, Protocol
+
+from nbkit.errors import NbkitError
+from nbkit.runtime import logs
+from nbkit.runtime.broker import Subscription
+from nbkit.runtime.clock import Clock
+from nbkit.runtime.delayed import DelayedCopies, copy_lost
+from nbkit.runtime.delivery import Delivery
+from nbkit.runtime.events import EventHistory, SettlementEvent
+from nbkit.runtime.outcome import HandlerOutcome, OutcomeKind, as_outcome
+from nbkit.runtime.redrive import REDRIVEN_FROM_HEADER
+from nbkit.runtime.run_summary import RunCounts
+from nbkit.runtime.settle import Action, Decision, decide
+from nbkit.runtime.stopping import Stop
+from nbkit.transport.polling import NEED_MORE, NeedMore
+from nbkit.wire.envelope import RETRY_COUNT_HEADER, copy_retry_count, retry_count
+
+__all__ = ["Driver", "Settlement", "poll"]
+
+_COUNT_TEXTS = [str(n) for n in range(64)]  # str(attempt) of the usual attempts, made once
+_new_event = partial(tuple.__new__, SettlementEvent)  # one per delivery: made from a tuple at C speed
+_new_settled = partial(tuple.__new__, logs.SettledDelivery)
+_MAX_DECISIONS = 64  # a few (outcome, delay) pairs per handler; the cache is bounded anyway
+
+
+class Driver(Protocol):
+    """What :meth:`Settlement.burst` asks of the app that runs it, delivery by delivery (``App`` is one)."""
+
+    last_delivery: Delivery | None
+    #: the app's stop state: the burst ends when a stop is requested
+    _stop: Stop
+
+    @property
+    def _held(self) -> object | None:
+        """A delivery held for ``astep`` (not None: the burst ends)."""
+        ...
+
+    def _complete(self, sub: Subscription, delivery: Delivery, result: Any) -> SettlementEvent:
+        """Settle a delivery whose handler's result may still be awaitable."""
+        ...
+
+
+class Settlement:
+    """Settles one subscription's deliveries: the action, the copy, the log lines, the event and the checkpoint.
+
+    Parameters
+    ----------
+    sub : Subscription
+        The subscription whose deliveries this settles.
+    clock : Clock
+        The app's clock (the time of each event).
+    counts : RunCounts
+        The run's counts.
+    history : EventHistory
+        The app's settlement events, where each event is recorded.
+    delayed : DelayedCopies
+        The app's delayed copies, where a delayed copy is held.
+    """
+
+    __slots__ = (
+        "sub",
+        "broker",
+        "registration",
+        "name",
+        "transport",
+        "checkpointer",
+        "clock",
+        "counts",
+        "history",
+        "delayed",
+        "_decisions",
+    )
+
+    def __init__(
+        self, sub: Subscription, clock: Clock, counts: RunCounts, history: EventHistory, delayed: DelayedCopies
+    ) -> None:
+        self.sub = sub
+        self.broker = sub.broker
+        self.registration = sub.registration  # frozen: its handler, name and declaration stay
+        self.name = sub.registration.name
+        self.transport = sub.broker.transport
+        self.checkpointer = sub.checkpointer
+        self.clock = clock
+        self.counts = counts
+        self.history = history
+        self.delayed = delayed
+        # per (outcome, delay, at the cap): the decision and its copy's key (None: no copy)
+        self._decisions: dict[tuple[OutcomeKind, float | None, bool], tuple[Decision, str | None]] = {}
+
+    def decision(self, kind: OutcomeKind, delay: float | None, attempt: int) -> tuple[Decision, str | None]:
+        """:func:`~nbkit.runtime.settle.decide` for this subscription, and the key its copy goes to (None: no copy).
+
+        Kept per (outcome, delay, at the cap): a subscription's declaration, transport and destinations never
+        change, and a Decision is immutable.
+        """
+        decl = self.registration.declaration
+        key = (kind, delay, decl.max_attempts is not None and attempt >= decl.max_attempts)
+        found = self._decisions.get(key)
+        if found is None:
+            decision = decide(kind, delay, attempt, decl, self.transport)
+            if decision.destination == "retry":
+                destination: str | None = self.broker.retry_destination(self.registration)
+            elif decision.destination == "dead_letter":
+                destination = decl.dead_letter
+            else:
+                destination = None
+            found = (decision, destination)
+            if len(self._decisions) < _MAX_DECISIONS:
+                self._decisions[key] = found
+        return found
+
+    def settle(
+        self, delivery: Delivery, result: Any, decided: tuple[Decision, str | None] | None = None
+    ) -> SettlementEvent:
+        """Apply the handler's result (None, a HandlerOutcome or an exception) to the delivery; record the event.
+
+        The copy a decision writes now is published here, before the event is made (the event says where
+        it went, or why it was lost); a delayed copy is held by :class:`~nbkit.runtime.delayed.DelayedCopies`.
+        ``decided``: what :meth:`decision` gives for this result's outcome and the delivery's attempt, when the
+        caller has it already (the burst).
+        """
+        if type(result) is HandlerOutcome:
+            outcome, error = result, None
+        else:
+            outcome, error = self._outcome(delivery, result)
+        headers = delivery.headers
+        attempt = 1 if RETRY_COUNT_HEADER not in headers else retry_count(headers) + 1  # delivery.attempt
+        kind = outcome.kind
+        decision, destination = self.decision(kind, outcome.delay, attempt) if decided is None else decided
+        action = decision.action
+        now = self.clock.now()
+        name = self.name
+        counts = self.counts
+        outcomes = counts.outcomes
+        outcomes[kind] = outcomes.get(kind, 0) + 1
+        due = written_at = copy_seq = None
+        copy_headers = None
+        if destination is None:  # unsupported, or rejected: nothing is written
+            settled = self.settled_delivery(delivery, attempt)
+            if action is Action.REJECTED:
+                counts.rejected += 1
+                logs.emit(  # a loss: ERROR (upstream: WARN), so --log-level ERROR shows it
+                    logs.DISPATCH,
+                    logging.ERROR,
+                    logs.EXHAUSTED_REJECT,
+                    delivery=settled,
+                    subscription=name,
+                    attempt=attempt,
+                )
+            if kind == "retry" and decision.unsupported_call == "nack(requeue=true)":
+                counts.requeued_nothing += 1  # upstream's ack / nack text, at ERROR, saying the outcome
+                logs.emit(
+                    logs.DISPATCH,
+                    logging.ERROR,
+                    logs.ACK_FAILED,
+                    delivery=settled,
+                    subscription=name,
+                    error=logs.UNSUPPORTED,
+                    outcome="retry",
+                    lost=logs.REQUEUE_NOTHING,
+                )
+            else:
+                logs.ack_failed(logs.DISPATCH, name, settled)
+        else:
+            if action is Action.DEAD_LETTER and decision.at_cap:
+                logs.emit(
+                    logs.DISPATCH,
+                    logging.WARNING,
+                    logs.EXHAUSTED_DLQ,
+                    delivery=self.settled_delivery(delivery, attempt),
+                    subscription=name,
+                    attempt=attempt,
+                    dead_letter=destination,
+                )
+            copy_headers = dict(headers)
+            # the retry count of the copy: this attempt's
+            copy_headers[RETRY_COUNT_HEADER] = _COUNT_TEXTS[attempt] if attempt < 64 else str(copy_retry_count(attempt))
+            if action is Action.DELAYED_COPY and decision.delay is not None:
+                due = now + decision.delay
+            else:  # written now, before the event is made: it records where the copy went (or why it was lost)
+                try:
+                    _, copy_seq, written_at = self.broker.publish(destination, delivery.payload, copy_headers)
+                except NbkitError as exc:
+                    error = copy_lost(counts, self.broker, self.settled_delivery(delivery, attempt), destination, exc)
+                else:
+                    if action is Action.DEAD_LETTER:
+                        counts.dead_letters += 1
+                    else:
+                        counts.copies += 1
+        return self.record(
+            delivery, now, attempt, kind, decision, destination, due, written_at, copy_seq, error, copy_headers
+        )
+
+    def record(
+        self,
+        delivery: Delivery,
+        now: float,
+        attempt: int,
+        kind: OutcomeKind,
+        decision: Decision,
+        destination: str | None = None,
+        due: float | None = None,
+        written_at: float | None = None,
+        copy_seq: int | None = None,
+        error: str | None = None,
+        copy_headers: dict[str, str] | None = None,
+    ) -> SettlementEvent:
+        """Make the settlement's event, hold its delayed copy (``due`` and ``copy_headers`` given), add the event
+        to the history and save the checkpoint; returns the event. The one place an event is made: :meth:`settle`
+        and the burst both end here."""
+        stream_key = delivery.stream_key
+        seq = delivery.seq
+        # values in SettlementEvent's field order, made as a tuple (tests/runtime/test_events.py pins the order)
+        event = _new_event(
+            (
+                now,  # time
+                self.transport,
+                self.name,  # subscription
+                stream_key,
+                delivery.shard_id,
+                seq,
+                attempt,
+                kind,  # outcome
+                decision.action_name,  # action
+                decision.delay,  # delay
+                destination,
+                due,
+                written_at,
+                copy_seq,
+                False,  # abandoned
+                error,
+                REDRIVEN_FROM_HEADER in delivery.headers,  # redriven
+                None,  # lost_at
+            )
+        )
+        history = self.history
+        held = False
+        if due is not None and destination is not None and copy_headers is not None:
+            held = True
+            self.delayed.hold(
+                due,
+                self.broker,
+                destination,
+                delivery.payload,
+                copy_headers,
+                event,
+                history.settled,
+                attempt,
+                self.checkpointer,
+                delivery.line,
+            )
+        history.events.append(event)
+        history.settled += 1
+        checkpointer = self.checkpointer
+        if checkpointer is not None:
+            checkpointer.settled(stream_key, seq, copy_pending=held)
+        return event
+
+    def settled_delivery(self, delivery: Delivery, attempt: int) -> logs.SettledDelivery:
+        """The delivery as this settlement's log records name it."""
+        return _new_settled((self.name, delivery.stream_key, delivery.seq, attempt, delivery.line))
+
+    def _outcome(self, delivery: Delivery, result: Any) -> tuple[HandlerOutcome, str | None]:
+        """The outcome a handler's result stands for, and the error to record (a raise or a wrong return drops)."""
+        if type(result) is HandlerOutcome:
+            return result, None
+        settled = self.settled_delivery(delivery, delivery.attempt)
+        name = self.name
+        if isinstance(result, BaseException) and self.broker.output_closed:
+            # the handler's publish hit the closed pipe: the stage stops (no traceback: not the handler's fault)
+            return HandlerOutcome.drop(), f"stopped: {result}"
+        if isinstance(result, BaseException):
+            self.counts.raised += 1
+            logs.DISPATCH.error(
+                "%s subscription=%s",
+                logs.HANDLER_FAILED,
+                name,
+                exc_info=(type(result), result, result.__traceback__),
+                extra={
+                    "nbkit_text": logs.HANDLER_FAILED,
+                    "nbkit_fields": {"subscription": name},
+                    **logs.delivery_extra(settled),
+                },
+            )
+            return HandlerOutcome.drop(), f"{type(result).__name__}: {result}"
+        try:
+            return as_outcome(result), None
+        except TypeError as exc:
+            logs.DISPATCH.error(
+                "%s subscription=%s error=%s",
+                logs.HANDLER_FAILED,
+                name,
+                exc,
+                extra={
+                    "nbkit_text": logs.HANDLER_FAILED,
+                    "nbkit_fields": {"subscription": name, "error": exc},
+                    **logs.delivery_extra(settled),
+                },
+            )
+            return HandlerOutcome.drop(), f"TypeError: {exc}"
+
+    def burst(self, driver: Driver) -> int:
+        """Take and settle the deliveries ready now, one after another, while no stop is requested, no delayed
+        copy is pending and no delivery is held: how many.
+
+        Each delivery is what ``App.step`` would take next and is settled as :meth:`settle` settles it. Those
+        the reader has scanned already (:meth:`Subscription.ready`) skip the polling layers. A HandlerOutcome
+        (or None) on a first attempt whose decision writes no copy and logs only the ``ack / nack failed``
+        WARNING is settled here: its line is handed to the run log handler's writer when
+        :func:`~nbkit.runtime.logs.sole_run_handler` says, per delivery, that nothing else would see a record,
+        and its event is made by :meth:`record`. Anything else goes to :meth:`settle` (or, a result that may
+        be awaitable, to ``driver._complete``).
+        """
+        sub = self.sub
+        stop = driver._stop
+        heap = self.delayed.heap  # (never replaced: a copy held during the burst is seen here)
+        handler = self.registration.handler
+        record = self.record
+        dispatch = logs.DISPATCH
+        warns = partial(dispatch.isEnabledFor, logging.WARNING)  # asked per delivery, as logs.ack_failed() does
+        message = logs.ack_failed_message(self.name)
+        sole_run_handler = logs.sole_run_handler
+        retry_header = RETRY_COUNT_HEADER
+        ack = HandlerOutcome.ack()
+        # what settling ``last`` records (its outcome and decision); ``quiet``: it writes no copy and logs
+        # nothing but the ack / nack WARNING
+        last: HandlerOutcome | None = None
+        kind: OutcomeKind = "ack"
+        decision: Decision | None = None
+        decided: tuple[Decision, str | None] | None = None  # decision() for ``last``
+        quiet = False
+        log_handler: logs.RunLogHandler | None = None  # the run log handler ``write`` is for
+        write: Callable[..., None] = _write_nothing
+        counts = self.counts
+        quiet_n = 0  # quiet settlements of ``kind`` not yet added to counts.outcomes
+        write_key = ""
+        scans_ahead = sub.scans_ahead
+        ready: Iterator[Delivery] = iter(())
+        taken = 0
+        try:  # (a stream error may end the loop: what was settled is still counted)
+            while not (stop.requested or heap or driver._held is not None or sub.ended):
+                delivery = next(ready, None) if scans_ahead else None
+                if delivery is None:
+                    polled = poll(sub)
+                    if polled is None or polled is NEED_MORE:
+                        break
+                    delivery = polled
+                    if scans_ahead:
+                        ready = sub.ready()
+                taken += 1
+                driver.last_delivery = delivery
+                try:  # App.invoke(), inline
+                    result = handler(delivery)
+                except Exception as exc:  # a failing handler drops the delivery, like an Err from Rust
+                    result = exc
+                if result is None:
+                    result = ack  # what settle() makes of None
+                if type(result) is not HandlerOutcome or retry_header in delivery.headers:
+                    driver._complete(sub, delivery, result)
+                    continue
+                if result is not last:  # (a HandlerOutcome is immutable; the attempt here is always 1)
+                    if quiet_n:
+                        counts.outcome(kind, quiet_n)
+                        quiet_n = 0
+                    decided = self.decision(result.kind, result.delay, 1)
+                    decision, destination = decided
+                    kind = result.kind
+                    # (a retry() that requeues nothing logs its own ERROR line: settle() does that)
+                    quiet = destination is None and decision.action is Action.UNSUPPORTED and kind != "retry"
+                    last = result
+                if not quiet or decision is None:
+                    self.settle(delivery, result, decided)
+                    continue
+                if warns():  # logs.ack_failed()'s checks, per delivery
+                    run_handler = sole_run_handler(dispatch, logging.WARNING)
+                    if run_handler is None:  # a record to make, naming settle() as its source: settle() logs it
+                        self.settle(delivery, result, decided)
+                        continue
+                    stream_key = delivery.stream_key
+                    if run_handler is not log_handler or stream_key != write_key:
+                        write = run_handler.settlement_writer(dispatch.name, logging.WARNING, message, stream_key, 1)
+                        log_handler, write_key = run_handler, stream_key
+                    now = self.clock.now()  # (the app's clock may be replaced meanwhile)
+                    write(delivery.seq, delivery.line)
+                else:
+                    now = self.clock.now()
+                quiet_n += 1
+                record(delivery, now, 1, kind, decision)
+        finally:
+            if quiet_n:
+                counts.outcome(kind, quiet_n)
+        return taken
+
+
+def poll(sub: Subscription) -> Delivery | NeedMore | None:
+    """``sub.poll()``; a stream error is logged (ERROR, as upstream's subscriber does) before it propagates."""
+    try:
+        return sub.poll()
+    except NbkitError as exc:
+        logs.emit(logs.SUBSCRIBER, logging.ERROR, logs.STREAM_ERROR, subscription=sub.name, error=exc)
+        raise
+
+
+def _write_nothing(seq: int, line: int | None = None) -> None:
+    """The settlement writer :meth:`Settlement.burst` starts with: replaced before its first line is due."""
