@@ -7,6 +7,7 @@ every class the module defines, so a new class comes with its row (or is not add
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import os
 from collections.abc import Callable
@@ -190,7 +191,9 @@ def test_the_os_errors_carry_their_errno(tmp_path: Path) -> None:
 
 
 def test_a_broken_extra_is_still_one_cli_line(tmp_path: Path, monkeypatch, capsys) -> None:
-    import nbkit.scale.parquet as parquet
+    # the module the CLI imports from (sys.modules): a test that re-imported nbkit.scale leaves the package's
+    # attribute naming an older copy
+    parquet = importlib.import_module("nbkit.scale.parquet")
 
     def without_pyarrow(*args: object, **kwargs: object) -> int:
         raise ImportError("to_parquet needs pyarrow: pip install -e '.[scale]'")

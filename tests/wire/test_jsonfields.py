@@ -234,7 +234,10 @@ def test_the_pure_twin_reads_the_values_json_loads_reads(bodies):
         return
     rows = [json.loads(body) for body in bodies]
     for name, (kind, column) in got.items():
-        assert column == [row[name] for row in rows]
+        # a column with floats and integers is a double column, as in pyarrow.json and pandas: an integer
+        # there is float(value), rounded where it is beyond 2**53
+        want = [float(row[name]) if kind == "double" else row[name] for row in rows]
+        assert column == want
         assert {"int64": int, "double": float, "bool": bool, "string": str}[kind] in {type(row[name]) for row in rows}
 
 
