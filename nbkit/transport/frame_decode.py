@@ -240,7 +240,7 @@ class FrameDecoder:
             payload, stored = unpack_frame_tail(tail, 0, size)
         key = self._key(raw_key, start + 1)
         if ts > MAX_TIMESTAMP_MS:
-            raise TimestampRangeError(f"message timestamp {ts} ms is after year 9999", offset=start + 9 + k)
+            raise TimestampRangeError(f"message timestamp {ts} ms is after year 9999", offset=start + 17 + k)
         if verify:
             computed = crc16(payload)
             if computed != stored:

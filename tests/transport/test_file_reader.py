@@ -617,3 +617,20 @@ def test_seek_offset_goes_on_from_a_known_frame_across_beacons(tmp_path: Path) -
         assert next(iter(reader)) == everything[150]
         with pytest.raises(ValueError, match="file header"):
             reader.seek_offset(64)
+
+
+def test_a_timestamp_past_year_9999_is_reported_at_its_own_field(tmp_path):
+    """The error names the byte offset of the frame's timestamp field (after the key, shard and seq)."""
+    from nbkit.errors import TimestampRangeError
+
+    path = tmp_path / "ts.ss"
+    with StreamWriter(path) as writer:
+        writer.write("orders", b"a")
+        second = writer.write("orders", b"b")
+    data = bytearray(path.read_bytes())
+    field = second.offset + 1 + len("orders") + 8 + 8  # key length, key, shard, seq
+    data[field : field + 8] = (2**63).to_bytes(8, "big")
+    path.write_bytes(bytes(data))
+    with pytest.raises(TimestampRangeError, match="after year 9999") as raised:
+        list(StreamReader(path))
+    assert raised.value.offset == field
