@@ -59,8 +59,8 @@ def _loaded_images(page, selector: str) -> int:
     return page.eval_on_selector_all(selector, "els => els.filter(e => e.complete && e.naturalWidth > 0).length")
 
 
-def test_site_pages_in_a_browser(site_url, browser_page, budget, artifacts_dir, request):
-    page, console = browser_page.page, browser_page.console
+def _only_local(page, site_url: str) -> list[str]:
+    """Let the page load only from the site under test (no network in CI); returns the list of what it refused."""
     refused: list[str] = []
 
     def only_local(route):
@@ -71,11 +71,20 @@ def test_site_pages_in_a_browser(site_url, browser_page, budget, artifacts_dir, 
             route.abort()
 
     page.route("**/*", only_local)
-    shot = functools.partial(_screenshot, page, artifacts_dir, request.node.name)
+    return refused
 
-    def visit(path: str) -> None:
-        page.goto(f"{site_url}/{path}", timeout=budget.ms(20))
-        page.wait_for_load_state("load", timeout=budget.ms(45))  # the elements checked next are each waited for
+
+def _visit(page, site_url: str, budget, path: str) -> None:
+    """Open a page of the site and wait for its load event (the elements checked next are each waited for)."""
+    page.goto(f"{site_url}/{path}", timeout=budget.ms(20))
+    page.wait_for_load_state("load", timeout=budget.ms(45))
+
+
+def test_site_pages_in_a_browser(site_url, browser_page, budget, artifacts_dir, request):
+    page, console = browser_page.page, browser_page.console
+    refused = _only_local(page, site_url)
+    shot = functools.partial(_screenshot, page, artifacts_dir, request.node.name)
+    visit = functools.partial(_visit, page, site_url, budget)
 
     try:
         visit("index.html")
@@ -137,21 +146,9 @@ def test_glossary_a_diagram_and_the_page_frame(site_url, browser_page, budget, a
     columns inside the page, the troubleshooting entries. Screenshots: ``glossary``, ``diagram``,
     ``lesson-links``, ``comparison`` and ``troubleshooting`` in ``test-artifacts/browser/``."""
     page, console = browser_page.page, browser_page.console
-    refused: list[str] = []
-
-    def only_local(route):
-        if route.request.url.startswith(site_url):
-            route.continue_()
-        else:
-            refused.append(route.request.url)
-            route.abort()
-
-    page.route("**/*", only_local)
+    refused = _only_local(page, site_url)
     shot = functools.partial(_screenshot, page, artifacts_dir, request.node.name)
-
-    def visit(path: str) -> None:
-        page.goto(f"{site_url}/{path}", timeout=budget.ms(20))
-        page.wait_for_load_state("load", timeout=budget.ms(45))
+    visit = functools.partial(_visit, page, site_url, budget)
 
     try:
         visit("glossary.html")
