@@ -28,7 +28,7 @@ import pandas as pd
 
 from nbkit.notebook.frames import read_stream
 from nbkit.notebook.snapshot import StaticSnapshot
-from nbkit.runtime.app import loop_running
+from nbkit.runtime.intake import loop_running
 from nbkit.wire.timestamps import isoformat_z
 
 if TYPE_CHECKING:

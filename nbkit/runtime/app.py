@@ -1,25 +1,22 @@
-"""The app: connects brokers, takes deliveries to their handlers and drives the loop; settling is delegated.
+"""The app: connects brokers and drives the loop; taking deliveries and settling them are delegated.
 
 One engine serves every way of driving it: ``run()`` (blocking, real clock, signals),
 ``run_async()``, and step by step (``step``/``astep``/``fire_due``) for tests and notebook sessions.
-Every way of taking a delivery ends in the subscription's :class:`~nbkit.runtime.settlement.Settlement`
-(the action, the copy, the log lines, the event and the checkpoint); delayed copies are held by
-:class:`~nbkit.runtime.delayed.DelayedCopies`. The app keeps the lifecycle and the loop.
-The clock owns waiting (:class:`~nbkit.runtime.clock.Clock`), so the app never asks which clock it has.
-Async handlers are awaited on the caller's event loop (``astep``, ``run_async``); a synchronous ``step``
-outside any loop runs them on the app's own loop. The app starts no threads.
+:class:`~nbkit.runtime.intake.Intake` takes each delivery to its handler (round robin, async handlers,
+backpressure), and every delivery ends in the subscription's
+:class:`~nbkit.runtime.settlement.Settlement` (the action, the copy, the log lines, the event and the
+checkpoint); delayed copies are held by :class:`~nbkit.runtime.delayed.DelayedCopies`. The app keeps the
+lifecycle and the loop. The clock owns waiting (:class:`~nbkit.runtime.clock.Clock`), so the app never
+asks which clock it has. The app starts no threads.
 """
 
 from __future__ import annotations
 
-import inspect
 import logging
 import select
-import sys
 import time
 from collections import deque
-from collections.abc import Awaitable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from nbkit.errors import ConfigurationError, NbkitError
 from nbkit.runtime import logs
@@ -28,15 +25,12 @@ from nbkit.runtime.clock import Clock, RealClock
 from nbkit.runtime.delayed import DelayedCopies, PendingCopy
 from nbkit.runtime.delivery import Delivery
 from nbkit.runtime.events import EventHistory, SettlementEvent, events_frame
-from nbkit.runtime.outcome import HandlerOutcome
+from nbkit.runtime.intake import Intake
 from nbkit.runtime.run_summary import RunCounts, RunSummary
-from nbkit.runtime.settlement import Settlement, poll
+from nbkit.runtime.settlement import Settlement
 from nbkit.runtime.stopping import BROKEN_PIPE, Stop
-from nbkit.transport.polling import NEED_MORE
 
 if TYPE_CHECKING:
-    import asyncio
-
     import pandas as pd
 
 _IDLE_MIN = 0.001
@@ -131,15 +125,10 @@ class App:
         self._history = EventHistory(keep_events)  # the settlement events and their count
         self._delayed = DelayedCopies(self._clock, self.counts, self._history, max_pending)
         self._pending = self._delayed.heap  # the same list, never replaced: "is a copy pending" at one look-up
-        self.subscriptions: list[Subscription] = []
-        self._settlements: dict[Subscription, Settlement] = {}  # each subscription's settlement
-        self._rr = 0
+        self._intake = Intake(self._delayed, self._stop)  # takes deliveries to handlers, then to settlements
+        self.subscriptions: list[Subscription] = self._intake.subscriptions
         self.started = False
         self.stopped = False
-        self._loop: asyncio.AbstractEventLoop | None = None  # for async handlers under step() outside a loop
-        # a delivery whose async handler step() could not run (a loop was running): astep() settles it
-        self._held: tuple[Subscription, Delivery, Awaitable[Any]] | None = None
-        self.last_delivery: Delivery | None = None
 
     # -- lifecycle -------------------------------------------------------------------------------
     def start(self) -> None:
@@ -163,8 +152,7 @@ class App:
                         dead_letter=reg.declaration.dead_letter,
                         applied_by="runtime",
                     )
-        self.subscriptions = subs
-        self._settlements = {s: Settlement(s, self.clock, self.counts, self._history, self._delayed) for s in subs}
+        self._intake.open({s: Settlement(s, self.clock, self.counts, self._history, self._delayed) for s in subs})
         self.started = True
 
     @property
@@ -175,7 +163,7 @@ class App:
     @clock.setter
     def clock(self, clock: Clock) -> None:
         self._clock = self._delayed.clock = clock
-        for settlement in self._settlements.values():
+        for settlement in self._intake.settlements.values():
             settlement.clock = clock
 
     @property
@@ -255,69 +243,11 @@ class App:
     def stop_reason(self, reason: str) -> None:
         self._stop.reason = reason
 
-    # -- taking a delivery -------------------------------------------------------------------------
-    def next_delivery(self) -> tuple[Subscription, Delivery] | None:
-        """The next delivery from any subscription, round robin; None if none is ready now.
-
-        Returns
-        -------
-        tuple of (Subscription, Delivery) or None
-        """
-        subs = self.subscriptions
-        n = len(subs)
-        for i in range(n):
-            sub = subs[(self._rr + i) % n]
-            if sub.ended:
-                continue
-            item = poll(sub)
-            if item is None or item is NEED_MORE:
-                continue
-            self._rr = (self._rr + i + 1) % n
-            return sub, item
-        return None
-
-    def invoke(self, sub: Subscription, delivery: Delivery) -> Any:
-        """Call the handler; returns its result (maybe awaitable) or the exception it raised.
-
-        Parameters
-        ----------
-        sub : Subscription
-            The subscription the delivery came from.
-        delivery : Delivery
-            What the handler receives.
-
-        Returns
-        -------
-        object
-            The handler's return value, or the exception it raised.
-        """
-        try:
-            return sub.registration.handler(delivery)
-        except Exception as exc:  # a failing handler drops the delivery, like an Err from Rust
-            return exc
-
-    def settle(self, sub: Subscription, delivery: Delivery, result: Any) -> SettlementEvent:
-        """Apply the outcome (or the exception) to the delivery; record and return the event.
-
-        What the subscription's :class:`~nbkit.runtime.settlement.Settlement` does (every way of taking a
-        delivery ends there).
-
-        Parameters
-        ----------
-        sub : Subscription
-            The subscription the delivery came from.
-        delivery : Delivery
-            The delivery being settled.
-        result : object
-            What :meth:`invoke` returned (awaited, for an async handler): None, a HandlerOutcome or an
-            exception.
-
-        Returns
-        -------
-        SettlementEvent
-            What the runtime did.
-        """
-        return self._settlements[sub].settle(delivery, result)
+    # -- taking a delivery (the intake's work) -----------------------------------------------------
+    @property
+    def last_delivery(self) -> Delivery | None:
+        """The delivery most recently handed to a handler."""
+        return self._intake.last_delivery
 
     def step(self) -> SettlementEvent | None:
         """Publish due copies, then deliver and settle one message; None if none was ready.
@@ -335,61 +265,9 @@ class App:
             If the handler is async and an event loop is running in this thread; the delivery is kept,
             and the next :meth:`astep` settles it.
         """
-        if self.started and self._held is None and not self._pending:  # the usual case, _take's work inline
-            subs = self.subscriptions
-            if len(subs) == 1:  # next_delivery() of one subscription
-                sub = subs[0]
-                if sub.ended:
-                    return None
-                delivery = poll(sub)
-                if delivery is None or delivery is NEED_MORE:
-                    return None
-            else:
-                got = self.next_delivery()
-                if got is None:
-                    return None
-                sub, delivery = got
-            self.last_delivery = delivery
-            try:  # invoke(), inline
-                result = sub.registration.handler(delivery)
-            except Exception as exc:  # a failing handler drops the delivery, like an Err from Rust
-                result = exc
-        else:
-            taken = self._take()
-            if taken is None:
-                return None
-            sub, delivery, result = taken
-        if result is None or type(result) is HandlerOutcome:  # the usual results: settled at once
-            return self._settlements[sub].settle(delivery, result)
-        return self._complete(sub, delivery, result)
-
-    def _complete(self, sub: Subscription, delivery: Delivery, result: Any) -> SettlementEvent:
-        """:meth:`step` after the handler ran: an async handler's result is awaited on the app's own loop (or the
-        delivery is held for :meth:`astep` when a loop runs here), then the delivery is settled."""
-        if result is not None and type(result) is not HandlerOutcome and inspect.isawaitable(result):
-            if loop_running():
-                self._held = (sub, delivery, result)
-                raise ConfigurationError(
-                    f"the handler of {sub.name!r} is async and an event loop is running here (a notebook "
-                    "cell, an async def): step() cannot wait for it without blocking that loop; use "
-                    "`await session.astep()` / `await session.arun()` (or `await app.astep()`) instead"
-                )
-            if self._loop is None or self._loop.is_closed():
-                import asyncio  # only for async handlers: `nbkit run` of a sync service never loads it
-
-                self._loop = asyncio.new_event_loop()
-            result = self._loop.run_until_complete(_capture(result))
-        return self._settlements[sub].settle(delivery, result)
-
-    def _settle_ready(self) -> int | None:
-        """:meth:`run`'s steps while deliveries are ready: how many were settled (0: none was ready), or None
-        when :meth:`step` must take the next one (more than one subscription, a delayed copy pending, a held
-        delivery). The subscription's :meth:`Settlement.burst <nbkit.runtime.settlement.Settlement.burst>`
-        takes and settles them, as :meth:`step` would one by one."""
-        subs = self.subscriptions
-        if not self.started or self._held is not None or self._pending or len(subs) != 1:
-            return None
-        return self._settlements[subs[0]].burst(self)
+        if not self.started:
+            self.start()
+        return self._intake.step()
 
     async def astep(self) -> SettlementEvent | None:
         """:meth:`step` for code running in an event loop: an async handler is awaited on that loop.
@@ -411,33 +289,8 @@ class App:
         >>> asyncio.run(app.astep()).describe()
         'pipe jobs #0 attempt 1: ack -> acknowledgement unsupported (logged); nothing written'
         """
-        got = self._take()
-        if got is None:
-            return None
-        sub, delivery, result = got
-        if _is_awaitable(result):
-            result = await _capture(result)
-        return self._settlements[sub].settle(delivery, result)
-
-    def _take(self) -> tuple[Subscription, Delivery, Any] | None:
-        """Start, publish due copies, and hand the next delivery to its handler: (sub, delivery, result).
-
-        The result may still be awaitable. A delivery held back by :meth:`step` comes first.
-        """
         self.start()
-        if self._held is not None:
-            held, self._held = self._held, None
-            return held
-        delayed = self._delayed
-        delayed.fire_due()
-        if delayed.full:
-            return None  # backpressure: no delivery until copies are due
-        got = self.next_delivery()
-        if got is None:
-            return None
-        sub, delivery = got
-        self.last_delivery = delivery
-        return sub, delivery, self.invoke(sub, delivery)
+        return await self._intake.astep()
 
     # -- delayed copies ----------------------------------------------------------------------------
     def fire_due(self, until: float | None = None) -> list[SettlementEvent]:
@@ -516,7 +369,7 @@ class App:
             while True:
                 if self._stop.requested and not self._stop.keep_going(self.brokers, len(self._pending)):
                     break
-                settled = self._settle_ready()
+                settled = self._intake.burst()
                 if settled is None:
                     settled = self.step() is not None
                 if settled:
@@ -658,7 +511,7 @@ class App:
                     b.shutdown()
                 except NbkitError as exc:
                     errors.append(exc)
-            self._release_loop()
+            self._intake.release()
             if errors:
                 raise errors[0]
 
@@ -685,66 +538,13 @@ class App:
         self.stopped = True
         for b in self.brokers:
             b.abort()
-        self._release_loop()
+        self._intake.release()
         return lost
-
-    def _release_loop(self) -> None:
-        """Close the app's own event loop, and a held async handler that will never be awaited now."""
-        if self._held is not None:
-            awaitable = self._held[2]
-            self._held = None
-            if inspect.iscoroutine(awaitable):
-                awaitable.close()
-        if self._loop is not None:
-            self._loop.close()
 
 
 def _check_keep(keep: int | None) -> None:
     if keep is not None and (isinstance(keep, bool) or not isinstance(keep, int) or keep < 0):
         raise ConfigurationError(f"keep_events must be a whole number >= 0 or None, not {keep!r}")
-
-
-async def _capture(awaitable: Awaitable[Any]) -> Any:
-    """Await an async handler's result; its exception is returned, as :meth:`App.invoke` does for a sync one."""
-    try:
-        return await awaitable
-    except Exception as exc:
-        return exc
-
-
-def _is_awaitable(result: Any) -> bool:
-    """Whether a handler's result must be awaited (a HandlerOutcome or None, the usual results, never is)."""
-    return result is not None and type(result) is not HandlerOutcome and inspect.isawaitable(result)
-
-
-def loop_running() -> bool:
-    """Whether an asyncio event loop is running in this thread (in a notebook's kernel it always is).
-
-    Where one runs, async handlers must be awaited on it (``astep``); a sync ``step`` cannot.
-
-    Returns
-    -------
-    bool
-
-    Examples
-    --------
-    >>> import asyncio
-    >>> from nbkit.runtime.app import loop_running
-    >>> loop_running()
-    False
-    >>> async def inside() -> bool:
-    ...     return loop_running()
-    >>> asyncio.run(inside())
-    True
-    """
-    asyncio = sys.modules.get("asyncio")
-    if asyncio is None:  # not even imported: no loop can be running
-        return False
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return False
-    return True
 
 
 async def _sleep(seconds: float) -> None:

@@ -92,9 +92,9 @@ def _astepped(app: App) -> None:
 #: Every way of taking a delivery: they all end in the subscription's Settlement, so they must agree
 TAKES: dict[str, Callable[[App], None]] = {"step": _stepped, "astep": _astepped, "run": App.run}
 
-#: The frame of a traceback where the handler was called: App.step() when stepping, App.invoke() under astep(),
+#: The frame of a traceback where the handler was called: Intake.step() when stepping, Intake.invoke() under astep(),
 #: Settlement.burst() under run()
-_CALLER = re.compile(r'File "[^"]*(app|settlement).py", line \d+, in (step|invoke|burst)\n.*\n( *\^+\n)?')
+_CALLER = re.compile(r'File "[^"]*(intake|settlement).py", line \d+, in (step|invoke|burst)\n.*\n( *\^+\n)?')
 
 
 def _outcome(run: Callable[[App], None], handler: Callable[..., object], tmp_path: Path, name: str, **options):
