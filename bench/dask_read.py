@@ -174,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     from distributed import Client, LocalCluster, wait
 
     import nbkit.dask
-    from nbkit.notebook.frames import read_stream
+    from nbkit.tabular.frames import read_stream
 
     size = _size(args.size)
     print("== nbkit.dask.read_stream vs nbkit.read_stream")
@@ -368,7 +368,7 @@ def remote_side(client, path: str, partition_size: str, block_size: int, t_seq: 
     from distributed import wait
 
     import nbkit.dask
-    from nbkit.notebook.frames import read_stream
+    from nbkit.tabular.frames import read_stream
     from nbkit.transport.source import fetch_totals
 
     logging.getLogger("werkzeug").setLevel(logging.ERROR)

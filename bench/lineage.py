@@ -24,8 +24,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) 
 import _common as c  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from nbkit.notebook.frames import read_stream  # noqa: E402
-from nbkit.notebook.lineage import lineage  # noqa: E402
+from nbkit.tabular.frames import read_stream  # noqa: E402
+from nbkit.tabular.lineage import lineage  # noqa: E402
 from nbkit.transport.file_writer import StreamWriter  # noqa: E402
 from nbkit.wire import envelope  # noqa: E402
 

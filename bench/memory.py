@@ -47,7 +47,7 @@ app = App(broker)
 
 READER = """\
 import json, sys
-from nbkit.notebook.frames import read_stream
+from nbkit.tabular.frames import read_stream
 
 
 def status(field):

@@ -32,12 +32,12 @@ import _common as c  # noqa: E402
 import pandas as pd  # noqa: E402
 from read import compare, write_ndjson  # noqa: E402
 
-from nbkit.notebook.frames import read_arrow, read_stream  # noqa: E402
+from nbkit.tabular.frames import read_arrow, read_stream  # noqa: E402
 from nbkit.wire import core  # noqa: E402
 
 _CHILD = """
 import sys, time
-from nbkit.notebook.frames import read_stream
+from nbkit.tabular.frames import read_stream
 from nbkit.wire import core
 assert core.CORE == "pure-python", core.CORE
 t = time.perf_counter()

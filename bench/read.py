@@ -21,7 +21,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) 
 import _common as c  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from nbkit.notebook.frames import read_stream  # noqa: E402
+from nbkit.tabular.frames import read_stream  # noqa: E402
 
 TARGET = 2.0  # nbkit at least this many times faster than pandas.read_json
 

@@ -44,13 +44,13 @@ __version__ = "0.1.0"
 #: Notebook-layer names, imported on first use so that `import nbkit` (and every CLI call, every pipe
 #: stage) does not pay for pandas and matplotlib.
 _LAZY = {
-    "read_stream": "nbkit.notebook.frames",
-    "read_arrow": "nbkit.notebook.frames",
-    "read_pipe": "nbkit.notebook.frames",
-    "concat_frames": "nbkit.notebook.frames",
-    "lineage": "nbkit.notebook.lineage",
-    "messages_table": "nbkit.notebook.lineage",
-    "summarize": "nbkit.notebook.lineage",
+    "read_stream": "nbkit.tabular.frames",
+    "read_arrow": "nbkit.tabular.frames",
+    "read_pipe": "nbkit.tabular.frames",
+    "concat_frames": "nbkit.tabular.frames",
+    "lineage": "nbkit.tabular.lineage",
+    "messages_table": "nbkit.tabular.lineage",
+    "summarize": "nbkit.tabular.lineage",
     "overview": "nbkit.notebook.overview",
     "Session": "nbkit.notebook.session",
     "to_parquet": "nbkit.scale.parquet",

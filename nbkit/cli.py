@@ -1071,8 +1071,8 @@ def _cmd_lineage(args: argparse.Namespace) -> int:
     import pathlib
     import warnings
 
-    from nbkit.notebook.frames import concat_frames, read_pipe, read_stream
-    from nbkit.notebook.lineage import lineage, summarize
+    from nbkit.tabular.frames import concat_frames, read_pipe, read_stream
+    from nbkit.tabular.lineage import lineage, summarize
 
     if args.source == "stdio" and (args.since is not None or args.until is not None):
         raise InvalidArgumentError(

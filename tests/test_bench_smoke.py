@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 from nbkit import tabular
-from nbkit.notebook import frames
+from nbkit.tabular import frames
 from nbkit.tabular.payloads import infer_column
 from nbkit.transport.file_reader import StreamReader
 from nbkit.transport.file_writer import StreamWriter

@@ -64,7 +64,7 @@ def test_export_on_bad_frames(capsys, damaged, tmp_path: Path) -> None:
     pytest.importorskip("pyarrow")
     import pandas as pd
 
-    from nbkit.notebook.frames import read_stream
+    from nbkit.tabular.frames import read_stream
 
     path, _ = damaged
     out = tmp_path / "out.parquet"

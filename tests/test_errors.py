@@ -18,9 +18,9 @@ import pytest
 import nbkit.errors as errors
 from nbkit import App, FileBroker, FilePosition, PositionStore, StdioBroker, StreamReader, StreamWriter
 from nbkit.cli import main
-from nbkit.notebook.frames import read_stream
 from nbkit.runtime.delivery import Delivery
 from nbkit.scale import require
+from nbkit.tabular.frames import read_stream
 from nbkit.transport.pipe_io import LineSink
 from nbkit.transport.repair import repair
 from nbkit.wire.stdio_line import parse_line

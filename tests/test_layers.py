@@ -136,7 +136,7 @@ def test_imports_point_down_and_privates_stay_home() -> None:
 @pytest.mark.parametrize(
     ("source", "expected"),
     [
-        ("from nbkit.notebook.frames import read_stream\n", "runtime imports nbkit.notebook.frames, an upper layer"),
+        ("from nbkit.notebook.plots import timeline\n", "runtime imports nbkit.notebook.plots, an upper layer"),
         ("from nbkit.wire.scan import _hidden\n", "imports a private name of wire"),
         ("import nbkit.wire._speedups\n", "imports a private name of wire"),
     ],
@@ -156,9 +156,9 @@ def test_the_walk_catches_a_leak(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     ("source", "pxd", "expected"),
     [
         (
-            "from nbkit.notebook.frames import read_stream\n",
+            "from nbkit.notebook.plots import timeline\n",
             False,
-            "runtime imports nbkit.notebook.frames, an upper layer",
+            "runtime imports nbkit.notebook.plots, an upper layer",
         ),
         ("from nbkit.wire._hidden cimport fast\n", False, "imports a private name of wire"),
         ("from nbkit.wire._hidden cimport fast\n", True, None),

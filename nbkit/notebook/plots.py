@@ -16,14 +16,14 @@ Three kinds of frame are accepted, told apart by their columns:
   schema in :mod:`nbkit.runtime.events`): one row per settlement. Every row is a delivery; delays
   are the ``delay`` column of ``copy`` (0 s) and ``delayed-copy`` rows; dead letters are the
   ``dead-letter`` rows, at ``written_at`` (``time`` if the copy was not written).
-- a **messages frame** (:func:`~nbkit.notebook.frames.read_stream`, ``read_pipe``, ``concat_frames``;
+- a **messages frame** (:func:`~nbkit.tabular.frames.read_stream`, ``read_pipe``, ``concat_frames``;
   columns ``retry_count``, ``attempt``): one row per message as written. Rows on a dead-letter key
   are dead letters (at their ``timestamp``) and are not counted as deliveries; every other row is a
   delivery of attempt ``attempt``. Scheduled delays are not written anywhere, so they are unknown.
   A messages frame with a ``count`` column (:func:`nbkit.dask.message_counts`: messages counted on
   Dask workers per key, attempt and time bin) is drawn the same way, each row standing for ``count``
   messages; its ``redriven`` column, where present, marks redriven dead letters.
-- a **lineage frame** (:func:`~nbkit.notebook.lineage.lineage`; columns ``message``, ``final_state``):
+- a **lineage frame** (:func:`~nbkit.tabular.lineage.lineage`; columns ``message``, ``final_state``):
   one row per record, linked into messages. As a messages frame, plus the **observed** delays: the
   ``delay`` of each retry copy since the record it copies (dead-letter copies left out).
 
@@ -44,8 +44,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import numpy as np
 import pandas as pd
 
-from nbkit.notebook.lineage import DeadLetterKeys, dead_letter_predicate, timeline_steps
 from nbkit.runtime.settle import Action
+from nbkit.tabular.lineage import DeadLetterKeys, dead_letter_predicate, timeline_steps
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -924,7 +924,7 @@ def _timeline_steps_from_events(data: pd.DataFrame) -> pd.DataFrame:
 #: One normaliser per kind of input frame (see :func:`_frame_kind`), each returning a steps frame.
 _TIMELINE_READERS: dict[str, Callable[[pd.DataFrame], pd.DataFrame]] = {
     "events": _timeline_steps_from_events,
-    "lineage": timeline_steps,  # one lane per message from the file alone (nbkit.notebook.lineage)
+    "lineage": timeline_steps,  # one lane per message from the file alone (nbkit.tabular.lineage)
 }
 
 

@@ -26,9 +26,9 @@ from typing import TYPE_CHECKING, Any
 import ipywidgets as widgets
 import pandas as pd
 
-from nbkit.notebook.frames import read_stream
 from nbkit.notebook.snapshot import StaticSnapshot
 from nbkit.runtime.intake import loop_running
+from nbkit.tabular.frames import read_stream
 from nbkit.wire.timestamps import isoformat_z
 
 if TYPE_CHECKING:

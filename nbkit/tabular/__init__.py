@@ -1,7 +1,8 @@
-"""Messages as rows: the typed DataFrame every reader of stream files and pipe captures builds.
+"""Messages as rows: the typed DataFrame every reader of stream files and pipe captures builds, and what is
+worked out from those rows.
 
 A layer of its own, between the runtime and the notebook (wire -> transport -> runtime -> tabular ->
-notebook -> scale/cli), so that ``read_stream`` / ``read_pipe`` (:mod:`nbkit.notebook.frames`), the Dask
+notebook -> scale/cli), so that ``read_stream`` / ``read_pipe`` (:mod:`nbkit.tabular.frames`), the Dask
 reader and the Parquet export (:mod:`nbkit.scale`) share one schema and one builder through public names:
 
 - :mod:`nbkit.tabular.builder`: :data:`FRAME_COLUMNS`, :data:`PAYLOAD_MODES`, :class:`FrameBuilder`
@@ -11,7 +12,13 @@ reader and the Parquet export (:mod:`nbkit.scale`) share one schema and one buil
   payloads (:func:`expand_json`, :func:`json_values`, :func:`json_field_columns`, :func:`with_fields`), the
   JSON text column of ``payload="json"`` (:func:`json_text_column`), the Arrow binary column of ``payload="bytes"``
   (:func:`bytes_column`, :data:`BYTES_DTYPE`);
-- :mod:`nbkit.tabular.selection`: :class:`Selection` / :func:`selection`, the read options checked once.
+- :mod:`nbkit.tabular.selection`: :class:`Selection` / :func:`selection`, the read options checked once;
+- :mod:`nbkit.tabular.frames`: the readers themselves (``read_stream``, ``read_arrow``, ``read_pipe``,
+  ``concat_frames``), imported from :mod:`nbkit`;
+- :mod:`nbkit.tabular.lineage`: each message's history from a messages frame alone (``lineage``,
+  ``messages_table``, ``summarize``).
+
+Data only: drawing and widgets are in :mod:`nbkit.notebook`.
 
 Importing it loads pandas (the package ``nbkit`` itself does not).
 """

@@ -1,7 +1,7 @@
 """The frame builder: message columns in, the typed DataFrame of ``read_stream`` out.
 
 One builder for every reader of messages as rows: ``read_stream`` and ``read_pipe``
-(:mod:`nbkit.notebook.frames`), the Dask partitions and the Parquet export (:mod:`nbkit.scale`). It
+(:mod:`nbkit.tabular.frames`), the Dask partitions and the Parquet export (:mod:`nbkit.scale`). It
 holds the frame's schema (:data:`FRAME_COLUMNS`, the payload modes), accumulates columns (a message at
 a time, or a reader's whole :class:`~nbkit.wire.scan.FrameColumns` at once), removes envelopes, decodes
 payloads column by column (:mod:`nbkit.tabular.payloads`) and types every column.
@@ -61,7 +61,7 @@ __all__ = [
     "payload_separator",
 ]
 
-#: The columns of every messages frame, in order (the schema table in :mod:`nbkit.notebook.frames`).
+#: The columns of every messages frame, in order (the schema table in :mod:`nbkit.tabular.frames`).
 FRAME_COLUMNS = (
     "stream_key",
     "shard_id",

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from nbkit.notebook.demo import MAX_ATTEMPTS, make_orders, run_demo
-from nbkit.notebook.frames import read_pipe, read_stream
+from nbkit.tabular.frames import read_pipe, read_stream
 
 
 def test_demo_summary_and_files(tmp_path):

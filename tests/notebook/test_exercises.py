@@ -186,7 +186,7 @@ def test_pipe_stages_carry_the_retry_count():
 
 
 def test_missing_parcel_evidence_is_a_real_run(tmp_path):
-    from nbkit.notebook.frames import read_stream
+    from nbkit.tabular.frames import read_stream
 
     found = evidence("03-missing-parcel", tmp_path)
     assert isinstance(found, Evidence)
@@ -198,7 +198,7 @@ def test_missing_parcel_evidence_is_a_real_run(tmp_path):
 
 
 def test_stray_line_evidence_is_a_real_run(tmp_path):
-    from nbkit.notebook.frames import read_pipe
+    from nbkit.tabular.frames import read_pipe
 
     found = evidence("04-stray-line", tmp_path)
     piped = read_pipe(found.files["stage1.out"])
@@ -207,7 +207,7 @@ def test_stray_line_evidence_is_a_real_run(tmp_path):
 
 
 def test_replayed_evidence_shows_each_order_handled_twice(tmp_path):
-    from nbkit.notebook.frames import read_stream
+    from nbkit.tabular.frames import read_stream
 
     found = evidence("05-replayed", tmp_path)
     frame = read_stream(found.files["orders-replayed.ss"], payload="json")
@@ -271,7 +271,7 @@ def test_at_least_once_pays_again_what_follows_the_kept_position():
 
 
 def test_redrive_loop_evidence_is_a_real_run(tmp_path):
-    from nbkit.notebook.frames import read_stream
+    from nbkit.tabular.frames import read_stream
 
     found = evidence("09-redrive-loop", tmp_path)
     frame = read_stream(found.files["mystery.ss"])

@@ -11,8 +11,8 @@ from matplotlib.figure import Figure
 
 import nbkit.plot
 from nbkit.notebook import plots
-from nbkit.notebook.frames import concat_frames, read_pipe, read_stream
 from nbkit.notebook.plots import _as_deliveries, attempts, dashboard, dead_letters, retry_delays, timeline
+from nbkit.tabular.frames import concat_frames, read_pipe, read_stream
 
 T0 = pd.Timestamp("2024-01-01T00:00:00Z")
 

@@ -10,8 +10,8 @@ import pytest
 
 from nbkit import App, FileBroker, FilePosition, HandlerOutcome, read_stream
 from nbkit.notebook import plots
-from nbkit.notebook.lineage import lineage
 from nbkit.notebook.session import Session
+from nbkit.tabular.lineage import lineage
 
 NOTEBOOK_DATA = Path(__file__).resolve().parents[2] / "notebooks" / "data"
 

@@ -12,9 +12,9 @@ import pytest
 
 import nbkit.widgets
 from nbkit import App, FileBroker, FilePosition, HandlerOutcome, RetryDestinationError, StdioBroker, StreamWriter
-from nbkit.notebook.frames import read_stream
 from nbkit.notebook.session import Session
 from nbkit.notebook.widgets import SessionPanel, StreamBrowser
+from nbkit.tabular.frames import read_stream
 
 
 def text(widget) -> str:

@@ -33,12 +33,12 @@ from ss_layout import layout_ss
 
 from nbkit import cli
 from nbkit.errors import LineParseError, NbkitError, Utf8Error
-from nbkit.notebook.frames import read_pipe, read_stream
 from nbkit.runtime.app import App
 from nbkit.runtime.clock import VirtualClock
 from nbkit.runtime.file_broker import FileBroker
 from nbkit.runtime.outcome import HandlerOutcome
 from nbkit.runtime.stdio_broker import StdioBroker
+from nbkit.tabular.frames import read_pipe, read_stream
 from nbkit.transport.file_info import summarize
 from nbkit.transport.file_reader import NEED_MORE, Message, ReadEnd, StreamReader
 from nbkit.transport.file_writer import StreamWriter

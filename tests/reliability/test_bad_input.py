@@ -26,8 +26,8 @@ from hypothesis import strategies as st
 
 from nbkit import App, FileBroker, StdioBroker, StreamReader, StreamWriter, cli
 from nbkit.errors import ConfigurationError, InvalidKeyError, NbkitError, PayloadTooLargeError
-from nbkit.notebook.frames import read_stream
 from nbkit.runtime.position_store import PositionStore
+from nbkit.tabular.frames import read_stream
 from nbkit.transport.file_info import summarize
 from nbkit.wire import ssformat
 

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from nbkit import App, HandlerOutcome, StdioBroker, VirtualClock
 from nbkit.errors import LineParseError, NbkitError, Utf8Error
-from nbkit.notebook.frames import read_pipe
+from nbkit.tabular.frames import read_pipe
 from nbkit.transport.file_reader import StreamReader
 
 from . import fuzzlib

@@ -23,7 +23,7 @@ import pytest
 
 from nbkit import App, FileBroker, FilePosition, HandlerOutcome, VirtualClock
 from nbkit.errors import WriterLockedError
-from nbkit.notebook.frames import read_stream
+from nbkit.tabular.frames import read_stream
 from nbkit.transport.file_info import summarize
 from nbkit.transport.file_reader import StreamReader
 from nbkit.transport.file_writer import StreamWriter

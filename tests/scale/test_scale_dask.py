@@ -14,7 +14,7 @@ distributed = pytest.importorskip("distributed")
 
 import nbkit.dask  # noqa: E402
 from nbkit.errors import NbkitError  # noqa: E402
-from nbkit.notebook.frames import read_stream  # noqa: E402
+from nbkit.tabular.frames import read_stream  # noqa: E402
 from nbkit.transport.file_writer import StreamWriter  # noqa: E402
 from nbkit.transport.positions import FilePosition  # noqa: E402
 

@@ -17,8 +17,8 @@ pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")
 
 from nbkit.cli import main  # noqa: E402
-from nbkit.notebook.frames import read_pipe, read_stream  # noqa: E402
 from nbkit.scale.parquet import frame_to_table, read_parquet, to_parquet  # noqa: E402
+from nbkit.tabular.frames import read_pipe, read_stream  # noqa: E402
 from nbkit.transport.file_writer import StreamWriter  # noqa: E402
 
 T0 = 1_700_000_000_000

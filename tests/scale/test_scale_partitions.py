@@ -14,8 +14,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from nbkit.notebook.frames import read_stream
 from nbkit.scale.partitions import ByteRange, Selection, find_eos, plan_ranges, read_range, selection
+from nbkit.tabular.frames import read_stream
 from nbkit.transport.file_reader import StreamReader
 from nbkit.transport.file_writer import StreamWriter
 from nbkit.transport.positions import FilePosition

@@ -22,8 +22,8 @@ pytest.importorskip("s3fs")
 
 import nbkit  # noqa: E402
 import nbkit.dask  # noqa: E402
-from nbkit.notebook.frames import read_stream  # noqa: E402
 from nbkit.scale.partitions import plan_ranges, read_range  # noqa: E402
+from nbkit.tabular.frames import read_stream  # noqa: E402
 from nbkit.transport.source import fetch_totals  # noqa: E402
 from nbkit.wire.ssformat import HEADER_SIZE  # noqa: E402
 

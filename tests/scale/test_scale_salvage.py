@@ -9,7 +9,7 @@ dd = pytest.importorskip("dask.dataframe")
 
 import nbkit.dask  # noqa: E402
 from nbkit.errors import ChecksumError, FormatError  # noqa: E402
-from nbkit.notebook.frames import read_stream  # noqa: E402
+from nbkit.tabular.frames import read_stream  # noqa: E402
 from nbkit.transport.file_reader import StreamReader  # noqa: E402
 
 

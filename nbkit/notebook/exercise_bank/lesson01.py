@@ -49,7 +49,7 @@ SEQ_PER_KEY = register(
 
 def _after(*, path: str | os.PathLike, key: str, seq: int, **_: Any) -> list[int]:
     """The ``key`` sequence numbers a reader starting at the timestamp of ``key`` message ``seq`` returns."""
-    from nbkit.notebook.frames import read_stream
+    from nbkit.tabular.frames import read_stream
     from nbkit.transport.positions import FilePosition
 
     frame = read_stream(path, keys=key)
@@ -58,7 +58,7 @@ def _after(*, path: str | os.PathLike, key: str, seq: int, **_: Any) -> list[int
 
 
 def _all_seqs(path: str | os.PathLike, key: str) -> list[int]:
-    from nbkit.notebook.frames import read_stream
+    from nbkit.tabular.frames import read_stream
 
     return [int(s) for s in read_stream(path, keys=key)["seq"]]
 

@@ -26,7 +26,7 @@ def _scripted_handler(delivery: Any) -> Any:
 
 def _written(*, script: str, max_attempts: int, **_: Any) -> list[str]:
     """The payloads in the file after the scripted handler ran over ``script`` with ``max_attempts``."""
-    from nbkit.notebook.frames import read_stream
+    from nbkit.tabular.frames import read_stream
 
     with tempfile.TemporaryDirectory() as tmp:
         _session, path = file_session(

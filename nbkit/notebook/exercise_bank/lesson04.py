@@ -34,7 +34,7 @@ def _input_lines(n: int) -> list[str]:
 
 
 def _key_counts(lines: list[str]) -> dict[str, int]:
-    from nbkit.notebook.frames import read_pipe
+    from nbkit.tabular.frames import read_pipe
 
     if not lines:
         return {}

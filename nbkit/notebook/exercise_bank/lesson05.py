@@ -23,7 +23,7 @@ def _demo_file(orders: int, seed: int) -> pd.DataFrame:
     """The demo's stream file for this workload, read with JSON payloads (one row per message); the run is
     deterministic, so it is made once per workload (callers only read the frame)."""
     from nbkit.notebook.demo import run_demo
-    from nbkit.notebook.frames import read_stream
+    from nbkit.tabular.frames import read_stream
 
     with tempfile.TemporaryDirectory() as tmp:
         return read_stream(run_demo(tmp, orders=orders, seed=seed, png=False).stream_file, payload="json")

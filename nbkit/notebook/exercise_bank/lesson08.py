@@ -12,8 +12,8 @@ __all__ = ["EARLIEST_WINS", "WINDOW"]
 
 
 def _window_lineage(path: str | os.PathLike, start: str | None) -> tuple[int, int]:
-    from nbkit.notebook.frames import read_stream
-    from nbkit.notebook.lineage import lineage
+    from nbkit.tabular.frames import read_stream
+    from nbkit.tabular.lineage import lineage
 
     lin = lineage(read_stream(path, start=start) if start else read_stream(path))
     return int(lin["message"].nunique()), int(lin.attrs["unlinked_copies"])
@@ -55,8 +55,8 @@ WINDOW = register(
 
 def _earliest_wins_delays(records: list[tuple[float, int]]) -> list[float]:
     """Observed delays (s) per message, in message order, for identical payloads written at (time, count)."""
-    from nbkit.notebook.frames import read_stream
-    from nbkit.notebook.lineage import lineage
+    from nbkit.tabular.frames import read_stream
+    from nbkit.tabular.lineage import lineage
     from nbkit.transport.file_writer import StreamWriter
     from nbkit.wire.envelope import RETRY_COUNT_HEADER, encode
 

@@ -115,7 +115,7 @@ def run_day(
 
 def _ids(path: Path, key: str) -> list[int]:
     """The order ids of the messages under ``key`` in a stream file, in file order."""
-    from nbkit.notebook.frames import read_stream
+    from nbkit.tabular.frames import read_stream
 
     frame = read_stream(path, payload="json")
     return [int(i) for i in frame.loc[frame["stream_key"] == key, "payload.id"]]

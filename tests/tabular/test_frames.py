@@ -11,9 +11,9 @@ import pandas as pd
 import pytest
 
 from nbkit import App, FileBroker, FilePosition, HandlerOutcome, StdioBroker, StreamWriter
-from nbkit.notebook.frames import FRAME_COLUMNS, concat_frames, read_pipe, read_stream
 from nbkit.notebook.session import Session
 from nbkit.tabular import BYTES_DTYPE
+from nbkit.tabular.frames import FRAME_COLUMNS, concat_frames, read_pipe, read_stream
 from nbkit.wire import envelope
 
 DTYPES = {
@@ -464,7 +464,7 @@ def test_json_read_in_slices_is_the_read_in_one_go(tmp_path, monkeypatch, twist,
     the slice size, keys kept or payloads met."""
     import warnings
 
-    from nbkit.notebook import frames
+    from nbkit.tabular import frames
     from nbkit.tabular import payloads as payload_module
 
     path = tmp_path / "s.ss"

@@ -20,7 +20,7 @@ a copy carries with its predecessor's sequence number (nbkit and ruststream both
    key; dead-letter copies and a pipe's ``out_retry`` copies change key and take the others).
 4. When several matching records are unlinked, the **earliest** (first in the frame's row order) wins,
    and each record has at most one copy. Rows are taken in the frame's order: a file's write order; for
-   :func:`~nbkit.notebook.frames.concat_frames` put the upstream capture (a stage's stdin) first.
+   :func:`~nbkit.tabular.frames.concat_frames` put the upstream capture (a stage's stdin) first.
 
 Copies under a pipe stage's ``out_retry`` key link the same way: a stage's stdout alone holds its
 copies (their originals were on stdin); ``concat_frames(read_pipe(lines=stdin), read_pipe(lines=stdout))`` links
@@ -97,7 +97,7 @@ def lineage(
     """Link each retry copy in a messages frame to the record it copies: one history per message.
 
     The linking rule, its limits and what the file cannot tell are in the module docstring
-    (:mod:`nbkit.notebook.lineage`). Linking is vectorised (sorts and group-wise cumulative sums, no
+    (:mod:`nbkit.tabular.lineage`). Linking is vectorised (sorts and group-wise cumulative sums, no
     Python loop over messages): a million records link in a few seconds.
 
     Parameters
@@ -156,7 +156,7 @@ def lineage(
     Examples
     --------
     >>> from nbkit import read_pipe
-    >>> from nbkit.notebook.lineage import lineage
+    >>> from nbkit.tabular.lineage import lineage
     >>> from nbkit.wire.stdio_line import format_line
     >>> from nbkit.wire.envelope import encode
     >>> copy = encode({"x-ruststream-retry-count": "1"}, b"pay 7", force_text=True).decode()
@@ -591,7 +591,7 @@ def dead_letter_predicate(dead_letter_keys: DeadLetterKeys = None) -> Callable[[
 
     Examples
     --------
-    >>> from nbkit.notebook.lineage import dead_letter_predicate
+    >>> from nbkit.tabular.lineage import dead_letter_predicate
     >>> is_dead = dead_letter_predicate()
     >>> is_dead("orders.dead"), is_dead("jobs-dlq"), is_dead("orders.retry")
     (True, True, False)
@@ -636,7 +636,7 @@ def timeline_steps(lin: pd.DataFrame) -> pd.DataFrame:
     Examples
     --------
     >>> from nbkit import read_stream
-    >>> from nbkit.notebook.lineage import lineage, timeline_steps
+    >>> from nbkit.tabular.lineage import lineage, timeline_steps
     >>> steps = timeline_steps(lineage(read_stream("tests/data/sample-1.ss")))   # doctest: +SKIP
     """
     if "message" not in lin.columns or "dead_letter" not in lin.columns:
@@ -718,7 +718,7 @@ class LineageSummary:
     Examples
     --------
     >>> from nbkit import read_pipe
-    >>> from nbkit.notebook.lineage import lineage, summarize
+    >>> from nbkit.tabular.lineage import lineage, summarize
     >>> summary = summarize(lineage(read_pipe(lines=["[2024-01-01T00:00:00 | jobs | 0] hello"])))
     >>> summary.messages, summary.attempts.to_dict(), summary.dead_letters
     (1, {1: 1}, 0)
@@ -748,7 +748,7 @@ class LineageSummary:
         Examples
         --------
         >>> from nbkit import read_pipe
-        >>> from nbkit.notebook.lineage import lineage, summarize
+        >>> from nbkit.tabular.lineage import lineage, summarize
         >>> print(summarize(lineage(read_pipe(lines=["[2024-01-01T00:00:00 | jobs | 0] hi"]))).to_text())
         1 messages in 1 records (pipe)
         attempts needed:  1: 1  (attempts: messages)
@@ -811,7 +811,7 @@ class LineageSummary:
         Examples
         --------
         >>> from nbkit import read_pipe
-        >>> from nbkit.notebook.lineage import lineage, summarize
+        >>> from nbkit.tabular.lineage import lineage, summarize
         >>> summarize(lineage(read_pipe(lines=["[2024-01-01T00:00:00 | jobs | 0] hi"]))).to_dict()["attempts"]
         {'1': 1}
         """
@@ -875,7 +875,7 @@ def summarize(lin: pd.DataFrame) -> LineageSummary:
     Examples
     --------
     >>> from nbkit import read_stream
-    >>> from nbkit.notebook.lineage import lineage, summarize
+    >>> from nbkit.tabular.lineage import lineage, summarize
     >>> print(summarize(lineage(read_stream("tests/data/sample-1.ss"))).to_text())  # doctest: +SKIP
     """
     if "message" not in lin.columns or "dead_letter" not in lin.columns:

@@ -16,10 +16,10 @@ import pandas as pd
 import pytest
 
 from nbkit import App, FileBroker, FilePosition, HandlerOutcome, StdioBroker, StreamWriter
-from nbkit.notebook.frames import concat_frames, read_pipe, read_stream
-from nbkit.notebook.lineage import LINEAGE_COLUMNS, lineage, summarize, timeline_steps
 from nbkit.notebook.session import Session
 from nbkit.runtime.delivery import Delivery
+from nbkit.tabular.frames import concat_frames, read_pipe, read_stream
+from nbkit.tabular.lineage import LINEAGE_COLUMNS, lineage, summarize, timeline_steps
 from nbkit.wire import envelope
 from nbkit.wire.stdio_line import format_line
 
