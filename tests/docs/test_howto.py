@@ -1,8 +1,8 @@
 """Every how-to page runs as written and prints what it shows; the how-to index lists every page.
 
 Each page's python and console blocks run in order in a fresh temporary folder, and each output is
-compared with the ``text`` block under it (the rules, and what ``...`` matches, are in
-``howto_blocks.py``). A page that cannot run here (an optional extra missing) is skipped, not passed.
+compared with the ``text`` block under it (the rules, and what ``...`` matches, are those of notebook
+mode in ``page_code.py``). A page that cannot run here (an optional extra missing) is skipped, not passed.
 """
 
 from __future__ import annotations
@@ -12,12 +12,10 @@ import difflib
 import re
 import sys
 import warnings
-from pathlib import Path
 
 import pytest
-from howto_blocks import Block, Page, matches, normalise, parse, run_page
+from page_code import NOTEBOOK, ROOT, Block, Page, matches, normalise, parse, run
 
-ROOT = Path(__file__).resolve().parents[2]
 HOWTO = ROOT / "docs" / "howto"
 PAGES = sorted(p for p in HOWTO.glob("*.md") if p.name != "index.md")
 
@@ -36,11 +34,12 @@ def _report(page: Page, block: Block, output: str) -> str:
 def test_every_block_of_the_page_prints_what_the_page_shows(path, tmp_path, monkeypatch):
     page = parse(path)
     assert not page.problems, "\n".join(f"{path.name}: {p}" for p in page.problems)
+    assert page.mode is NOTEBOOK, f"{path.name}: a how-to page runs top to bottom as a notebook"
     assert any(b.expected is not None for b in page.runs), f"{path.name}: no block shows its output"
     for module in page.requires:
         pytest.importorskip(module)
     monkeypatch.setenv("MPLBACKEND", "Agg")
-    with warnings.catch_warnings(), contextlib.closing(run_page(page, tmp_path)) as outputs:
+    with warnings.catch_warnings(), contextlib.closing(run(page.blocks, tmp_path, NOTEBOOK)) as outputs:
         warnings.simplefilter("ignore")  # a page shows what it prints; warnings are not part of it
         for block, output in outputs:  # closing: a failed page still stops what it started
             if block.expected is not None:
@@ -80,7 +79,7 @@ def test_matching_rules(shown, printed, same):
 def test_a_code_block_that_neither_runs_nor_is_marked_is_a_problem(tmp_path):
     page = tmp_path / "p.md"
     page.write_text(
-        "```bash\nls\n```\n\n% not tested: it runs forever\n```bash\nnbkit watch f.ss\n```\n\n"
+        "```sh\nls\n```\n\n% not tested: it runs forever\n```bash\nnbkit watch f.ss\n```\n\n"
         "```console\n$ echo hi\n```\n\n```text\nhi\n```\n\n```text\nfree\n```\n",
         encoding="utf-8",
     )
@@ -90,7 +89,7 @@ def test_a_code_block_that_neither_runs_nor_is_marked_is_a_problem(tmp_path):
         ("bash", True, None),
         ("console", False, "hi"),
     ]
-    assert [out for _, out in run_page(parsed, tmp_path)] == ["hi\n"]
+    assert [out for _, out in run(parsed.blocks, tmp_path, NOTEBOOK)] == ["hi\n"]
 
 
 def test_a_file_block_is_written_where_the_page_reaches_it_and_requires_are_read(tmp_path):
@@ -105,6 +104,35 @@ def test_a_file_block_is_written_where_the_page_reaches_it_and_requires_are_read
     assert not parsed.problems and parsed.requires == ["json", "csv"]
     folder = tmp_path / "run"
     folder.mkdir()
-    outputs = [(block.file or block.lang, out) for block, out in run_page(parsed, folder)]
+    outputs = [(block.file or block.lang, out) for block, out in run(parsed.blocks, folder, parsed.mode)]
     assert outputs == [("stage.py", ""), ("python", "42\n"), ("console", "X = 41\n")]
     assert "stage" not in sys.modules  # the page's own module does not leak into the next page
+
+
+def test_a_notebook_page_reads_the_same_blocks_as_a_scripts_page(tmp_path):
+    """One syntax: a ``# NAME.py`` python block is a file and a bash block a script here too."""
+    page = tmp_path / "p.md"
+    page.write_text(
+        "## a heading is no new run here\n\n```python\n# helper.py\nWORD = 'hi'\n```\n\n"
+        '```bash\nx=$(cat helper.py | wc -l)\necho "lines $x"\n```\n\n```text\nlines 2\n```\n\n'
+        "```python\nfrom helper import WORD\n\nWORD\n```\n\n```text\n'hi'\n```\n",
+        encoding="utf-8",
+    )
+    parsed = parse(page)
+    assert not parsed.problems and parsed.mode is NOTEBOOK
+    assert [[b.file or b.lang for b in blocks] for _, blocks in parsed.units()] == [["helper.py", "bash", "python"]]
+    folder = tmp_path / "run"
+    folder.mkdir()
+    outputs = [(block, out) for block, out in run(parsed.blocks, folder, parsed.mode)]
+    assert [out for _, out in outputs] == ["", "lines 2\n", "'hi'\n"]
+    assert all(matches(block.expected, out) for block, out in outputs if block.expected is not None)
+    assert "helper" not in sys.modules
+
+
+def test_an_unknown_mode_and_output_inside_a_console_block_are_problems(tmp_path):
+    page = tmp_path / "p.md"
+    page.write_text("% run: script\n\n```console\n$ echo hi\nhi\n```\n", encoding="utf-8")
+    assert parse(page).problems == [
+        "line 1: no mode 'script' (one of notebook, scripts)",
+        "line 5: a console block holds only '$ command' lines; output goes below",
+    ]

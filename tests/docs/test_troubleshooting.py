@@ -2,22 +2,24 @@
 
 ``docs/troubleshooting.md`` lists symptoms, each with a script or shell session that reproduces it and
 the output it printed. These tests run each entry in a folder of its own through the public API and the
-``nbkit`` command (tests/docs/troubleshooting_page.py), then check that (1) every output the page shows
-is what the code prints now, timestamps aside, and (2) the key line each entry is about (an error, a
-log line, a count) is both printed and quoted on the page. A change to a message, a default or a rule
-fails here, naming the entry, instead of leaving the page wrong.
+``nbkit`` command (the page is in the scripts mode of tests/docs/page_code.py: each python block is a
+process of its own, as entries kill processes), then check that (1) every output the page shows is what
+the code prints now, timestamps aside, and (2) the key line each entry is about (an error, a log line, a
+count) is both printed and quoted on the page. A change to a message, a default or a rule fails here,
+naming the entry, instead of leaving the page wrong.
 """
 
 from __future__ import annotations
 
-import re
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from troubleshooting_page import Run, entries, run_entry
+from page_code import ROOT, SCRIPTS, Output, Section, collapse_spaces, parse, run, without_time
 
-ENTRIES = entries()
+PAGE = parse(ROOT / "docs" / "troubleshooting.md")
+ENTRIES: dict[str, Section] = {heading: s for heading, s in PAGE.sections.items() if heading}  # ``## `` entries
 
 #: Per entry (a piece of its heading): text the reproduction must print and the page must quote.
 #: Runs of spaces count as one, so a table's column widths do not matter.
@@ -65,60 +67,58 @@ KEYS: dict[str, list[str]] = {
         'this broker" stream_key=orders seq=2 attempt=1',
     ],
 }
-_STAMP = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z?|\(\d{13} ms\)")
-
-
-def _flat(text: str) -> str:
-    """Runs of spaces and tabs as one space (newlines kept)."""
-    return re.sub(r"[ \t]+", " ", text)
-
-
-def _same_but_time(text: str) -> str:
-    """The text with every timestamp replaced and spacing collapsed: what must not change between runs."""
-    return _flat(_STAMP.sub("<time>", text)).strip()
 
 
 def _heading(piece: str) -> str:
     return next(h for h in ENTRIES if piece in h)
 
 
+def _run_entry(section: Section, folder: Path) -> list[Output]:
+    """An entry's run blocks with what each printed (its file blocks are written, not listed)."""
+    folder.mkdir()
+    return [output for output in run(section.blocks, folder, SCRIPTS) if not output.block.file]
+
+
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[Run]]:
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[Output]]:
     """Every entry run once, three at a time (each is mostly waiting for child processes)."""
+    assert PAGE.mode is SCRIPTS, "docs/troubleshooting.md must say '% run: scripts': its entries kill processes"
     base = tmp_path_factory.mktemp("troubleshooting")
     with ThreadPoolExecutor(max_workers=3) as pool:
-        futures = {h: pool.submit(run_entry, body, base / f"entry{i}") for i, (h, body) in enumerate(ENTRIES.items())}
+        futures = {h: pool.submit(_run_entry, s, base / f"entry{i}") for i, (h, s) in enumerate(ENTRIES.items())}
         return {h: f.result() for h, f in futures.items()}
 
 
 def test_the_page_has_at_least_twelve_entries_each_with_symptom_cause_fix_and_shown_output():
+    assert not PAGE.problems, "\n".join(f"troubleshooting.md: {p}" for p in PAGE.problems)
+    assert PAGE.mode is SCRIPTS
     assert len(ENTRIES) >= 12, list(ENTRIES)
-    for heading, body in ENTRIES.items():
+    for heading, section in ENTRIES.items():
         for part in ("**Symptom.**", "**Cause.**", "**Fix.**"):
-            assert part in body, f"{heading!r}: no {part}"
-        assert re.search(r"```(?:python|bash)\n", body), f"{heading!r}: nothing to run"
-        assert re.search(r"```text\n.+?```", body, re.S), f"{heading!r}: no output shown"
+            assert part in section.text, f"{heading!r}: no {part}"
+        assert any(not b.file for b in section.runs), f"{heading!r}: nothing to run"
+        assert any((b.expected or "").strip() for b in section.runs), f"{heading!r}: no output shown"
     assert set(ENTRIES) == {_heading(piece) for piece in KEYS}, "an entry has no key text in KEYS"
 
 
 @pytest.mark.parametrize("heading", list(ENTRIES))
 def test_each_output_shown_is_what_the_code_prints_now(runs, heading):
-    shown = [run for run in runs[heading] if run.shown]
+    shown = [(block, printed) for block, printed in runs[heading] if block.expected is not None]
     assert shown, f"{heading!r}: no run block is followed by its output"
-    for run in shown:
-        assert _same_but_time(run.printed) == _same_but_time(run.shown), (
-            f"{heading!r}: the page shows\n{run.shown}\nbut the code now prints\n{run.printed}"
+    for block, printed in shown:
+        assert without_time(printed) == without_time(block.expected), (
+            f"{heading!r} (line {block.line}): the page shows\n{block.expected}\nbut the code now prints\n{printed}"
         )
 
 
 @pytest.mark.parametrize("piece", list(KEYS))
 def test_each_entry_reproduces_its_symptom_and_the_page_quotes_it(runs, piece):
     heading = _heading(piece)
-    printed = _flat("".join(run.printed for run in runs[heading]))
-    page = _flat(ENTRIES[heading])
+    printed = collapse_spaces("".join(output.printed for output in runs[heading]))
+    page = collapse_spaces(ENTRIES[heading].text)
     for key in KEYS[piece]:
-        assert _flat(key) in printed, f"{heading!r}: the reproduction no longer prints {key!r}:\n{printed}"
-        assert _flat(key) in page, f"{heading!r}: the page does not quote {key!r}"
+        assert collapse_spaces(key) in printed, f"{heading!r}: the reproduction no longer prints {key!r}:\n{printed}"
+        assert collapse_spaces(key) in page, f"{heading!r}: the page does not quote {key!r}"
 
 
 def test_the_quiet_run_shows_no_ack_warning_and_the_fixed_redrive_gets_its_attempts(runs):
@@ -131,7 +131,47 @@ def test_the_quiet_run_shows_no_ack_warning_and_the_fixed_redrive_gets_its_attem
 
 
 def test_the_runner_sees_a_broken_example(tmp_path: Path):
-    body = "```python\nprint('one')\n```\n\n```text\ntwo\n```\n"
-    (run,) = run_entry(body, tmp_path)
-    assert run.printed == "one\n" and run.shown == "two\n"
-    assert _same_but_time(run.printed) != _same_but_time(run.shown)
+    page = tmp_path / "p.md"
+    page.write_text(
+        "% run: scripts\n\n## entry\n\n```python\nprint('one')\n```\n\n```text\ntwo\n```\n", encoding="utf-8"
+    )
+    ((block, printed),) = _run_entry(parse(page).sections["entry"], tmp_path / "run")
+    assert printed == "one\n" and block.expected == "two"
+    assert without_time(printed) != without_time(block.expected)
+
+
+def _alive(pid: int) -> bool:
+    """True while the process runs (a killed one waiting to be reaped counts as gone)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, IndexError):
+        return False
+    return state not in ("Z", "X")
+
+
+def test_scripts_mode_runs_each_section_alone_and_each_python_block_as_a_process(tmp_path: Path):
+    page = tmp_path / "p.md"
+    page.write_text(
+        "% run: scripts (blocks exit hard)\n\n## one\n\n```python\n# mod.py\nX = 41\n```\n\n"
+        "```python\nimport os, mod\nprint(mod.X + 1, flush=True)\nos._exit(3)\n```\n\n```text\n42\n```\n\n"
+        "```console\n$ python -c 'import mod; print(mod.X)'; echo \"exit $?\"\n```\n\n```text\n41\nexit 0\n```\n\n"
+        "```bash\nsleep 300 > /dev/null 2>&1 &\necho $! > sleeper\necho at   2024-01-01T00:00:00Z\n```\n\n"
+        "```text\nat 2026-12-04T17:46:08.888Z\n```\n\n## two\n\n```bash\nls\n```\n",
+        encoding="utf-8",
+    )
+    parsed = parse(page)
+    assert not parsed.problems and parsed.mode is SCRIPTS
+    assert [(heading, [b.file or b.lang for b in blocks]) for heading, blocks in parsed.units()] == [
+        ("one", ["mod.py", "python", "console", "bash"]),
+        ("two", ["bash"]),
+    ]
+    outputs = {heading: _run_entry(parsed.sections[heading], tmp_path / heading) for heading in ("one", "two")}
+    assert [printed for _, printed in outputs["one"]] == ["42\n", "41\nexit 0\n", "at 2024-01-01T00:00:00Z\n"]
+    assert all(SCRIPTS.compare(block.expected, printed) for block, printed in outputs["one"])
+    assert outputs["two"][0].printed == ""  # a folder of its own: nothing of section one
+    sleeper = int((tmp_path / "one" / "sleeper").read_text())
+    for _ in range(50):  # killed when its section's run ended
+        if not _alive(sleeper):
+            break
+        time.sleep(0.1)
+    assert not _alive(sleeper)
