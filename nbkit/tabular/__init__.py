@@ -12,6 +12,9 @@ reader and the Parquet export (:mod:`nbkit.scale`) share one schema and one buil
   JSON text column of ``payload="json"`` (:func:`json_text_column`), the Arrow binary column of ``payload="bytes"``
   (:func:`bytes_column`, :data:`BYTES_DTYPE`);
 - :mod:`nbkit.tabular.selection`: :class:`Selection` / :func:`selection`, the read options checked once.
+- :mod:`nbkit.tabular.timeline_steps`: the steps frame ``nbkit.plot.timeline`` draws (one row per delivery,
+  in lanes), read from an events frame (:func:`~nbkit.tabular.timeline_steps.steps_from_events`); imported by
+  its module name, not re-exported here.
 
 Importing it loads pandas (the package ``nbkit`` itself does not).
 """
