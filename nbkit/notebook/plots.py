@@ -39,13 +39,15 @@ needs no guess: its ``dead-letter`` rows are the declaration at work.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 import pandas as pd
 
 from nbkit.runtime.settle import Action
-from nbkit.tabular.lineage import DeadLetterKeys, dead_letter_predicate, timeline_steps
+from nbkit.tabular.lineage import DeadLetterKeys, dead_letter_predicate
+from nbkit.tabular.timeline_steps import STEP_READERS, file_lanes_first
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -744,8 +746,8 @@ def _redriven_line(
 
 
 # -- the timeline --------------------------------------------------------------------------------------
-#: How a lane can end, in legend order: the state name of a timeline step -> (legend text, marker, colour).
-#: "retried" is no end: the copy came back as the lane's next delivery.
+#: How a lane can end, in legend order: each of :data:`nbkit.tabular.timeline_steps.END_STATES` -> (legend
+#: text, marker, colour). "retried" is no end: the copy came back as the lane's next delivery.
 TIMELINE_ENDS = {
     "handled": ("handled (ack)", "$\\checkmark$", "C2"),  # a tick, not a rotated X: told apart without colour
     "dropped": ("dropped (drop or exception)", "v", "0.35"),
@@ -757,7 +759,6 @@ TIMELINE_ENDS = {
     "pending": ("copy due, not yet written", "o", "0.5"),
     "no further copy": ("no further copy (handled, dropped, rejected or lost)", "|", "0.35"),
 }
-TIMELINE_STATES = ("retried", *TIMELINE_ENDS)
 _DELIVERY_MARKERS = {"file": "o", "pipe": "D"}
 #: Delivery markers (points) and the attempt digit inside them: large enough to read when projected.
 _DELIVERY_SIZE = 15
@@ -803,167 +804,17 @@ def _apart(
     return kept
 
 
-#: The actions that write (or schedule) a retry copy.
-_COPY_ACTIONS = frozenset({Action.COPY, Action.DELAYED_COPY})
-#: Columns of the steps frame every timeline input is normalised to (see :func:`_timeline_steps`).
-TIMELINE_STEP_COLUMNS = (
-    "message", "transport", "attempt", "time", "delay", "copy_at", "state", "destination", "note",
-)  # fmt: skip
-
-
-def _timeline_steps_from_events(data: pd.DataFrame) -> pd.DataFrame:
-    """Steps of an events frame: each settlement is one delivery. A copy's next delivery -- a later
-    row whose stream key, seq and attempt are the copy's destination, ``copy_seq`` and attempt + 1
-    -- continues its lane: on a file, by the same subscription; on a pipe, by any subscription (a
-    ``loopback`` stage reads its own copies back, perhaps under a retry key with its own
-    subscription). Otherwise a pipe lane ends with its copy written to stdout."""
-    _require(data, "time", "transport", "stream_key", "seq", "action", "outcome", kind="events")
-    rows = data.reset_index(drop=True)
-    col: dict[str, list[Any]] = {
-        name: rows[name].astype(object).tolist() if name in rows.columns else [None] * len(rows)
-        for name in (
-            "transport",
-            "subscription",
-            "stream_key",
-            "seq",
-            "attempt",
-            "outcome",
-            "action",
-            "destination",
-            "copy_seq",
-            "abandoned",
-            "error",
-            "redriven",
-        )
-    }
-    time = _utc(rows["time"])
-    lost_at = _utc(rows["lost_at"]) if "lost_at" in rows.columns else pd.Series(pd.NaT, index=rows.index)
-    written = _utc(rows["written_at"]) if "written_at" in rows.columns else pd.Series(pd.NaT, index=rows.index)
-    due = _utc(rows["due"]) if "due" in rows.columns else pd.Series(pd.NaT, index=rows.index)
-    delay = (
-        pd.to_numeric(rows["delay"], errors="coerce").to_numpy(dtype=float, na_value=np.nan)
-        if "delay" in rows.columns
-        else np.full(len(rows), np.nan)
-    )
-
-    def present(value: object) -> bool:
-        return value is not None and not (not isinstance(value, str) and pd.isna(value))
-
-    lane_of: dict[tuple, int] = {}  # (transport, subscription, key, seq, attempt) of an awaited copy -> lane
-    lanes: list[str] = []
-    lane_ids: list[int] = []
-    continues = [False] * len(rows)
-    last_row_of_lane: dict[int, int] = {}
-    for i in range(len(rows)):
-        transport = col["transport"][i]
-        reader = col["subscription"][i] if transport == "file" else None
-        lane = lane_of.pop((transport, reader, col["stream_key"][i], col["seq"][i], col["attempt"][i]), None)
-        if lane is None:
-            lane = len(lanes)
-            lanes.append(
-                f"{col['transport'][i]} {col['stream_key'][i]} #{col['seq'][i]}"
-                + (" (redriven)" if col["redriven"][i] is True else "")
-            )
-        else:
-            continues[last_row_of_lane[lane]] = True
-        lane_ids.append(lane)
-        last_row_of_lane[lane] = i
-        copied = col["action"][i] in _COPY_ACTIONS and present(col["copy_seq"][i])
-        if copied and present(col["attempt"][i]):
-            awaited = (transport, reader, col["destination"][i], col["copy_seq"][i], int(col["attempt"][i]) + 1)
-            lane_of[awaited] = lane
-
-    states: list[str] = []
-    notes: list[str] = []
-    copy_at: list = []
-    delays: list[float] = []
-    for i in range(len(rows)):
-        action, outcome = col["action"][i], col["outcome"][i]
-        error = str(col["error"][i]) if present(col["error"][i]) else ""
-        at = pd.NaT
-        d = np.nan
-        if action in _COPY_ACTIONS:
-            d = 0.0 if np.isnan(delay[i]) else float(delay[i])
-            if col["abandoned"][i] is True or error.startswith("copy lost"):
-                # lost when the process gave it up (crash, shutdown timeout), not when it would have been due
-                due_at = due[i] if present(due[i]) else time[i] + pd.Timedelta(seconds=d)
-                state, at = "lost", lost_at[i] if present(lost_at[i]) else due_at
-            elif present(written[i]):
-                ended = "copy-out" if col["transport"][i] == "pipe" else "waiting"
-                state, at = ("retried" if continues[i] else ended), written[i]
-            else:
-                state, at = "pending", due[i] if present(due[i]) else time[i] + pd.Timedelta(seconds=d)
-        elif action == Action.DEAD_LETTER:
-            state, at = "dead-letter", written[i] if present(written[i]) else time[i]
-            if error.startswith("copy lost"):
-                state = "lost"
-        elif action == Action.REJECTED:
-            state = "rejected"
-        else:  # Action.UNSUPPORTED: acknowledging is not supported upstream; the message is settled
-            state = "handled" if outcome == "ack" and not error else "dropped"
-        states.append(state)
-        notes.append("exception" if state == "dropped" and error else "")
-        copy_at.append(at)
-        delays.append(d)
-    return pd.DataFrame(
-        {
-            "message": pd.Categorical.from_codes(lane_ids, categories=lanes) if lanes else pd.Categorical([]),
-            "transport": [str(t) if present(t) else "" for t in col["transport"]],
-            "attempt": pd.array(col["attempt"], dtype="Int64"),
-            "time": time.to_numpy(),
-            "delay": np.array(delays, dtype=float),
-            "copy_at": pd.to_datetime(pd.Series(copy_at, dtype=object), utc=True).to_numpy(),
-            "state": states,
-            "destination": [str(x) if present(x) else "" for x in col["destination"]],
-            "note": notes,
-        },
-        columns=list(TIMELINE_STEP_COLUMNS),
-    )
-
-
-#: One normaliser per kind of input frame (see :func:`_frame_kind`), each returning a steps frame.
-_TIMELINE_READERS: dict[str, Callable[[pd.DataFrame], pd.DataFrame]] = {
-    "events": _timeline_steps_from_events,
-    "lineage": timeline_steps,  # one lane per message from the file alone (nbkit.tabular.lineage)
-}
-
-
 def _timeline_steps(data: pd.DataFrame) -> pd.DataFrame:
-    """Normalise any accepted input to the steps frame the timeline draws.
-
-    One row per delivery, lanes in order of first appearance:
-
-    - ``message`` (categorical; categories = lanes in drawing order): the lane's label,
-    - ``transport`` ("file", "pipe"), ``attempt`` (Int64), ``time`` (UTC: the delivery),
-    - ``delay`` (float s; NaN unless the delivery scheduled a retry copy),
-    - ``copy_at`` (UTC: when its copy or dead letter was written, or is/was due; NaT if none),
-    - ``state``: one of :data:`TIMELINE_STATES` -- "retried" (its copy is the lane's next delivery)
-      or how the lane ends (only a lane's last row has an end),
-    - ``destination`` (the copy's stream key, or ""),
-    - ``note`` (a word added to the end's label, e.g. "exception"; or "").
-
-    A new kind of input frame needs only a reader in :data:`_TIMELINE_READERS`.
-    """
+    """Any accepted input as the steps frame the timeline draws (columns in
+    :mod:`nbkit.tabular.timeline_steps`), file lanes first."""
     kind = _frame_kind(data)
-    reader = _TIMELINE_READERS.get(kind)
+    reader = STEP_READERS.get(kind)
     if reader is None:
         raise ValueError(
             f"timeline needs an events frame (session.events or app.events_frame()) or a lineage frame "
             f"(nbkit.lineage(read_stream(...))); a {kind} frame does not say which records are one message"
         )
-    return reader(data)
-
-
-def _file_lanes_first(steps: pd.DataFrame) -> pd.DataFrame:
-    """The steps with their lanes reordered: file messages first, then pipe, each in order of appearance."""
-    if steps.empty:
-        return steps
-    first = steps.groupby("message", observed=True, sort=False)["transport"].first()
-    rank = {"file": 0, "pipe": 1}
-    order = sorted(range(len(first)), key=lambda i: (rank.get(first.iat[i], 2), i))
-    out = steps.copy()
-    out["message"] = out["message"].cat.reorder_categories([first.index[i] for i in order])
-    return out
+    return file_lanes_first(reader(data))
 
 
 def _time_unit(span_seconds: float) -> tuple[float, str]:
@@ -1060,64 +911,120 @@ def timeline(events: pd.DataFrame, *, ax: Axes | None = None, max_lanes: int = 3
     if isinstance(max_lanes, bool) or not isinstance(max_lanes, int) or max_lanes < 1:
         raise ValueError(f"max_lanes must be a whole number >= 1, not {max_lanes!r}")
     _wants_wall(clock, 0.0)  # a wrong clock= fails before anything is drawn
-    steps = _file_lanes_first(_timeline_steps(events))
+    steps = _timeline_steps(events)
     ax = _axes(ax)
     ax.set_title("Each message through time")
     if steps.empty:
         ax.set_xlabel("time since the first delivery")
         return _no_data(ax, "no message delivered yet")
+    lanes = _Lanes.of(_first_lanes(ax, steps, max_lanes))
+    _draw_delays(ax, lanes)
+    _draw_waits(ax, lanes)
+    _draw_delay_labels(ax, lanes)
+    _draw_deliveries(ax, lanes)
+    _draw_attempt_numbers(ax, lanes)
+    _draw_ends(ax, lanes)
+    _draw_lane_labels(ax, lanes)
+    _draw_time_axis(ax, lanes, clock)
+    _draw_legend(ax)
+    return ax
+
+
+def _first_lanes(ax: Axes, steps: pd.DataFrame, max_lanes: int) -> pd.DataFrame:
+    """The steps of the first ``max_lanes`` lanes, the others left out of the rows and the categories;
+    the title says how many were left out."""
     lanes = list(steps["message"].cat.categories)
-    shown = lanes[:max_lanes]
-    if len(lanes) > max_lanes:
-        ax.set_title(f"Each message through time (first {max_lanes} of {len(lanes)} messages)")
-        steps = steps[steps["message"].isin(shown)]
-    start = steps["time"].min()
+    if len(lanes) <= max_lanes:
+        return steps
+    ax.set_title(f"Each message through time (first {max_lanes} of {len(lanes)} messages)")
+    shown = steps[steps["message"].isin(lanes[:max_lanes])].copy()
+    shown["message"] = shown["message"].cat.set_categories(lanes[:max_lanes])
+    return shown
 
-    def rel(values: pd.Series) -> np.ndarray:
-        return ((pd.to_datetime(pd.Series(values), utc=True) - start).dt.total_seconds()).to_numpy(dtype=float)
 
-    t = rel(steps["time"])
-    c = rel(steps["copy_at"])
-    span = float(np.nanmax(np.concatenate([t, c]))) if len(t) else 0.0
-    per, unit = _time_unit(span)
-    t, c = t / per, c / per
-    y = steps["message"].cat.codes.to_numpy()
-    transports = steps["transport"].to_numpy()
-    states = steps["state"].to_numpy()
-    delays = steps["delay"].to_numpy()
-    attempts_ = steps["attempt"].to_numpy(dtype=object)
+@dataclass(frozen=True)
+class _Lanes:
+    """The steps placed on the timeline's Axes, one array entry per step: x in time units (``unit``)
+    since ``start`` (the first delivery), y the lane (0 at the top). Every draw helper reads this."""
 
-    import matplotlib.transforms as mtransforms
+    names: list[str]  # the lanes, top to bottom
+    start: pd.Timestamp
+    span: float  # seconds from the first delivery to the last delivery or copy
+    per: float  # seconds per x unit
+    unit: str
+    t: np.ndarray  # deliveries
+    c: np.ndarray  # copies or dead letters written (or due, or lost); NaN if none
+    y: np.ndarray
+    transport: np.ndarray
+    state: np.ndarray
+    delay: np.ndarray
+    attempt: np.ndarray
+    destination: np.ndarray
+    note: np.ndarray
 
-    end_shift = mtransforms.offset_copy(ax.transData, fig=_root_figure(ax), x=11, y=0, units="points")
-    # delays: delivery -> copy written (or due); waits: copy written -> delivered again
-    for transport in ("file", "pipe"):
-        mine = (transports == transport) & ~np.isnan(c) & ~np.isnan(delays)
-        solid = mine & np.isin(states, ("retried", "waiting", "copy-out"))
-        dashed = mine & np.isin(states, ("lost", "pending"))
-        color = _TRANSPORT_COLORS[transport]
-        if solid.any():
-            ax.hlines(y[solid], t[solid], c[solid], colors=color, linewidth=2, gid=f"delay-{transport}")
-        if dashed.any():
-            ax.hlines(
-                y[dashed],
-                t[dashed],
-                c[dashed],
-                colors=color,
-                linewidth=2,
-                linestyles="dashed",
-                gid=f"unwritten-{transport}",
-            )
-    order = np.arange(len(steps))
-    next_time = np.full(len(steps), np.nan)
-    for lane in np.unique(y):
-        idx = order[y == lane]
-        next_time[idx[:-1]] = t[idx[1:]]
-    waiting = (states == "retried") & ~np.isnan(next_time) & (next_time > c)
-    if waiting.any():
-        ax.hlines(
-            y[waiting], c[waiting], next_time[waiting], colors="0.6", linewidth=1, linestyles="dotted", gid="waiting"
+    @classmethod
+    def of(cls, steps: pd.DataFrame) -> _Lanes:
+        """Place a steps frame (not empty; lanes beyond the shown ones already left out)."""
+        names = list(steps["message"].cat.categories)
+        start = steps["time"].min()
+
+        def since_start(values: pd.Series) -> np.ndarray:
+            seconds = (pd.to_datetime(pd.Series(values), utc=True) - start).dt.total_seconds()
+            return seconds.to_numpy(dtype=float)
+
+        t, c = since_start(steps["time"]), since_start(steps["copy_at"])
+        span = float(np.nanmax(np.concatenate([t, c]))) if len(t) else 0.0
+        per, unit = _time_unit(span)
+        return cls(
+            names=names,
+            start=start,
+            span=span,
+            per=per,
+            unit=unit,
+            t=t / per,
+            c=c / per,
+            y=steps["message"].cat.codes.to_numpy(),
+            transport=steps["transport"].to_numpy(),
+            state=steps["state"].to_numpy(),
+            delay=steps["delay"].to_numpy(),
+            attempt=steps["attempt"].to_numpy(dtype=object),
+            destination=steps["destination"].to_numpy(dtype=object),
+            note=steps["note"].to_numpy(dtype=object),
         )
+
+
+def _draw_delays(ax: Axes, lanes: _Lanes) -> None:
+    """Each retry delay as a line from the delivery to its copy, in the transport's colour: solid when
+    the copy was written, dashed when it is still due or was lost."""
+    for transport in ("file", "pipe"):
+        mine = (lanes.transport == transport) & ~np.isnan(lanes.c) & ~np.isnan(lanes.delay)
+        written = mine & np.isin(lanes.state, ("retried", "waiting", "copy-out"))
+        unwritten = mine & np.isin(lanes.state, ("lost", "pending"))
+        y, t, c, color = lanes.y, lanes.t, lanes.c, _TRANSPORT_COLORS[transport]
+        if written.any():
+            ax.hlines(y[written], t[written], c[written], colors=color, linewidth=2, gid=f"delay-{transport}")
+        if unwritten.any():
+            ax.hlines(y[unwritten], t[unwritten], c[unwritten], colors=color, linewidth=2, linestyles="dashed",
+                      gid=f"unwritten-{transport}")  # fmt: skip
+
+
+def _draw_waits(ax: Axes, lanes: _Lanes) -> None:
+    """A dotted grey line from a copy written to its delivery, where that came later (at once in a run)."""
+    next_time = np.full(len(lanes.t), np.nan)
+    order = np.arange(len(lanes.t))
+    for lane in np.unique(lanes.y):
+        idx = order[lanes.y == lane]
+        next_time[idx[:-1]] = lanes.t[idx[1:]]
+    waiting = (lanes.state == "retried") & ~np.isnan(next_time) & (next_time > lanes.c)
+    if waiting.any():
+        y, c, until = lanes.y[waiting], lanes.c[waiting], next_time[waiting]
+        ax.hlines(y, c, until, colors="0.6", linewidth=1, linestyles="dotted", gid="waiting")
+
+
+def _draw_delay_labels(ax: Axes, lanes: _Lanes) -> None:
+    """Each retry delay's length above the middle of its line (a lost copy's: right of the loss); the
+    labels that would overlap are left out (:func:`_apart`)."""
+    t, c, y, delays, states = lanes.t, lanes.c, lanes.y, lanes.delay, lanes.state
     labelled = np.flatnonzero(~np.isnan(delays) & ~np.isnan(c) & (states != "dead-letter"))
     for k in _apart(labelled, y, t, c, delays, states, ax=ax):
         lost = states[k] == "lost"  # at the loss, right of its mark: the delay it never finished
@@ -1132,13 +1039,16 @@ def timeline(events: pd.DataFrame, *, ax: Axes | None = None, max_lanes: int = 3
             color="0.25",
             gid="delay-label",
         )
-    # deliveries, one artist per transport
+
+
+def _draw_deliveries(ax: Axes, lanes: _Lanes) -> None:
+    """One marker per delivery, one artist per transport (round for file, diamond for pipe)."""
     for transport in ("file", "pipe"):
-        mine = transports == transport
+        mine = lanes.transport == transport
         if mine.any():
             ax.plot(
-                t[mine],
-                y[mine],
+                lanes.t[mine],
+                lanes.y[mine],
                 linestyle="none",
                 marker=_DELIVERY_MARKERS[transport],
                 markersize=_DELIVERY_SIZE,
@@ -1147,14 +1057,19 @@ def timeline(events: pd.DataFrame, *, ax: Axes | None = None, max_lanes: int = 3
                 gid=f"deliveries-{transport}",
                 zorder=3,
             )
-    numbers: dict[tuple[int, float], list[str]] = {}  # deliveries at the same moment share one label
-    for row in range(len(steps)):
-        numbers.setdefault((int(y[row]), float(t[row])), []).append(str(attempts_[row]))
-    for (row_y, row_t), label in numbers.items():
-        alone = len(label) == 1 and len(label[0]) == 1  # one digit: inside its marker, else just below
+
+
+def _draw_attempt_numbers(ax: Axes, lanes: _Lanes) -> None:
+    """Each delivery's attempt number: one digit in white inside its marker; deliveries at the same
+    moment in a lane share one label ("1, 2"), set just below."""
+    numbers: dict[tuple[int, float], list[str]] = {}
+    for lane, t, attempt in zip(lanes.y, lanes.t, lanes.attempt, strict=True):
+        numbers.setdefault((int(lane), float(t)), []).append(str(attempt))
+    for (lane, t), label in numbers.items():
+        alone = len(label) == 1 and len(label[0]) == 1
         ax.annotate(
             ", ".join(label),
-            (row_t, row_y),
+            (t, lane),
             xytext=(0, 0 if alone else -7),
             textcoords="offset points",
             ha="center",
@@ -1165,18 +1080,22 @@ def timeline(events: pd.DataFrame, *, ax: Axes | None = None, max_lanes: int = 3
             color="white" if alone else "0.2",
             zorder=5,
         )
-    # ends, one artist per kind, a little right of where they happened
-    end_label: dict[int, str] = {}
-    end_color: dict[int, str] = {}
+
+
+def _draw_ends(ax: Axes, lanes: _Lanes) -> None:
+    """How each lane ended, one artist per kind of end (:data:`TIMELINE_ENDS`), a little right of
+    when it happened (its copy or dead letter; the delivery when there is none)."""
+    import matplotlib.transforms as mtransforms
+
+    end_shift = mtransforms.offset_copy(ax.transData, fig=_root_figure(ax), x=11, y=0, units="points")
     for state, (text, marker, color) in TIMELINE_ENDS.items():
-        mine = states == state
+        mine = lanes.state == state
         if not mine.any():
             continue
-        x = np.where(np.isnan(c[mine]), t[mine], c[mine])
         hollow = state in ("pending", "waiting", "copy-out")
         ax.plot(
-            x,
-            y[mine],
+            np.where(np.isnan(lanes.c[mine]), lanes.t[mine], lanes.c[mine]),
+            lanes.y[mine],
             linestyle="none",
             marker=marker,
             markersize=9,
@@ -1187,23 +1106,42 @@ def timeline(events: pd.DataFrame, *, ax: Axes | None = None, max_lanes: int = 3
             transform=end_shift,
             zorder=4,
         )
-        for i in np.flatnonzero(mine):
-            end_label[int(y[i])] = _end_text(state, steps["destination"].iat[i], steps["note"].iat[i])
-            end_color[int(y[i])] = color
-    ax.set_yticks(range(len(shown)), shown)
-    ax.set_ylim(len(shown) - 0.5, -1.0)  # first message at the top, room above it for its delay label
+
+
+def _draw_lane_labels(ax: Axes, lanes: _Lanes) -> None:
+    """The lanes' names on the left, first message at the top (room above it for its delay label), and
+    on the right how each ended, in its end's colour."""
+    ends: dict[int, tuple[str, str]] = {}  # lane -> (label, colour) of its end
+    for state, (_text, _marker, color) in TIMELINE_ENDS.items():
+        for i in np.flatnonzero(lanes.state == state):
+            ends[int(lanes.y[i])] = (_end_text(state, lanes.destination[i], lanes.note[i]), color)
+    shown = range(len(lanes.names))
+    ax.set_yticks(shown, lanes.names)
+    ax.set_ylim(len(lanes.names) - 0.5, -1.0)
     right = ax.secondary_yaxis("right")
-    right.set_yticks(range(len(shown)), [end_label.get(i, "") for i in range(len(shown))])
+    right.set_yticks(shown, [ends.get(lane, ("", ""))[0] for lane in shown])
     right.tick_params(length=0, labelsize="small")
     for lane, tick in enumerate(right.get_yticklabels()):
-        tick.set_color(end_color.get(lane, "0.2"))
-    if _wants_wall(clock, span):
-        ax.set_xlabel(_wall_clock_axis(ax, start, per, span))
+        tick.set_color(ends.get(lane, ("", "0.2"))[1])
+
+
+def _draw_time_axis(ax: Axes, lanes: _Lanes, clock: str) -> None:
+    """The x axis: time since the first delivery in a readable unit, or UTC clock times (``clock``);
+    limits with a margin for the end markers, and a light vertical grid."""
+    if _wants_wall(clock, lanes.span):
+        ax.set_xlabel(_wall_clock_axis(ax, lanes.start, lanes.per, lanes.span))
     else:
-        ax.set_xlabel(f"time since the first delivery ({unit})")
-    ax.set_xlim(-0.04 * max(span / per, 1), max(span / per, 1) * 1.08)
+        ax.set_xlabel(f"time since the first delivery ({lanes.unit})")
+    width = max(lanes.span / lanes.per, 1)
+    ax.set_xlim(-0.04 * width, width * 1.08)
     ax.grid(axis="x", color="0.9")
     ax.set_axisbelow(True)
+
+
+def _draw_legend(ax: Axes) -> None:
+    """The legend (deliveries and the kinds of end drawn) in three columns below the x axis label."""
+    import matplotlib.transforms as mtransforms
+
     below_xlabel = mtransforms.offset_copy(ax.transAxes, fig=_root_figure(ax), y=-34, units="points")
     ax.legend(
         loc="upper center",
@@ -1213,7 +1151,6 @@ def timeline(events: pd.DataFrame, *, ax: Axes | None = None, max_lanes: int = 3
         fontsize="small",
         frameon=False,
     )
-    return ax
 
 
 def _end_text(state: str, destination: str, note: str) -> str:

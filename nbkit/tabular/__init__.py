@@ -16,7 +16,9 @@ reader and the Parquet export (:mod:`nbkit.scale`) share one schema and one buil
 - :mod:`nbkit.tabular.frames`: the readers themselves (``read_stream``, ``read_arrow``, ``read_pipe``,
   ``concat_frames``), imported from :mod:`nbkit`;
 - :mod:`nbkit.tabular.lineage`: each message's history from a messages frame alone (``lineage``,
-  ``messages_table``, ``summarize``).
+  ``messages_table``, ``summarize``);
+- :mod:`nbkit.tabular.timeline_steps`: the steps frame ``nbkit.plot.timeline`` draws (one row per delivery,
+  in lanes), read from an events frame or a lineage frame; imported by its module name, not re-exported here.
 
 Data only: drawing and widgets are in :mod:`nbkit.notebook`.
 

@@ -63,7 +63,6 @@ __all__ = [
     "lineage",
     "messages_table",
     "summarize",
-    "timeline_steps",
 ]
 
 #: Column order of a lineage frame.
@@ -608,80 +607,6 @@ def dead_letter_predicate(dead_letter_keys: DeadLetterKeys = None) -> Callable[[
     if isinstance(dead_letter_keys, Iterable):
         return set(dead_letter_keys).__contains__
     raise TypeError(f"dead_letter_keys takes a key, keys or a predicate, not {dead_letter_keys!r}")
-
-
-# -- for the plots -------------------------------------------------------------------------------------
-def timeline_steps(lin: pd.DataFrame) -> pd.DataFrame:
-    """A lineage frame as the steps ``nbkit.plot.timeline`` draws: one lane per message, from the file.
-
-    Every record that is not a dead-letter copy is a step (a delivery the file shows) at its
-    timestamp. A step whose message goes on is ``retried`` (its copy written ``delay`` seconds later,
-    the observed delay) or ``dead-letter`` (its dead-letter copy follows, under ``destination``); a
-    message's last step is ``no further copy`` unless a dead-letter copy ends it.
-
-    Parameters
-    ----------
-    lin : DataFrame
-        A frame from :func:`lineage`.
-
-    Returns
-    -------
-    DataFrame
-        Columns ``message`` (categorical lane labels "transport key #seq" of each message's first
-        record, in order), ``transport``, ``attempt``, ``time``, ``delay`` (s, NaN when no retry copy
-        follows), ``copy_at`` (when the next record was written, NaT when none), ``state``
-        (``retried``, ``dead-letter`` or ``no further copy``), ``destination`` (the next record's
-        key, or "") and ``note`` ("").
-
-    Examples
-    --------
-    >>> from nbkit import read_stream
-    >>> from nbkit.tabular.lineage import lineage, timeline_steps
-    >>> steps = timeline_steps(lineage(read_stream("tests/data/sample-1.ss")))   # doctest: +SKIP
-    """
-    if "message" not in lin.columns or "dead_letter" not in lin.columns:
-        raise ValueError("timeline_steps takes a lineage frame: nbkit.lineage(read_stream(...))")
-    rows = lin.reset_index(drop=True)
-    message = rows["message"].to_numpy()
-    nxt = np.arange(1, len(rows) + 1)
-    same = np.zeros(len(rows), dtype=bool)
-    if len(rows):
-        same[:-1] = message[1:] == message[:-1]
-    nxt = np.where(same, nxt, 0)  # index of the message's next record (valid where ``same``)
-    dead = rows["dead_letter"].to_numpy(dtype=bool)
-    times = rows["timestamp"].reset_index(drop=True)
-    keys = rows["stream_key"].astype(object).to_numpy()
-    transport = rows["transport"].astype(object).to_numpy()
-    seq = rows["seq"].astype(object).to_numpy()
-    firsts = ~np.concatenate([[False], same[:-1]]) if len(rows) else np.zeros(0, dtype=bool)
-    label_of = {
-        int(m): f"{transport[i] or ''} {keys[i]} #{seq[i]}".strip()
-        for i, m in zip(np.flatnonzero(firsts), message[firsts], strict=True)
-    }
-    step = ~dead
-    next_dead = same & dead[nxt]
-    state = np.where(same & ~next_dead, "retried", np.where(next_dead, "dead-letter", "no further copy"))
-    delay_s = rows["delay"].dt.total_seconds().to_numpy(dtype=float, na_value=np.nan)
-    follow_delay = np.where(same & ~next_dead, delay_s[nxt], np.nan)
-    copy_at = times.iloc[nxt].reset_index(drop=True).where(pd.Series(same))
-    destination = np.where(same, keys[nxt], "")
-    lanes = [label_of[int(m)] for m in pd.unique(message[step])]
-    lane_codes = {label: i for i, label in enumerate(lanes)}
-    return pd.DataFrame(
-        {
-            "message": pd.Categorical.from_codes(
-                [lane_codes[label_of[int(m)]] for m in message[step]], categories=lanes
-            ),
-            "transport": [str(t) if isinstance(t, str) else "" for t in transport[step]],
-            "attempt": pd.array(rows["attempt"], dtype="Int64")[step],
-            "time": times[step].reset_index(drop=True),
-            "delay": follow_delay[step],
-            "copy_at": copy_at[step].reset_index(drop=True),
-            "state": state[step],
-            "destination": [str(d) for d in destination[step]],
-            "note": [""] * int(step.sum()),
-        }
-    )
 
 
 # -- summary -------------------------------------------------------------------------------------------

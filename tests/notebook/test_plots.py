@@ -592,6 +592,12 @@ def test_handled_and_dead_letter_ends_differ_in_shape_not_only_colour(ran):
     assert {handled, dead} == {"$\\checkmark$", "X"}  # a tick and a cross, whatever the colours
 
 
+def test_every_end_a_step_can_have_is_drawn_in_the_steps_order():
+    from nbkit.tabular.timeline_steps import END_STATES
+
+    assert tuple(plots.TIMELINE_ENDS) == END_STATES  # the legend lists the ends in that order
+
+
 def short_delays(tmp_path, delays):
     """One message whose copies wait the given delays, in turn, on a virtual clock."""
     from nbkit import App, FileBroker, FilePosition, HandlerOutcome

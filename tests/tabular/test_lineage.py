@@ -19,7 +19,8 @@ from nbkit import App, FileBroker, FilePosition, HandlerOutcome, StdioBroker, St
 from nbkit.notebook.session import Session
 from nbkit.runtime.delivery import Delivery
 from nbkit.tabular.frames import concat_frames, read_pipe, read_stream
-from nbkit.tabular.lineage import LINEAGE_COLUMNS, lineage, summarize, timeline_steps
+from nbkit.tabular.lineage import LINEAGE_COLUMNS, lineage, summarize
+from nbkit.tabular.timeline_steps import steps_from_lineage
 from nbkit.wire import envelope
 from nbkit.wire.stdio_line import format_line
 
@@ -426,7 +427,7 @@ def test_long_histories_link_through_every_attempt(tmp_path):
 
 def test_timeline_steps_one_lane_per_message_from_the_file(tmp_path):
     frame, _ = run_file(tmp_path, ORDERS[:2], until(99, lambda a: 3)(), max_attempts=3, dead_letter="jobs.dead")
-    steps = timeline_steps(lineage(frame))
+    steps = steps_from_lineage(lineage(frame))
     assert list(steps["message"].cat.categories) == ["file jobs #1", "file jobs #2"]
     assert steps["attempt"].tolist() == [1, 2, 3, 1, 2, 3]  # the dead-letter copies are not deliveries
     assert steps["state"].tolist() == ["retried", "retried", "dead-letter"] * 2
@@ -434,7 +435,7 @@ def test_timeline_steps_one_lane_per_message_from_the_file(tmp_path):
     assert steps["destination"].tolist() == ["jobs", "jobs", "jobs.dead"] * 2
     assert ((steps["copy_at"] - steps["time"]).dt.total_seconds().tolist()) == [3.0, 3.0, 0.0] * 2
     (tmp_path / "b").mkdir()
-    ended = timeline_steps(lineage(run_file(tmp_path / "b", ORDERS[:1], until(2, lambda a: 1)())[0]))
+    ended = steps_from_lineage(lineage(run_file(tmp_path / "b", ORDERS[:1], until(2, lambda a: 1)())[0]))
     assert ended["state"].tolist() == ["retried", "no further copy"] and ended["copy_at"].isna().tolist() == [
         False,
         True,
