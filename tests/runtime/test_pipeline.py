@@ -12,13 +12,13 @@ from __future__ import annotations
 import functools
 import importlib.util
 import json
-import os
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
 import pytest
+from checkout_env import checkout_env
 
 from nbkit import FileBroker
 
@@ -48,14 +48,6 @@ needs_cli = pytest.mark.skipif(
     not {"cat", "run"} <= _cli_commands(), reason="nbkit/cli.py has no 'cat' and 'run' commands yet"
 )
 needs_run = pytest.mark.skipif("run" not in _cli_commands(), reason="nbkit/cli.py has no 'run' command yet")
-
-
-def _env() -> dict[str, str]:
-    """PATH finds this interpreter's ``nbkit`` script; PYTHONPATH finds this checkout's nbkit."""
-    env = dict(os.environ)
-    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
-    return env
 
 
 FIRST = """
@@ -118,7 +110,7 @@ def pipeline(tmp_path_factory):
             "set -o pipefail; nbkit cat --format stdio in.ss | nbkit run first:app | nbkit run second:app",
         ],
         cwd=tmp_path,
-        env=_env(),
+        env=checkout_env(scripts=True),
         capture_output=True,
         timeout=20,
     )
@@ -190,7 +182,7 @@ def test_run_takes_a_broker_too(tmp_path):
         ["nbkit", "run", "solo:broker"],
         input=b"[jobs | 5] hi\n",
         cwd=tmp_path,
-        env=_env(),
+        env=checkout_env(scripts=True),
         capture_output=True,
         timeout=20,
     )
@@ -206,7 +198,7 @@ def test_run_refuses_a_pipe_registration_without_out_retry(tmp_path):
         ["nbkit", "run", "refused:app"],
         input=b"[jobs] hi\n",
         cwd=tmp_path,
-        env=_env(),
+        env=checkout_env(scripts=True),
         capture_output=True,
         timeout=20,
     )
@@ -245,7 +237,7 @@ def test_run_shuts_down_gracefully_on_sigterm(tmp_path, timeout):
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         cwd=tmp_path,
-        env=_env(),
+        env=checkout_env(scripts=True),
     )
     try:
         proc.stdin.write(b"[jobs | 9] hello\n")

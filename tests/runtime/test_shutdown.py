@@ -4,16 +4,15 @@ publishes them, ``shutdown_timeout`` abandons (and logs) the rest; SIGTERM on a 
 from __future__ import annotations
 
 import logging
-import os
 import select
 import signal
 import subprocess
 import sys
 import textwrap
 import time
-from pathlib import Path
 
 import pytest
+from checkout_env import checkout_env
 
 from nbkit import App, FileBroker, HandlerOutcome
 
@@ -146,10 +145,7 @@ def test_request_stop_ends_run_gracefully(clock):
 
 # ---------------------------------------------------------------- real processes, SIGTERM
 
-_ENV = {
-    **os.environ,
-    "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[2]), os.environ.get("PYTHONPATH", "")]),
-}
+_ENV = checkout_env()
 
 PIPE_SERVICE = """
 import logging, sys

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from checkout_env import checkout_env
 
 pytest.importorskip("distributed")
 
@@ -19,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_dask_benchmark_runs_on_tiny_data(tmp_path):
-    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env = checkout_env()
     args = ["--size", "3MiB", "--partition-size", "1MiB", "--repeat", "2", "--path", str(tmp_path / "b.ss")]
     done = subprocess.run(
         [sys.executable, str(ROOT / "bench" / "dask_read.py"), *args],

@@ -7,6 +7,7 @@ import warnings
 
 import pandas as pd
 import pytest
+from checkout_env import checkout_env
 
 dask = pytest.importorskip("dask")
 dd = pytest.importorskip("dask.dataframe")
@@ -214,7 +215,7 @@ def test_benchmark_runs_on_tiny_data(tmp_path):
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[2]
-    env = dict(os.environ, PYTHONPATH=str(root) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env = checkout_env()
     done = subprocess.run(
         [
             sys.executable,
