@@ -91,6 +91,16 @@ frames_st = st.lists(
 )
 
 
+def _damaged(frames, damage, cut: int) -> bytes:
+    """The frames encoded back to back, bytes flipped (``(at, flip)`` pairs, ``at`` wrapped around the
+    data) and ``cut`` bytes cut off the tail: what the scanner twins are given."""
+    data = bytearray(b"".join(encode_frame_pure(*f)[0] for f in frames))
+    for at, flip in damage:
+        if data:
+            data[at % len(data)] ^= flip
+    return bytes(data[: max(0, len(data) - cut)])
+
+
 @HYPO
 @given(
     frames=frames_st,
@@ -104,11 +114,7 @@ frames_st = st.lists(
 )
 def test_scan_frames_twins_agree(frames, base, interval, known, damage, cut, until, skew):
     """Random frames (a random key filter, flipped bytes, a cut tail, any start and stop) scan alike."""
-    data = bytearray(b"".join(encode_frame_pure(*f)[0] for f in frames))
-    for at, flip in damage:
-        if data:
-            data[at % len(data)] ^= flip
-    buf = bytes(data[: max(0, len(data) - cut)])
+    buf = _damaged(frames, damage, cut)
     keymap = {raw: (raw.decode() if take else None) for raw, take in known}
     pos = base + skew  # skew 1-2: a start that is not a frame start (garbage in, same answer out)
     results = []
@@ -149,11 +155,7 @@ def _buffers(cols: ColumnBuffers) -> tuple:
 def test_scan_columns_twins_agree(frames, base, interval, known, damage, cut, until, skew, separator, before):
     """scan_columns: the same random frames, key filters, damage and bounds give the same buffers (also
     when the buffers already hold messages), and it stops where scan_frames stops."""
-    data = bytearray(b"".join(encode_frame_pure(*f)[0] for f in frames))
-    for at, flip in damage:
-        if data:
-            data[at % len(data)] ^= flip
-    buf = bytes(data[: max(0, len(data) - cut)])
+    buf = _damaged(frames, damage, cut)
     codes = {raw: (j if take else -1) for j, (raw, take) in enumerate(known)}
     pos = base + skew
     results = []
