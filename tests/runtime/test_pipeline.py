@@ -175,17 +175,22 @@ REFUSED = """
 """
 
 
-@needs_run
-def test_run_takes_a_broker_too(tmp_path):
-    (tmp_path / "solo.py").write_text(textwrap.dedent(SOLO))
-    done = subprocess.run(
-        ["nbkit", "run", "solo:broker"],
-        input=b"[jobs | 5] hi\n",
+def _run_stage(tmp_path: Path, source: str, target: str, stdin: bytes) -> subprocess.CompletedProcess[bytes]:
+    """``nbkit run TARGET`` in ``tmp_path`` on ``stdin``, ``source`` saved as the module TARGET names."""
+    (tmp_path / f"{target.partition(':')[0]}.py").write_text(textwrap.dedent(source))
+    return subprocess.run(
+        ["nbkit", "run", target],
+        input=stdin,
         cwd=tmp_path,
         env=checkout_env(scripts=True),
         capture_output=True,
         timeout=20,
     )
+
+
+@needs_run
+def test_run_takes_a_broker_too(tmp_path):
+    done = _run_stage(tmp_path, SOLO, "solo:broker", b"[jobs | 5] hi\n")
     assert done.returncode == 0, done.stderr.decode()
     [line] = done.stdout.decode().splitlines()
     assert line.startswith("[") and " | jobs.retry | 0] rs1:" in line
@@ -193,15 +198,7 @@ def test_run_takes_a_broker_too(tmp_path):
 
 @needs_run
 def test_run_refuses_a_pipe_registration_without_out_retry(tmp_path):
-    (tmp_path / "refused.py").write_text(textwrap.dedent(REFUSED))
-    done = subprocess.run(
-        ["nbkit", "run", "refused:app"],
-        input=b"[jobs] hi\n",
-        cwd=tmp_path,
-        env=checkout_env(scripts=True),
-        capture_output=True,
-        timeout=20,
-    )
+    done = _run_stage(tmp_path, REFUSED, "refused:app", b"[jobs] hi\n")
     assert done.returncode != 0
     err = done.stderr.decode().strip().splitlines()
     assert len(err) == 1, err
