@@ -91,6 +91,20 @@ frames_st = st.lists(
 )
 
 
+#: What the scanner twins are given: frames, where the scan starts (``base``, ``skew``) and stops
+#: (``until``), the file's beacon interval, the keys it knows, and the damage done to the bytes.
+SCAN_INPUTS = dict(
+    frames=frames_st,
+    base=st.integers(0, 300),
+    interval=st.sampled_from([128, 1024, 4096, 1 << 20]),
+    known=st.lists(st.tuples(st.sampled_from(KEYS), st.booleans()), max_size=4),
+    damage=st.lists(st.tuples(st.integers(0, 10_000), st.integers(1, 255)), max_size=3),
+    cut=st.integers(0, 60),
+    until=st.one_of(st.just(-1), st.integers(0, 8000)),
+    skew=st.integers(0, 2),
+)
+
+
 def _damaged(frames, damage, cut: int) -> bytes:
     """The frames encoded back to back, bytes flipped (``(at, flip)`` pairs, ``at`` wrapped around the
     data) and ``cut`` bytes cut off the tail: what the scanner twins are given."""
@@ -102,16 +116,7 @@ def _damaged(frames, damage, cut: int) -> bytes:
 
 
 @HYPO
-@given(
-    frames=frames_st,
-    base=st.integers(0, 300),
-    interval=st.sampled_from([128, 1024, 4096, 1 << 20]),
-    known=st.lists(st.tuples(st.sampled_from(KEYS), st.booleans()), max_size=4),
-    damage=st.lists(st.tuples(st.integers(0, 10_000), st.integers(1, 255)), max_size=3),
-    cut=st.integers(0, 60),
-    until=st.one_of(st.just(-1), st.integers(0, 8000)),
-    skew=st.integers(0, 2),
-)
+@given(**SCAN_INPUTS)
 def test_scan_frames_twins_agree(frames, base, interval, known, damage, cut, until, skew):
     """Random frames (a random key filter, flipped bytes, a cut tail, any start and stop) scan alike."""
     buf = _damaged(frames, damage, cut)
@@ -141,14 +146,7 @@ def _buffers(cols: ColumnBuffers) -> tuple:
 
 @HYPO
 @given(
-    frames=frames_st,
-    base=st.integers(0, 300),
-    interval=st.sampled_from([128, 1024, 4096, 1 << 20]),
-    known=st.lists(st.tuples(st.sampled_from(KEYS), st.booleans()), max_size=4),
-    damage=st.lists(st.tuples(st.integers(0, 10_000), st.integers(1, 255)), max_size=3),
-    cut=st.integers(0, 60),
-    until=st.one_of(st.just(-1), st.integers(0, 8000)),
-    skew=st.integers(0, 2),
+    **SCAN_INPUTS,
     separator=st.sampled_from([b"", b"\n"]),
     before=st.lists(st.binary(max_size=20), max_size=3),
 )
