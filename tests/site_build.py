@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from checkout_env import checkout_env
 
 ROOT = Path(__file__).resolve().parents[1]
 #: The command, less its output folders (tests/docs/test_site.py prints it on failure).
@@ -38,8 +39,7 @@ class SiteBuild:
 
 def build(out: Path) -> SiteBuild:
     """Run Sphinx on docs/ into ``out/html`` (doctrees in ``out/doctrees``)."""
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, [env.get("PYTHONPATH")])])
+    env = checkout_env()
     start = time.monotonic()
     done = subprocess.run(
         [*SPHINX, "-d", str(out / "doctrees"), str(ROOT / "docs"), str(out / "html")],

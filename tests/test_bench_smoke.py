@@ -5,13 +5,13 @@ with the reference paths they stand in for. No timing is asserted here: figures 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
+from checkout_env import checkout_env
 
 from nbkit import tabular
 from nbkit.tabular import frames
@@ -39,7 +39,7 @@ TINY = {
 
 
 def _run(script: str, *args: str) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env = checkout_env()
     return subprocess.run(
         [sys.executable, str(BENCH / f"{script}.py"), *args],
         capture_output=True,

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+from checkout_env import checkout_env
 from cli_run import one_error_line, run
 
 from nbkit import cli
@@ -585,15 +586,9 @@ def test_write_bad_interval(capsys, monkeypatch, tmp_path: Path) -> None:
 # -- real subprocesses ---------------------------------------------------------------------------------
 
 
-def _env(repo_root: Path) -> dict[str, str]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(repo_root), env.get("PYTHONPATH")]))
-    return env
-
-
 @pytest.mark.timeout(60)
-def test_subprocess_errors_and_broken_pipe(tmp_path: Path, repo_root: Path) -> None:
-    env = _env(repo_root)
+def test_subprocess_errors_and_broken_pipe(tmp_path: Path) -> None:
+    env = checkout_env()
     done = subprocess.run(
         [sys.executable, "-m", "nbkit", "cat", str(tmp_path / "missing.ss")],
         capture_output=True,
@@ -617,7 +612,7 @@ def test_subprocess_errors_and_broken_pipe(tmp_path: Path, repo_root: Path) -> N
 
 
 @pytest.mark.timeout(60)
-def test_subprocess_follow_ctrl_c(tmp_path: Path, repo_root: Path) -> None:
+def test_subprocess_follow_ctrl_c(tmp_path: Path) -> None:
     path = tmp_path / "live.ss"
     with StreamWriter(path) as w:
         w.write("a", b"hello")
@@ -625,7 +620,7 @@ def test_subprocess_follow_ctrl_c(tmp_path: Path, repo_root: Path) -> None:
         [sys.executable, "-m", "nbkit", "cat", "--follow", str(path)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        env=_env(repo_root),
+        env=checkout_env(),
     )
     try:
         assert child.stdout.readline().startswith(b"# {")
@@ -658,7 +653,7 @@ def test_the_pure_core_is_chosen_by_the_environment(tmp_path):
     path = tmp_path / "v.ss"
     with StreamWriter(path, created_at_ms=1) as w:
         w.write("orders", b"hello", timestamp_ms=5)
-    env = {**os.environ, "NBKIT_PURE_PYTHON": "1", "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    env = checkout_env(NBKIT_PURE_PYTHON="1")
     version = subprocess.run([sys.executable, "-m", "nbkit", "--version"], env=env, capture_output=True, text=True)
     twins = "pure-Python core (NBKIT_PURE_PYTHON is set); pure-Python writer route; pyarrow.json JSON field parser;"
     assert twins in version.stdout

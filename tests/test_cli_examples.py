@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 import pytest
+from checkout_env import checkout_env
 
 from nbkit.cli import build_parser
 from nbkit.cli_examples import EXAMPLES, HEADING, commands
@@ -44,10 +45,8 @@ def _environment(folder: Path) -> dict[str, str]:
     script = shim / "nbkit"
     script.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m nbkit "$@"\n')
     script.chmod(0o755)
-    env = dict(os.environ)
+    env = checkout_env(MPLBACKEND="Agg")
     env["PATH"] = f"{shim}{os.pathsep}{env.get('PATH', '')}"
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, [env.get("PYTHONPATH")])])
-    env["MPLBACKEND"] = "Agg"
     return env
 
 

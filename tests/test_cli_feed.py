@@ -6,13 +6,13 @@ malformed stdio header under ``nbkit run``)."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
+from checkout_env import checkout_env
 from cli_run import one_error_line, run
 
 from nbkit import cli
@@ -247,7 +247,7 @@ app = App(broker)
 
 def test_a_malformed_stdio_header_is_one_line_on_stderr(tmp_path: Path) -> None:
     (tmp_path / "stage.py").write_text(STAGE)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+    env = checkout_env()
     done = subprocess.run(
         [sys.executable, "-m", "nbkit", "run", "stage:app", "--log-level", "ERROR"],
         cwd=tmp_path,
@@ -302,7 +302,7 @@ def test_watch_follows_until_the_file_is_removed(tmp_path: Path) -> None:
     path = tmp_path / "live.ss"
     with StreamWriter(path) as w:
         w.write("orders", b"first")
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+    env = checkout_env()
     proc = subprocess.Popen(
         [sys.executable, "-m", "nbkit", "watch", "--every", "0.05", str(path)],
         env=env,
@@ -331,7 +331,7 @@ def test_write_from_a_slow_producer_lets_other_writers_append_between_lines(tmp_
     """nbkit write batches 64 messages per write, but flushes (and so releases the lock) whenever stdin
     has nothing ready: a shared writer with lock_timeout=0 gets in while the producer is slow."""
     path = tmp_path / "slow.ss"
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+    env = checkout_env()
     proc = subprocess.Popen(
         [sys.executable, "-m", "nbkit", "write", str(path)], stdin=subprocess.PIPE, stderr=subprocess.PIPE, env=env
     )

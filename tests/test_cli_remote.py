@@ -4,13 +4,13 @@ it) or from --storage-option; a missing object, a denied request and a broken co
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from checkout_env import checkout_env
 
 pytest.importorskip("moto")
 s3fs = pytest.importorskip("s3fs")
@@ -133,8 +133,7 @@ def test_a_server_that_stops_mid_read_is_one_line_in_a_real_process(tmp_path) ->
     with nbkit.StreamWriter(path) as writer:
         for n in range(2000):
             writer.write("orders", b'{"id": %d, "pad": "%s"}' % (n, b"x" * 50))
-    root = Path(__file__).resolve().parents[1]
-    env = dict(os.environ, PYTHONPATH=str(root))
+    env = checkout_env()
     with http_folder(tmp_path, broken=True) as server:
         url = server.url("cut/big.ss")
         done = subprocess.run(

@@ -8,7 +8,6 @@ compared with what it really writes (timestamps aside).
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import signal
@@ -19,6 +18,7 @@ import time
 from pathlib import Path
 
 import pytest
+from checkout_env import checkout_env
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
@@ -28,14 +28,6 @@ TIMESTAMP = re.compile(r"^\[[^|]*\|")
 pytestmark = pytest.mark.timeout(60)
 
 
-def _env() -> dict[str, str]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
-    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
-    env["PYTHONUNBUFFERED"] = "1"
-    return env
-
-
 def _folder(tmp_path: Path) -> Path:
     folder = tmp_path / "examples"
     shutil.copytree(EXAMPLES, folder, ignore=shutil.ignore_patterns("__pycache__", "*.ss", "*.json"))
@@ -43,7 +35,7 @@ def _folder(tmp_path: Path) -> Path:
 
 
 def test_the_file_service_is_fed_while_it_runs(tmp_path: Path) -> None:
-    folder, env = _folder(tmp_path), _env()
+    folder, env = _folder(tmp_path), checkout_env(scripts=True, PYTHONUNBUFFERED="1")
     service = subprocess.Popen(
         [sys.executable, "-m", "nbkit", "run", "service:app", "--log-level", "INFO"],
         cwd=folder, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -89,7 +81,7 @@ def test_the_file_service_is_fed_while_it_runs(tmp_path: Path) -> None:
 def test_the_two_pipe_stages_print_what_the_guide_shows(tmp_path: Path) -> None:
     block = re.search(r"```console\n(.*?)```", GUIDE.read_text(), re.S)
     assert block, "docs/guide/services.md: no console block for the pipe"
-    folder, env = _folder(tmp_path), _env()
+    folder, env = _folder(tmp_path), checkout_env(scripts=True, PYTHONUNBUFFERED="1")
     shown, printed = [], []
     for line in block.group(1).splitlines():
         if line.startswith("$ "):

@@ -70,32 +70,25 @@ def overview(path: str | os.PathLike, *, dead_letter_keys: Iterable[str] | None 
         for st in summary.streams
     ]
     frame = pd.DataFrame(rows, columns=list(_COLUMNS))
-    for name in (
-        "shard_id",
-        "messages",
-        "originals",
-        "retry_copies",
-        "dead_letters",
-        "first_seq",
-        "last_seq",
-        "suspect",
-    ):
-        frame[name] = frame[name].astype("Int64")
+    for name, dtype in _COLUMNS.items():
+        if dtype is not None:
+            frame[name] = frame[name].astype(dtype)
     doc = summary.to_dict()
     frame.attrs.update(damaged=doc["damaged"], suspect=doc["suspect"], time_range=doc["time_range"])
     return frame
 
 
-_COLUMNS = (
-    "stream_key",
-    "shard_id",
-    "messages",
-    "originals",
-    "retry_copies",
-    "dead_letters",
-    "first_seq",
-    "last_seq",
-    "earliest",
-    "latest",
-    "suspect",
-)
+#: The columns in order, each with the dtype it is given after the frame is built (None: as built).
+_COLUMNS: dict[str, str | None] = {
+    "stream_key": None,
+    "shard_id": "Int64",
+    "messages": "Int64",
+    "originals": "Int64",
+    "retry_copies": "Int64",
+    "dead_letters": "Int64",
+    "first_seq": "Int64",
+    "last_seq": "Int64",
+    "earliest": None,
+    "latest": None,
+    "suspect": "Int64",
+}

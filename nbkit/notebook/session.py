@@ -393,14 +393,7 @@ class Session:
             If a handler is async and an event loop is running (a notebook cell): ``await session.astep()``
             there instead; the delivery waits for it.
         """
-        self._begin()
-        out = Steps()
-        for _ in range(n):
-            event = self.app.step()
-            if event is None:
-                break
-            out.append(event)
-        return out
+        return self._deliver(n, copies=False)
 
     @_alogged
     async def astep(self, n: int = 1) -> Steps:
@@ -431,14 +424,7 @@ class Session:
         pipe jobs #0 attempt 1: ack -> acknowledgement unsupported (logged); nothing written
         pipe jobs #1 attempt 1: ack -> acknowledgement unsupported (logged); nothing written
         """
-        self._begin()
-        out = Steps()
-        for _ in range(n):
-            event = await self.app.astep()
-            if event is None:
-                break
-            out.append(event)
-        return out
+        return await self._adeliver(n, copies=False)
 
     @_logged
     def run(self, *, max_deliveries: int | None = None) -> Steps:
@@ -456,16 +442,7 @@ class Session:
         Steps
             The settlement events of this run.
         """
-        self._begin()
-        limit = self.max_deliveries if max_deliveries is None else max_deliveries
-        out = Steps()
-        while len(out) < limit:
-            event = self.app.step()
-            if event is not None:
-                out.append(event)
-            elif not self._fire_next_copy():
-                break
-        return out
+        return self._deliver(self.max_deliveries if max_deliveries is None else max_deliveries, copies=True)
 
     @_alogged
     async def arun(self, *, max_deliveries: int | None = None) -> Steps:
@@ -495,14 +472,30 @@ class Session:
         >>> len(session.output()), str(session.now)  # the copy was written at its due time
         (1, '2024-01-01 00:00:05+00:00')
         """
+        return await self._adeliver(self.max_deliveries if max_deliveries is None else max_deliveries, copies=True)
+
+    def _deliver(self, limit: int, *, copies: bool) -> Steps:
+        """Up to ``limit`` settlements: :meth:`step` (``copies`` False: stop when nothing is ready) and
+        :meth:`run` (``copies`` True: then jump the clock to the next delayed copy and go on)."""
         self._begin()
-        limit = self.max_deliveries if max_deliveries is None else max_deliveries
+        out = Steps()
+        while len(out) < limit:
+            event = self.app.step()
+            if event is not None:
+                out.append(event)
+            elif not (copies and self._fire_next_copy()):
+                break
+        return out
+
+    async def _adeliver(self, limit: int, *, copies: bool) -> Steps:
+        """:meth:`_deliver` for :meth:`astep` and :meth:`arun`: the handlers awaited on the running loop."""
+        self._begin()
         out = Steps()
         while len(out) < limit:
             event = await self.app.astep()
             if event is not None:
                 out.append(event)
-            elif not self._fire_next_copy():
+            elif not (copies and self._fire_next_copy()):
                 break
         return out
 

@@ -132,6 +132,20 @@ def plan(
     5
     """
     sel, position, seek_key = selection(keys=keys, start=start)
+    return _plan(path, sel, position, seek_key, partition_size, storage_options, block_size)
+
+
+def _plan(
+    path: str | os.PathLike,
+    sel: Selection,
+    position: FilePosition | None,
+    seek_key: str | None,
+    partition_size: int | str,
+    storage_options: Mapping[str, Any] | None,
+    block_size: int | str | None,
+) -> Plan:
+    """:func:`plan_ranges` for a selection, the sizes as the caller gave them (an int or ``"64MiB"``):
+    what :func:`plan` shows is what :func:`read_stream` reads."""
     return plan_ranges(
         path,
         partition_size=_nbytes(partition_size, "partition_size"),
@@ -210,15 +224,7 @@ def read_stream(
         keys=keys, payload=payload, start=start, end=end, include_internal=include_internal
     )
     check_on_bad_frames(on_bad_frames)
-    the_plan = plan_ranges(
-        path,
-        partition_size=_nbytes(partition_size, "partition_size"),
-        start=position,
-        key=seek_key,
-        sel=sel,
-        storage_options=storage_options,
-        block_size=None if block_size is None else _nbytes(block_size, "block_size"),
-    )
+    the_plan = _plan(path, sel, position, seek_key, partition_size, storage_options, block_size)
     if the_plan.tail is not None and the_plan.tail.reason == "truncated":
         warnings.warn(f"{the_plan.path}: {the_plan.tail.describe()}", stacklevel=2)
     fields: dict[str, Any] | None = None

@@ -118,6 +118,17 @@ class Plan:
         return tuple(r.start for r in self.ranges) + (max(last.start, last.end - 1),)
 
 
+def _open_options(storage_options: Mapping[str, Any] | None, block_size: int | None) -> dict[str, Any]:
+    """The :class:`StreamReader` keywords that open ``path`` where it lies (a URL's ``storage_options``,
+    ``block_size``): only those given, so a plan keeps them and every range's reader opens the same way."""
+    options: dict[str, Any] = {}
+    if storage_options:
+        options["storage_options"] = dict(storage_options)
+    if block_size is not None:
+        options["block_size"] = block_size
+    return options
+
+
 def plan_ranges(
     path: str | os.PathLike,
     *,
@@ -141,11 +152,7 @@ def plan_ranges(
     path = os.fspath(path)
     if partition_size < 1:
         raise ValueError(f"partition_size must be a positive number of bytes, not {partition_size}")
-    options: dict[str, Any] = {}
-    if storage_options:
-        options["storage_options"] = dict(storage_options)
-    if block_size is not None:
-        options["block_size"] = block_size
+    options = _open_options(storage_options, block_size)
     with StreamReader(path, start=start, key=key, **options) as reader:
         interval = reader.interval
         size = reader.size()
@@ -220,12 +227,7 @@ def find_eos(
     range's start); a URL is searched by range requests (``storage_options``, ``block_size``).
     """
     path = os.fspath(path)
-    opened = StreamReader(
-        path,
-        stop_at_eos=False,
-        storage_options=None if storage_options is None else dict(storage_options),
-        block_size=block_size,
-    )
+    opened = StreamReader(path, stop_at_eos=False, **_open_options(storage_options, block_size))
     with opened as reader:
         if start > HEADER_SIZE and start % interval == 0:
             reader.resync(start // interval)  # a boundary: the frame position after its beacon
@@ -334,12 +336,7 @@ def read_range(
     cols = FrameBuilder(sel.payload)
     if rng.start < rng.end:
         accept = sel.key_filter()
-        opened = StreamReader(
-            path,
-            on_bad_frames=on_bad_frames,
-            storage_options=None if storage_options is None else dict(storage_options),
-            block_size=block_size,
-        )
+        opened = StreamReader(path, on_bad_frames=on_bad_frames, **_open_options(storage_options, block_size))
         with opened as reader:
             reader.source.limit = rng.end  # the range's own bytes (a seek's probes included)
             started = True

@@ -22,7 +22,7 @@ import pandas as pd
 
 from nbkit.wire.jsonfields import COMPILED as _FLAT_COMPILED
 from nbkit.wire.jsonfields import flat_columns
-from nbkit.wire.scan import compact_payloads
+from nbkit.wire.scan import compact_payloads, split_payloads
 from nbkit.wire.scan import payload_lines as _payload_lines
 
 try:  # pandas 3 stores str in Arrow when pyarrow is installed; then bytes payloads go in Arrow too
@@ -286,24 +286,28 @@ def bytes_column_from_buffer(data: bytes | bytearray, ends: np.ndarray, gap: int
     >>> bytes_column_from_buffer(b"ab\\ncd\\n", np.array([2, 5]), 1).tolist()
     [b'ab', b'cd']
     """
-    n = len(ends)
     if _pa is None:
-        starts = np.concatenate(([0], ends[:-1] + gap)) if n else ends
-        view = memoryview(data)
-        return pd.Series(
-            [view[a:b].tobytes() for a, b in zip(starts.tolist(), ends.tolist(), strict=True)], dtype=object
-        )
+        return pd.Series(split_payloads(data, _int64_array(ends), gap), dtype=object)
+    return pd.Series(_binary_array(data, ends, gap), dtype=BYTES_DTYPE, copy=False)
+
+
+def _int64_array(ends: np.ndarray) -> array:
+    """``ends`` as the ``array("q")`` the buffer functions of :mod:`nbkit.wire.scan` take."""
+    return array("q", ends.astype(np.int64).tobytes())
+
+
+def _binary_array(data: bytes | bytearray, ends: np.ndarray, gap: int) -> Any:
+    """The payloads of a buffer as one Arrow ``large_binary`` array over it (pyarrow installed): no copy
+    when ``gap`` is 0, else over the payloads compacted without their separators. The one place that
+    lays payload buffers out for Arrow (the bytes column, the text column, the UTF-8 check)."""
+    n = len(ends)
     offsets = np.empty(n + 1, dtype=np.int64)
     offsets[0] = 0
-    offsets[1:] = ends
-    values = data
-    if gap and n:
-        offsets[1:] -= gap * np.arange(n, dtype=np.int64)  # where each ends once separators are out
-        values = compact_payloads(data, array("q", ends.astype(np.int64).tobytes()), gap)
-    binary = _pa.LargeBinaryArray.from_buffers(
+    offsets[1:] = ends - gap * np.arange(n, dtype=np.int64)  # where each ends once separators are out
+    values = compact_payloads(data, _int64_array(ends), gap) if gap and n else data
+    return _pa.LargeBinaryArray.from_buffers(
         _pa.large_binary(), n, [None, _pa.py_buffer(offsets), _pa.py_buffer(values)]
     )
-    return pd.Series(binary, dtype=BYTES_DTYPE, copy=False)
 
 
 def json_text_column(bodies: list[bytes], sizes: list[int]) -> pd.Series:
@@ -329,18 +333,9 @@ def json_text_column(bodies: list[bytes], sizes: list[int]) -> pd.Series:
     >>> json_text_column([b'{"a": 1}'], [8]).tolist()
     ['{"a": 1}']
     """
-    if getattr(STR_DTYPE, "storage", None) == "pyarrow":
-        import pyarrow as pa
-
-        offsets = np.zeros(len(bodies) + 1, dtype=np.int64)
-        np.cumsum(np.asarray(sizes, dtype=np.int64), out=offsets[1:])
-        text = pa.LargeStringArray.from_buffers(len(bodies), pa.py_buffer(offsets), pa.py_buffer(b"".join(bodies)))
-        try:
-            text.validate(full=True)  # UTF-8 throughout
-        except pa.ArrowInvalid:
-            pass
-        else:
-            return pd.Series(text, dtype=STR_DTYPE)
+    text = _text_array(b"".join(bodies), np.cumsum(np.asarray(sizes, dtype=np.int64)), 0) if _ARROW_STR else None
+    if text is not None:
+        return pd.Series(text, dtype=STR_DTYPE)
     return pd.Series(auto_values(bodies), dtype=object)
 
 
@@ -393,20 +388,17 @@ def json_text_array(data: bytes | bytearray, ends: np.ndarray, gap: int) -> Any:
     >>> text is None or text.to_pylist() == ['{"a": 1}', '[]']
     True
     """
-    n = len(ends)
-    if getattr(STR_DTYPE, "storage", None) != "pyarrow" or not n:
+    if not _ARROW_STR or not len(ends):
         return None
-    pa = _pa
-    offsets = np.empty(n + 1, dtype=np.int64)
-    offsets[0] = 0
-    offsets[1:] = ends - gap * np.arange(n, dtype=np.int64)  # where each ends once separators are out
-    values = data
-    if gap:
-        values = compact_payloads(data, array("q", ends.astype(np.int64).tobytes()), gap)
-    binary = pa.LargeBinaryArray.from_buffers(pa.large_binary(), n, [None, pa.py_buffer(offsets), pa.py_buffer(values)])
+    return _text_array(data, ends, gap)
+
+
+def _text_array(data: bytes | bytearray, ends: np.ndarray, gap: int) -> Any:
+    """:func:`_binary_array` as a ``large_string`` array, or None where a payload is not UTF-8 (the cast
+    checks it throughout, no Python object)."""
     try:
-        return binary.cast(pa.large_string())  # checks UTF-8 throughout
-    except pa.ArrowInvalid:
+        return _binary_array(data, ends, gap).cast(_pa.large_string())
+    except _pa.ArrowInvalid:
         return None
 
 
@@ -433,15 +425,10 @@ def json_text_column_from_buffer(data: bytes | bytearray, ends: np.ndarray, gap:
     >>> json_text_column_from_buffer(b'{"a": 1}\\n[]\\n', np.array([8, 11]), 1).tolist()
     ['{"a": 1}', '[]']
     """
-    n = len(ends)
     text = json_text_array(data, ends, gap)
     if text is not None:
         return pd.Series(text, dtype=STR_DTYPE)
-    starts = np.concatenate(([0], ends[:-1] + gap)) if n else ends
-    view = memoryview(data)
-    return pd.Series(
-        auto_values([view[a:b].tobytes() for a, b in zip(starts.tolist(), ends.tolist(), strict=True)]), dtype=object
-    )
+    return pd.Series(auto_values(split_payloads(data, _int64_array(ends), gap)), dtype=object)
 
 
 def json_field_columns(bodies: list[bytes], *, arrow: bool = True) -> dict[str, pd.Series]:
@@ -545,14 +532,7 @@ def ndjson_fields(data: bytes | bytearray, n: int) -> dict[str, pd.Series] | Non
 
 def _utf8(data: bytes | bytearray) -> bool:
     """Whether ``data`` is UTF-8 throughout (pyarrow's check: no copy, no Python object)."""
-    offsets = np.array([0, len(data)], dtype=np.int64)
-    buffers = [None, _pa.py_buffer(offsets), _pa.py_buffer(data)]
-    whole = _pa.LargeBinaryArray.from_buffers(_pa.large_binary(), 1, buffers)
-    try:
-        whole.cast(_pa.large_string())
-    except _pa.ArrowInvalid:
-        return False
-    return True
+    return _text_array(data, np.array([len(data)], dtype=np.int64), 0) is not None
 
 
 _MAX_BLOCK = (1 << 31) - 1  # pyarrow.json's largest block; a larger input is cut at newlines
@@ -563,7 +543,7 @@ def _arrow_table(data: bytes | bytearray | Any, schema: Any = None) -> Any:
     released; fields that look like ISO times read as text), or None where pyarrow cannot parse them.
     ``data``: bytes, a bytearray or a ``pyarrow.Buffer`` (a slice of a larger buffer, not copied).
     ``schema``: the fields and types the data must have exactly (None: inferred from the data)."""
-    if getattr(STR_DTYPE, "storage", None) != "pyarrow":
+    if not _ARROW_STR:
         return None
     try:
         import pyarrow.json as pa_json
@@ -834,6 +814,7 @@ def infer_column(values: list[Any]) -> pd.Series:
 
 _NUMPY_KINDS = {int: np.int64, float: np.float64, bool: np.bool_}
 STR_DTYPE = pd.Series([], dtype="str").dtype  # what pandas infers for text: pyarrow-backed "str" in pandas 3
+_ARROW_STR = getattr(STR_DTYPE, "storage", None) == "pyarrow"  # pandas stores str in Arrow (pyarrow installed)
 #: The ``payload`` column's dtype for ``payload="bytes"``: Arrow ``large_binary`` (values read as bytes);
 #: object when pyarrow is not installed.
 BYTES_DTYPE: Any = np.dtype(object) if _pa is None else pd.ArrowDtype(_pa.large_binary())
@@ -844,9 +825,8 @@ def _text_series(values: list[str]) -> pd.Series:
     that is its storage (pandas itself goes through an object array first, ~4x slower on a million
     rows). Object dtype when a value has no UTF-8 form (a lone surrogate from a JSON ``\\ud800``)."""
     try:
-        if getattr(STR_DTYPE, "storage", None) == "pyarrow":
-            import pyarrow as pa
-
+        if _ARROW_STR:
+            pa = _pa
             return pd.Series(pa.array(values, type=pa.large_string()), dtype=STR_DTYPE)
         return pd.Series(values, dtype="str")
     except UnicodeEncodeError:

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from checkout_env import checkout_env
 
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "test-artifacts" / "browser"
@@ -188,8 +189,7 @@ def _write_isolated_dirs(base: Path) -> dict[str, str]:
     (dirs["config"] / "jupyter_server_config.d" / "nbkit.json").write_text(
         json.dumps({"ServerApp": {"jpserver_extensions": {"nbkit.lab": True}}})
     )
-    env = dict(os.environ)
-    env.update(
+    env = checkout_env(
         JUPYTER_CONFIG_DIR=str(dirs["config"]),
         JUPYTER_RUNTIME_DIR=str(dirs["runtime"]),
         JUPYTER_DATA_DIR=str(dirs["data"]),
@@ -197,7 +197,6 @@ def _write_isolated_dirs(base: Path) -> dict[str, str]:
         JUPYTERLAB_WORKSPACES_DIR=str(dirs["workspaces"]),
         JUPYTERLAB_SETTINGS_DIR=str(dirs["settings"]),
         IPYTHONDIR=str(dirs["ipython"]),
-        PYTHONPATH=os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]),
         PYTHONUNBUFFERED="1",
     )
     env.pop("JUPYTER_PREFER_ENV_PATH", None)

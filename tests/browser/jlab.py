@@ -3,12 +3,15 @@ the artifacts they leave when they fail."""
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import nbformat
+
+ROOT = Path(__file__).resolve().parents[2]
 
 # True when the notebook in the main area is ours and its kernel is connected and idle.
 KERNEL_IDLE_JS = """(path) => {
@@ -38,6 +41,13 @@ def open_notebook(page: Any, lab_server: Any, notebook: str, budget: Any) -> Non
     page.wait_for_function(KERNEL_IDLE_JS, arg=notebook, timeout=budget.ms(40), polling=250)
 
 
+def open_saved(page: Any, lab_server: Any, notebook: str, budget: Any) -> None:
+    """Copy ``notebooks/<notebook>`` as saved (outputs and widget state, not run) into the server's folder
+    and open it (:func:`open_notebook`)."""
+    shutil.copy(ROOT / "notebooks" / notebook, lab_server.root_dir / notebook)
+    open_notebook(page, lab_server, notebook, budget)
+
+
 @contextmanager
 def failure_artifacts(
     page: Any, shot: Path, artifacts_dir: Path, name: str, console: Sequence[str], lab_server: Any, budget: Any
@@ -57,3 +67,13 @@ def failure_artifacts(
         raise
     finally:
         print(f"browser test: {budget.elapsed():.1f} s from server start to the end of the checks")
+
+
+@contextmanager
+def lab_page(browser_page: Any, lab_server: Any, artifacts_dir: Path, request: Any, budget: Any) -> Iterator[tuple]:
+    """A browser test's page and its screenshots' path stem (``artifacts_dir/<test name>``), with
+    :func:`failure_artifacts` saved under the test's name if the checks inside fail."""
+    page, name = browser_page.page, request.node.name
+    shot = artifacts_dir / name
+    with failure_artifacts(page, shot, artifacts_dir, name, browser_page.console, lab_server, budget):
+        yield page, shot

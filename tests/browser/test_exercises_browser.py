@@ -13,7 +13,7 @@ import json
 import shutil
 
 import pytest
-from jlab import failure_artifacts
+from jlab import lab_page
 from site_build import ROOT
 
 pytestmark = pytest.mark.timeout(150)  # a safety net: every wait shares the 80 s `budget` (conftest)
@@ -39,9 +39,7 @@ def test_solution_is_hidden_until_expanded(budget, lab_server, browser_page, art
     assert output.startswith("Measured: "), output
     measured = output.split(". ", 1)[0]  # "Measured: (3, 6)": the answer, as the stored output prints it
     shutil.copyfile(LESSON, lab_server.root_dir / LESSON.name)
-    page = browser_page.page
-    shot = artifacts_dir / request.node.name
-    with failure_artifacts(page, shot, artifacts_dir, request.node.name, browser_page.console, lab_server, budget):
+    with lab_page(browser_page, lab_server, artifacts_dir, request, budget) as (page, shot):
         # Opened, not run: the kernel is not needed, so the test does not wait for it.
         url = f"{lab_server.url}/lab/tree/{LESSON.name}?reset&token={lab_server.token}"
         page.goto(url, timeout=budget.ms(30))

@@ -14,7 +14,7 @@ import re
 import time
 
 import pytest
-from jlab import KERNEL_IDLE_JS, failure_artifacts, open_notebook, write_code_notebook
+from jlab import KERNEL_IDLE_JS, lab_page, open_notebook, write_code_notebook
 
 pytestmark = pytest.mark.timeout(150)
 
@@ -52,9 +52,7 @@ def test_live_monitor_refreshes_in_jupyterlab(budget, lab_server, browser_page, 
     from playwright.sync_api import expect
 
     write_code_notebook(lab_server.root_dir / NOTEBOOK, (SETUP, MONITOR, "1 + 1", "writer.kill()"))
-    page = browser_page.page
-    shot = artifacts_dir / f"{request.node.name}"
-    with failure_artifacts(page, shot, artifacts_dir, request.node.name, browser_page.console, lab_server, budget):
+    with lab_page(browser_page, lab_server, artifacts_dir, request, budget) as (page, shot):
         open_notebook(page, lab_server, NOTEBOOK, budget)
         # run the setup and the monitor cells only (the last two run later, by hand)
         page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-cell-and-select-next'); }")

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from jlab import KERNEL_IDLE_JS, failure_artifacts, open_notebook, write_code_notebook
+from jlab import KERNEL_IDLE_JS, lab_page, open_notebook, write_code_notebook
 
 from nbkit import RetryPolicy, Workload, policy_summary, simulate
 
@@ -39,9 +39,7 @@ def test_dragging_a_slider_reruns_and_redraws(budget, lab_server, browser_page, 
     assert after.loc["file", "dead-lettered"] == 60
 
     write_code_notebook(lab_server.root_dir / NOTEBOOK, CELLS)
-    page = browser_page.page
-    shot = artifacts_dir / f"{request.node.name}"
-    with failure_artifacts(page, shot, artifacts_dir, request.node.name, browser_page.console, lab_server, budget):
+    with lab_page(browser_page, lab_server, artifacts_dir, request, budget) as (page, shot):
         open_notebook(page, lab_server, NOTEBOOK, budget)
         page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
 

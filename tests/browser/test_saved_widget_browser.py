@@ -10,11 +10,10 @@ panel's views and greyed-out buttons. A screenshot goes to ``test-artifacts/brow
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
-from jlab import failure_artifacts, open_notebook
+from jlab import lab_page, open_saved
 
 pytestmark = pytest.mark.timeout(150)
 
@@ -27,11 +26,8 @@ def test_a_saved_panel_shows_its_picture_before_the_notebook_runs(
 ):
     from playwright.sync_api import expect
 
-    shutil.copy(ROOT / "notebooks" / LESSON, lab_server.root_dir / LESSON)
-    page = browser_page.page
-    shot = artifacts_dir / request.node.name
-    with failure_artifacts(page, shot, artifacts_dir, request.node.name, browser_page.console, lab_server, budget):
-        open_notebook(page, lab_server, LESSON, budget)
+    with lab_page(browser_page, lab_server, artifacts_dir, request, budget) as (page, shot):
+        open_saved(page, lab_server, LESSON, budget)
         cells = json.loads((ROOT / "notebooks" / LESSON).read_text(encoding="utf-8"))["cells"]
         index = next(i for i, c in enumerate(cells) if "SessionPanel(session)" in "".join(c["source"]))
         # JupyterLab draws only the cells in view: bring the panel's cell there first

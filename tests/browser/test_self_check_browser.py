@@ -8,15 +8,11 @@ feedback with the link to the published page. A screenshot goes to ``test-artifa
 
 from __future__ import annotations
 
-import shutil
-from pathlib import Path
-
 import pytest
-from jlab import failure_artifacts, open_notebook
+from jlab import lab_page, open_saved
 
 pytestmark = pytest.mark.timeout(150)
 
-ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOK = "self-check.ipynb"
 
 
@@ -25,11 +21,8 @@ def test_the_self_check_opens_an_answer_on_click_in_jupyterlab(
 ):
     from playwright.sync_api import expect
 
-    shutil.copy(ROOT / "notebooks" / NOTEBOOK, lab_server.root_dir / NOTEBOOK)
-    page = browser_page.page
-    shot = artifacts_dir / request.node.name
-    with failure_artifacts(page, shot, artifacts_dir, request.node.name, browser_page.console, lab_server, budget):
-        open_notebook(page, lab_server, NOTEBOOK, budget)
+    with lab_page(browser_page, lab_server, artifacts_dir, request, budget) as (page, shot):
+        open_saved(page, lab_server, NOTEBOOK, budget)
         question = page.locator(".jp-MarkdownCell").nth(1)  # cell 0 is the introduction
         expect(question.locator("h2")).to_contain_text("1.", timeout=budget.ms(15))
         answers = question.locator(".jp-RenderedMarkdown details")

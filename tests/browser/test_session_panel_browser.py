@@ -18,7 +18,7 @@ import re
 import sys
 
 import pytest
-from jlab import KERNEL_IDLE_JS, failure_artifacts, open_notebook, write_code_notebook
+from jlab import KERNEL_IDLE_JS, lab_page, open_notebook, write_code_notebook
 
 pytestmark = pytest.mark.timeout(150)  # a safety net: every wait shares the 80 s `budget` (conftest)
 
@@ -139,9 +139,7 @@ def test_step_button_in_jupyterlab(
     assert specs["kernelspecs"]["python3"]["spec"]["argv"][0] == sys.executable
 
     write_code_notebook(lab_server.root_dir / NOTEBOOK, (IMPORTS, scenario, PANEL))
-    page = browser_page.page
-    shot = artifacts_dir / f"{request.node.name}"
-    with failure_artifacts(page, shot, artifacts_dir, request.node.name, browser_page.console, lab_server, budget):
+    with lab_page(browser_page, lab_server, artifacts_dir, request, budget) as (page, shot):
         open_notebook(page, lab_server, NOTEBOOK, budget)
 
         # Run all cells; the command's promise is not awaited (page.evaluate would have no timeout).

@@ -80,6 +80,13 @@ def _visit(page, site_url: str, budget, path: str) -> None:
     page.wait_for_load_state("load", timeout=budget.ms(45))
 
 
+def _assert_clean(refused: list[str], console: list[str]) -> None:
+    """The pages asked no other host for anything (see :func:`_only_local`) and logged no console error."""
+    assert not refused, f"the pages asked for other hosts (no network in CI): {refused}"
+    errors = [line for line in console if line.startswith("error")]
+    assert not errors, f"console errors: {errors}"
+
+
 def test_site_pages_in_a_browser(site_url, browser_page, budget, artifacts_dir, request):
     page, console = browser_page.page, browser_page.console
     refused = _only_local(page, site_url)
@@ -134,9 +141,7 @@ def test_site_pages_in_a_browser(site_url, browser_page, budget, artifacts_dir, 
     except BaseException:
         shot("failure")
         raise
-    assert not refused, f"the pages asked for other hosts (no network in CI): {refused}"
-    errors = [line for line in console if line.startswith("error")]
-    assert not errors, f"console errors: {errors}"
+    _assert_clean(refused, console)
 
 
 def test_glossary_a_diagram_and_the_page_frame(site_url, browser_page, budget, artifacts_dir, request):
@@ -194,9 +199,7 @@ def test_glossary_a_diagram_and_the_page_frame(site_url, browser_page, budget, a
     except BaseException:
         shot("failure")
         raise
-    assert not refused, f"the pages asked for other hosts (no network in CI): {refused}"
-    errors = [line for line in console if line.startswith("error")]
-    assert not errors, f"console errors: {errors}"
+    _assert_clean(refused, console)
 
 
 def _screenshot(page, folder: Path, test: str, label: str) -> None:
@@ -217,8 +220,7 @@ def test_a_lesson_solution_is_behind_a_toggle(site_url, browser_page, budget, ar
     measured = output.split(". ", 1)[0]  # "Measured: (3, 6)": what the solution's output shows first
     assert measured.startswith("Measured: ")
     try:
-        page.goto(f"{site_url}/learn/{notebook.stem}.html", timeout=budget.ms(20))
-        page.wait_for_load_state("load", timeout=budget.ms(45))  # the elements checked next are each waited for
+        _visit(page, site_url, budget, f"learn/{notebook.stem}.html")
         cell = page.locator("div.cell.tag_solution").first
         toggle = cell.locator("details summary").first
         assert toggle.is_visible(), "the solution has no click-to-show toggle"
@@ -248,8 +250,7 @@ def test_the_self_check_shows_an_answers_feedback_only_when_it_is_clicked(
     page = browser_page.page
     shot = functools.partial(_screenshot, page, artifacts_dir, request.node.name)
     try:
-        page.goto(f"{site_url}/learn/self-check.html", timeout=budget.ms(20))
-        page.wait_for_load_state("load", timeout=budget.ms(45))
+        _visit(page, site_url, budget, "learn/self-check.html")
         answers = page.locator("article details")
         assert answers.count() >= 12 * 3
         assert answers.evaluate_all("ds => ds.filter(d => d.open).length") == 0

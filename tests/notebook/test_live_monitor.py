@@ -12,6 +12,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from checkout_env import checkout_env
 
 import nbkit.widgets
 from nbkit.transport.file_reader import StreamReader
@@ -38,8 +39,7 @@ with StreamWriter(path) as w:
 
 
 def start_writer(path: Path, count: int) -> subprocess.Popen:
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
-    return subprocess.Popen([sys.executable, "-c", WRITER, str(path), str(count)], env=env)
+    return subprocess.Popen([sys.executable, "-c", WRITER, str(path), str(count)], env=checkout_env())
 
 
 def file_counts(path: Path) -> tuple[Counter, Counter]:

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from checkout_env import checkout_env
 
 from .fuzzlib import Base, build_corpus
 
@@ -39,11 +40,7 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> list[Base]:
 @pytest.fixture(scope="session")
 def child_env() -> dict[str, str]:
     """Environment for child processes: this checkout's nbkit first on the path, unbuffered output."""
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
-    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
-    env["PYTHONUNBUFFERED"] = "1"
-    return env
+    return checkout_env(scripts=True, PYTHONUNBUFFERED="1")
 
 
 @pytest.fixture(scope="session")

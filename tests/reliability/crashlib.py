@@ -26,6 +26,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from checkout_env import checkout_env
+
 from nbkit.transport.file_reader import StreamReader
 from nbkit.transport.file_writer import StreamWriter
 
@@ -57,13 +59,6 @@ class CrashFigures:
         return d
 
 
-def _env() -> dict[str, str]:
-    env = dict(os.environ)
-    root = str(Path(__file__).resolve().parents[2])
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, env.get("PYTHONPATH")]))
-    return env
-
-
 def crash_chain(
     path: Path, *, runs: int, seed: int, flush_every: int = 1, max_delay: float = 0.04, early_kill_every: int = 4
 ) -> CrashFigures:
@@ -76,7 +71,7 @@ def crash_chain(
     last: dict[str, int] = {}  # per stream: the last sequence verified in the file
     verified_end = 0  # the end of the last complete frame verified so far
     prefix = b""
-    env = _env()
+    env = checkout_env()
     for run in range(runs):
         size_before = path.stat().st_size if path.exists() else 0
         child = subprocess.Popen(

@@ -314,6 +314,20 @@ def _same(got: list[Message], intact: list[Message], what: str) -> None:
         )
 
 
+def _poll_to_end(reader: StreamReader, size: int, got: list[Message], what: str) -> None:
+    """Poll a replay read of a ``size``-byte file to its end, appending each message to ``got`` (kept when
+    the read raises): it never asks to wait, and ends within ``size // 32 + 3`` polls (every frame is at
+    least 32 bytes, so more polls would mean no progress)."""
+    polls = size // 32 + 3
+    for _ in range(polls):
+        item = reader.poll()
+        if item is None:
+            return
+        assert item is not NEED_MORE, "a replay read asked to wait"
+        got.append(item)
+    raise AssertionError(f"{what} of a {size}-byte file did not end after {polls} polls")
+
+
 def check_replay(path: Path, base: Base, damage: int, *, errors: str, truncated_only: bool = False) -> Outcome:
     """Replay: bounded, never waits, ends with a ReadEnd, keeps every intact message (truncation: exactly)."""
     out = Outcome()
@@ -321,14 +335,7 @@ def check_replay(path: Path, base: Base, damage: int, *, errors: str, truncated_
     got: list[Message] = []
     try:
         with StreamReader(path, errors=errors) as r:
-            for _ in range(size // 32 + 3):  # every frame is >= 32 bytes: more polls means no progress
-                item = r.poll()
-                if item is None:
-                    break
-                assert item is not NEED_MORE, "a replay read asked to wait"
-                got.append(item)
-            else:
-                raise AssertionError(f"the replay of a {size}-byte file did not end after {size // 32 + 3} polls")
+            _poll_to_end(r, size, got, "the replay")
             assert isinstance(r.end, ReadEnd), f"the read ended without a ReadEnd: {r.end!r}"
             out.end = r.end.reason
             if r.end.reason == "error":
@@ -488,15 +495,8 @@ def check_seek(path: Path, base: Base, damage: int, rnd: random.Random) -> Outco
     size = path.stat().st_size
     try:
         with StreamReader(path, start=position, key=key, errors=rnd.choice(["raise", "stop"])) as r:
-            got = []
-            for _ in range(size // 32 + 3):
-                item = r.poll()
-                if item is None:
-                    break
-                assert item is not NEED_MORE, "a replay read asked to wait"
-                got.append(item)
-            else:
-                raise AssertionError("a read after a seek did not end")
+            got: list[Message] = []
+            _poll_to_end(r, size, got, "a read after a seek")
             assert isinstance(r.end, ReadEnd)
             out.messages, out.end = len(got), r.end.reason
     except NbkitError as exc:

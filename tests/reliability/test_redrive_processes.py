@@ -13,12 +13,11 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from checkout_env import checkout_env
 
 from nbkit.transport.file_reader import StreamReader
 from nbkit.transport.file_writer import StreamWriter
 from nbkit.wire import envelope
-
-from .crashlib import _env
 
 FROM = "x-nbkit-redriven-from"
 DEAD = 20_000  # enough dead letters that a redrive takes a while to append them
@@ -54,7 +53,7 @@ def redrive_cmd(path: Path) -> list[str]:
 def test_a_redrive_killed_mid_way_and_run_again_redrives_each_dead_letter_once(tmp_path):
     path = tmp_path / "orders.ss"
     write_dead_letters(path, DEAD)
-    env = _env()
+    env = checkout_env()
     partial_kills = 0
     for run in range(6):
         start = path.stat().st_size
@@ -106,14 +105,14 @@ def test_a_running_service_handles_the_redriven_messages(tmp_path):
     path = tmp_path / "orders.ss"
     write_dead_letters(path, 3)  # orders #1, then three dead letters
     (tmp_path / "fixed_service.py").write_text(SERVICE)
-    env = dict(_env(), ORDERS_FILE=str(path))
+    env = checkout_env(ORDERS_FILE=str(path))
     service = subprocess.Popen(
         [sys.executable, "-m", "nbkit", "run", "fixed_service:broker", "--log-level", "ERROR"],
         cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=open(tmp_path / "service.log", "wb"),  # noqa: SIM115
     )  # fmt: skip
     try:
         # the service follows orders from sequence 2, which the redrive is about to write
-        done = subprocess.run(redrive_cmd(path), env=_env(), capture_output=True, text=True, timeout=60)
+        done = subprocess.run(redrive_cmd(path), env=checkout_env(), capture_output=True, text=True, timeout=60)
         assert done.returncode == 0, done.stderr
         out = b""
         deadline = time.monotonic() + 30

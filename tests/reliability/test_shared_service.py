@@ -23,7 +23,6 @@ from pathlib import Path
 import pytest
 
 from nbkit.transport.file_reader import StreamReader
-from nbkit.transport.file_writer import StreamWriter
 from nbkit.wire import envelope
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]
@@ -109,8 +108,9 @@ def reported(out: bytes) -> list[int]:
     return [int(ln.split()[3]) for ln in out.decode().splitlines() if ln.startswith("published ")]
 
 
-def check_file(path: Path, tmp: Path) -> dict[int, dict]:
-    """Strict read, sequences by one per stream, byte-equal to one writer's file; returns seq -> order."""
+def check_file(path: Path, tmp: Path, write_ss) -> dict[int, dict]:
+    """Strict read, sequences by one per stream, byte-equal to one writer's file (``write_ss``, the
+    fixture); returns seq -> order."""
     with StreamReader(path) as r:
         header = r.header
         messages = list(r)
@@ -121,11 +121,13 @@ def check_file(path: Path, tmp: Path) -> dict[int, dict]:
         assert m.seq == last.get(stream, 0) + 1, (stream, m.seq, last.get(stream))
         last[stream] = m.seq
     copy = tmp / "one-writer.ss"
-    with StreamWriter(
-        copy, beacon_interval=header.beacon_interval, file_name=header.file_name, created_at_ms=header.created_at_ms
-    ) as w:
-        for m in messages:
-            w.write(m.stream_key, m.payload, seq=m.seq, shard_id=m.shard_id, timestamp_ms=m.timestamp_ms)
+    write_ss(
+        copy,
+        [(m.stream_key, m.shard_id, m.seq, m.timestamp_ms, m.payload) for m in messages],
+        interval=header.beacon_interval,
+        file_name=header.file_name,
+        created_at_ms=header.created_at_ms,
+    )
     assert path.read_bytes() == copy.read_bytes(), "the shared file differs from what one writer writes"
     orders = {}
     for m in messages:
@@ -135,7 +137,7 @@ def check_file(path: Path, tmp: Path) -> dict[int, dict]:
     return orders
 
 
-def test_four_publishers_feed_a_running_service(tmp_path: Path, child_env, figures) -> None:
+def test_four_publishers_feed_a_running_service(tmp_path: Path, child_env, figures, write_ss) -> None:
     service = Service(tmp_path, child_env)
     procs = [publisher(tmp_path, child_env, f"p{i}", PER_PUBLISHER) for i in range(PUBLISHERS)]
     outs = []
@@ -150,7 +152,7 @@ def test_four_publishers_feed_a_running_service(tmp_path: Path, child_env, figur
     assert len(handled) == total and len(set(handled)) == total  # each order once
     for order_id, attempt in handled:
         assert attempt == (2 if int(order_id.split("-")[1]) % 5 == 0 else 1), (order_id, attempt)
-    orders = check_file(tmp_path / "orders.ss", tmp_path)
+    orders = check_file(tmp_path / "orders.ss", tmp_path, write_ss)
     copies = [o for o in orders.values() if o["copy"]]
     assert len(orders) == total + len(copies) and len(copies) == total // 5
     for i, seqs in enumerate(outs):  # every publisher's report names its own messages, in order
@@ -166,7 +168,7 @@ def test_four_publishers_feed_a_running_service(tmp_path: Path, child_env, figur
     )
 
 
-def test_publishers_killed_mid_append_lose_nothing_they_reported(tmp_path: Path, child_env, figures) -> None:
+def test_publishers_killed_mid_append_lose_nothing_they_reported(tmp_path: Path, child_env, figures, write_ss) -> None:
     rnd = random.Random(13)
     service = Service(tmp_path, child_env)
     procs = [publisher(tmp_path, child_env, f"k{i}", 20 * PER_PUBLISHER) for i in range(PUBLISHERS)]
@@ -192,7 +194,7 @@ def test_publishers_killed_mid_append_lose_nothing_they_reported(tmp_path: Path,
         assert time.monotonic() < deadline, (len(service.handled()), len(ids))
         time.sleep(0.05)
     service.stop()
-    orders = check_file(tmp_path / "orders.ss", tmp_path)
+    orders = check_file(tmp_path / "orders.ss", tmp_path, write_ss)
     in_file = {o["id"] for o in orders.values()}
     for i, seqs in enumerate(outs):  # every write a killed publisher reported is in the file
         assert [orders[s]["id"] for s in seqs] == [f"k{i}-{n}" for n in range(1, len(seqs) + 1)]

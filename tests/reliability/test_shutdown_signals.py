@@ -121,18 +121,18 @@ def _events(err: str) -> dict:
     return json.loads(line[len("EVENTS ") :])
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
-@pytest.mark.parametrize(
-    ("timeout", "delays", "published"),
-    [("None", [0.2, 0.5, 0.9], 3), ("1.0", [0.2, 0.5, 4, 30], 2), ("0", [3, 4, 30], 0)],
-    ids=["wait-all", "timeout-1s", "timeout-0"],
-)
-def test_signal_on_a_pipe_service_accounts_for_every_copy(tmp_path, child_env, sig, timeout, delays, published):
-    proc = _run(tmp_path, _service(tmp_path, PIPE_SERVICE, timeout), child_env)
+def _stop_and_account(
+    proc: subprocess.Popen, sig: signal.Signals, copies: int, published: int, *, feed: bytes | None = None
+) -> tuple[bytes, str, float]:
+    """Write ``feed`` to the service's stdin (left open), wait until it has handled all ``copies``
+    deliveries, send ``sig``, and check its account: the exit status, one abandoned line per copy not
+    published and the EVENTS line. Returns its stdout, its whole stderr text and the seconds from the
+    signal to its exit; the process is killed if it outlives this."""
     try:
-        proc.stdin.write(b"".join(b"[jobs] %s\n" % str(d).encode() for d in delays))
-        proc.stdin.flush()  # stdin stays open: only the signal ends the service
-        before = _await_stderr(proc, b"handled", len(delays))
+        if feed is not None:
+            proc.stdin.write(feed)
+            proc.stdin.flush()
+        before = _await_stderr(proc, b"handled", copies)
         signalled = time.monotonic()
         proc.send_signal(sig)
         out, err = proc.communicate(timeout=20)
@@ -141,14 +141,28 @@ def test_signal_on_a_pipe_service_accounts_for_every_copy(tmp_path, child_env, s
         if proc.poll() is None:
             proc.kill()
     err_text = b"".join(before).decode() + err.decode()
-    abandoned = len(delays) - published
+    abandoned = copies - published
     assert proc.returncode == _status(sig, abandoned), err_text
+    assert err_text.count(ABANDONED) == abandoned
+    assert _events(err_text) == {"copies": copies, "published": published, "abandoned": abandoned}
+    return out, err_text, took
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+@pytest.mark.parametrize(
+    ("timeout", "delays", "published"),
+    [("None", [0.2, 0.5, 0.9], 3), ("1.0", [0.2, 0.5, 4, 30], 2), ("0", [3, 4, 30], 0)],
+    ids=["wait-all", "timeout-1s", "timeout-0"],
+)
+def test_signal_on_a_pipe_service_accounts_for_every_copy(tmp_path, child_env, sig, timeout, delays, published):
+    proc = _run(tmp_path, _service(tmp_path, PIPE_SERVICE, timeout), child_env)
+    # stdin stays open: only the signal ends the service
+    feed = b"".join(b"[jobs] %s\n" % str(d).encode() for d in delays)
+    out, err_text, took = _stop_and_account(proc, sig, len(delays), published, feed=feed)
     assert "Traceback" not in err_text
     copies = [parse_line(line) for line in out.decode().splitlines()]
     assert all(c.stream_key == "jobs.retry" for c in copies)
     assert len(copies) == published
-    assert err_text.count(ABANDONED) == abandoned
-    assert _events(err_text) == {"copies": len(delays), "published": published, "abandoned": abandoned}
     # retry copies carry the counter; the originals' sequences are 0, 1, 2...
     assert sorted(envelope.decode(c.payload.encode())[0]["stream-sequence"] for c in copies) == [
         str(i) for i in range(published)
@@ -168,18 +182,7 @@ def test_signal_on_a_file_service_accounts_for_every_copy(tmp_path, child_env, s
         broker.publish("jobs", str(d))
     broker.shutdown()
     proc = _run(tmp_path, _service(tmp_path, FILE_SERVICE, timeout), child_env)
-    try:
-        before = _await_stderr(proc, b"handled", len(delays))
-        proc.send_signal(sig)
-        out, err = proc.communicate(timeout=20)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    err_text = b"".join(before).decode() + err.decode()
-    abandoned = len(delays) - published
-    assert proc.returncode == _status(sig, abandoned), err_text
-    assert err_text.count(ABANDONED) == abandoned
-    assert _events(err_text) == {"copies": len(delays), "published": published, "abandoned": abandoned}
+    _stop_and_account(proc, sig, len(delays), published)
     with StreamReader(tmp_path / "jobs.ss") as r:
         records = [envelope.decode(m.payload) for m in r if m.stream_key == "jobs"]
     assert r.end.reason == "end"

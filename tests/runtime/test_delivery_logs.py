@@ -5,10 +5,11 @@ and of a Session's log; the upstream texts (``getMessage()``) are unchanged (tes
 from __future__ import annotations
 
 import logging
-import os
 import subprocess
 import sys
 from pathlib import Path
+
+from checkout_env import checkout_env
 
 from nbkit import App, FileBroker, HandlerOutcome, Session, StdioBroker
 from nbkit.runtime import logs
@@ -85,7 +86,7 @@ app = App(broker)
 
 def test_nbkit_run_lines_end_with_the_delivery(tmp_path):
     (tmp_path / "stage.py").write_text(STAGE)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+    env = checkout_env()
     done = subprocess.run(
         [sys.executable, "-m", "nbkit", "run", "stage:app"],
         cwd=tmp_path,

@@ -12,13 +12,13 @@ from __future__ import annotations
 import functools
 import importlib.util
 import json
-import os
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
 import pytest
+from checkout_env import checkout_env
 
 from nbkit import FileBroker
 
@@ -48,14 +48,6 @@ needs_cli = pytest.mark.skipif(
     not {"cat", "run"} <= _cli_commands(), reason="nbkit/cli.py has no 'cat' and 'run' commands yet"
 )
 needs_run = pytest.mark.skipif("run" not in _cli_commands(), reason="nbkit/cli.py has no 'run' command yet")
-
-
-def _env() -> dict[str, str]:
-    """PATH finds this interpreter's ``nbkit`` script; PYTHONPATH finds this checkout's nbkit."""
-    env = dict(os.environ)
-    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
-    return env
 
 
 FIRST = """
@@ -118,7 +110,7 @@ def pipeline(tmp_path_factory):
             "set -o pipefail; nbkit cat --format stdio in.ss | nbkit run first:app | nbkit run second:app",
         ],
         cwd=tmp_path,
-        env=_env(),
+        env=checkout_env(scripts=True),
         capture_output=True,
         timeout=20,
     )
@@ -183,17 +175,22 @@ REFUSED = """
 """
 
 
-@needs_run
-def test_run_takes_a_broker_too(tmp_path):
-    (tmp_path / "solo.py").write_text(textwrap.dedent(SOLO))
-    done = subprocess.run(
-        ["nbkit", "run", "solo:broker"],
-        input=b"[jobs | 5] hi\n",
+def _run_stage(tmp_path: Path, source: str, target: str, stdin: bytes) -> subprocess.CompletedProcess[bytes]:
+    """``nbkit run TARGET`` in ``tmp_path`` on ``stdin``, ``source`` saved as the module TARGET names."""
+    (tmp_path / f"{target.partition(':')[0]}.py").write_text(textwrap.dedent(source))
+    return subprocess.run(
+        ["nbkit", "run", target],
+        input=stdin,
         cwd=tmp_path,
-        env=_env(),
+        env=checkout_env(scripts=True),
         capture_output=True,
         timeout=20,
     )
+
+
+@needs_run
+def test_run_takes_a_broker_too(tmp_path):
+    done = _run_stage(tmp_path, SOLO, "solo:broker", b"[jobs | 5] hi\n")
     assert done.returncode == 0, done.stderr.decode()
     [line] = done.stdout.decode().splitlines()
     assert line.startswith("[") and " | jobs.retry | 0] rs1:" in line
@@ -201,15 +198,7 @@ def test_run_takes_a_broker_too(tmp_path):
 
 @needs_run
 def test_run_refuses_a_pipe_registration_without_out_retry(tmp_path):
-    (tmp_path / "refused.py").write_text(textwrap.dedent(REFUSED))
-    done = subprocess.run(
-        ["nbkit", "run", "refused:app"],
-        input=b"[jobs] hi\n",
-        cwd=tmp_path,
-        env=_env(),
-        capture_output=True,
-        timeout=20,
-    )
+    done = _run_stage(tmp_path, REFUSED, "refused:app", b"[jobs] hi\n")
     assert done.returncode != 0
     err = done.stderr.decode().strip().splitlines()
     assert len(err) == 1, err
@@ -245,7 +234,7 @@ def test_run_shuts_down_gracefully_on_sigterm(tmp_path, timeout):
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         cwd=tmp_path,
-        env=_env(),
+        env=checkout_env(scripts=True),
     )
     try:
         proc.stdin.write(b"[jobs | 9] hello\n")

@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from checkout_env import checkout_env
 
 from nbkit import App, HandlerOutcome, StdioBroker
 from nbkit.runtime import logs
@@ -216,7 +217,7 @@ app = App(broker)
 
 def _run_cli(tmp_path: Path, service: str, lines: int) -> subprocess.CompletedProcess[bytes]:
     (tmp_path / "stage.py").write_text(service)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+    env = checkout_env()
     payload = "x" * 1000
     return subprocess.run(
         [sys.executable, "-m", "nbkit", "run", "stage:app"],

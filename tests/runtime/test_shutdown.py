@@ -4,16 +4,15 @@ publishes them, ``shutdown_timeout`` abandons (and logs) the rest; SIGTERM on a 
 from __future__ import annotations
 
 import logging
-import os
 import select
 import signal
 import subprocess
 import sys
 import textwrap
 import time
-from pathlib import Path
 
 import pytest
+from checkout_env import checkout_env
 
 from nbkit import App, FileBroker, HandlerOutcome
 
@@ -146,10 +145,7 @@ def test_request_stop_ends_run_gracefully(clock):
 
 # ---------------------------------------------------------------- real processes, SIGTERM
 
-_ENV = {
-    **os.environ,
-    "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[2]), os.environ.get("PYTHONPATH", "")]),
-}
+_ENV = checkout_env()
 
 PIPE_SERVICE = """
 import logging, sys
@@ -215,17 +211,15 @@ def _wait_for_stderr_line(proc, prefix: str, deadline: float = 5.0) -> list[str]
     raise AssertionError(f"no {prefix!r} on stderr; got {got}")
 
 
-@pytest.mark.parametrize(
-    ("timeout", "sig"),
-    [("None", signal.SIGTERM), ("0", signal.SIGTERM), ("0", signal.SIGINT)],
-    ids=["SIGTERM-wait", "SIGTERM-timeout0", "SIGINT-timeout0"],
-)
-def test_signal_on_a_pipe_service(tmp_path, timeout, sig):
-    proc = _start(tmp_path, PIPE_SERVICE.format(timeout=timeout), stdin=subprocess.PIPE)
+def _stop_cleanly(proc, sig, handled: str, *, feed: bytes | None = None) -> tuple[bytes, str]:
+    """Write ``feed`` to the service's stdin (left open), wait for its ``handled`` line on stderr, send
+    ``sig`` and check it exits cleanly (status 0, "exited cleanly"); returns its stdout and stderr text.
+    The process is killed if it outlives this."""
     try:
-        proc.stdin.write(b"[jobs | 3] hello\n")
-        proc.stdin.flush()  # stdin stays open: only the signal can end the service
-        _wait_for_stderr_line(proc, "handled hello")
+        if feed is not None:
+            proc.stdin.write(feed)
+            proc.stdin.flush()
+        _wait_for_stderr_line(proc, handled)
         proc.send_signal(sig)
         out, err = proc.communicate(timeout=5)
     finally:
@@ -234,6 +228,18 @@ def test_signal_on_a_pipe_service(tmp_path, timeout, sig):
     err_text = err.decode()
     assert proc.returncode == 0, err_text
     assert "exited cleanly" in err_text
+    return out, err_text
+
+
+@pytest.mark.parametrize(
+    ("timeout", "sig"),
+    [("None", signal.SIGTERM), ("0", signal.SIGTERM), ("0", signal.SIGINT)],
+    ids=["SIGTERM-wait", "SIGTERM-timeout0", "SIGINT-timeout0"],
+)
+def test_signal_on_a_pipe_service(tmp_path, timeout, sig):
+    proc = _start(tmp_path, PIPE_SERVICE.format(timeout=timeout), stdin=subprocess.PIPE)
+    # stdin stays open: only the signal can end the service
+    out, err_text = _stop_cleanly(proc, sig, "handled hello", feed=b"[jobs | 3] hello\n")
     got = lines(out.decode().splitlines())
     if timeout == "None":
         # the pending copy is published before the process exits
@@ -253,16 +259,7 @@ def test_sigterm_on_a_file_service(tmp_path, timeout):
     seed(path, [("jobs", b"parcel")])
     before = file_bytes(path)
     proc = _start(tmp_path, FILE_SERVICE.format(timeout=timeout), path)
-    try:
-        _wait_for_stderr_line(proc, "handled parcel 1")
-        proc.send_signal(signal.SIGTERM)
-        out, err = proc.communicate(timeout=5)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    err_text = err.decode()
-    assert proc.returncode == 0, err_text
-    assert "exited cleanly" in err_text
+    _, err_text = _stop_cleanly(proc, signal.SIGTERM, "handled parcel 1")
     if timeout == "None":
         assert [(r.seq, r.payload, r.headers.get(RETRY)) for r in records(path, "jobs")] == [
             (1, b"parcel", None),

@@ -205,36 +205,3 @@ def test_local_cluster_processes(scale_file, same_rows):
             ddf = nbkit.dask.read_stream(scale_file, partition_size="4KiB", payload="json")
             got = ddf.compute()
     same_rows(got, read_stream(scale_file, payload="json"))
-
-
-def test_benchmark_runs_on_tiny_data(tmp_path):
-    """bench/dask_read.py end to end on a 1 MiB file (no timing asserted: figures are in bench/README.md)."""
-    import subprocess
-    import sys
-    from pathlib import Path
-
-    root = Path(__file__).resolve().parents[2]
-    env = dict(os.environ, PYTHONPATH=str(root) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    done = subprocess.run(
-        [
-            sys.executable,
-            str(root / "bench" / "dask_read.py"),
-            "--size",
-            "1MiB",
-            "--partition-size",
-            "128KiB",
-            "--path",
-            str(tmp_path / "b.ss"),
-            "--to-client",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=180,
-        env=env,
-        cwd=str(root),
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    lines = done.stdout.splitlines()
-    assert lines[0].startswith("== ") and "machine:" in lines[1]
-    assert any(line.strip().startswith("PASS  results equal") for line in lines), done.stdout
-    assert lines[-1].endswith("targets met")

@@ -14,6 +14,7 @@ import time
 
 import pandas as pd
 import pytest
+from checkout_env import checkout_env
 
 dask = pytest.importorskip("dask")
 distributed = pytest.importorskip("distributed")
@@ -108,8 +109,7 @@ def test_a_cluster_of_worker_processes_in_another_folder_reads_the_url(s3, big, 
     url = s3.put_file(big)
     elsewhere = tmp_path / "workers"
     elsewhere.mkdir()
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    env = dict(os.environ, PYTHONPATH=root)
+    env = checkout_env()
     with distributed.LocalCluster(n_workers=0, scheduler_port=0, dashboard_address=None, host="127.0.0.1") as cluster:
         worker = subprocess.Popen(
             [sys.executable, "-m", "distributed.cli.dask_worker", cluster.scheduler_address, "--nworkers", "2"]

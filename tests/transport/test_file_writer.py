@@ -42,16 +42,12 @@ def tuples(messages) -> list[tuple]:
 # -- byte layout ------------------------------------------------------------------------------------
 
 
-def test_sample_reencodes_byte_for_byte(sample_path: Path, tmp_path: Path) -> None:
+def test_sample_reencodes_byte_for_byte(sample_path: Path, tmp_path: Path, write_ss) -> None:
     with StreamReader(sample_path) as r:
         header = r.header
-        msgs = list(r)
+        msgs = [(m.stream_key, m.shard_id, m.seq, m.timestamp_ms, m.payload) for m in r]
     out = tmp_path / "copy.ss"
-    with StreamWriter(
-        out, beacon_interval=header.beacon_interval, file_name=header.file_name, created_at_ms=header.created_at_ms
-    ) as w:
-        for m in msgs:
-            w.write(m.stream_key, m.payload, seq=m.seq, shard_id=m.shard_id, timestamp_ms=m.timestamp_ms)
+    write_ss(out, msgs, interval=header.beacon_interval, file_name=header.file_name, created_at_ms=header.created_at_ms)
     data = out.read_bytes()
     assert len(data) == 3481
     assert hashlib.sha256(data).hexdigest() == SAMPLE_SHA256

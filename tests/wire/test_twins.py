@@ -91,8 +91,9 @@ frames_st = st.lists(
 )
 
 
-@HYPO
-@given(
+#: What the scanner twins are given: frames, where the scan starts (``base``, ``skew``) and stops
+#: (``until``), the file's beacon interval, the keys it knows, and the damage done to the bytes.
+SCAN_INPUTS = dict(
     frames=frames_st,
     base=st.integers(0, 300),
     interval=st.sampled_from([128, 1024, 4096, 1 << 20]),
@@ -102,13 +103,23 @@ frames_st = st.lists(
     until=st.one_of(st.just(-1), st.integers(0, 8000)),
     skew=st.integers(0, 2),
 )
-def test_scan_frames_twins_agree(frames, base, interval, known, damage, cut, until, skew):
-    """Random frames (a random key filter, flipped bytes, a cut tail, any start and stop) scan alike."""
+
+
+def _damaged(frames, damage, cut: int) -> bytes:
+    """The frames encoded back to back, bytes flipped (``(at, flip)`` pairs, ``at`` wrapped around the
+    data) and ``cut`` bytes cut off the tail: what the scanner twins are given."""
     data = bytearray(b"".join(encode_frame_pure(*f)[0] for f in frames))
     for at, flip in damage:
         if data:
             data[at % len(data)] ^= flip
-    buf = bytes(data[: max(0, len(data) - cut)])
+    return bytes(data[: max(0, len(data) - cut)])
+
+
+@HYPO
+@given(**SCAN_INPUTS)
+def test_scan_frames_twins_agree(frames, base, interval, known, damage, cut, until, skew):
+    """Random frames (a random key filter, flipped bytes, a cut tail, any start and stop) scan alike."""
+    buf = _damaged(frames, damage, cut)
     keymap = {raw: (raw.decode() if take else None) for raw, take in known}
     pos = base + skew  # skew 1-2: a start that is not a frame start (garbage in, same answer out)
     results = []
@@ -135,25 +146,14 @@ def _buffers(cols: ColumnBuffers) -> tuple:
 
 @HYPO
 @given(
-    frames=frames_st,
-    base=st.integers(0, 300),
-    interval=st.sampled_from([128, 1024, 4096, 1 << 20]),
-    known=st.lists(st.tuples(st.sampled_from(KEYS), st.booleans()), max_size=4),
-    damage=st.lists(st.tuples(st.integers(0, 10_000), st.integers(1, 255)), max_size=3),
-    cut=st.integers(0, 60),
-    until=st.one_of(st.just(-1), st.integers(0, 8000)),
-    skew=st.integers(0, 2),
+    **SCAN_INPUTS,
     separator=st.sampled_from([b"", b"\n"]),
     before=st.lists(st.binary(max_size=20), max_size=3),
 )
 def test_scan_columns_twins_agree(frames, base, interval, known, damage, cut, until, skew, separator, before):
     """scan_columns: the same random frames, key filters, damage and bounds give the same buffers (also
     when the buffers already hold messages), and it stops where scan_frames stops."""
-    data = bytearray(b"".join(encode_frame_pure(*f)[0] for f in frames))
-    for at, flip in damage:
-        if data:
-            data[at % len(data)] ^= flip
-    buf = bytes(data[: max(0, len(data) - cut)])
+    buf = _damaged(frames, damage, cut)
     codes = {raw: (j if take else -1) for j, (raw, take) in enumerate(known)}
     pos = base + skew
     results = []

@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import os
 import tempfile
-from pathlib import Path
 from typing import Any
 
-from nbkit.notebook.exercise_bank.runs import file_session
+from nbkit.notebook.exercise_bank.runs import file_session, fresh_path
 from nbkit.notebook.exercises import Choice, Count, Evidence, Exercise, Number, Parts, WrongAnswer, register
 
 __all__ = ["DEAD_LETTER_TIME", "MISSING_PARCEL", "SUCCEEDS_ON_CAP"]
@@ -131,9 +130,7 @@ def _missing_parcel_scenario(folder: str | os.PathLike, **_: Any) -> Evidence:
     from nbkit.runtime.outcome import HandlerOutcome
     from nbkit.transport.positions import FilePosition
 
-    path = Path(folder) / "parcels.ss"
-    if path.exists():
-        path.unlink()
+    path = fresh_path(folder, "parcels.ss")
     broker = FileBroker(path)
 
     @broker.subscriber("parcels", start_at=FilePosition.beginning(), max_attempts=3, dead_letter="parcels.dead")

@@ -7,9 +7,9 @@ import functools
 import json
 import os
 import tempfile
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from nbkit.notebook.exercise_bank.runs import fresh_path
 from nbkit.notebook.exercises import Choice, Evidence, Exercise, Parts, WrongAnswer, register
 
 if TYPE_CHECKING:
@@ -98,9 +98,7 @@ def _replayed_scenario(folder: str | os.PathLike, **_: Any) -> Evidence:
     from nbkit.runtime.file_broker import FileBroker
     from nbkit.transport.positions import FilePosition
 
-    path = Path(folder) / "orders-replayed.ss"
-    if path.exists():
-        path.unlink()
+    path = fresh_path(folder, "orders-replayed.ss")
 
     def service() -> FileBroker:
         broker = FileBroker(path)

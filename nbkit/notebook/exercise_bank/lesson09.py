@@ -18,6 +18,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from nbkit.notebook.exercise_bank.runs import fresh_path
 from nbkit.notebook.exercises import Choice, Count, Evidence, Exercise, Sequence, WrongAnswer, register
 
 __all__ = ["LOST", "REDRIVE_LOOP", "TWICE", "Ids", "run_day"]
@@ -248,9 +249,7 @@ def _redrive_loop_scenario(folder: str | os.PathLike, **_: Any) -> Evidence:
     from nbkit.runtime.redrive import redrive
     from nbkit.transport.positions import FilePosition
 
-    path = Path(folder) / "mystery.ss"
-    if path.exists():
-        path.unlink()
+    path = fresh_path(folder, "mystery.ss")
     broker = FileBroker(path)
 
     @broker.subscriber("orders", start_at=FilePosition.beginning(), max_attempts=3, dead_letter="orders.dead")

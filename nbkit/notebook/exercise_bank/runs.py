@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from nbkit.notebook.session import Session
 
-__all__ = ["file_session"]
+__all__ = ["file_session", "fresh_path"]
 
 
 def file_session(
@@ -44,3 +45,18 @@ def file_session(
         broker.publish(key, payload)
     session.run()
     return session, path
+
+
+def fresh_path(folder: str | os.PathLike, name: str) -> Path:
+    """``folder/name`` with no file there (one left by an earlier run of the scenario is removed), so a
+    scenario writes its evidence into an empty file.
+
+    Returns
+    -------
+    pathlib.Path
+        The path.
+    """
+    path = Path(folder) / name
+    if path.exists():
+        path.unlink()
+    return path
