@@ -828,7 +828,28 @@ cdef tuple _ascii_fields(str line):
     return ts, key, seq, shard, PyBytes_FromStringAndSize(<const char*>b + j + 2, n - j - 2)
 
 
-_new_line_delivery = None  # stdio_line's LineDelivery maker, looked up on first use
+from cpython.object cimport PyTypeObject
+from cpython.ref cimport Py_INCREF
+from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE, PyTuple_SET_ITEM
+
+
+cdef extern from "Python.h":
+    object PyType_GenericAlloc(PyTypeObject* type, Py_ssize_t nitems)
+
+
+cdef object _named(type cls, tuple values):
+    """``tuple.__new__(cls, values)`` for a named tuple class ``cls``, without the Python call: the record is
+    allocated as ``cls`` and ``values`` are put in it (what ``tuple.__new__`` does for a tuple subclass)."""
+    cdef Py_ssize_t i, n = PyTuple_GET_SIZE(values)
+    record = PyType_GenericAlloc(<PyTypeObject*>cls, n)
+    for i in range(n):
+        item = <object>PyTuple_GET_ITEM(values, i)
+        Py_INCREF(item)  # (SET_ITEM takes over a reference)
+        PyTuple_SET_ITEM(record, i, item)
+    return record
+
+
+cdef type _LineDelivery = None  # stdio_line.LineDelivery, looked up on first use
 
 
 def line_delivery(str line, lineno, dict counters not None):
@@ -839,7 +860,7 @@ def line_delivery(str line, lineno, dict counters not None):
     is read straight to the payload's bytes (:func:`_ascii_fields`); any other through :func:`parse_fields`.
     A payload that does not start with ``rs`` has no envelope: its UTF-8 bytes and no headers; any other
     goes to :func:`nbkit.wire.envelope.decode`."""
-    global _pure_envelope_decode, _new_line_delivery
+    global _pure_envelope_decode, _LineDelivery
     cdef bytes data
     fields = _ascii_fields(line)
     if fields is not None:
@@ -865,9 +886,9 @@ def line_delivery(str line, lineno, dict counters not None):
     else:
         headers, payload = {}, data
     headers[_SEQUENCE_HEADER] = str(seq)
-    if _new_line_delivery is None:
-        _new_line_delivery = _stdio_module()._new_line_delivery
-    return _new_line_delivery((ts, stream_key, seq, shard, payload, headers, key is None))
+    if _LineDelivery is None:
+        _LineDelivery = _stdio_module().LineDelivery
+    return _named(_LineDelivery, (ts, stream_key, seq, shard, payload, headers, key is None))
 
 
 cdef extern from "Python.h":
