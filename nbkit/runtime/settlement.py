@@ -27,7 +27,7 @@ from nbkit.runtime.broker import Subscription
 from nbkit.runtime.clock import Clock
 from nbkit.runtime.delayed import DelayedCopies, copy_lost
 from nbkit.runtime.delivery import Delivery
-from nbkit.runtime.events import EventHistory, SettlementEvent
+from nbkit.runtime.events import EventHistory, SettlementEvent, new_record
 from nbkit.runtime.outcome import HandlerOutcome, OutcomeKind, as_outcome
 from nbkit.runtime.redrive import REDRIVEN_FROM_HEADER
 from nbkit.runtime.run_summary import RunCounts
@@ -39,8 +39,6 @@ from nbkit.wire.envelope import RETRY_COUNT_HEADER, copy_retry_count, retry_coun
 __all__ = ["Driver", "Settlement", "poll"]
 
 _COUNT_TEXTS = [str(n) for n in range(64)]  # str(attempt) of the usual attempts, made once
-_new_event = partial(tuple.__new__, SettlementEvent)  # one per delivery: made from a tuple at C speed
-_new_settled = partial(tuple.__new__, logs.SettledDelivery)
 _MAX_DECISIONS = 64  # a few (outcome, delay) pairs per handler; the cache is bounded anyway
 # the actions a settlement tests for, read once: on Python 3.11 ``Action.COPY`` goes through the enum
 # metaclass's __getattr__ hook (about ten times a module global's cost), and settle() tests two or three a delivery
@@ -236,8 +234,9 @@ class Settlement:
         and the burst both end here."""
         stream_key = delivery.stream_key
         seq = delivery.seq
-        # values in SettlementEvent's field order, made as a tuple (tests/runtime/test_events.py pins the order)
-        event = _new_event(
+        # values in SettlementEvent's field order (tests/runtime/test_events.py pins the order)
+        event = new_record(
+            SettlementEvent,
             (
                 now,  # time
                 self.transport,
@@ -257,7 +256,7 @@ class Settlement:
                 error,
                 REDRIVEN_FROM_HEADER in delivery.headers,  # redriven
                 None,  # lost_at
-            )
+            ),
         )
         history = self.history
         held = False
@@ -284,7 +283,7 @@ class Settlement:
 
     def settled_delivery(self, delivery: Delivery, attempt: int) -> logs.SettledDelivery:
         """The delivery as this settlement's log records name it."""
-        return _new_settled((self.name, delivery.stream_key, delivery.seq, attempt, delivery.line))
+        return new_record(logs.SettledDelivery, (self.name, delivery.stream_key, delivery.seq, attempt, delivery.line))
 
     def _outcome(self, delivery: Delivery, result: Any) -> tuple[HandlerOutcome, str | None]:
         """The outcome a handler's result stands for, and the error to record (a raise or a wrong return drops)."""

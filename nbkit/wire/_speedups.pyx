@@ -11,6 +11,7 @@ Same signatures, results and errors as the pure-Python reference twin:
 - :func:`encode_frame` as :func:`nbkit.wire.ssformat.encode_frame` (the writer's frame encoding),
 - :func:`parse_fields` and :func:`format_line` as ``nbkit.wire.stdio_line.parse_fields`` and
   :func:`nbkit.wire.stdio_line.format_line` (stdio lines),
+- :func:`new_record` as :func:`nbkit.runtime.events.new_record` (a named tuple from its values),
 
 Identical errors by construction: every input off the hot path (a field out of range, a header that is
 not the canonical ``[ts | key | seq]``) is handed to the pure twin,
@@ -828,25 +829,38 @@ cdef tuple _ascii_fields(str line):
     return ts, key, seq, shard, PyBytes_FromStringAndSize(<const char*>b + j + 2, n - j - 2)
 
 
-from cpython.object cimport PyTypeObject
 from cpython.ref cimport Py_INCREF
 from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE, PyTuple_SET_ITEM
+from cpython.type cimport PyType_IsSubtype
 
 
 cdef extern from "Python.h":
-    object PyType_GenericAlloc(PyTypeObject* type, Py_ssize_t nitems)
+    object PyType_GenericAlloc(type t, Py_ssize_t nitems)
+    bint PyType_HasFeature(type t, unsigned long feature)
+    unsigned long Py_TPFLAGS_HEAPTYPE
 
 
 cdef object _named(type cls, tuple values):
-    """``tuple.__new__(cls, values)`` for a named tuple class ``cls``, without the Python call: the record is
-    allocated as ``cls`` and ``values`` are put in it (what ``tuple.__new__`` does for a tuple subclass)."""
+    """``tuple.__new__(cls, values)`` for a named tuple class ``cls`` (a tuple subclass made in Python), without
+    the Python call: the record is allocated as ``cls`` and ``values`` are put in it, as ``tuple.__new__`` does."""
     cdef Py_ssize_t i, n = PyTuple_GET_SIZE(values)
-    record = PyType_GenericAlloc(<PyTypeObject*>cls, n)
+    record = PyType_GenericAlloc(cls, n)
     for i in range(n):
         item = <object>PyTuple_GET_ITEM(values, i)
-        Py_INCREF(item)  # (SET_ITEM takes over a reference)
+        Py_INCREF(item)  # (SET_ITEM takes the reference it is given)
         PyTuple_SET_ITEM(record, i, item)
     return record
+
+
+def new_record(cls, values):
+    """The compiled :func:`nbkit.runtime.events.new_record`: ``tuple.__new__(cls, values)``.
+
+    A tuple of values for a tuple subclass made in Python (a named tuple) goes straight into a record allocated
+    as ``cls``; anything else is ``tuple.__new__``'s, which answers or raises as the pure twin does."""
+    if (type(values) is tuple and type(cls) is type and PyType_IsSubtype(<type>cls, tuple)
+            and PyType_HasFeature(<type>cls, Py_TPFLAGS_HEAPTYPE)):
+        return _named(<type>cls, <tuple>values)
+    return tuple.__new__(cls, values)
 
 
 cdef type _LineDelivery = None  # stdio_line.LineDelivery, looked up on first use
