@@ -12,6 +12,7 @@ Same signatures, results and errors as the pure-Python reference twin:
 - :func:`parse_fields` and :func:`format_line` as ``nbkit.wire.stdio_line.parse_fields`` and
   :func:`nbkit.wire.stdio_line.format_line` (stdio lines),
 - :func:`new_record` as :func:`nbkit.runtime.events.new_record` (a named tuple from its values),
+- :func:`text_lines` as :func:`nbkit.transport.pipe_io.text_lines` (a chunk of stdin's lines),
 
 Identical errors by construction: every input off the hot path (a field out of range, a header that is
 not the canonical ``[ts | key | seq]``) is handed to the pure twin,
@@ -22,7 +23,7 @@ from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes
 from cpython cimport array
 from cpython.long cimport PyLong_FromLongLong, PyLong_FromUnsignedLongLong
 from libc.stdint cimport int64_t, uint8_t, uint16_t, uint32_t, uint64_t
-from libc.string cimport memcmp, memcpy
+from libc.string cimport memchr, memcmp, memcpy
 
 # Slicing-by-8 tables: _T[k][b] is the CRC register after byte b then k zero bytes (from register 0).
 cdef uint16_t _T[8][256]
@@ -861,6 +862,31 @@ def new_record(cls, values):
             and PyType_HasFeature(<type>cls, Py_TPFLAGS_HEAPTYPE)):
         return _named(<type>cls, <tuple>values)
     return tuple.__new__(cls, values)
+
+
+cdef extern from "Python.h":
+    object PyUnicode_DecodeUTF8(const char* s, Py_ssize_t size, const char* errors)
+
+
+def text_lines(bytes data not None):
+    """The compiled :func:`nbkit.transport.pipe_io.text_lines`: ``data.decode("utf-8").split("\\n")``, or None
+    when ``data`` is not UTF-8. Each ``\\n`` is found with ``memchr`` and each line decoded on its own (a ``\\n``
+    byte is never inside a multi-byte sequence: the same lines)."""
+    cdef const char* p = PyBytes_AS_STRING(data)
+    cdef Py_ssize_t n = PyBytes_GET_SIZE(data), start = 0, end
+    cdef const char* q
+    cdef list lines = []
+    while True:
+        q = <const char*>memchr(p + start, 10, n - start)
+        end = n if q == NULL else q - p
+        try:
+            line = PyUnicode_DecodeUTF8(p + start, end - start, NULL)
+        except UnicodeDecodeError:
+            return None
+        lines.append(line)
+        if q == NULL:
+            return lines
+        start = end + 1
 
 
 cdef type _LineDelivery = None  # stdio_line.LineDelivery, looked up on first use
