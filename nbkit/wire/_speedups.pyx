@@ -561,6 +561,12 @@ cdef extern from "Python.h":
     void PyMem_Free(void*)
 
 cdef const char* _B64 = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+# the two characters of every 12 bits: _B64_PAIRS[v] is _B64[v >> 6], _B64[v & 63] (two lookups per 3 bytes, not 4)
+cdef uint8_t _B64_PAIRS[4096][2]
+cdef int _v
+for _v in range(4096):
+    _B64_PAIRS[_v][0] = _B64[_v >> 6]
+    _B64_PAIRS[_v][1] = _B64[_v & 63]
 _pure_envelope_encode = None
 
 
@@ -601,10 +607,8 @@ cdef void _b64(const uint8_t* src, Py_ssize_t n, uint8_t* dst) noexcept nogil:
     cdef uint32_t v
     while i + 3 <= n:
         v = (<uint32_t>src[i] << 16) | (<uint32_t>src[i + 1] << 8) | src[i + 2]
-        dst[0] = _B64[v >> 18]
-        dst[1] = _B64[(v >> 12) & 63]
-        dst[2] = _B64[(v >> 6) & 63]
-        dst[3] = _B64[v & 63]
+        memcpy(dst, _B64_PAIRS[v >> 12], 2)
+        memcpy(dst + 2, _B64_PAIRS[v & 0xFFF], 2)
         i += 3
         dst += 4
     if n - i == 1:
