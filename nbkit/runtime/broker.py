@@ -12,6 +12,7 @@ from nbkit.errors import ConfigurationError, NotConnectedError
 from nbkit.runtime.checkpoint import Checkpointer
 from nbkit.runtime.clock import Clock, RealClock
 from nbkit.runtime.delivery import Delivery
+from nbkit.runtime.events import new_record
 from nbkit.runtime.registration import Handler, Registration
 from nbkit.transport.polling import NeedMore
 
@@ -25,7 +26,7 @@ class Published(NamedTuple):
 
 
 #: ``Published(stream_key, seq, time)`` from a tuple, at C speed (a pipe stage makes one per copy).
-new_published = functools.partial(tuple.__new__, Published)
+new_published = functools.partial(new_record, Published)
 
 
 class Subscription(ABC):

@@ -27,7 +27,7 @@ from nbkit.runtime.broker import Subscription
 from nbkit.runtime.clock import Clock
 from nbkit.runtime.delayed import DelayedCopies, copy_lost
 from nbkit.runtime.delivery import Delivery
-from nbkit.runtime.events import EventHistory, SettlementEvent
+from nbkit.runtime.events import EventHistory, SettlementEvent, new_record
 from nbkit.runtime.outcome import HandlerOutcome, OutcomeKind, as_outcome
 from nbkit.runtime.redrive import REDRIVEN_FROM_HEADER
 from nbkit.runtime.run_summary import RunCounts
@@ -39,9 +39,11 @@ from nbkit.wire.envelope import RETRY_COUNT_HEADER, copy_retry_count, retry_coun
 __all__ = ["Driver", "Settlement", "poll"]
 
 _COUNT_TEXTS = [str(n) for n in range(64)]  # str(attempt) of the usual attempts, made once
-_new_event = partial(tuple.__new__, SettlementEvent)  # one per delivery: made from a tuple at C speed
-_new_settled = partial(tuple.__new__, logs.SettledDelivery)
 _MAX_DECISIONS = 64  # a few (outcome, delay) pairs per handler; the cache is bounded anyway
+# the actions a settlement tests for, read once: on Python 3.11 ``Action.COPY`` goes through the enum
+# metaclass's __getattr__ hook (about ten times a module global's cost), and settle() tests two or three a delivery
+_UNSUPPORTED, _REJECTED = Action.UNSUPPORTED, Action.REJECTED
+_DELAYED_COPY, _DEAD_LETTER = Action.DELAYED_COPY, Action.DEAD_LETTER
 
 
 class Driver(Protocol):
@@ -158,7 +160,7 @@ class Settlement:
         copy_headers = None
         if destination is None:  # unsupported, or rejected: nothing is written
             settled = self.settled_delivery(delivery, attempt)
-            if action is Action.REJECTED:
+            if action is _REJECTED:
                 counts.rejected += 1
                 logs.emit(  # a loss: ERROR (upstream: WARN), so --log-level ERROR shows it
                     logs.DISPATCH,
@@ -183,7 +185,7 @@ class Settlement:
             else:
                 logs.ack_failed(logs.DISPATCH, name, settled)
         else:
-            if action is Action.DEAD_LETTER and decision.at_cap:
+            if action is _DEAD_LETTER and decision.at_cap:
                 logs.emit(
                     logs.DISPATCH,
                     logging.WARNING,
@@ -196,15 +198,16 @@ class Settlement:
             copy_headers = dict(headers)
             # the retry count of the copy: this attempt's
             copy_headers[RETRY_COUNT_HEADER] = _COUNT_TEXTS[attempt] if attempt < 64 else str(copy_retry_count(attempt))
-            if action is Action.DELAYED_COPY and decision.delay is not None:
+            if action is _DELAYED_COPY and decision.delay is not None:
                 due = now + decision.delay
             else:  # written now, before the event is made: it records where the copy went (or why it was lost)
                 try:
-                    _, copy_seq, written_at = self.broker.publish(destination, delivery.payload, copy_headers)
+                    published = self.broker.publish(destination, delivery.payload, copy_headers)
                 except NbkitError as exc:
                     error = copy_lost(counts, self.broker, self.settled_delivery(delivery, attempt), destination, exc)
                 else:
-                    if action is Action.DEAD_LETTER:
+                    copy_seq, written_at = published.seq, published.time
+                    if action is _DEAD_LETTER:
                         counts.dead_letters += 1
                     else:
                         counts.copies += 1
@@ -231,8 +234,9 @@ class Settlement:
         and the burst both end here."""
         stream_key = delivery.stream_key
         seq = delivery.seq
-        # values in SettlementEvent's field order, made as a tuple (tests/runtime/test_events.py pins the order)
-        event = _new_event(
+        # values in SettlementEvent's field order (tests/runtime/test_events.py pins the order)
+        event = new_record(
+            SettlementEvent,
             (
                 now,  # time
                 self.transport,
@@ -252,7 +256,7 @@ class Settlement:
                 error,
                 REDRIVEN_FROM_HEADER in delivery.headers,  # redriven
                 None,  # lost_at
-            )
+            ),
         )
         history = self.history
         held = False
@@ -279,7 +283,7 @@ class Settlement:
 
     def settled_delivery(self, delivery: Delivery, attempt: int) -> logs.SettledDelivery:
         """The delivery as this settlement's log records name it."""
-        return _new_settled((self.name, delivery.stream_key, delivery.seq, attempt, delivery.line))
+        return new_record(logs.SettledDelivery, (self.name, delivery.stream_key, delivery.seq, attempt, delivery.line))
 
     def _outcome(self, delivery: Delivery, result: Any) -> tuple[HandlerOutcome, str | None]:
         """The outcome a handler's result stands for, and the error to record (a raise or a wrong return drops)."""
@@ -387,7 +391,7 @@ class Settlement:
                     decision, destination = decided
                     kind = result.kind
                     # (a retry() that requeues nothing logs its own ERROR line: settle() does that)
-                    quiet = destination is None and decision.action is Action.UNSUPPORTED and kind != "retry"
+                    quiet = destination is None and decision.action is _UNSUPPORTED and kind != "retry"
                     last = result
                 if not quiet or decision is None:
                     self.settle(delivery, result, decided)

@@ -347,20 +347,19 @@ class StdioBroker(Broker[PipeRegistration]):
         lineno = source.lineno
         # parse, resolve, envelope (compiled twin: one call per line)
         try:
-            got = line_delivery(line, lineno, self.decoder.counters)
+            # a LineDelivery, read in its field order (one unpacking: cheaper than seven attributes per line)
+            timestamp_ms, key, seq, shard_id, payload, headers, broadcast = line_delivery(
+                line, lineno, self.decoder.counters
+            )
         except LineParseError as exc:
             return self._bad_line(exc)
-        headers = got.headers
         if RETRY_COUNT_HEADER in headers:
             self._check_retry_count(headers[RETRY_COUNT_HEADER], lineno)
-        timestamp_ms = got.timestamp_ms
         if timestamp_ms is None:  # the line carries no time: the time it was read
             timestamp_ms = int(round(self.clock.now() * 1000))
-        key, payload, broadcast = got.stream_key, got.payload, got.broadcast
         routes = self._routes
         if len(routes) == 1 and (broadcast or routes[0].key == key):  # one subscription: its own headers dict
-            only = routes[0]
-            return Delivery(payload, headers, key, got.shard_id, got.seq, timestamp_ms, "pipe", only.name, None, lineno)
+            return Delivery(payload, headers, key, shard_id, seq, timestamp_ms, "pipe", routes[0].name, None, lineno)
         first = True
         for route in routes:
             if broadcast or route.key == key:
@@ -370,8 +369,8 @@ class StdioBroker(Broker[PipeRegistration]):
                         payload,
                         headers if first else dict(headers),
                         key,
-                        got.shard_id,
-                        got.seq,
+                        shard_id,
+                        seq,
                         timestamp_ms,
                         "pipe",
                         route.name,

@@ -21,6 +21,7 @@ from typing import IO, Any
 
 from nbkit.errors import ConfigurationError, StdoutClosedError, Utf8Error
 from nbkit.transport.polling import NEED_MORE, NeedMore
+from nbkit.wire.core import pick
 
 __all__ = ["CHUNK_SIZE", "LineInput", "LineOutput", "LineSink", "LineSource", "StdoutClosedError"]
 
@@ -252,10 +253,9 @@ class LineSource:
             # every complete line of the reads, decoded at once; the text after the last "\n" waits
             complete = b"".join([*self._partial, data[:end]]) if self._partial else data[:end]
             self._partial = [data[end + 1 :]] if end + 1 < len(data) else []
-            try:
-                self._lines = complete.decode("utf-8").split("\n")
-            except UnicodeDecodeError:  # decoded line by line instead, so the error names its line
-                self._lines = complete.split(b"\n")
+            lines = text_lines(complete)
+            # not UTF-8: decoded line by line instead, so the error names its line
+            self._lines = complete.split(b"\n") if lines is None else lines
             self._next = 0
             return self.poll()
 
@@ -280,6 +280,28 @@ class LineSource:
         else:
             raise TypeError(f"stdin lines are str or bytes, not {type(item).__name__}")
         return text[:-1] if text.endswith("\n") else text
+
+
+def text_lines(data: bytes) -> list[str] | None:
+    """``data.decode("utf-8").split("\\n")``: the lines of a chunk of stdin read whole (None: it is not UTF-8).
+
+    The compiled core's twin finds each ``\\n`` with ``memchr`` and decodes each line on its own (a ``\\n``
+    byte is never inside a multi-byte UTF-8 sequence, so the lines are the same).
+
+    Examples
+    --------
+    >>> text_lines(b"[jobs] a\\n[jobs] b"), text_lines(b""), text_lines(b"\\xff\\n")
+    (['[jobs] a', '[jobs] b'], [''], None)
+    """
+    try:
+        return data.decode("utf-8").split("\n")
+    except UnicodeDecodeError:
+        return None
+
+
+#: The pure-Python twin, kept under its own name for the twin tests.
+text_lines_pure = text_lines
+text_lines = pick("text_lines", text_lines_pure)  # noqa: F811 (the twin this process runs)
 
 
 def _split_text(text: str) -> list[str]:

@@ -11,6 +11,8 @@ Same signatures, results and errors as the pure-Python reference twin:
 - :func:`encode_frame` as :func:`nbkit.wire.ssformat.encode_frame` (the writer's frame encoding),
 - :func:`parse_fields` and :func:`format_line` as ``nbkit.wire.stdio_line.parse_fields`` and
   :func:`nbkit.wire.stdio_line.format_line` (stdio lines),
+- :func:`new_record` as :func:`nbkit.runtime.events.new_record` (a named tuple from its values),
+- :func:`text_lines` as :func:`nbkit.transport.pipe_io.text_lines` (a chunk of stdin's lines),
 
 Identical errors by construction: every input off the hot path (a field out of range, a header that is
 not the canonical ``[ts | key | seq]``) is handed to the pure twin,
@@ -21,7 +23,7 @@ from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes
 from cpython cimport array
 from cpython.long cimport PyLong_FromLongLong, PyLong_FromUnsignedLongLong
 from libc.stdint cimport int64_t, uint8_t, uint16_t, uint32_t, uint64_t
-from libc.string cimport memcmp, memcpy
+from libc.string cimport memchr, memcmp, memcpy
 
 # Slicing-by-8 tables: _T[k][b] is the CRC register after byte b then k zero bytes (from register 0).
 cdef uint16_t _T[8][256]
@@ -559,6 +561,12 @@ cdef extern from "Python.h":
     void PyMem_Free(void*)
 
 cdef const char* _B64 = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+# the two characters of every 12 bits: _B64_PAIRS[v] is _B64[v >> 6], _B64[v & 63] (two lookups per 3 bytes, not 4)
+cdef uint8_t _B64_PAIRS[4096][2]
+cdef int _v
+for _v in range(4096):
+    _B64_PAIRS[_v][0] = _B64[_v >> 6]
+    _B64_PAIRS[_v][1] = _B64[_v & 63]
 _pure_envelope_encode = None
 
 
@@ -599,10 +607,8 @@ cdef void _b64(const uint8_t* src, Py_ssize_t n, uint8_t* dst) noexcept nogil:
     cdef uint32_t v
     while i + 3 <= n:
         v = (<uint32_t>src[i] << 16) | (<uint32_t>src[i + 1] << 8) | src[i + 2]
-        dst[0] = _B64[v >> 18]
-        dst[1] = _B64[(v >> 12) & 63]
-        dst[2] = _B64[(v >> 6) & 63]
-        dst[3] = _B64[v & 63]
+        memcpy(dst, _B64_PAIRS[v >> 12], 2)
+        memcpy(dst + 2, _B64_PAIRS[v & 0xFFF], 2)
         i += 3
         dst += 4
     if n - i == 1:
@@ -828,7 +834,66 @@ cdef tuple _ascii_fields(str line):
     return ts, key, seq, shard, PyBytes_FromStringAndSize(<const char*>b + j + 2, n - j - 2)
 
 
-_new_line_delivery = None  # stdio_line's LineDelivery maker, looked up on first use
+from cpython.ref cimport Py_INCREF
+from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE, PyTuple_SET_ITEM
+from cpython.type cimport PyType_IsSubtype
+
+
+cdef extern from "Python.h":
+    object PyType_GenericAlloc(type t, Py_ssize_t nitems)
+    bint PyType_HasFeature(type t, unsigned long feature)
+    unsigned long Py_TPFLAGS_HEAPTYPE
+
+
+cdef object _named(type cls, tuple values):
+    """``tuple.__new__(cls, values)`` for a named tuple class ``cls`` (a tuple subclass made in Python), without
+    the Python call: the record is allocated as ``cls`` and ``values`` are put in it, as ``tuple.__new__`` does."""
+    cdef Py_ssize_t i, n = PyTuple_GET_SIZE(values)
+    record = PyType_GenericAlloc(cls, n)
+    for i in range(n):
+        item = <object>PyTuple_GET_ITEM(values, i)
+        Py_INCREF(item)  # (SET_ITEM takes the reference it is given)
+        PyTuple_SET_ITEM(record, i, item)
+    return record
+
+
+def new_record(cls, values):
+    """The compiled :func:`nbkit.runtime.events.new_record`: ``tuple.__new__(cls, values)``.
+
+    A tuple of values for a tuple subclass made in Python (a named tuple) goes straight into a record allocated
+    as ``cls``; anything else is ``tuple.__new__``'s, which answers or raises as the pure twin does."""
+    if (type(values) is tuple and type(cls) is type and PyType_IsSubtype(<type>cls, tuple)
+            and PyType_HasFeature(<type>cls, Py_TPFLAGS_HEAPTYPE)):
+        return _named(<type>cls, <tuple>values)
+    return tuple.__new__(cls, values)
+
+
+cdef extern from "Python.h":
+    object PyUnicode_DecodeUTF8(const char* s, Py_ssize_t size, const char* errors)
+
+
+def text_lines(bytes data not None):
+    """The compiled :func:`nbkit.transport.pipe_io.text_lines`: ``data.decode("utf-8").split("\\n")``, or None
+    when ``data`` is not UTF-8. Each ``\\n`` is found with ``memchr`` and each line decoded on its own (a ``\\n``
+    byte is never inside a multi-byte sequence: the same lines)."""
+    cdef const char* p = PyBytes_AS_STRING(data)
+    cdef Py_ssize_t n = PyBytes_GET_SIZE(data), start = 0, end
+    cdef const char* q
+    cdef list lines = []
+    while True:
+        q = <const char*>memchr(p + start, 10, n - start)
+        end = n if q == NULL else q - p
+        try:
+            line = PyUnicode_DecodeUTF8(p + start, end - start, NULL)
+        except UnicodeDecodeError:
+            return None
+        lines.append(line)
+        if q == NULL:
+            return lines
+        start = end + 1
+
+
+cdef type _LineDelivery = None  # stdio_line.LineDelivery, looked up on first use
 
 
 def line_delivery(str line, lineno, dict counters not None):
@@ -839,7 +904,7 @@ def line_delivery(str line, lineno, dict counters not None):
     is read straight to the payload's bytes (:func:`_ascii_fields`); any other through :func:`parse_fields`.
     A payload that does not start with ``rs`` has no envelope: its UTF-8 bytes and no headers; any other
     goes to :func:`nbkit.wire.envelope.decode`."""
-    global _pure_envelope_decode, _new_line_delivery
+    global _pure_envelope_decode, _LineDelivery
     cdef bytes data
     fields = _ascii_fields(line)
     if fields is not None:
@@ -865,9 +930,9 @@ def line_delivery(str line, lineno, dict counters not None):
     else:
         headers, payload = {}, data
     headers[_SEQUENCE_HEADER] = str(seq)
-    if _new_line_delivery is None:
-        _new_line_delivery = _stdio_module()._new_line_delivery
-    return _new_line_delivery((ts, stream_key, seq, shard, payload, headers, key is None))
+    if _LineDelivery is None:
+        _LineDelivery = _stdio_module().LineDelivery
+    return _named(_LineDelivery, (ts, stream_key, seq, shard, payload, headers, key is None))
 
 
 cdef extern from "Python.h":

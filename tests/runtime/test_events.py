@@ -187,3 +187,26 @@ def test_each_event_field_holds_what_its_name_says(mixed_app):
     assert later.due == later.time + 2.5 == later.written_at
     assert later.copy_seq is not None and later.abandoned is False and later.error is None and later.redriven is False
     assert later.lost_at is None
+
+
+def _record_twins():
+    """new_record's pure twin, and the compiled one where the compiled core is built."""
+    from nbkit.wire.core import compiled_module
+
+    compiled = compiled_module()
+    return [events_module.new_record_pure] + ([] if compiled is None else [compiled.new_record])
+
+
+@pytest.mark.parametrize("make", _record_twins())
+def test_new_record_is_tuple_new_of_the_class(make):
+    from nbkit.runtime.broker import Published
+
+    values = tuple(range(len(SettlementEvent._fields)))
+    event = make(SettlementEvent, values)
+    assert type(event) is SettlementEvent and event == SettlementEvent(*values) and event.lost_at == 17
+    published = make(Published, ("jobs.retry", 3, 1.5))
+    assert type(published) is Published and published.seq == 3
+    assert make(Published, ["k", 1, 2.0]) == ("k", 1, 2.0)  # any iterable, as tuple.__new__ takes
+    assert type(make(tuple, (1, 2))) is tuple
+    with pytest.raises(TypeError, match=r"tuple.__new__\(int\): int is not a subtype of tuple"):
+        make(int, (1,))

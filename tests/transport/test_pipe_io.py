@@ -7,6 +7,8 @@ import os
 import sys
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from nbkit.errors import ConfigurationError, Utf8Error
 from nbkit.transport.pipe_io import CHUNK_SIZE, LineSink, LineSource, StdoutClosedError
@@ -154,3 +156,46 @@ def test_a_sink_on_stdout_buffers_until_flush_then_writes_the_bytes(monkeypatch)
 def test_a_sink_refuses_what_it_cannot_write_to():
     with pytest.raises(ConfigurationError, match="stdout must be None, a list or a writable file"):
         LineSink(42)  # type: ignore[arg-type]
+
+
+def _text_lines_twins():
+    """text_lines' pure twin, and the compiled one where the compiled core is built."""
+    from nbkit.transport import pipe_io
+    from nbkit.wire.core import compiled_module
+
+    compiled = compiled_module()
+    return [pipe_io.text_lines_pure] + ([] if compiled is None else [compiled.text_lines])
+
+
+@pytest.mark.parametrize("text_lines", _text_lines_twins())
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"",
+        b"\n",
+        b"\n\n",
+        b"[jobs] a",
+        b"[jobs] a\n[jobs] b\n",
+        "[jobs] é\nü€\n𝄞".encode(),
+        "x\u2028y\rz\x0bw".encode(),  # only \n splits (not str.splitlines' other breaks)
+        b"\x00\n\x00",
+        b"\xff",
+        b"ok\n\xff\nok",
+        b"\xe2\x82\nx",  # a sequence cut by a newline: not UTF-8
+        "é".encode()[:1],
+    ],
+)
+def test_text_lines_is_decode_then_split(text_lines, data):
+    try:
+        expected = data.decode("utf-8").split("\n")
+    except UnicodeDecodeError:
+        expected = None
+    assert text_lines(data) == expected
+
+
+@pytest.mark.skipif(len(_text_lines_twins()) < 2, reason="the compiled core is not built")
+@given(st.lists(st.sampled_from([b"\n", b"a", b" ", b"\xc3", b"\xa9", "€".encode(), b"\xff", b"\x00"]), max_size=40))
+def test_text_lines_twins_agree(pieces):
+    pure, compiled = _text_lines_twins()
+    data = b"".join(pieces)
+    assert compiled(data) == pure(data)
