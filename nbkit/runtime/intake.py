@@ -49,9 +49,9 @@ class Intake:
         "settlements",
         "delayed",
         "_pending",
-        "_stop",
+        "stop",
         "last_delivery",
-        "_held",
+        "held",
         "_rr",
         "_loop",
     )
@@ -61,11 +61,12 @@ class Intake:
         self.settlements: dict[Subscription, Settlement] = {}  # each subscription's settlement
         self.delayed = delayed
         self._pending = delayed.heap  # the same list, never replaced: "is a copy pending" at one look-up
-        self._stop = stop
+        #: the app's stop state: a burst ends when a stop is requested
+        self.stop = stop
         #: the delivery most recently handed to a handler
         self.last_delivery: Delivery | None = None
-        # a delivery whose async handler step() could not run (a loop was running): astep() settles it
-        self._held: tuple[Subscription, Delivery, Awaitable[Any]] | None = None
+        #: a delivery whose async handler step() could not run (a loop was running): astep() settles it
+        self.held: tuple[Subscription, Delivery, Awaitable[Any]] | None = None
         self._rr = 0  # the subscription whose turn is next
         self._loop: asyncio.AbstractEventLoop | None = None  # for async handlers under step() outside a loop
 
@@ -99,7 +100,7 @@ class Intake:
 
     def step(self) -> SettlementEvent | None:
         """Publish due copies, then take and settle one delivery; None if none was ready (see ``App.step``)."""
-        if self._held is None and not self._pending:  # the usual case, take()'s work inline
+        if self.held is None and not self._pending:  # the usual case, take()'s work inline
             subs = self.subscriptions
             if len(subs) == 1:  # next_delivery() of one subscription
                 sub = subs[0]
@@ -125,7 +126,7 @@ class Intake:
             sub, delivery, result = taken
         if result is None or type(result) is HandlerOutcome:  # the usual results: settled at once
             return self.settlements[sub].settle(delivery, result)
-        return self._complete(sub, delivery, result)
+        return self.complete(sub, delivery, result)
 
     async def astep(self) -> SettlementEvent | None:
         """:meth:`step` in an event loop: an async handler is awaited on that loop."""
@@ -141,7 +142,7 @@ class Intake:
         """Take and settle the deliveries ready now: how many (0: none was ready), or None when :meth:`step`
         must take the next one (more than one subscription, a delayed copy pending, a held delivery)."""
         subs = self.subscriptions
-        if self._held is not None or self._pending or len(subs) != 1:
+        if self.held is not None or self._pending or len(subs) != 1:
             return None
         return self.settlements[subs[0]].burst(self)
 
@@ -151,8 +152,8 @@ class Intake:
         The result may still be awaitable. A delivery held back by :meth:`step` comes first; none is taken
         while ``max_pending`` copies wait.
         """
-        if self._held is not None:
-            held, self._held = self._held, None
+        if self.held is not None:
+            held, self.held = self.held, None
             return held
         delayed = self.delayed
         delayed.fire_due()
@@ -165,12 +166,12 @@ class Intake:
         self.last_delivery = delivery
         return sub, delivery, self.invoke(sub, delivery)
 
-    def _complete(self, sub: Subscription, delivery: Delivery, result: Any) -> SettlementEvent:
+    def complete(self, sub: Subscription, delivery: Delivery, result: Any) -> SettlementEvent:
         """:meth:`step` after the handler ran: an async handler's result is awaited on the intake's own loop (or
         the delivery is held for :meth:`astep` when a loop runs here), then the delivery is settled."""
         if result is not None and type(result) is not HandlerOutcome and inspect.isawaitable(result):
             if loop_running():
-                self._held = (sub, delivery, result)
+                self.held = (sub, delivery, result)
                 raise ConfigurationError(
                     f"the handler of {sub.name!r} is async and an event loop is running here (a notebook "
                     "cell, an async def): step() cannot wait for it without blocking that loop; use "
@@ -185,9 +186,9 @@ class Intake:
 
     def release(self) -> None:
         """Close the intake's own event loop, and a held async handler that will never be awaited now."""
-        if self._held is not None:
-            awaitable = self._held[2]
-            self._held = None
+        if self.held is not None:
+            awaitable = self.held[2]
+            self.held = None
             if inspect.iscoroutine(awaitable):
                 awaitable.close()
         if self._loop is not None:

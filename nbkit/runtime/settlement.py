@@ -47,18 +47,19 @@ _DELAYED_COPY, _DEAD_LETTER = Action.DELAYED_COPY, Action.DEAD_LETTER
 
 
 class Driver(Protocol):
-    """What :meth:`Settlement.burst` asks of the app that runs it, delivery by delivery (``App`` is one)."""
+    """What :meth:`Settlement.burst` asks of what takes the deliveries (an app's
+    :class:`~nbkit.runtime.intake.Intake`), delivery by delivery."""
 
     last_delivery: Delivery | None
     #: the app's stop state: the burst ends when a stop is requested
-    _stop: Stop
+    stop: Stop
 
     @property
-    def _held(self) -> object | None:
+    def held(self) -> object | None:
         """A delivery held for ``astep`` (not None: the burst ends)."""
         ...
 
-    def _complete(self, sub: Subscription, delivery: Delivery, result: Any) -> SettlementEvent:
+    def complete(self, sub: Subscription, delivery: Delivery, result: Any) -> SettlementEvent:
         """Settle a delivery whose handler's result may still be awaitable."""
         ...
 
@@ -334,10 +335,10 @@ class Settlement:
         WARNING is settled here: its line is handed to the run log handler's writer when
         :func:`~nbkit.runtime.logs.sole_run_handler` says, per delivery, that nothing else would see a record,
         and its event is made by :meth:`record`. Anything else goes to :meth:`settle` (or, a result that may
-        be awaitable, to ``driver._complete``).
+        be awaitable, to ``driver.complete``).
         """
         sub = self.sub
-        stop = driver._stop
+        stop = driver.stop
         heap = self.delayed.heap  # (never replaced: a copy held during the burst is seen here)
         handler = self.registration.handler
         record = self.record
@@ -363,7 +364,7 @@ class Settlement:
         ready: Iterator[Delivery] = iter(())
         taken = 0
         try:  # (a stream error may end the loop: what was settled is still counted)
-            while not (stop.requested or heap or driver._held is not None or sub.ended):
+            while not (stop.requested or heap or driver.held is not None or sub.ended):
                 delivery = next(ready, None) if scans_ahead else None
                 if delivery is None:
                     polled = poll(sub)
@@ -381,7 +382,7 @@ class Settlement:
                 if result is None:
                     result = ack  # what settle() makes of None
                 if type(result) is not HandlerOutcome or retry_header in delivery.headers:
-                    driver._complete(sub, delivery, result)
+                    driver.complete(sub, delivery, result)
                     continue
                 if result is not last:  # (a HandlerOutcome is immutable; the attempt here is always 1)
                     if quiet_n:

@@ -73,19 +73,19 @@ class StdioSubscription(Subscription):
 
     def poll(self) -> Delivery | NeedMore | None:
         queue = self.queue
-        while not queue:
-            if self.ended:
-                return None
-            pumped = self.broker._pump()
-            if pumped is True:
-                continue
-            if pumped is False:
-                if self.broker.source_ended and not self.broker.loopback:
-                    self._finish()
-                    return None
-                return NEED_MORE
-            return pumped  # the line's one delivery, for this, the broker's one subscription
-        return queue.popleft()
+        if queue:
+            return queue.popleft()
+        if self.ended:
+            return None
+        delivery = self.broker._pump(self)
+        if delivery is not None:
+            return delivery
+        if self.ended:  # (a stop ended it while lines were read)
+            return None
+        if self.broker.source_ended and not self.broker.loopback:
+            self._finish()
+            return None
+        return NEED_MORE
 
     @property
     def exhausted(self) -> bool:
@@ -321,70 +321,78 @@ class StdioBroker(Broker[PipeRegistration]):
         self.connected = True
         return list(self.subscriptions)
 
-    def _pump(self) -> Delivery | bool:
-        """Read one line and queue its delivery for each subscription it is for; False when none was there.
+    def _pump(self, sub: StdioSubscription) -> Delivery | None:
+        """The next delivery for ``sub``: read lines, queueing each line's delivery for every subscription it is
+        for, until ``sub`` has one; None when no line is there now (or stdin has ended: ``source_ended``).
 
-        With one subscription, a line for it is not queued: its delivery is returned (to that subscription's
-        :meth:`~StdioSubscription.poll`, the only caller then)."""
+        With one subscription, a line for it is not queued: its delivery is returned at once."""
         source = self.source
         if source is None:
-            return False
-        try:
-            line = source.poll()
-        except Utf8Error as exc:
-            return self._bad_line(exc)
-        if line is None:
-            self.source_ended = True
-            return False
-        if line is NEED_MORE:
-            return False
-        if self._cleans:
-            if self.strip_cr and line.endswith("\r"):
-                line = line[:-1]
-            if self.skip_blank_lines and (not line or line.isspace()):
-                self.counts.blank_skipped += 1
-                return True
-        lineno = source.lineno
-        # parse, resolve, envelope (compiled twin: one call per line)
-        try:
-            # a LineDelivery, read in its field order (one unpacking: cheaper than seven attributes per line)
-            timestamp_ms, key, seq, shard_id, payload, headers, broadcast = line_delivery(
-                line, lineno, self.decoder.counters
-            )
-        except LineParseError as exc:
-            return self._bad_line(exc)
-        if RETRY_COUNT_HEADER in headers:
-            self._check_retry_count(headers[RETRY_COUNT_HEADER], lineno)
-        if timestamp_ms is None:  # the line carries no time: the time it was read
-            timestamp_ms = int(round(self.clock.now() * 1000))
-        routes = self._routes
-        if len(routes) == 1 and (broadcast or routes[0].key == key):  # one subscription: its own headers dict
-            return Delivery(payload, headers, key, shard_id, seq, timestamp_ms, "pipe", routes[0].name, None, lineno)
-        first = True
-        for route in routes:
-            if broadcast or route.key == key:
-                # each delivery has its own headers: the first takes the decoded dict, the others a copy
-                route.deliver(
-                    Delivery(
-                        payload,
-                        headers if first else dict(headers),
-                        key,
-                        shard_id,
-                        seq,
-                        timestamp_ms,
-                        "pipe",
-                        route.name,
-                        None,
-                        lineno,
-                    )
+            return None
+        queue = sub.queue
+        while not sub.ended:
+            try:
+                line = source.poll()
+            except Utf8Error as exc:
+                self._bad_line(exc)
+                continue
+            if line is None:
+                self.source_ended = True
+                return None
+            if line is NEED_MORE:
+                return None
+            if self._cleans:
+                if self.strip_cr and line.endswith("\r"):
+                    line = line[:-1]
+                if self.skip_blank_lines and (not line or line.isspace()):
+                    self.counts.blank_skipped += 1
+                    continue
+            lineno = source.lineno
+            # parse, resolve, envelope (compiled twin: one call per line)
+            try:
+                # a LineDelivery, read in its field order (one unpacking: cheaper than seven attributes per line)
+                timestamp_ms, key, seq, shard_id, payload, headers, broadcast = line_delivery(
+                    line, lineno, self.decoder.counters
                 )
-                first = False
-        if first:  # no subscription reads this key
-            self.counts.unsubscribed += 1
-            logs.emit(logs.SUBSCRIBER, logging.DEBUG, logs.UNSUBSCRIBED_LINE, line=lineno, stream_key=key)
-        return True
+            except LineParseError as exc:
+                self._bad_line(exc)
+                continue
+            if RETRY_COUNT_HEADER in headers:
+                self._check_retry_count(headers[RETRY_COUNT_HEADER], lineno)
+            if timestamp_ms is None:  # the line carries no time: the time it was read
+                timestamp_ms = int(round(self.clock.now() * 1000))
+            routes = self._routes
+            if len(routes) == 1 and (broadcast or routes[0].key == key):  # one subscription: its own headers dict
+                return Delivery(
+                    payload, headers, key, shard_id, seq, timestamp_ms, "pipe", routes[0].name, None, lineno
+                )
+            first = True
+            for route in routes:
+                if broadcast or route.key == key:
+                    # each delivery has its own headers: the first takes the decoded dict, the others a copy
+                    route.deliver(
+                        Delivery(
+                            payload,
+                            headers if first else dict(headers),
+                            key,
+                            shard_id,
+                            seq,
+                            timestamp_ms,
+                            "pipe",
+                            route.name,
+                            None,
+                            lineno,
+                        )
+                    )
+                    first = False
+            if first:  # no subscription reads this key
+                self.counts.unsubscribed += 1
+                logs.emit(logs.SUBSCRIBER, logging.DEBUG, logs.UNSUBSCRIBED_LINE, line=lineno, stream_key=key)
+            if queue:
+                return queue.popleft()
+        return None
 
-    def _bad_line(self, exc: LineParseError | Utf8Error) -> bool:
+    def _bad_line(self, exc: LineParseError | Utf8Error) -> None:
         """A malformed or non-UTF-8 line: stop there (``on_bad_lines="error"``: the lines not read yet are
         counted, and the error raised), or count it (and log it, for ``"warn"``) and read on."""
         if self.on_bad_lines == "error":
@@ -393,7 +401,6 @@ class StdioBroker(Broker[PipeRegistration]):
         self.counts.bad_skipped += 1
         if self.on_bad_lines == "warn":
             logs.emit(logs.SUBSCRIBER, logging.WARNING, logs.BAD_LINE_SKIPPED, line=exc.line, error=exc)
-        return True
 
     def _check_retry_count(self, raw: str, lineno: int) -> None:
         """Log (WARNING, once for the line) a retry count that reads as 0 although it is not "0"."""
