@@ -1179,14 +1179,7 @@ class _VersionAction(argparse.Action):
 def _version_line() -> str:
     """What ``nbkit --version`` prints: ``nbkit 0.1.0 (compiled core ...; compiled writer route; compiled JSON
     field parser; Python 3.11.7)``."""
-    from nbkit.transport.file_writer import writer_route
-    from nbkit.wire.jsonfields import COMPILED as json_fields_compiled
-
-    fields = "compiled" if json_fields_compiled else "pyarrow.json"
-    return (
-        f"{PROG} {nbkit.__version__} ({core.core_description()}; {writer_route()} writer route; "
-        f"{fields} JSON field parser; Python {platform.python_version()})"
-    )
+    return f"{PROG} {nbkit.__version__} ({core.twins_description()}; Python {platform.python_version()})"
 
 
 def _core_notice() -> None:

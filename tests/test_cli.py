@@ -640,12 +640,13 @@ def test_version_names_the_active_core(capsys):
     assert code == 0 and err == ""
     assert out.startswith("nbkit 0.1.0 (")
     assert ("compiled core" in out) == (core.CORE == "compiled")
-    from nbkit.transport.file_writer import writer_route
+    from nbkit.transport.writer_state import COMPILED as writer_compiled
+    from nbkit.wire.jsonfields import COMPILED as fields_compiled
 
-    assert f"; {writer_route()} writer route;" in out
-    from nbkit.wire.jsonfields import COMPILED
-
-    assert ("; compiled JSON field parser;" if COMPILED else "; pyarrow.json JSON field parser;") in out
+    # the one description names each twin as the module that uses it chose it
+    assert ("; compiled writer route;" if writer_compiled else "; pure-Python writer route;") in out
+    assert ("; compiled JSON field parser;" if fields_compiled else "; pyarrow.json JSON field parser;") in out
+    assert out.count("; ") == 3  # the three twins of core.TWINS, then the Python version
 
 
 def test_the_pure_core_is_chosen_by_the_environment(tmp_path):

@@ -45,7 +45,6 @@ from nbkit.transport.writer_state import (
     WriterState,
     Written,
     now_ms,
-    writer_route,
 )
 from nbkit.wire.keys import INTERNAL_KEY, validate_key
 from nbkit.wire.ssformat import (
@@ -59,7 +58,7 @@ from nbkit.wire.ssformat import (
     encode_header,
 )
 
-__all__ = ["DEFAULT_SIZE_LIMIT", "STALE_TAIL_MAX", "StreamWriter", "Written", "writer_route"]
+__all__ = ["DEFAULT_SIZE_LIMIT", "STALE_TAIL_MAX", "StreamWriter", "Written"]
 
 #: Upstream's default file size limit (16 GiB).
 DEFAULT_SIZE_LIMIT = 16 << 30

@@ -11,16 +11,14 @@ the compiled twins of these classes, with the same attributes).
 
 from __future__ import annotations
 
-import importlib
 import struct
 import time
 from collections import namedtuple
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from types import ModuleType
 from typing import Any
 
-from nbkit.wire.core import FORCED_PURE
+from nbkit.wire.core import load_compiled
 from nbkit.wire.crc import CRC_INIT, crc16
 from nbkit.wire.ssformat import Marker, encode_beacon, num_markers
 
@@ -33,7 +31,6 @@ __all__ = [
     "WriterState",
     "Written",
     "now_ms",
-    "writer_route",
 ]
 
 #: Payload CRCs a stream keeps before folding them into its running checksum, when frames of other
@@ -206,34 +203,5 @@ def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-def _compiled_writer() -> ModuleType | None:
-    """The compiled short route (``nbkit.transport._writer``) unless ``NBKIT_PURE_PYTHON`` forces the
-    pure twin or it was not built: chosen once, by the rule of :mod:`nbkit.wire.core`."""
-    if FORCED_PURE:
-        return None
-    try:
-        return importlib.import_module("nbkit.transport._writer")
-    except ImportError:
-        return None
-
-
 #: The compiled short route's module, or None: exclusive writers then run on the pure twins.
-COMPILED = _compiled_writer()
-
-
-def writer_route() -> str:
-    """Which route an exclusive writer's common message takes: ``"compiled"`` or ``"pure-Python"``.
-
-    ``nbkit --version`` names it beside the core (the two are built together).
-
-    Returns
-    -------
-    str
-        ``"compiled"`` when ``nbkit.transport._writer`` is built and not forced off, else ``"pure-Python"``.
-
-    Examples
-    --------
-    >>> writer_route() in ("compiled", "pure-Python")
-    True
-    """
-    return "pure-Python" if COMPILED is None else "compiled"
+COMPILED = load_compiled("nbkit.transport._writer")

@@ -5,6 +5,10 @@ a C compiler is there) unless ``NBKIT_PURE_PYTHON=1`` is set or the extension is
 with a hot loop (:mod:`nbkit.wire.crc`, :mod:`nbkit.wire.scan`, :mod:`nbkit.wire.ssformat`,
 :mod:`nbkit.wire.stdio_line`) bind their public function to the chosen twin through :func:`pick`.
 Both twins give the same results and raise the same errors (tests/wire/test_twins.py).
+
+Every compiled twin the package builds (:data:`TWINS`: this core, the writer's short route and the JSON field
+parser) is loaded by the one rule of :func:`load_compiled`, and :func:`twins_description` says which are
+active, in the words ``nbkit --version`` prints.
 """
 
 from __future__ import annotations
@@ -15,19 +19,64 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
-__all__ = ["CORE", "FORCED_PURE", "UNAVAILABLE", "compiled_module", "core_description", "pick"]
+__all__ = [
+    "CORE",
+    "FORCED_PURE",
+    "TWINS",
+    "UNAVAILABLE",
+    "compiled_module",
+    "core_description",
+    "load_compiled",
+    "pick",
+    "twins_description",
+]
 
 #: True when ``NBKIT_PURE_PYTHON`` asks for the pure-Python twin (any value but empty or ``0``).
 FORCED_PURE = os.environ.get("NBKIT_PURE_PYTHON", "") not in ("", "0")
 
-_compiled: ModuleType | None = None
-#: Why the compiled core is not active (None when it is).
-UNAVAILABLE: str | None = "NBKIT_PURE_PYTHON is set" if FORCED_PURE else None
-if not FORCED_PURE:
+#: The compiled twins the package builds (``setup.py``), each with what it is called when it is active and
+#: when its pure twin runs instead, as ``nbkit --version`` says it (``{why}``: why the core is pure).
+TWINS: dict[str, tuple[str, str]] = {
+    "nbkit.wire._speedups": ("compiled core (nbkit.wire._speedups)", "pure-Python core ({why})"),
+    "nbkit.transport._writer": ("compiled writer route", "pure-Python writer route"),
+    "nbkit.wire._jsonfields": ("compiled JSON field parser", "pyarrow.json JSON field parser"),
+}
+
+
+def load_compiled(module: str) -> ModuleType | None:
+    """The compiled twin ``module`` (one of :data:`TWINS`) when this process runs it, else None.
+
+    The one rule every twin is chosen by: None when ``NBKIT_PURE_PYTHON`` forces the pure twins or the
+    module was not built (no C compiler at install).
+
+    Parameters
+    ----------
+    module
+        The compiled module's dotted name.
+
+    Returns
+    -------
+    ModuleType or None
+
+    Examples
+    --------
+    >>> module = load_compiled("nbkit.wire._speedups")
+    >>> module is None or callable(module.scan_frames)
+    True
+    """
+    if FORCED_PURE:
+        return None
     try:
-        _compiled = importlib.import_module("nbkit.wire._speedups")
+        return importlib.import_module(module)
     except ImportError:
-        UNAVAILABLE = "the compiled core was not built"
+        return None
+
+
+_compiled = load_compiled("nbkit.wire._speedups")
+#: Why the compiled core is not active (None when it is).
+UNAVAILABLE: str | None = (
+    "NBKIT_PURE_PYTHON is set" if FORCED_PURE else None if _compiled is not None else "the compiled core was not built"
+)
 
 #: ``"compiled"`` or ``"pure-python"``: the core every hot loop of this process runs on.
 CORE = "compiled" if _compiled is not None else "pure-python"
@@ -99,3 +148,23 @@ def core_description() -> str:
     if CORE == "compiled":
         return "compiled core (nbkit.wire._speedups)"
     return f"pure-Python core ({UNAVAILABLE})"
+
+
+def twins_description() -> str:
+    """Which twin of each of :data:`TWINS` this process runs, in one line (what ``nbkit --version`` prints).
+
+    Returns
+    -------
+    str
+        The twins' names joined by ``"; "``, e.g. ``"compiled core (nbkit.wire._speedups); compiled writer
+        route; compiled JSON field parser"``.
+
+    Examples
+    --------
+    >>> twins_description().count("; ")
+    2
+    """
+    return "; ".join(
+        compiled if load_compiled(module) is not None else pure.format(why=UNAVAILABLE)
+        for module, (compiled, pure) in TWINS.items()
+    )

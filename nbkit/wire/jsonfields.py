@@ -15,15 +15,13 @@ beat pyarrow.json, so readers use this path only when it is compiled.
 
 from __future__ import annotations
 
-import importlib
 import json
 import math
 from array import array
 from collections.abc import Callable, Sequence
-from types import ModuleType
 from typing import Any
 
-from nbkit.wire.core import FORCED_PURE
+from nbkit.wire.core import load_compiled
 
 __all__ = ["COMPILED", "MAX_FIELDS", "NUMBER_LIMIT", "flat_columns", "flat_columns_pure"]
 
@@ -169,17 +167,7 @@ def _buffers(name: str, kind: str, column: list[Any]) -> Column:
     return name, kind, (offsets.tobytes(), b"".join(encoded))
 
 
-def _compiled() -> ModuleType | None:
-    """The compiled twin unless ``NBKIT_PURE_PYTHON`` forces the pure one or it was not built."""
-    if FORCED_PURE:
-        return None
-    try:
-        return importlib.import_module("nbkit.wire._jsonfields")
-    except ImportError:
-        return None
-
-
-_COMPILED_MODULE = _compiled()
+_COMPILED_MODULE = load_compiled("nbkit.wire._jsonfields")
 #: Whether the compiled twin is active: readers use :func:`flat_columns` only then.
 COMPILED = _COMPILED_MODULE is not None
 
