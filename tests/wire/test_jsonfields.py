@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from nbkit.wire import jsonfields
+from nbkit.wire import core, jsonfields
 from nbkit.wire.jsonfields import MAX_FIELDS, NUMBER_LIMIT, flat_columns, flat_columns_pure
 
 try:
@@ -266,7 +266,7 @@ def test_arguments_off_the_common_shape_get_the_pure_twins_answer(ends, first, l
 
 
 def test_compiled_says_which_twin_runs():
-    expected = compiled is not None and not jsonfields.FORCED_PURE
+    expected = compiled is not None and not core.FORCED_PURE
     assert jsonfields.COMPILED is expected
 
 
