@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import end_states
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
@@ -437,28 +438,7 @@ def test_timeline_one_lane_per_message_with_a_marker_per_delivery(ran):
 
 
 def test_timeline_marks_every_kind_of_end(tmp_path):
-    from nbkit import App, FileBroker, FilePosition, HandlerOutcome
-    from nbkit.notebook.session import Session
-
-    broker = FileBroker(tmp_path / "o.ss")
-
-    @broker.subscriber("orders", start_at=FilePosition.beginning(), max_attempts=2)
-    def handler(d):
-        word = d.payload.decode()
-        if word == "boom":
-            raise RuntimeError(word)
-        if word == "once":
-            return HandlerOutcome.ack() if d.attempt > 1 else HandlerOutcome.retry_after(3)
-        return {"ok": HandlerOutcome.ack(), "drop": HandlerOutcome.drop(), "slow": HandlerOutcome.retry_after(30)}.get(
-            word, HandlerOutcome.retry()
-        )
-
-    session = Session(App(broker))
-    for word in ("ok", "drop", "boom", "never", "once", "slow"):
-        broker.publish("orders", word)
-    session.step(6)  # "never" is copied at once (attempt 2), "once" in 3 s, "slow" in 30 s
-    session.advance(4)  # "once"'s copy is written at 3 s
-    session.step(6)  # "never" attempt 2: the cap, rejected; "once" attempt 2: handled
+    session = end_states.every_end(end_states.first_deliveries(tmp_path))
     ax = timeline(session.events)
     assert ends(ax) == ["handled", "dropped", "dropped (exception)", "rejected", "handled", "copy due"]
     assert points(ax, "end-handled") == [(0.0, 0), (4.0, 4)]
@@ -543,18 +523,7 @@ def test_an_empty_dead_letter_panel_says_why(tmp_path):
 
 
 def test_timeline_follows_a_loopback_pipe_through_its_own_copies():
-    from nbkit import App, HandlerOutcome, StdioBroker
-    from nbkit.notebook.session import Session
-
-    broker = StdioBroker(stdin=["[jobs] a", "[jobs] b"], stdout=[], loopback=True)
-    broker.subscriber("jobs", max_attempts=3, dead_letter="jobs.dlq", out_retry="jobs.retry")(
-        lambda d: HandlerOutcome.retry_after(2)
-    )
-    broker.subscriber("jobs.retry", name="retries", max_attempts=3, dead_letter="jobs.dlq", out_retry="jobs.retry")(
-        lambda d: HandlerOutcome.retry_after(2)
-    )
-    session = Session(App(broker))
-    session.run()
+    session = end_states.loopback_pipe()
     ax = timeline(session.events)
     # each input line is one lane: read back as jobs.retry (another subscription) at +2 s and +4 s
     assert lanes(ax) == ["pipe jobs #0", "pipe jobs #1"]

@@ -6,6 +6,7 @@ frames where one rule is pinned on its own."""
 
 from __future__ import annotations
 
+import end_states
 import pandas as pd
 import pytest
 
@@ -63,30 +64,12 @@ def test_a_files_copies_continue_their_messages_lane(tmp_path):
 
 
 def test_every_kind_of_end_and_a_handlers_exception_as_a_note(tmp_path):
-    broker = FileBroker(tmp_path / "o.ss")
-
-    @broker.subscriber("orders", start_at=FilePosition.beginning(), max_attempts=2)
-    def handler(d):
-        word = d.payload.decode()
-        if word == "boom":
-            raise RuntimeError(word)
-        if word == "once":
-            return HandlerOutcome.ack() if d.attempt > 1 else HandlerOutcome.retry_after(3)
-        return {"ok": HandlerOutcome.ack(), "drop": HandlerOutcome.drop(), "slow": HandlerOutcome.retry_after(30)}.get(
-            word, HandlerOutcome.retry()
-        )
-
-    session = Session(App(broker))
-    for word in ("ok", "drop", "boom", "never", "once", "slow"):
-        broker.publish("orders", word)
-    session.step(6)  # "never" is copied at once (attempt 2), "once" in 3 s, "slow" in 30 s
+    session = end_states.first_deliveries(tmp_path)
     waits = steps_from_events(session.events).iloc[3]
     assert (waits["message"], waits["state"], waits["destination"], waits["delay"]) == (
         "file orders #4", "waiting", "orders", 0.0,
     )  # fmt: skip
-    session.advance(4)  # "once"'s copy is written at 3 s
-    session.step(6)  # "never" attempt 2: the cap, rejected; "once" attempt 2: handled
-    steps = steps_from_events(session.events)
+    steps = steps_from_events(end_states.every_end(session).events)
     last = steps.groupby("message", observed=True).tail(1).sort_values("message").set_index("message")  # the ends
     assert last["state"].to_dict() == {
         "file orders #1": "handled",
@@ -153,15 +136,7 @@ def test_file_lanes_first_keeps_rows_and_reorders_only_the_lanes(tmp_path):
 
 
 def test_a_loopback_pipe_follows_its_own_copies_across_subscriptions():
-    broker = StdioBroker(stdin=["[jobs] a", "[jobs] b"], stdout=[], loopback=True)
-    broker.subscriber("jobs", max_attempts=3, dead_letter="jobs.dlq", out_retry="jobs.retry")(
-        lambda d: HandlerOutcome.retry_after(2)
-    )
-    broker.subscriber("jobs.retry", name="retries", max_attempts=3, dead_letter="jobs.dlq", out_retry="jobs.retry")(
-        lambda d: HandlerOutcome.retry_after(2)
-    )
-    session = Session(App(broker))
-    session.run()
+    session = end_states.loopback_pipe()
     steps = steps_from_events(session.events)
     # read back under jobs.retry by another subscription, and still one lane per input line
     assert list(steps["message"].cat.categories) == ["pipe jobs #0", "pipe jobs #1"]
