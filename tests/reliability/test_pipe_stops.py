@@ -34,10 +34,12 @@ for i in range(int(sys.argv[1])):
 time.sleep(60)
 """
 
-# the consumer survives the signal (as an nbkit stage does) and keeps what reaches it
+# the consumer survives the signal (as an nbkit stage does) and keeps what reaches it; it says "ready" on
+# stderr once it ignores SIGINT, so a signal sent while it still starts up cannot kill it
 CONSUMER = """
 import signal, sys
 signal.signal(signal.SIGINT, signal.SIG_IGN)
+print("ready", file=sys.stderr, flush=True)
 sys.stdout.buffer.write(sys.stdin.buffer.read())
 """
 
@@ -163,15 +165,19 @@ class Pipeline:
             [sys.executable, "consumer.py"],
             stdin=self.s2.stdout,
             stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
             cwd=tmp_path,
             process_group=self.group,
+            bufsize=0,
         )
         for stream in (self.producer.stdout, self.s1.stdout, self.s2.stdout):
             stream.close()  # each pipe is now held by its two stages only
         self.procs = [self.producer, self.s1, self.s2, self.consumer]
 
     def ready(self, messages: int) -> tuple[list[bytes], list[bytes]]:
-        """Wait until s1 handled every message and s2 forwarded the warm-up line: both run their app now."""
+        """Wait until the consumer ignores SIGINT, s1 handled every message and s2 forwarded the warm-up line:
+        both stages run their app now."""
+        _await_line(self.consumer.stderr, b"ready", 1, [])
         seen1: list[bytes] = []
         seen2: list[bytes] = []
         _await_line(self.s1.stderr, b"handled", messages, seen1)  # print() in the handler: on stderr
