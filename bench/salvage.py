@@ -29,8 +29,9 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) 
 import _common as c  # noqa: E402
 
 from nbkit.errors import FormatError  # noqa: E402
-from nbkit.transport.file_reader import Message, StreamReader  # noqa: E402
+from nbkit.transport.file_reader import StreamReader  # noqa: E402
 from nbkit.transport.file_writer import StreamWriter  # noqa: E402
+from nbkit.transport.messages import Message  # noqa: E402
 from nbkit.wire.ssformat import HEADER_SIZE  # noqa: E402
 
 INTERVAL = 1024

@@ -30,8 +30,9 @@ from nbkit.runtime.redrive import RedriveResult, redrive, redrive_lines
 from nbkit.runtime.settle import Action
 from nbkit.runtime.stdio_broker import StdioBroker
 from nbkit.transport.damage import DamagedRegion, DamageWarning
-from nbkit.transport.file_reader import Message, ReadEnd, StreamReader
+from nbkit.transport.file_reader import StreamReader
 from nbkit.transport.file_writer import StreamWriter
+from nbkit.transport.messages import Message, ReadEnd
 from nbkit.transport.positions import FilePosition
 
 if TYPE_CHECKING:
@@ -93,8 +94,8 @@ __all__ = [
     "ChecksumError",
     "Clock",
     "ConfigurationError",
-    "DamagedRegion",
     "DamageWarning",
+    "DamagedRegion",
     "Delivery",
     "FileBroker",
     "FilePosition",
@@ -108,23 +109,8 @@ __all__ = [
     "ReadEnd",
     "RealClock",
     "RedriveResult",
-    "RetryPolicy",
-    "Workload",
-    "policy_summary",
-    "redrive",
-    "redrive_lines",
-    "simulate",
-    "read_arrow",
-    "read_pipe",
-    "read_stream",
-    "concat_frames",
-    "lineage",
-    "messages_table",
-    "overview",
-    "summarize",
-    "read_parquet",
-    "to_parquet",
     "RetryDestinationError",
+    "RetryPolicy",
     "SeekError",
     "Session",
     "SettlementEvent",
@@ -135,6 +121,21 @@ __all__ = [
     "TruncatedError",
     "UnknownKeyError",
     "VirtualClock",
+    "Workload",
     "WriterLockedError",
     "__version__",
+    "concat_frames",
+    "lineage",
+    "messages_table",
+    "overview",
+    "policy_summary",
+    "read_arrow",
+    "read_parquet",
+    "read_pipe",
+    "read_stream",
+    "redrive",
+    "redrive_lines",
+    "simulate",
+    "summarize",
+    "to_parquet",
 ]

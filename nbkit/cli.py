@@ -46,8 +46,9 @@ from nbkit.scale import DISTRIBUTION, EXTRA
 from nbkit.transport.bounded import Bounds, bounded_messages
 from nbkit.transport.damage import BAD_FRAME_CHOICES, DamagedRegion
 from nbkit.transport.file_info import summarize
-from nbkit.transport.file_reader import Message, ReadEnd, StreamReader
+from nbkit.transport.file_reader import StreamReader
 from nbkit.transport.file_writer import StreamWriter
+from nbkit.transport.messages import Message, ReadEnd
 from nbkit.transport.ndjson import write_ndjson
 from nbkit.transport.positions import parse_time
 from nbkit.transport.repair import repair
@@ -67,7 +68,7 @@ from nbkit.wire.ssformat import DEFAULT_BEACON_INTERVAL, MAX_U64
 if TYPE_CHECKING:
     from nbkit.runtime.app import App
 
-__all__ = ["main", "build_parser"]
+__all__ = ["build_parser", "load_app", "main"]
 
 PROG = "nbkit"
 #: Exit status when stdout's reader has gone away (128 + SIGPIPE), as a shell shows for ``cat``.
@@ -704,9 +705,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
     """Run a service (an nbkit.App) until its subscriptions end; SIGINT/SIGTERM/SIGHUP shut it down gracefully."""
     import logging
 
+    from nbkit.errors import StdoutClosedError
     from nbkit.runtime.logs import STREAM_ERROR, LogOrderedStream, RunLogHandler, flush_run_logs
     from nbkit.runtime.stdio_broker import StdioBroker
-    from nbkit.transport.pipe_io import StdoutClosedError
 
     root = logging.getLogger()
     streams = sys.stdout, sys.stderr

@@ -46,6 +46,41 @@ from __future__ import annotations
 import errno as _errno
 from typing import Any
 
+__all__ = [
+    "DISTRIBUTION",
+    "AckError",
+    "BeaconIntervalError",
+    "ByteMarkError",
+    "ChecksumError",
+    "ClosedError",
+    "ConfigurationError",
+    "FileIOError",
+    "FileLimitError",
+    "FilePermissionError",
+    "FormatError",
+    "InvalidArgumentError",
+    "InvalidKeyError",
+    "LineParseError",
+    "MissingExtraError",
+    "MissingFileError",
+    "NbkitError",
+    "NotConnectedError",
+    "OutputExistsError",
+    "PathIsDirectoryError",
+    "PayloadTooLargeError",
+    "RetryDestinationError",
+    "SeekError",
+    "StdoutClosedError",
+    "StreamKeyError",
+    "TimestampRangeError",
+    "TruncatedError",
+    "UnknownKeyError",
+    "Utf8Error",
+    "VersionError",
+    "WriterLockedError",
+    "install_hint",
+]
+
 
 class NbkitError(Exception):
     """Root of every error nbkit raises on purpose; the CLI turns it into one line and an exit code.

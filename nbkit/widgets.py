@@ -8,4 +8,4 @@ from nbkit.notebook.live_monitor import LiveMonitor
 from nbkit.notebook.policy_explorer import PolicyExplorer
 from nbkit.notebook.widgets import SessionPanel, StreamBrowser
 
-__all__ = ["SessionPanel", "StreamBrowser", "LiveMonitor", "PolicyExplorer"]
+__all__ = ["LiveMonitor", "PolicyExplorer", "SessionPanel", "StreamBrowser"]

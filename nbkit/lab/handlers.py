@@ -37,7 +37,7 @@ from nbkit.lab.pages import PageRequestError, describe_region, read_page, row_of
 from nbkit.lab.paths import PathRefused, resolve_inside
 from nbkit.wire.timestamps import parse_timestamp
 
-__all__ = ["ROUTE", "setup_handlers"]
+__all__ = ["ROUTE", "LocateHandler", "MessagesHandler", "NotebookHandler", "SummaryHandler", "setup_handlers"]
 
 #: Where the handlers live, under the server's base URL.
 ROUTE = "nbkit/viewer"

@@ -27,7 +27,8 @@ import numpy as np
 
 from nbkit.transport.damage import DamagedRegion
 from nbkit.transport.file_info import FileSummary, StreamSummary
-from nbkit.transport.file_reader import ReadEnd, StreamReader
+from nbkit.transport.file_reader import StreamReader
+from nbkit.transport.messages import ReadEnd
 from nbkit.wire import envelope
 from nbkit.wire.keys import INTERNAL_KEY, is_dead_letter_key
 from nbkit.wire.scan import ColumnBuffers

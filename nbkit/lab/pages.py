@@ -18,17 +18,18 @@ from typing import Any
 
 from nbkit.lab.index import CHECKPOINT_EVERY, RowIndex, StreamIndex
 from nbkit.transport.damage import DamagedRegion
-from nbkit.transport.file_reader import Message, StreamReader
+from nbkit.transport.file_reader import StreamReader
+from nbkit.transport.messages import Message
 from nbkit.wire.envelope import RETRY_COUNT_HEADER, decode, retry_count
 from nbkit.wire.keys import INTERNAL_KEY
 from nbkit.wire.timestamps import iso_utc
 
 __all__ = [
+    "HEX_BYTES",
+    "JSON_BYTES",
     "MAX_PAGE_BYTES",
     "MAX_ROWS",
     "PREVIEW_BYTES",
-    "HEX_BYTES",
-    "JSON_BYTES",
     "PageRequestError",
     "describe_region",
     "message_row",

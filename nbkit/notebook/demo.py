@@ -25,6 +25,20 @@ from nbkit.runtime.stdio_broker import StdioBroker
 from nbkit.transport.positions import FilePosition
 from nbkit.wire.stdio_line import format_line
 
+__all__ = [
+    "DEAD_LETTER",
+    "MAX_ATTEMPTS",
+    "RETRY_KEY",
+    "DemoResult",
+    "handle_order",
+    "make_orders",
+    "run_demo",
+    "run_file",
+    "run_pipe",
+    "summarize",
+]
+
+
 MAX_ATTEMPTS = 4
 DEAD_LETTER = "orders.dead"
 RETRY_KEY = "orders.retry"

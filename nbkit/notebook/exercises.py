@@ -59,6 +59,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 __all__ = [
+    "AnswerFormError",
     "Choice",
     "Count",
     "Counts",

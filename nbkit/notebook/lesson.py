@@ -5,6 +5,12 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+__all__ = [
+    "DISPLAY_OPTIONS",
+    "setup",
+]
+
+
 #: Display options under which nothing a lesson talks about is cut off (header maps, outcome and action).
 DISPLAY_OPTIONS: dict[str, object] = {
     "display.width": 160,

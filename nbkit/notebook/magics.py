@@ -31,6 +31,13 @@ from nbkit.runtime.file_broker import FileBroker
 from nbkit.runtime.stdio_broker import StdioBroker
 from nbkit.transport.positions import FilePosition
 
+__all__ = [
+    "READING_ORDER",
+    "NbkitMagics",
+    "load_ipython_extension",
+]
+
+
 #: The columns ``%nbkit_events`` shows first: which delivery, and what became of it.
 READING_ORDER = ("stream_key", "seq", "attempt", "outcome", "action", "delay", "destination")
 

@@ -34,6 +34,16 @@ from nbkit.runtime.stdio_broker import StdioBroker
 from nbkit.transport.file_info import summarize
 from nbkit.wire.timestamps import isoformat_z
 
+__all__ = [
+    "ACTIONS",
+    "Advanced",
+    "Pending",
+    "PendingView",
+    "Session",
+    "Steps",
+]
+
+
 ACTIONS = tuple(action.value for action in Action)
 
 _P = ParamSpec("_P")

@@ -33,6 +33,13 @@ from nbkit.runtime.stopping import BROKEN_PIPE, Stop
 if TYPE_CHECKING:
     import pandas as pd
 
+__all__ = [
+    "KEEP_EVENTS",
+    "MAX_PENDING",
+    "App",
+]
+
+
 _IDLE_MIN = 0.001
 _IDLE_MAX = 0.1
 KEEP_EVENTS = 10_000  # settlement events an App keeps by default: a service runs for ever

@@ -16,6 +16,15 @@ from nbkit.runtime.events import new_record
 from nbkit.runtime.registration import Handler, Registration
 from nbkit.transport.polling import NeedMore
 
+__all__ = [
+    "Broker",
+    "Published",
+    "Subscription",
+    "as_payload",
+    "new_published",
+    "registrator",
+]
+
 
 class Published(NamedTuple):
     """Where a published message went: its key, the sequence it got and when it was written."""

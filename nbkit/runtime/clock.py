@@ -12,6 +12,14 @@ import datetime as dt
 import time
 from typing import Protocol, runtime_checkable
 
+__all__ = [
+    "DEFAULT_VIRTUAL_START",
+    "Clock",
+    "RealClock",
+    "VirtualClock",
+    "utc",
+]
+
 
 @runtime_checkable
 class Clock(Protocol):

@@ -13,6 +13,10 @@ from nbkit.transport.positions import FilePosition
 from nbkit.wire.envelope import retry_count
 from nbkit.wire.timestamps import isoformat_z
 
+__all__ = [
+    "Delivery",
+]
+
 
 @dataclass(eq=False, slots=True)
 class Delivery:

@@ -43,6 +43,15 @@ if TYPE_CHECKING:
 from nbkit.wire.core import pick
 from nbkit.wire.timestamps import isoformat_z
 
+__all__ = [
+    "EVENT_COLUMNS",
+    "EventHistory",
+    "SettlementEvent",
+    "events_frame",
+    "new_record",
+]
+
+
 #: A named tuple class (what :func:`new_record` makes)
 T = TypeVar("T", bound=tuple[Any, ...])
 

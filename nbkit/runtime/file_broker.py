@@ -28,6 +28,11 @@ from nbkit.wire.deliveries import file_deliveries
 from nbkit.wire.keys import PRIMING_KEY, validate_key
 from nbkit.wire.ssformat import DEFAULT_BEACON_INTERVAL, HEADER_SIZE, check_write_interval
 
+__all__ = [
+    "FileBroker",
+    "FileSubscription",
+]
+
 
 class FileSubscription(Subscription):
     """Deliveries of one stream key: a live tail (``replay=False``) or a replay that ends."""

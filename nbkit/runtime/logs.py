@@ -12,6 +12,53 @@ from typing import Any, NamedTuple
 
 from nbkit.errors import AckError
 
+__all__ = [
+    "ACK_FAILED",
+    "ACK_LINES_LEFT_OUT",
+    "APP",
+    "BAD_LINE_SKIPPED",
+    "BAD_RETRY_COUNT",
+    "COPY_ABANDONED",
+    "COPY_ABANDONED_BROKEN_PIPE",
+    "COPY_ABANDONED_SIGNAL",
+    "COPY_FAILED",
+    "DECLARATION",
+    "DELIVERY_FIELDS",
+    "DISPATCH",
+    "EXHAUSTED_DLQ",
+    "EXHAUSTED_REJECT",
+    "HANDLER_FAILED",
+    "INPUT_ENDED_WAITING",
+    "LINES_NOT_DELIVERED",
+    "PENDING_FULL",
+    "REQUEUE_NOTHING",
+    "RETRY",
+    "RUN_BUFFER",
+    "RUN_FORMAT",
+    "SHUTDOWN_DRAINING",
+    "SHUTDOWN_STOPPING",
+    "SHUTDOWN_WAITING",
+    "STREAM_ENDED",
+    "STREAM_ERROR",
+    "SUBSCRIBER",
+    "UNSUBSCRIBED_LINE",
+    "UNSUPPORTED",
+    "DeliveryFormatter",
+    "LogOrderedStream",
+    "RunLogHandler",
+    "SettledDelivery",
+    "SettledLike",
+    "ack_failed",
+    "ack_failed_message",
+    "as_settled",
+    "delivery_extra",
+    "delivery_suffix",
+    "emit",
+    "flush_run_logs",
+    "sole_run_handler",
+]
+
+
 DISPATCH = logging.getLogger("nbkit.dispatch")
 RETRY = logging.getLogger("nbkit.retry")
 SUBSCRIBER = logging.getLogger("nbkit.subscriber")
@@ -65,15 +112,17 @@ class SettledDelivery(NamedTuple):
 
 #: The delivery a settlement record is about: a :class:`SettledDelivery`, or the plain tuple
 #: (subscription, stream key, sequence, attempt[, stdin line or None]) in its field order
-Delivery = SettledDelivery | tuple[str, str, int, int] | tuple[str, str, int, int, int | None]
+SettledLike = SettledDelivery | tuple[str, str, int, int] | tuple[str, str, int, int, int | None]
 
 
-def as_settled(delivery: Delivery) -> SettledDelivery:
+def as_settled(delivery: SettledLike) -> SettledDelivery:
     """``delivery`` as a :class:`SettledDelivery` (a plain tuple is read in its field order)."""
     return delivery if type(delivery) is SettledDelivery else SettledDelivery(*delivery)
 
 
-def emit(logger: logging.Logger, level: int, text: str, *, delivery: Delivery | None = None, **fields: object) -> None:
+def emit(
+    logger: logging.Logger, level: int, text: str, *, delivery: SettledLike | None = None, **fields: object
+) -> None:
     """Log ``text`` followed by its fields; the fields are also on the record as ``nbkit_fields``, and
     the settled delivery (when given) as the attributes :data:`DELIVERY_FIELDS`."""
     if not logger.isEnabledFor(level):
@@ -82,7 +131,7 @@ def emit(logger: logging.Logger, level: int, text: str, *, delivery: Delivery | 
     _log(logger, level, f"{text} {rendered}" if rendered else text, text, fields, delivery)
 
 
-def ack_failed(logger: logging.Logger, subscription: str, delivery: Delivery | None = None) -> None:
+def ack_failed(logger: logging.Logger, subscription: str, delivery: SettledLike | None = None) -> None:
     """The WARN an unsupported ack / nack logs (spec 1.3), once per such settlement: the hot path of a
     file or pipe service, so its text is rendered once per subscription and its record is made from
     the first one's attributes (:class:`_Records`). When the one place the record would reach is the
@@ -138,7 +187,7 @@ def ack_failed_message(subscription: str) -> str:
     return message
 
 
-def delivery_extra(delivery: Delivery | None) -> dict[str, object]:
+def delivery_extra(delivery: SettledLike | None) -> dict[str, object]:
     """The logging ``extra`` naming a settled delivery.
 
     Parameters
@@ -328,7 +377,7 @@ class RunLogHandler(logging.Handler):
         if self._size >= self.limit or record.levelno >= logging.ERROR:
             self.flush()
 
-    def write_settlement(self, name: str, level: int, message: str, delivery: Delivery) -> None:
+    def write_settlement(self, name: str, level: int, message: str, delivery: SettledLike) -> None:
         """Gather the line :meth:`emit` makes of a settlement record whose message names the subscription.
 
         That is the line of the record ``logger.log(level, message, extra=delivery_extra(delivery))`` with
@@ -641,7 +690,7 @@ def _log(
     message: str,
     text: str,
     fields: dict[str, object],
-    delivery: Delivery | None = None,
+    delivery: SettledLike | None = None,
 ) -> None:
     """Hand ``logger`` the record ``logger.log(level, message, extra=..., stacklevel=3)`` makes, for an enabled
     level: it names the runtime code that called :func:`emit` or :func:`ack_failed`, found by logging's own

@@ -7,6 +7,16 @@ import math
 from dataclasses import dataclass
 from typing import Literal, get_args
 
+__all__ = [
+    "MAX_DELAY_SECONDS",
+    "OUTCOME_KINDS",
+    "HandlerOutcome",
+    "OutcomeKind",
+    "as_outcome",
+    "to_seconds",
+]
+
+
 #: What a handler can ask for: the ``kind`` of a :class:`HandlerOutcome` (and ``outcome`` of an event).
 OutcomeKind = Literal["ack", "drop", "retry", "retry_after"]
 #: The outcome kinds, in the order the events frame lists them.

@@ -10,6 +10,10 @@ from nbkit.errors import FileIOError, FormatError
 from nbkit.transport.positions import FilePosition
 from nbkit.wire.keys import validate_key
 
+__all__ = [
+    "PositionStore",
+]
+
 
 class PositionStore:
     """A JSON file mapping stream key -> next sequence to read.

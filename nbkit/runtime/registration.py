@@ -19,6 +19,17 @@ from nbkit.runtime.settle import Declaration
 from nbkit.transport.positions import FilePosition
 from nbkit.wire.keys import validate_key
 
+__all__ = [
+    "CommonOptions",
+    "FileRegistration",
+    "Handler",
+    "PipeRegistration",
+    "Registration",
+    "check_key",
+    "common_options",
+]
+
+
 #: A handler: ``handler(delivery)`` returning None, a HandlerOutcome, or an awaitable of one.
 Handler = Callable[..., Any]
 

@@ -10,6 +10,13 @@ from enum import StrEnum
 
 from nbkit.runtime.outcome import OutcomeKind
 
+__all__ = [
+    "Action",
+    "Decision",
+    "Declaration",
+    "decide",
+]
+
 
 class Action(StrEnum):
     """What the runtime does with a settled delivery (the ``action`` of a :class:`~nbkit.SettlementEvent`).

@@ -13,17 +13,26 @@ from nbkit.errors import (
     InvalidArgumentError,
     LineParseError,
     RetryDestinationError,
+    StdoutClosedError,
     Utf8Error,
 )
 from nbkit.runtime import logs
 from nbkit.runtime.broker import Broker, Published, Subscription, as_payload, new_published, registrator
 from nbkit.runtime.delivery import Delivery
 from nbkit.runtime.registration import Handler, PipeRegistration, check_key, common_options
-from nbkit.transport.pipe_io import LineInput, LineOutput, LineSink, LineSource, StdoutClosedError
+from nbkit.transport.pipe_io import LineInput, LineOutput, LineSink, LineSource
 from nbkit.transport.polling import NEED_MORE, NeedMore
 from nbkit.wire.envelope import RETRY_COUNT_HEADER, retry_count_problem
 from nbkit.wire.keys import validate_key
 from nbkit.wire.stdio_line import LineDecoder, LineFormatter, line_delivery
+
+__all__ = [
+    "BAD_LINE_CHOICES",
+    "PipeInputCounts",
+    "StdioBroker",
+    "StdioSubscription",
+]
+
 
 #: What ``on_bad_lines`` takes: stop at a bad line (upstream's reader panics there), log it and read on,
 #: or read on with the line only counted (pandas' ``on_bad_lines`` names).

@@ -69,18 +69,16 @@ from nbkit.scale.partitions import (  # noqa: E402
     FIELD_MODES,
     ByteRange,
     Plan,
-    Selection,
     empty_frame,
     json_fields_of,
     plan_ranges,
     read_range,
-    selection,
 )
-from nbkit.tabular import PayloadMode  # noqa: E402
+from nbkit.tabular import PayloadMode, Selection, selection  # noqa: E402
 from nbkit.transport.damage import check_on_bad_frames  # noqa: E402
 from nbkit.transport.positions import FilePosition  # noqa: E402
 
-__all__ = ["read_stream", "plan"]
+__all__ = ["plan", "read_stream"]
 
 DEFAULT_SAMPLE = 4 << 20
 

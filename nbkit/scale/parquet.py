@@ -57,7 +57,6 @@ from nbkit.scale.partitions import (
     json_fields_of,
     plan_ranges,
     read_range,
-    selection,
 )
 from nbkit.tabular import (
     FRAME_COLUMNS,
@@ -66,6 +65,7 @@ from nbkit.tabular import (
     expand_json,
     json_field_columns,
     json_text_column,
+    selection,
     with_fields,
 )
 from nbkit.transport.damage import check_on_bad_frames

@@ -43,8 +43,9 @@ import numpy as np
 import pandas as pd
 
 from nbkit.errors import FormatError, SeekError
-from nbkit.tabular import FrameBuilder, PayloadMode, Selection, json_values, payload_separator, selection
-from nbkit.transport.file_reader import CHUNK, Message, ReadEnd, StreamReader
+from nbkit.tabular import FrameBuilder, PayloadMode, Selection, json_values, payload_separator
+from nbkit.transport.file_reader import CHUNK, StreamReader
+from nbkit.transport.messages import Message, ReadEnd
 from nbkit.transport.positions import FilePosition
 from nbkit.wire.keys import INTERNAL_KEY
 from nbkit.wire.ssformat import HEADER_SIZE
@@ -53,14 +54,12 @@ __all__ = [
     "FIELD_MODES",
     "ByteRange",
     "Plan",
-    "Selection",
     "conform_json",
     "empty_frame",
     "find_eos",
     "json_fields_of",
     "plan_ranges",
     "read_range",
-    "selection",
 ]
 
 #: Payload modes with ``payload.<field>`` columns, which every partition must have alike.

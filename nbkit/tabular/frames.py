@@ -43,33 +43,20 @@ import pandas as pd
 
 from nbkit.errors import FormatError, Utf8Error
 from nbkit.tabular import (
-    FRAME_COLUMNS,
-    PAYLOAD_MODES,
     FrameBuilder,
     PayloadMode,
-    Selection,
     payload_separator,
     selection,
 )
 from nbkit.transport.damage import DamagedRegion, DamageWarning, SuspectRecordWarning
-from nbkit.transport.file_reader import ReadEnd, StreamReader
+from nbkit.transport.file_reader import StreamReader
+from nbkit.transport.messages import ReadEnd
 from nbkit.transport.plausibility import KeyLoss, describe_losses, losses, suspects
 from nbkit.transport.positions import FilePosition
 from nbkit.wire.ssformat import HEADER_SIZE
 from nbkit.wire.stdio_line import LineDecoder, parse_line
 
-__all__ = [
-    "DTYPE_BACKENDS",
-    "FRAME_COLUMNS",
-    "PAYLOAD_MODES",
-    "DtypeBackend",
-    "Selection",
-    "concat_frames",
-    "read_arrow",
-    "read_pipe",
-    "read_stream",
-    "selection",
-]
+__all__ = ["DTYPE_BACKENDS", "DtypeBackend", "concat_frames", "read_arrow", "read_pipe", "read_stream"]
 
 _PROGRESS_MIN_BYTES = 64 << 20
 _SLICE_BYTES = 24 << 20  # file bytes per read of payload="json" (its fields parse while the next is read)

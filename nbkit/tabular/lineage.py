@@ -52,14 +52,16 @@ import msgspec
 import numpy as np
 import pandas as pd
 
-from nbkit.wire.envelope import RETRY_COUNT_HEADER, SEQUENCE_HEADER
+from nbkit.wire.envelope import RETRY_COUNT_HEADER
 from nbkit.wire.keys import is_dead_letter_key
+from nbkit.wire.limits import SEQUENCE_HEADER
 from nbkit.wire.ssformat import MAX_U64
 
 __all__ = [
     "LINEAGE_COLUMNS",
-    "LineageSummary",
     "STATES",
+    "LineageSummary",
+    "dead_letter_predicate",
     "lineage",
     "messages_table",
     "summarize",

@@ -23,7 +23,8 @@ from dataclasses import dataclass
 from itertools import islice
 
 from nbkit.errors import SeekError
-from nbkit.transport.file_reader import Message, StreamReader
+from nbkit.transport.file_reader import StreamReader
+from nbkit.transport.messages import Message
 from nbkit.transport.windows import Window, find_window
 from nbkit.wire.ssformat import HEADER_SIZE
 

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from nbkit.transport.damage import DamagedRegion, check_on_bad_frames
-from nbkit.transport.file_reader import ReadEnd, StreamReader
+from nbkit.transport.file_reader import StreamReader
+from nbkit.transport.messages import ReadEnd
 from nbkit.wire import envelope
 from nbkit.wire.keys import is_dead_letter_key
 from nbkit.wire.ssformat import FileHeader

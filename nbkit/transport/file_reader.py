@@ -28,7 +28,7 @@ from typing import Any
 from nbkit.errors import FormatError
 from nbkit.transport.damage import DamagedRegion, check_on_bad_frames
 from nbkit.transport.frame_decode import NeedBytes
-from nbkit.transport.messages import EndReason, Message, ReadEnd, make_message
+from nbkit.transport.messages import Message, ReadEnd, make_message
 from nbkit.transport.polling import NEED_MORE, NeedMore
 from nbkit.transport.positions import FilePosition
 from nbkit.transport.reader_seek import Positions
@@ -488,14 +488,4 @@ def iter_messages(path: str | os.PathLike, **options: Any) -> Iterator[Message]:
         yield from r
 
 
-__all__ = [
-    "CHUNK",
-    "EndReason",
-    "FrameColumns",
-    "Message",
-    "NEED_MORE",
-    "ReadEnd",
-    "StreamReader",
-    "iter_messages",
-    "read_header",
-]
+__all__ = ["CHUNK", "StreamReader", "iter_messages", "read_header"]

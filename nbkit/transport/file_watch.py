@@ -20,7 +20,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from nbkit.transport.file_info import text_table
-from nbkit.transport.file_reader import Message, StreamReader
+from nbkit.transport.file_reader import StreamReader
+from nbkit.transport.messages import Message
 from nbkit.transport.polling import NEED_MORE
 from nbkit.wire import envelope
 from nbkit.wire.keys import INTERNAL_KEYS, is_dead_letter_key

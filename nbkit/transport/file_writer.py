@@ -36,7 +36,7 @@ from typing import Any, NoReturn
 from nbkit.errors import ClosedError, FileIOError, FileLimitError, FormatError, NbkitError
 from nbkit.transport.file_lock import open_for_append, take_lock
 from nbkit.transport.shared_appends import SharedAppends
-from nbkit.transport.writer_resume import STALE_TAIL_MAX, resume_exclusive
+from nbkit.transport.writer_resume import resume_exclusive
 from nbkit.transport.writer_state import (
     COMPILED,
     FOLD_BYTES,
@@ -58,7 +58,7 @@ from nbkit.wire.ssformat import (
     encode_header,
 )
 
-__all__ = ["DEFAULT_SIZE_LIMIT", "STALE_TAIL_MAX", "StreamWriter", "Written"]
+__all__ = ["DEFAULT_SIZE_LIMIT", "StreamWriter"]
 
 #: Upstream's default file size limit (16 GiB).
 DEFAULT_SIZE_LIMIT = 16 << 30

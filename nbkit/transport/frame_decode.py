@@ -19,11 +19,11 @@ from nbkit.transport.messages import Message
 from nbkit.transport.source import LocalSource, RemoteSource
 from nbkit.wire.crc import crc16
 from nbkit.wire.keys import INTERNAL_KEY
+from nbkit.wire.limits import MAX_TIMESTAMP_MS
 from nbkit.wire.scan import ColumnBuffers, FrameColumns, scan_columns, scan_frames
 from nbkit.wire.ssformat import (
     FRAME_TAIL_SIZE,
     HEADER_SIZE,
-    MAX_TIMESTAMP_MS,
     Beacon,
     FileHeader,
     decode_beacon,

@@ -23,7 +23,7 @@ from nbkit.errors import ConfigurationError, StdoutClosedError, Utf8Error
 from nbkit.transport.polling import NEED_MORE, NeedMore
 from nbkit.wire.core import pick
 
-__all__ = ["CHUNK_SIZE", "LineInput", "LineOutput", "LineSink", "LineSource", "StdoutClosedError"]
+__all__ = ["CHUNK_SIZE", "LineInput", "LineOutput", "LineSink", "LineSource", "text_lines"]
 
 #: What :class:`LineSource` reads: None (the process's stdin), text, bytes, lines, or a file.
 LineInput = str | bytes | Iterable[str] | Iterable[bytes] | IO[str] | IO[bytes] | None

@@ -37,7 +37,7 @@ import numpy as np
 from nbkit.transport.damage import DamagedRegion
 from nbkit.wire.timestamps import iso_utc
 
-__all__ = ["KeyLoss", "Records", "Suspect", "TIME_TOLERANCE_MS", "describe_losses", "losses", "suspects"]
+__all__ = ["TIME_TOLERANCE_MS", "KeyLoss", "Records", "Suspect", "describe_losses", "losses", "suspects"]
 
 #: How far (ms) a record's timestamp may stray from its neighbours before it is suspect: one hour.
 TIME_TOLERANCE_MS = 3_600_000

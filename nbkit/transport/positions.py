@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from typing import Final, Literal, get_args
 
 from nbkit.errors import TimestampRangeError
-from nbkit.wire.ssformat import MAX_TIMESTAMP_MS, MAX_U64
+from nbkit.wire.limits import MAX_TIMESTAMP_MS
+from nbkit.wire.ssformat import MAX_U64
 
 __all__ = ["FilePosition", "PositionKind", "parse_time", "to_epoch_ms"]
 

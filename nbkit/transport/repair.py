@@ -18,8 +18,9 @@ from typing import TYPE_CHECKING, Any
 
 from nbkit.errors import FormatError, InvalidArgumentError, OutputExistsError
 from nbkit.transport.damage import DamagedRegion
-from nbkit.transport.file_reader import ReadEnd, StreamReader
+from nbkit.transport.file_reader import StreamReader
 from nbkit.transport.file_writer import StreamWriter
+from nbkit.transport.messages import ReadEnd
 from nbkit.transport.source import is_url, upload, url_exists
 
 if TYPE_CHECKING:

@@ -45,10 +45,10 @@ from nbkit.errors import (
 )
 
 __all__ = [
-    "ByteSource",
     "DEFAULT_BLOCK_SIZE",
-    "FetchTotals",
     "LOCAL_CHUNK",
+    "ByteSource",
+    "FetchTotals",
     "LocalSource",
     "RemoteSource",
     "fetch_totals",

@@ -12,11 +12,12 @@ import os
 from typing import NamedTuple
 
 from nbkit.errors import FormatError, TruncatedError
-from nbkit.transport.file_reader import Message, StreamReader
+from nbkit.transport.file_reader import StreamReader
+from nbkit.transport.messages import Message
 from nbkit.transport.writer_state import StreamBook
 from nbkit.wire.ssformat import HEADER_SIZE, Beacon, FileHeader, decode_beacon, encode_beacon
 
-__all__ = ["Resumed", "STALE_TAIL_MAX", "own_file", "resume_exclusive", "take_frames"]
+__all__ = ["STALE_TAIL_MAX", "Resumed", "own_file", "resume_exclusive", "take_frames"]
 
 #: Bytes of stale data an upstream append can leave at the tail (one overwritten EOS frame).
 STALE_TAIL_MAX = 56

@@ -20,7 +20,6 @@ from nbkit.wire.ssformat import MAX_U64
 
 __all__ = [
     "RETRY_COUNT_HEADER",
-    "SEQUENCE_HEADER",
     "copy_retry_count",
     "decode",
     "decode_delivery",

@@ -20,7 +20,8 @@ from typing import Any, NamedTuple
 
 from nbkit.wire.core import pick
 from nbkit.wire.crc import crc16 as _crc16_pure
-from nbkit.wire.ssformat import FRAME_HEAD, MAX_TIMESTAMP_MS
+from nbkit.wire.limits import MAX_TIMESTAMP_MS
+from nbkit.wire.ssformat import FRAME_HEAD
 
 __all__ = [
     "ColumnBuffers",

@@ -18,8 +18,8 @@ from nbkit.wire.ssformat import MAX_U64, FileHeader, Marker
 from nbkit.wire.timestamps import format_log_timestamp, parse_log_timestamp
 
 __all__ = [
-    "NdjsonMessage",
     "TEXT_FORMATS",
+    "NdjsonMessage",
     "TextFormat",
     "dumps",
     "escape_controls",

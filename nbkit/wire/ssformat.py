@@ -24,7 +24,6 @@ from nbkit.wire.keys import INTERNAL_KEY, is_valid_key
 from nbkit.wire.limits import MAX_PAYLOAD, MAX_TIMESTAMP_MS
 
 __all__ = [
-    "Beacon",
     "CR",
     "DEFAULT_BEACON_INTERVAL",
     "EOS_PAYLOAD",
@@ -32,16 +31,15 @@ __all__ = [
     "FRAME_HEAD",
     "FRAME_OVERHEAD",
     "FRAME_TAIL_SIZE",
-    "FileHeader",
     "HEADER_SIZE",
     "MAGIC",
     "MAX_MARKER_SIZE",
-    "MAX_PAYLOAD",
-    "MAX_TIMESTAMP_MS",
     "MAX_U64",
     "MIN_READ_INTERVAL",
-    "Marker",
     "VERSION",
+    "Beacon",
+    "FileHeader",
+    "Marker",
     "check_timestamp",
     "check_write_interval",
     "decode_beacon",

@@ -31,8 +31,6 @@ __all__ = [
     "parse_fields_pure",
     "parse_general",
     "parse_line",
-    "parse_timestamp",
-    "second_text",
 ]
 
 _KEY_CHARS_RE = re.compile(r"[A-Za-z0-9._-]+")

@@ -512,5 +512,5 @@ def test_browser_rejects_a_bad_page_size(sample_path):
 
 
 def test_public_alias_module():
-    assert nbkit.widgets.__all__ == ["SessionPanel", "StreamBrowser", "LiveMonitor", "PolicyExplorer"]
+    assert set(nbkit.widgets.__all__) == {"SessionPanel", "StreamBrowser", "LiveMonitor", "PolicyExplorer"}
     assert nbkit.widgets.SessionPanel is SessionPanel and nbkit.widgets.StreamBrowser is StreamBrowser

@@ -40,8 +40,10 @@ from nbkit.runtime.outcome import HandlerOutcome
 from nbkit.runtime.stdio_broker import StdioBroker
 from nbkit.tabular.frames import read_pipe, read_stream
 from nbkit.transport.file_info import summarize
-from nbkit.transport.file_reader import NEED_MORE, Message, ReadEnd, StreamReader
+from nbkit.transport.file_reader import StreamReader
 from nbkit.transport.file_writer import StreamWriter
+from nbkit.transport.messages import Message, ReadEnd
+from nbkit.transport.polling import NEED_MORE
 from nbkit.transport.positions import FilePosition
 from nbkit.wire import envelope
 from nbkit.wire.keys import INTERNAL_KEY, INTERNAL_KEYS
@@ -866,10 +868,10 @@ def check_cut_and_append(rnd: random.Random, corpus: list[Base], path: Path) -> 
 
 
 __all__ = [
-    "Base",
     "FILE_ORACLES",
     "LINE_ORACLES",
     "MUTATIONS",
+    "Base",
     "Outcome",
     "build_corpus",
     "check_cli_write",

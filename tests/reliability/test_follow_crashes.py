@@ -18,8 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from nbkit.transport.file_reader import NEED_MORE, StreamReader
+from nbkit.transport.file_reader import StreamReader
 from nbkit.transport.file_writer import StreamWriter
+from nbkit.transport.polling import NEED_MORE
 
 from .crashlib import crash_writer
 

@@ -29,8 +29,9 @@ from nbkit.errors import (
     Utf8Error,
     VersionError,
 )
-from nbkit.transport.file_reader import ReadEnd, StreamReader
+from nbkit.transport.file_reader import StreamReader
 from nbkit.transport.file_writer import StreamWriter
+from nbkit.transport.messages import ReadEnd
 
 from . import fuzzlib
 from .fuzzlib import FILE_ORACLES, MUTATIONS, Base

@@ -14,7 +14,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from nbkit.scale.partitions import ByteRange, Selection, find_eos, plan_ranges, read_range, selection
+from nbkit.scale.partitions import ByteRange, find_eos, plan_ranges, read_range
+from nbkit.tabular import Selection, selection
 from nbkit.tabular.frames import read_stream
 from nbkit.transport.file_reader import StreamReader
 from nbkit.transport.file_writer import StreamWriter

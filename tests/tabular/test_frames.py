@@ -12,8 +12,8 @@ import pytest
 
 from nbkit import App, FileBroker, FilePosition, HandlerOutcome, StdioBroker, StreamWriter
 from nbkit.notebook.session import Session
-from nbkit.tabular import BYTES_DTYPE
-from nbkit.tabular.frames import FRAME_COLUMNS, concat_frames, read_pipe, read_stream
+from nbkit.tabular import BYTES_DTYPE, FRAME_COLUMNS
+from nbkit.tabular.frames import concat_frames, read_pipe, read_stream
 from nbkit.wire import envelope
 
 DTYPES = {

@@ -10,7 +10,8 @@ import pytest
 
 from nbkit.errors import ByteMarkError, ChecksumError, NbkitError
 from nbkit.transport.file_info import FileSummary, StreamSummary, iso_utc, summarize
-from nbkit.transport.file_reader import ReadEnd, iter_messages
+from nbkit.transport.file_reader import iter_messages
+from nbkit.transport.messages import ReadEnd
 from nbkit.wire.keys import INTERNAL_KEY
 
 

@@ -21,12 +21,15 @@ from nbkit.errors import (
     SeekError,
     TruncatedError,
 )
-from nbkit.transport.file_reader import NEED_MORE, ReadEnd, StreamReader, iter_messages, read_header
+from nbkit.transport.file_reader import StreamReader, iter_messages, read_header
 from nbkit.transport.file_writer import StreamWriter
+from nbkit.transport.messages import ReadEnd
+from nbkit.transport.polling import NEED_MORE
 from nbkit.transport.positions import FilePosition
 from nbkit.wire.crc import crc16
 from nbkit.wire.keys import INTERNAL_KEY
-from nbkit.wire.ssformat import MAX_TIMESTAMP_MS, FileHeader
+from nbkit.wire.limits import MAX_TIMESTAMP_MS
+from nbkit.wire.ssformat import FileHeader
 
 HYPO = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 _counter = itertools.count()

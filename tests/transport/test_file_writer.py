@@ -22,9 +22,11 @@ from nbkit.errors import (
     WriterLockedError,
 )
 from nbkit.transport.file_reader import StreamReader, iter_messages
-from nbkit.transport.file_writer import StreamWriter, Written
+from nbkit.transport.file_writer import StreamWriter
+from nbkit.transport.writer_state import Written
 from nbkit.wire.keys import INTERNAL_KEY
-from nbkit.wire.ssformat import MAX_TIMESTAMP_MS, decode_beacon
+from nbkit.wire.limits import MAX_TIMESTAMP_MS
+from nbkit.wire.ssformat import decode_beacon
 
 SAMPLE_SHA256 = "ef3d45be9e85df73efaaa795e85b751f324d5e569382098ac2f7094d5e7d7df6"
 HYPO = settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])

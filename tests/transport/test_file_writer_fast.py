@@ -19,8 +19,10 @@ from hypothesis import strategies as st
 from nbkit.errors import FileLimitError, InvalidKeyError, NbkitError
 from nbkit.transport import file_writer, writer_state
 from nbkit.transport.file_reader import iter_messages
-from nbkit.transport.file_writer import StreamWriter, Written
-from nbkit.wire.ssformat import MAX_TIMESTAMP_MS, decode_beacon
+from nbkit.transport.file_writer import StreamWriter
+from nbkit.transport.writer_state import Written
+from nbkit.wire.limits import MAX_TIMESTAMP_MS
+from nbkit.wire.ssformat import decode_beacon
 
 HYPO = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 _counter = itertools.count()

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from nbkit.transport.file_reader import iter_messages
 from nbkit.transport.file_writer import StreamWriter
-from nbkit.wire.ssformat import MAX_TIMESTAMP_MS
+from nbkit.wire.limits import MAX_TIMESTAMP_MS
 
 HYPO = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 _counter = itertools.count()

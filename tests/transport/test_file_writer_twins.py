@@ -32,7 +32,7 @@ from nbkit.errors import FileIOError
 from nbkit.transport import file_writer, writer_state
 from nbkit.transport.file_reader import iter_messages
 from nbkit.transport.file_writer import StreamWriter
-from nbkit.wire.ssformat import MAX_TIMESTAMP_MS
+from nbkit.wire.limits import MAX_TIMESTAMP_MS
 
 
 def _compiled() -> ModuleType | None:

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from nbkit.errors import ConfigurationError, Utf8Error
-from nbkit.transport.pipe_io import CHUNK_SIZE, LineSink, LineSource, StdoutClosedError
+from nbkit.errors import ConfigurationError, StdoutClosedError, Utf8Error
+from nbkit.transport.pipe_io import CHUNK_SIZE, LineSink, LineSource
 from nbkit.transport.polling import NEED_MORE
 
 

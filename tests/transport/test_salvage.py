@@ -20,8 +20,9 @@ from hypothesis import strategies as st
 
 from nbkit.errors import ChecksumError
 from nbkit.transport.damage import DamageWarning
-from nbkit.transport.file_reader import Message, StreamReader
+from nbkit.transport.file_reader import StreamReader
 from nbkit.transport.file_writer import StreamWriter
+from nbkit.transport.messages import Message
 from nbkit.transport.repair import repair
 from nbkit.wire.ssformat import HEADER_SIZE
 

@@ -18,7 +18,8 @@ from hypothesis import strategies as st
 
 from nbkit.errors import WriterLockedError
 from nbkit.transport.file_reader import StreamReader, iter_messages
-from nbkit.transport.file_writer import StreamWriter, Written
+from nbkit.transport.file_writer import StreamWriter
+from nbkit.transport.writer_state import Written
 from nbkit.wire.ssformat import HEADER_SIZE
 
 HYPO = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -10,14 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from nbkit.wire import envelope
-from nbkit.wire.envelope import (
-    RETRY_COUNT_HEADER,
-    SEQUENCE_HEADER,
-    decode,
-    encode,
-    fits_on_a_line,
-    needs_envelope,
-)
+from nbkit.wire.envelope import RETRY_COUNT_HEADER, decode, encode, fits_on_a_line, needs_envelope
+from nbkit.wire.limits import SEQUENCE_HEADER
 from nbkit.wire.rust_text import RUST_WHITESPACE, rust_trim, rust_trim_end, rust_trim_start
 
 
@@ -409,7 +403,6 @@ def test_decode_never_raises(data):
 def test_module_exports():
     assert set(envelope.__all__) == {
         "RETRY_COUNT_HEADER",
-        "SEQUENCE_HEADER",
         "copy_retry_count",
         "decode",
         "decode_delivery",

@@ -21,10 +21,10 @@ from nbkit.errors import (
 )
 from nbkit.wire.crc import CRC_INIT, crc16, running_update
 from nbkit.wire.keys import INTERNAL_KEY
+from nbkit.wire.limits import MAX_TIMESTAMP_MS
 from nbkit.wire.ssformat import (
     DEFAULT_BEACON_INTERVAL,
     FRAME_TAIL_SIZE,
-    MAX_TIMESTAMP_MS,
     Beacon,
     FileHeader,
     Marker,

@@ -16,6 +16,7 @@ from nbkit.transport.file_reader import StreamReader
 from nbkit.transport.file_writer import StreamWriter
 from nbkit.wire import core, stdio_line
 from nbkit.wire.crc import crc16 as crc16_pure
+from nbkit.wire.limits import MAX_TIMESTAMP_MS
 from nbkit.wire.scan import (
     ColumnBuffers,
     compact_payloads_pure,
@@ -25,7 +26,7 @@ from nbkit.wire.scan import (
     scan_frames_pure,
     split_payloads_pure,
 )
-from nbkit.wire.ssformat import MAX_TIMESTAMP_MS, encode_frame_pure
+from nbkit.wire.ssformat import encode_frame_pure
 
 compiled = core.compiled_module()
 pytestmark = pytest.mark.skipif(compiled is None, reason="the compiled core was not built here")

@@ -10,7 +10,7 @@ from typing import Any
 from nbkit.notebook.exercise_bank.runs import file_session, fresh_path
 from nbkit.notebook.exercises import Choice, Count, Evidence, Exercise, Number, Parts, WrongAnswer, register
 
-__all__ = ["DEAD_LETTER_TIME", "MISSING_PARCEL", "SUCCEEDS_ON_CAP"]
+__all__ = ["DEAD_LETTER_TIME", "MISSING_PARCEL", "SUCCEEDS_ON_CAP", "CourierDown"]
 
 
 def _succeeds_late(*, max_attempts: int, succeeds_on: int, **_: Any) -> tuple[int, int]:
