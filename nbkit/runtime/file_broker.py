@@ -87,11 +87,19 @@ class FileSubscription(Subscription):
         if msg is None:
             self._finish(self.reader.end.reason if self.reader.end else "end")
             return None
-        stream_key, shard_id, seq, timestamp_ms, data, offset, _ = msg  # Message's fields, in order
-        headers, payload = envelope.decode_delivery(data, seq)  # with the stream-sequence header
+        seq = msg.seq
+        headers, payload = envelope.decode_delivery(msg.payload, seq)  # with the stream-sequence header
         # positional, in Delivery's field order (keywords cost more, once per delivery)
         return Delivery(
-            payload, headers, stream_key, shard_id, seq, timestamp_ms, "file", self.registration.name, offset
+            payload,
+            headers,
+            msg.stream_key,
+            msg.shard_id,
+            seq,
+            msg.timestamp_ms,
+            "file",
+            self.registration.name,
+            msg.offset,
         )
 
     def ready(self) -> Iterator[Delivery]:

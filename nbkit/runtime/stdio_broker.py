@@ -359,21 +359,31 @@ class StdioBroker(Broker[PipeRegistration]):
             lineno = source.lineno
             # parse, resolve, envelope (compiled twin: one call per line)
             try:
-                # a LineDelivery, read in its field order (one unpacking: cheaper than seven attributes per line)
-                timestamp_ms, key, seq, shard_id, payload, headers, broadcast = line_delivery(
-                    line, lineno, self.decoder.counters
-                )
+                made = line_delivery(line, lineno, self.decoder.counters)
             except LineParseError as exc:
                 self._bad_line(exc)
                 continue
+            headers = made.headers
             if RETRY_COUNT_HEADER in headers:
                 self._check_retry_count(headers[RETRY_COUNT_HEADER], lineno)
+            timestamp_ms = made.timestamp_ms
             if timestamp_ms is None:  # the line carries no time: the time it was read
                 timestamp_ms = int(round(self.clock.now() * 1000))
+            key = made.stream_key
+            broadcast = made.broadcast
             routes = self._routes
             if len(routes) == 1 and (broadcast or routes[0].key == key):  # one subscription: its own headers dict
                 return Delivery(
-                    payload, headers, key, shard_id, seq, timestamp_ms, "pipe", routes[0].name, None, lineno
+                    made.payload,
+                    headers,
+                    key,
+                    made.shard_id,
+                    made.seq,
+                    timestamp_ms,
+                    "pipe",
+                    routes[0].name,
+                    None,
+                    lineno,
                 )
             first = True
             for route in routes:
@@ -381,11 +391,11 @@ class StdioBroker(Broker[PipeRegistration]):
                     # each delivery has its own headers: the first takes the decoded dict, the others a copy
                     route.deliver(
                         Delivery(
-                            payload,
+                            made.payload,
                             headers if first else dict(headers),
                             key,
-                            shard_id,
-                            seq,
+                            made.shard_id,
+                            made.seq,
                             timestamp_ms,
                             "pipe",
                             route.name,

@@ -3,12 +3,14 @@ live versus replay subscriptions (§4.2, §4.5), and the broker's lifecycle (§4
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import time
 
 import pytest
 
 from nbkit import App, ConfigurationError, FileBroker, FilePosition, HandlerOutcome, NbkitError
+from nbkit.wire import deliveries, envelope
 
 from .helpers import RETRY, SEQ, START, START_MS, drain, records, seed
 
@@ -61,6 +63,43 @@ def test_delivery_fields(ss, clock):
     assert second.timestamp == dt.datetime(2023, 11, 14, 22, 13, 22, 123000, tzinfo=dt.UTC)
     with pytest.raises(UnicodeDecodeError):
         second.text  # noqa: B018
+
+
+def _fields(delivery) -> dict:
+    return {f.name: getattr(delivery, f.name) for f in dataclasses.fields(delivery)}
+
+
+def _deliveries(ss, take) -> tuple[list[dict], int]:
+    """Every delivery of the file's "jobs" messages, each poll() followed by what ``take`` takes; and the
+    number of polls."""
+    broker = FileBroker(ss, existing_only=True)
+    broker.subscriber("jobs", replay=True)(lambda d: None)
+    [sub] = broker.connect()
+    made = []
+    polls = 0
+    while (delivery := sub.poll()) is not None:
+        polls += 1
+        made.append(_fields(delivery))
+        made += [_fields(d) for d in take(sub)]
+    broker.shutdown()
+    return made, polls
+
+
+@pytest.mark.parametrize("pure", [False, True], ids=["compiled", "pure"])
+def test_poll_and_ready_make_the_same_deliveries(ss, monkeypatch, pure):
+    """``poll()`` reads a message's fields by name; ``ready()`` hands the scanned batch to
+    ``file_deliveries``, which takes them in Message's field order: one file, the same deliveries."""
+    if pure:
+        monkeypatch.setattr("nbkit.runtime.file_broker.file_deliveries", deliveries.file_deliveries_pure)
+    messages = [("jobs", b'{"id": %d}' % i) for i in range(300)] + [("other", b"x"), ("jobs", b"\xff")]
+    seed(ss, [*messages, ("jobs", envelope.encode({"trace": "a1"}, b"body", force_text=False))])
+    one_by_one, polls = _deliveries(ss, lambda sub: ())
+    batched, batches = _deliveries(ss, lambda sub: sub.ready())
+    assert len(one_by_one) == polls == 302
+    assert batches < 10  # the rest came from ready()
+    assert batched == one_by_one
+    last = one_by_one[-1]
+    assert (last["headers"], last["payload"], last["seq"]) == ({"trace": "a1", SEQ: "302"}, b"body", 302)
 
 
 def test_a_live_subscription_starts_at_the_tip_and_follows_appends(ss, clock):
