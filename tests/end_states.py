@@ -2,7 +2,7 @@
 
 Messages (file ``orders``, ``max_attempts=2``): "ok" handled, "drop" dropped, "boom" dropped with an
 exception, "never" rejected at the cap, "once" handled on attempt 2 (its copy due at 3 s), "slow" a copy
-still due at 30 s.
+still due at 30 s. :func:`crashed_in_the_delay_window` is the lane that ends "lost".
 """
 
 from __future__ import annotations
@@ -53,4 +53,16 @@ def loopback_pipe() -> Session:
         )
     session = Session(App(broker))
     session.run()
+    return session
+
+
+def crashed_in_the_delay_window(tmp_path: Path) -> Session:
+    """One order whose retry_after(30) copy is still due when the process crashes, 12 s on: the copy is lost."""
+    broker = FileBroker(tmp_path / "o.ss")
+    broker.subscriber("orders", start_at=FilePosition.beginning())(lambda d: HandlerOutcome.retry_after(30))
+    session = Session(App(broker))
+    broker.publish("orders", "x")
+    session.step()
+    session.advance(12)
+    session.crash()
     return session

@@ -60,9 +60,10 @@ def test_the_modules_are_found() -> None:
 @pytest.mark.parametrize("module", MODULES)
 def test_all_is_written_once_and_names_what_the_module_defines(module: str) -> None:
     tree = _source(module)
-    [node] = _assignments(tree) or [None]
-    assert node is not None, f"{module} has no __all__"
-    assert len(_assignments(tree)) == 1, f"{module}: __all__ is written more than once"
+    found = _assignments(tree)
+    assert found, f"{module} has no __all__"
+    assert len(found) == 1, f"{module}: __all__ is written more than once"
+    [node] = found
     assert isinstance(node, ast.Assign | ast.AnnAssign) and isinstance(node.value, ast.List), (
         f"{module}: __all__ is not a list literal"
     )
@@ -110,7 +111,7 @@ def test_a_module_re_exports_nothing_from_another_module_of_the_package() -> Non
         }
         [node] = _assignments(tree)
         assert isinstance(node, ast.Assign | ast.AnnAssign) and node.value is not None
-        names = {ast.literal_eval(e) for e in node.value.elts}  # type: ignore[attr-defined]
+        names = {ast.literal_eval(e) for e in node.value.elts}
         if names & imported:
             leaks[module] = sorted(names & imported)
     assert not leaks, leaks

@@ -534,16 +534,7 @@ def test_timeline_follows_a_loopback_pipe_through_its_own_copies():
 
 # -- what a class reads when it is projected (issues 25 and 29) ----------------------------------------
 def test_a_copy_abandoned_at_a_later_crash_is_lost_when_the_process_died(tmp_path):
-    from nbkit import App, FileBroker, FilePosition, HandlerOutcome
-    from nbkit.notebook.session import Session
-
-    broker = FileBroker(tmp_path / "o.ss")
-    broker.subscriber("orders", start_at=FilePosition.beginning())(lambda d: HandlerOutcome.retry_after(30))
-    session = Session(App(broker))
-    broker.publish("orders", "x")
-    session.step()
-    session.advance(12)
-    session.crash()
+    session = end_states.crashed_in_the_delay_window(tmp_path)
     assert session.events["lost_at"].iloc[0] == T0 + pd.Timedelta(seconds=12)
     ax = timeline(session.events, ax=Figure().add_subplot())
     assert points(ax, "end-lost") == [(12.0, 0)]

@@ -86,14 +86,7 @@ def test_every_kind_of_end_and_a_handlers_exception_as_a_note(tmp_path):
 
 
 def test_a_copy_abandoned_at_a_crash_is_lost_when_the_process_died(tmp_path):
-    broker = FileBroker(tmp_path / "o.ss")
-    broker.subscriber("orders", start_at=FilePosition.beginning())(lambda d: HandlerOutcome.retry_after(30))
-    session = Session(App(broker))
-    broker.publish("orders", "x")
-    session.step()
-    session.advance(12)
-    session.crash()
-    steps = steps_from_events(session.events)
+    steps = steps_from_events(end_states.crashed_in_the_delay_window(tmp_path).events)
     assert steps["state"].tolist() == ["lost"] and seconds(steps["copy_at"]) == [12]
     assert steps["delay"].tolist() == [30.0]
 
