@@ -80,8 +80,36 @@ def workdir(args: argparse.Namespace, name: str) -> Iterator[str]:
             shutil.rmtree(path, ignore_errors=True)
 
 
-def payload(i: int) -> dict:
-    """A JSON object of about 200 bytes, deterministic in ``i`` (ints, floats, strings, a bool)."""
+#: The payload shapes a benchmark can write (``--shape``): the default order record of about 200 bytes, a
+#: string- and boolean-heavy record of about 50 bytes, and one of about 1 KB (long notes, several flags).
+SHAPES = ("orders", "small", "large")
+
+_NOTE = "deliver between 9 and 17, ring twice; leave at the door if nobody answers"
+_LONG = (
+    "The customer asked for the parcel to be left with the neighbour at number 12 if nobody is at home; "
+    "the building has a code at the gate (ask the concierge), the lift is out of order on Mondays, and the "
+    "dog is friendly. Fragile: glassware inside, keep upright. Invoice to the company address, not this one. "
+)
+
+
+def payload(i: int, shape: str = "orders") -> dict:
+    """A JSON object deterministic in ``i``: ``"orders"`` about 200 bytes (ints, floats, strings, a bool),
+    ``"small"`` about 50 bytes of strings and booleans, ``"large"`` about 1 KB of strings and booleans."""
+    if shape == "small":
+        return {"customer": f"c-{(i * 7919) % 100_000:05d}", "express": i % 3 == 0, "note": _NOTE[: 8 + i % 9]}
+    if shape == "large":
+        return {
+            "customer": f"customer-{(i * 7919) % 100_000:05d}",
+            "express": i % 3 == 0,
+            "gift": i % 7 == 0,
+            "signed": i % 2 == 0,
+            "note": _NOTE[: 40 + i % 30],
+            "address": f"{1 + i % 200} Long Street, flat {i % 40}, {('Lyon', 'Leeds', 'Porto', 'Graz')[i % 4]}",
+            "instructions": (_LONG * 3)[: 700 + i % 150],
+            "status": ("new", "paid", "packed", "shipped")[i % 4],
+        }
+    if shape != "orders":
+        raise ValueError(f"shape must be one of {', '.join(SHAPES)}, not {shape!r}")
     return {
         "order_id": i,
         "customer": f"customer-{(i * 7919) % 100_000:05d}",
@@ -91,24 +119,25 @@ def payload(i: int) -> dict:
         "currency": ("EUR", "USD", "GBP", "JPY")[i % 4],
         "express": i % 3 == 0,
         "warehouse": f"wh-{i % 17:02d}",
-        "note": "deliver between 9 and 17, ring twice; leave at the door if nobody answers"[: 40 + i % 30],
+        "note": _NOTE[: 40 + i % 30],
     }
 
 
-def message_fields(i: int) -> tuple[str, int, int, bytes]:
+def message_fields(i: int, shape: str = "orders") -> tuple[str, int, int, bytes]:
     """(key, seq, timestamp_ms, payload bytes) of message ``i`` (0-based): seqs count per key from 1."""
     key = KEYS[i % len(KEYS)]
     seq = i // len(KEYS) + 1
-    return key, seq, T0_MS + i, json.dumps(payload(i), separators=(",", ":")).encode()
+    return key, seq, T0_MS + i, json.dumps(payload(i, shape), separators=(",", ":")).encode()
 
 
-def write_stream(path: str, n: int) -> int:
-    """Write ``n`` messages over 4 keys with nbkit's StreamWriter (default beacon interval); returns bytes."""
+def write_stream(path: str, n: int, shape: str = "orders") -> int:
+    """Write ``n`` messages of ``shape`` over 4 keys with nbkit's StreamWriter (default beacon interval);
+    returns the file's size in bytes."""
     from nbkit.transport.file_writer import StreamWriter
 
     with StreamWriter(path, file_name="bench.ss", created_at_ms=T0_MS, flush_every=4096) as w:
         for i in range(n):
-            key, seq, ts, data = message_fields(i)
+            key, seq, ts, data = message_fields(i, shape)
             w.write(key, data, seq=seq, timestamp_ms=ts)
     return os.path.getsize(path)
 

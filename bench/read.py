@@ -26,11 +26,12 @@ from nbkit.tabular.frames import read_stream  # noqa: E402
 TARGET = 2.0  # nbkit at least this many times faster than pandas.read_json
 
 
-def write_ndjson(path: str, n: int) -> int:
+def write_ndjson(path: str, n: int, shape: str = "orders") -> int:
+    """The records of ``c.write_stream(path, n, shape)`` as NDJSON (message fields beside the payload's)."""
     with open(path, "w") as f:
         for i in range(n):
-            key, seq, ts, _ = c.message_fields(i)
-            record = {"stream_key": key, "shard_id": 0, "seq": seq, "timestamp": ts, **c.payload(i)}
+            key, seq, ts, _ = c.message_fields(i, shape)
+            record = {"stream_key": key, "shard_id": 0, "seq": seq, "timestamp": ts, **c.payload(i, shape)}
             f.write(json.dumps(record, separators=(",", ":")) + "\n")
     return os.path.getsize(path)
 
