@@ -50,6 +50,24 @@ cdef uint8_t _PLAIN[256]
 for _i in range(256):
     _PLAIN[_i] = 0x20 <= _i < 0x80 and _i != 34 and _i != 92
 
+# Eight bytes at once (SWAR): a byte of a 64-bit word is below 0x20 where ``(x - 0x20..) & ~x`` sets its high
+# bit, equal to c where ``x ^ c..`` has a zero byte, non-ASCII where its own high bit is set; these tests
+# are exact for "any byte of the word", so a word that passes is eight plain bytes.
+cdef uint64_t _ONES = 0x0101010101010101
+cdef uint64_t _HIGH = 0x8080808080808080
+cdef uint64_t _SPACES = 0x2020202020202020
+cdef uint64_t _QUOTES = 0x2222222222222222
+cdef uint64_t _SLASHES = 0x5C5C5C5C5C5C5C5C
+
+
+cdef inline bint _plain8(const uint8_t* p) noexcept nogil:
+    """Whether the eight bytes at ``p`` are all plain string text (``_PLAIN``), in one word's arithmetic."""
+    cdef uint64_t x, q, b
+    memcpy(&x, p, 8)
+    q = x ^ _QUOTES
+    b = x ^ _SLASHES
+    return ((x | ((x - _SPACES) & ~x) | ((q - _ONES) & ~q) | ((b - _ONES) & ~b)) & _HIGH) == 0
+
 _KINDS = {K_INT: "int64", K_DOUBLE: "double", K_BOOL: "bool", K_STR: "string"}
 
 
@@ -196,6 +214,8 @@ cdef const uint8_t* _string(const uint8_t* p, const uint8_t* end, Buf* out) noex
     cdef Py_ssize_t n
     while True:
         run = p
+        while end - p >= 8 and _plain8(p):
+            p += 8
         while p < end and _PLAIN[p[0]]:
             p += 1
         if p > run and _append(out, run, p - run) < 0:
