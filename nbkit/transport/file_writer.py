@@ -34,7 +34,7 @@ from collections.abc import Callable
 from typing import Any, NoReturn
 
 from nbkit.errors import ClosedError, FileIOError, FileLimitError, FormatError, NbkitError
-from nbkit.transport.file_lock import open_for_append, take_lock
+from nbkit.transport.file_lock import mark_exclusive, open_for_append, take_lock
 from nbkit.transport.shared_appends import SharedAppends
 from nbkit.transport.writer_resume import resume_exclusive
 from nbkit.transport.writer_state import (
@@ -192,6 +192,8 @@ class StreamWriter(SharedAppends):
         fd = self._state.fd = open_for_append(self.path, existing_only)
         try:
             take_lock(fd, self.path, lock_timeout, exclusive=exclusive)
+            if exclusive:
+                mark_exclusive(fd)  # so a writer that waits in vain can say the lock is held for good
             self._held = True
             size = os.fstat(fd).st_size
             if size == 0:

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from nbkit.errors import ClosedError, FormatError
-from nbkit.transport.file_lock import take_lock, try_lock
+from nbkit.transport.file_lock import take_lock
 from nbkit.transport.writer_resume import take_frames
 from nbkit.transport.writer_state import FOLD_BYTES, StreamBook, Written
 from nbkit.wire.keys import INTERNAL_KEY
@@ -60,8 +60,7 @@ class SharedAppends:
         if not self._held:
             if self._state.fd < 0:
                 raise ClosedError(f"{self.path}: the writer is closed")
-            if not try_lock(self._state.fd):  # the usual case: nobody holds it
-                take_lock(self._state.fd, self.path, self.lock_timeout, exclusive=False)
+            take_lock(self._state.fd, self.path, self.lock_timeout, exclusive=False)  # in turn
             self._held = True
             try:
                 size = os.fstat(self._state.fd).st_size

@@ -10,6 +10,7 @@ holder is a process that keeps writing.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import signal
@@ -241,3 +242,44 @@ def test_a_live_service_starts_on_a_fresh_file_another_process_holds(tmp_path, c
     finally:
         proc.stdin.close()
         proc.wait(timeout=10)
+
+
+@pytest.mark.timeout(180)
+def test_two_large_payload_writers_append_for_30_s_without_a_lock_timeout(tmp_path, script, child_env) -> None:
+    """Fair appends: two shared writers that ask for the lock again the moment they let go, each with
+    300 KB payloads, for 30 s with a 2 s lock timeout: neither times out, both keep writing, and every
+    part holds exactly the messages the two wrote there (parts rotate every 2 s; the test deletes the
+    ones both have left, so the disk holds a few). Before the lock queued its waiters, one writer could
+    take it back again and again while the other polled, and the other failed within seconds."""
+    seconds, rotate = 30.0, 2.0
+    start = time.time() + 1.0  # both begin together, after their imports
+    argv = [str(tmp_path), str(seconds), "300000", "2", repr(start), str(rotate)]
+    writers = [
+        subprocess.Popen(
+            [*script("hammer_writer.py"), *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=child_env
+        )
+        for _ in range(2)
+    ]
+    checked: dict[int, int] = {}  # part -> messages in it, read while the writers went on
+    while any(w.poll() is None for w in writers):
+        current = int((time.time() - start) / rotate)
+        for part in sorted(tmp_path.glob("part-*.ss")):
+            n = int(part.stem.split("-")[1])
+            if n < current - 1:  # both writers moved on a whole part ago: read it, then free its space
+                checked[n] = len(read_stream(part, payload="bytes"))
+                part.unlink()
+        time.sleep(0.2)  # pacing the clean-up loop; the wait itself is on the writers' exit
+    results = []
+    for w in writers:
+        out, err = w.communicate(timeout=60)
+        assert w.returncode == 0, err.decode()
+        results.append(json.loads(out))
+    for part in tmp_path.glob("part-*.ss"):
+        checked[int(part.stem.split("-")[1])] = len(read_stream(part, payload="bytes"))
+    assert [r["error"] for r in results] == [None, None], results
+    written: dict[int, int] = {}
+    for r in results:
+        for part_text, count in r["counts"].items():
+            written[int(part_text)] = written.get(int(part_text), 0) + count
+        assert len(r["counts"]) >= 10, r  # each writer wrote in most of the 15 parts: nobody starved
+    assert checked == written
