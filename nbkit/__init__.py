@@ -19,32 +19,61 @@ from nbkit.errors import (
     UnknownKeyError,
     WriterLockedError,
 )
-from nbkit.runtime.app import App
-from nbkit.runtime.clock import Clock, RealClock, VirtualClock
-from nbkit.runtime.delivery import Delivery
-from nbkit.runtime.events import SettlementEvent
-from nbkit.runtime.file_broker import FileBroker
-from nbkit.runtime.outcome import HandlerOutcome
-from nbkit.runtime.position_store import PositionStore
-from nbkit.runtime.redrive import RedriveResult, redrive, redrive_lines
-from nbkit.runtime.settle import Action
-from nbkit.runtime.stdio_broker import StdioBroker
-from nbkit.transport.damage import DamagedRegion, DamageWarning
-from nbkit.transport.file_reader import StreamReader
-from nbkit.transport.file_writer import StreamWriter
-from nbkit.transport.messages import Message, ReadEnd
-from nbkit.transport.positions import FilePosition
 
 if TYPE_CHECKING:
     from IPython.core.interactiveshell import InteractiveShell
+
+    from nbkit.notebook.overview import overview
+    from nbkit.notebook.session import Session
+    from nbkit.notebook.simulate import RetryPolicy, Workload, policy_summary, simulate
+    from nbkit.runtime.app import App
+    from nbkit.runtime.clock import Clock, RealClock, VirtualClock
+    from nbkit.runtime.delivery import Delivery
+    from nbkit.runtime.events import SettlementEvent
+    from nbkit.runtime.file_broker import FileBroker
+    from nbkit.runtime.outcome import HandlerOutcome
+    from nbkit.runtime.position_store import PositionStore
+    from nbkit.runtime.redrive import RedriveResult, redrive, redrive_lines
+    from nbkit.runtime.settle import Action
+    from nbkit.runtime.stdio_broker import StdioBroker
+    from nbkit.scale.parquet import read_parquet, to_parquet
+    from nbkit.tabular.frames import concat_frames, read_arrow, read_pipe, read_stream
+    from nbkit.tabular.lineage import lineage, messages_table, summarize
+    from nbkit.transport.damage import DamagedRegion, DamageWarning
+    from nbkit.transport.file_reader import StreamReader
+    from nbkit.transport.file_writer import StreamWriter
+    from nbkit.transport.messages import Message, ReadEnd
+    from nbkit.transport.positions import FilePosition
 
 #: The one place the version is written: pyproject.toml reads it (``[tool.setuptools.dynamic]``), and
 #: ``nbkit --version`` prints it.
 __version__ = "0.1.0"
 
-#: Notebook-layer names, imported on first use so that `import nbkit` (and every CLI call, every pipe
-#: stage) does not pay for pandas and matplotlib.
+#: Every name but the errors is imported on first use: `import nbkit` costs a few milliseconds, so the
+#: ``nbkit`` command can hold stop signals before its heavy imports (:mod:`nbkit.command`), and no CLI
+#: call or pipe stage pays for pandas and matplotlib unless it uses them.
 _LAZY = {
+    "App": "nbkit.runtime.app",
+    "Clock": "nbkit.runtime.clock",
+    "RealClock": "nbkit.runtime.clock",
+    "VirtualClock": "nbkit.runtime.clock",
+    "Delivery": "nbkit.runtime.delivery",
+    "SettlementEvent": "nbkit.runtime.events",
+    "FileBroker": "nbkit.runtime.file_broker",
+    "HandlerOutcome": "nbkit.runtime.outcome",
+    "PositionStore": "nbkit.runtime.position_store",
+    "RedriveResult": "nbkit.runtime.redrive",
+    "redrive": "nbkit.runtime.redrive",
+    "redrive_lines": "nbkit.runtime.redrive",
+    "Action": "nbkit.runtime.settle",
+    "StdioBroker": "nbkit.runtime.stdio_broker",
+    "DamagedRegion": "nbkit.transport.damage",
+    "DamageWarning": "nbkit.transport.damage",
+    "StreamReader": "nbkit.transport.file_reader",
+    "StreamWriter": "nbkit.transport.file_writer",
+    "Message": "nbkit.transport.messages",
+    "ReadEnd": "nbkit.transport.messages",
+    "FilePosition": "nbkit.transport.positions",
     "read_stream": "nbkit.tabular.frames",
     "read_arrow": "nbkit.tabular.frames",
     "read_pipe": "nbkit.tabular.frames",
@@ -64,7 +93,7 @@ _LAZY = {
 
 
 def __getattr__(name: str) -> Any:
-    """The notebook-layer names of ``_LAZY``, imported on first use and then kept as module globals."""
+    """The names of ``_LAZY``, imported on first use and then kept as module globals."""
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'nbkit' has no attribute {name!r}")

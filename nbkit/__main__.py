@@ -1,8 +1,8 @@
-"""``python -m nbkit``: the same command line as the ``nbkit`` script (see :mod:`nbkit.cli`)."""
+"""``python -m nbkit``: the same command line as the ``nbkit`` script (see :mod:`nbkit.command`)."""
 
 import sys
 
-from nbkit.cli import main
+from nbkit.command import main
 
 __all__: list[str] = []
 

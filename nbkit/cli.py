@@ -42,6 +42,7 @@ from nbkit.errors import (
     PathIsDirectoryError,
     Utf8Error,
 )
+from nbkit.runtime import held_signals
 from nbkit.scale import DISTRIBUTION, EXTRA
 from nbkit.transport.bounded import Bounds, bounded_messages
 from nbkit.transport.damage import BAD_FRAME_CHOICES, DamagedRegion
@@ -1220,6 +1221,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exc:  # --help (0) or a usage error (2)
         return exc.code if isinstance(exc.code, int) else 2
     try:
+        if args.handler is not _cmd_run:  # a run takes them as it starts; any other command acts on them now
+            held_signals.deliver()
         _core_notice()
         _utf8_stdout()
         status = args.handler(args)

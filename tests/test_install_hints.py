@@ -124,7 +124,7 @@ def test_the_distribution_name_is_the_one_the_hints_give() -> None:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
     assert project["name"] == DISTRIBUTION != "nbkit"
     assert EXTRA in project["optional-dependencies"]
-    assert project["scripts"] == {"nbkit": "nbkit.cli:main"}  # the command keeps its name
+    assert project["scripts"] == {"nbkit": "nbkit.command:main"}  # the command keeps its name
 
 
 def test_a_missing_extra_names_both_install_lines() -> None:

@@ -228,9 +228,10 @@ class Broker(ABC, Generic[R]):
         """
         return None
 
-    def count_unread(self) -> int:
+    def count_unread(self, *, wait_for_end: bool = False) -> int:
         """The stage stops before its input ends: stop reading, and count what was read and never delivered
-        (the transport's own counts also keep what was never read).
+        (the transport's own counts also keep what was never read; ``wait_for_end``: wait a little for the
+        input's writer to close it, so that count is exact: a stop by a signal).
 
         Returns
         -------

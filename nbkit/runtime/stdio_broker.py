@@ -20,7 +20,7 @@ from nbkit.runtime import logs
 from nbkit.runtime.broker import Broker, Published, Subscription, as_payload, new_published, registrator
 from nbkit.runtime.delivery import Delivery
 from nbkit.runtime.registration import Handler, PipeRegistration, check_key, common_options
-from nbkit.transport.pipe_io import LineInput, LineOutput, LineSink, LineSource
+from nbkit.transport.pipe_io import UNREAD_WAIT, LineInput, LineOutput, LineSink, LineSource
 from nbkit.transport.polling import NEED_MORE, NeedMore
 from nbkit.wire.envelope import RETRY_COUNT_HEADER, retry_count_problem
 from nbkit.wire.keys import validate_key
@@ -455,7 +455,7 @@ class StdioBroker(Broker[PipeRegistration]):
             source.stop_reading()
         return drain
 
-    def count_unread(self, *, buffered_as_unread: bool = False) -> int:
+    def count_unread(self, *, buffered_as_unread: bool = False, wait_for_end: bool = False) -> int:
         """Stop reading and count what is left: ``counts.undelivered`` (read, never delivered) and
         ``counts.unread`` (never read). Called when the stage stops before its input ends.
 
@@ -464,6 +464,9 @@ class StdioBroker(Broker[PipeRegistration]):
         buffered_as_unread : bool
             Count the lines read ahead (in memory, not parsed yet) as unread, not undelivered (a bad line
             stops the stage: what follows it counts as never read).
+        wait_for_end : bool
+            Wait up to :data:`~nbkit.transport.pipe_io.UNREAD_WAIT` seconds for a pipe's writer to close it,
+            so the lines never read are counted exactly (a stop by a signal; not a broken pipe).
 
         Returns
         -------
@@ -485,7 +488,7 @@ class StdioBroker(Broker[PipeRegistration]):
                 source.drop_buffered()
                 for sub in self.subscriptions:
                     sub.queue.clear()
-            unread, exact = source.count_unread()
+            unread, exact = source.count_unread(UNREAD_WAIT if wait_for_end else 0.0)
             counts.unread += unread
             counts.unread_exact = counts.unread_exact and exact
         return undelivered

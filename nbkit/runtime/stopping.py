@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from types import FrameType
 from typing import Any
 
-from nbkit.runtime import logs
+from nbkit.runtime import held_signals, logs
 from nbkit.runtime.broker import Broker
 from nbkit.runtime.run_summary import signal_name
 
@@ -55,9 +55,13 @@ class Stop:
         self.requested = True
 
     def install_signals(self) -> Callable[[], None]:
-        """Make SIGINT/SIGTERM/SIGHUP request a stop (in the main thread); returns what puts the old handlers back."""
+        """Make SIGINT/SIGTERM/SIGHUP request a stop (in the main thread); returns what puts the old handlers back.
+
+        Signals the ``nbkit`` command held while it started (:mod:`~nbkit.runtime.held_signals`) count as
+        if they came now: one starts a graceful stop, two stop at once."""
         if threading.current_thread() is not threading.main_thread():
             return lambda: None
+        held = held_signals.take()
         previous: dict[signal.Signals, Any] = {}
 
         def handler(signum: int, frame: FrameType | None) -> None:
@@ -69,6 +73,8 @@ class Stop:
 
         for sig in STOP_SIGNALS:
             previous[sig] = signal.signal(sig, handler)
+        for signum in held:
+            handler(signum, None)
 
         def restore() -> None:
             for sig, old in previous.items():
@@ -111,6 +117,6 @@ class Stop:
         """The stage stops before its input ends: each broker counts (and drops) what it read and did not
         deliver, logged as a loss (ERROR), and what it never read (in the summary)."""
         for b in brokers:
-            undelivered = b.count_unread()
+            undelivered = b.count_unread(wait_for_end=self.reason != BROKEN_PIPE)
             if undelivered and self.reason != BROKEN_PIPE:  # (a broken pipe's summary says it)
                 logs.emit(logs.APP, logging.ERROR, logs.LINES_NOT_DELIVERED, count=undelivered, stop=self.reason)

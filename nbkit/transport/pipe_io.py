@@ -15,6 +15,7 @@ import os
 import select
 import stat
 import sys
+import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from typing import IO, Any
@@ -23,7 +24,7 @@ from nbkit.errors import ConfigurationError, StdoutClosedError, Utf8Error
 from nbkit.transport.polling import NEED_MORE, NeedMore
 from nbkit.wire.core import pick
 
-__all__ = ["CHUNK_SIZE", "LineInput", "LineOutput", "LineSink", "LineSource", "text_lines"]
+__all__ = ["CHUNK_SIZE", "UNREAD_WAIT", "LineInput", "LineOutput", "LineSink", "LineSource", "text_lines"]
 
 #: What :class:`LineSource` reads: None (the process's stdin), text, bytes, lines, or a file.
 LineInput = str | bytes | Iterable[str] | Iterable[bytes] | IO[str] | IO[bytes] | None
@@ -32,6 +33,9 @@ LineOutput = list[str] | IO[str] | IO[bytes] | None
 
 #: Bytes per ``os.read`` of stdin, and the size of stdout's buffer before it is written out.
 CHUNK_SIZE = 1 << 16
+#: How long a stage stopped by a signal before its input ends waits for the pipe's writer to close it, so
+#: that the lines it never read are counted exactly (:meth:`LineSource.count_unread`)
+UNREAD_WAIT = 2.0
 
 
 class LineSource:
@@ -135,12 +139,14 @@ class LineSource:
         self._next = 0
         return n
 
-    def count_unread(self) -> tuple[int, bool]:
+    def count_unread(self, wait: float = 0.0) -> tuple[int, bool]:
         """How many lines the source holds that were never read: (count, exact).
 
-        For a regular file the rest of it is counted (exact); for a pipe, what is there now, without
-        waiting (at least that many: the writer may send more); other sources give what is left of
-        them. The lines already read and not handed out are not included (see :attr:`buffered`).
+        For a regular file the rest of it is counted (exact); for a pipe, what arrives until its writer
+        closes it, waiting up to ``wait`` seconds for that (exact when it did: after a signal the stage
+        before, stopped by the same signal, usually closes at once; else "at least" that many); other
+        sources give what is left of them. The lines already read and not handed out are not included
+        (see :attr:`buffered`).
 
         Returns
         -------
@@ -156,9 +162,10 @@ class LineSource:
             return partial, True
         count = 0
         tail = bool(partial)
+        deadline = time.monotonic() + wait
         try:
             regular = stat.S_ISREG(os.fstat(fd).st_mode)
-            while regular or select.select([fd], [], [], 0)[0]:
+            while regular or select.select([fd], [], [], max(0.0, deadline - time.monotonic()))[0]:
                 data = os.read(fd, CHUNK_SIZE)
                 if not data:
                     return count + tail, True
