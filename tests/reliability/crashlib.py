@@ -191,7 +191,8 @@ def _saver(path: Path, start: int, report: int) -> None:
 
 
 def _kill_one_saver(path: Path, start: int, delay: float) -> list[int]:
-    """Fork a saver, SIGKILL it after ``delay`` seconds; returns the values it reported as saved."""
+    """Fork a saver, wait until its first save returned (however slow the machine), then SIGKILL it
+    ``delay`` seconds later, most often inside a later save; returns the values it reported as saved."""
     import select
 
     r, w = os.pipe()
@@ -200,10 +201,14 @@ def _kill_one_saver(path: Path, start: int, delay: float) -> list[int]:
         os.close(r)
         _saver(path, start, w)
     os.close(w)
-    time.sleep(delay)
+    first = b""
+    if select.select([r], [], [], 60)[0]:  # its first report: it has saved once
+        first = os.read(r, 65536)
+    assert first, "the saver reported no save within 60 s"
+    time.sleep(delay)  # the kill lands at a random point of the saves that follow
     os.kill(pid, signal.SIGKILL)
     os.waitpid(pid, 0)
-    data = b""
+    data = first
     while select.select([r], [], [], 0)[0]:
         chunk = os.read(r, 65536)
         if not chunk:

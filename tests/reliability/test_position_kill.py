@@ -27,7 +27,7 @@ def test_position_saves_killed_150_times_leave_the_old_or_the_new_value(tmp_path
     fig = position_kills(tmp_path, kills=KILLS, seed=5)
     figures(kind="PositionStore save killed by SIGKILL", **fig.as_dict())
     assert fig.kills == KILLS and fig.damaged == 0
-    assert fig.last_value > KILLS // 2, "the savers were killed before saving anything"
+    assert fig.last_value >= KILLS, "each saver is killed after its first save returned: one save per kill at least"
     assert fig.kills_with_a_save_in_flight > 0, "no kill landed inside a save: the test proves little"
     # before the fix every kill inside a save left a .positions-XXXX file behind for good
     assert fig.temp_files_found > 0 and fig.temp_files_left == 0
