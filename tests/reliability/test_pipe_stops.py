@@ -152,14 +152,16 @@ def _count(summary: str, what: str) -> int:
 class Pipeline:
     """``producer N | s1 | s2 | consumer`` in one new process group (as a shell's foreground job)."""
 
-    def __init__(self, tmp_path: Path, env: dict[str, str], messages: int) -> None:
+    def __init__(self, tmp_path: Path, env: dict[str, str], messages: int, *, s1_log_level: str = "ERROR") -> None:
         (tmp_path / "producer.py").write_text(PRODUCER)
         (tmp_path / "consumer.py").write_text(CONSUMER)
         self.producer = subprocess.Popen(
             [sys.executable, "producer.py", str(messages)], stdout=subprocess.PIPE, cwd=tmp_path, process_group=0
         )
         self.group = self.producer.pid
-        self.s1 = _stage(tmp_path, env, _module(tmp_path, "delay", DELAY), self.producer.stdout, group=self.group)
+        self.s1 = _stage(
+            tmp_path, env, _module(tmp_path, "delay", DELAY), self.producer.stdout, group=self.group, log_level=s1_log_level
+        )
         self.s2 = _stage(tmp_path, env, _module(tmp_path, "forward", FORWARD), self.s1.stdout, group=self.group)
         self.consumer = subprocess.Popen(
             [sys.executable, "consumer.py"],
@@ -224,11 +226,11 @@ def test_ctrl_c_on_a_pipeline_delivers_every_copy_pending_upstream(tmp_path, chi
 def test_a_second_ctrl_c_abandons_and_names_each_copy(tmp_path, child_env):
     """A second SIGINT while s1 waits: s1 abandons its five copies, one ERROR line each naming the delivery,
     and exits 3 (copies lost); s2 and the consumer see the pipe close and end with what reached them."""
-    pipeline = Pipeline(tmp_path, child_env, 5)
+    pipeline = Pipeline(tmp_path, child_env, 5, s1_log_level="WARNING")
     try:
-        pipeline.ready(5)
+        seen1, _ = pipeline.ready(5)
         os.killpg(pipeline.group, signal.SIGINT)
-        time.sleep(0.4)  # s1 now waits for the copies, due in about a second
+        _await_line(pipeline.s1.stderr, b"stopping: stdin is a pipe", 1, seen1)  # s1 took the first one
         os.killpg(pipeline.group, signal.SIGINT)
         out, err1, err2 = pipeline.finish()
     finally:

@@ -281,7 +281,8 @@ def test_a_second_sigterm_stops_waiting_for_copies(tmp_path):
         proc.stdin.flush()
         _wait_for_stderr_line(proc, "handled hello")
         proc.send_signal(signal.SIGTERM)
-        time.sleep(0.3)  # now waiting for the 3 s copy
+        stopping = _wait_for_stderr_line(proc, "WARNING", deadline=60)  # the first one is handled: it waits
+        assert "stopping" in stopping[-1], stopping
         proc.send_signal(signal.SIGTERM)
         out, err = proc.communicate(timeout=5)
     finally:
