@@ -345,7 +345,9 @@ def world_readable_dir():
 # the standard library lives under /root (pyenv), which "nobody" cannot read: what nbkit imports lazily
 # on these paths (gettext's locale, for argparse) is imported before the drop
 DROP = (
-    "import os, sys, locale; from nbkit import cli; "
+    # the parser is built once first: its help texts import modules nbkit loads lazily, which the
+    # unprivileged user may not be able to read where root's Python is installed
+    "import os, sys, locale; from nbkit import cli; cli.build_parser(); "
     "os.setgid(65534); os.setuid(65534); sys.exit(cli.main(sys.argv[1:]))"
 )
 

@@ -159,9 +159,8 @@ class Pipeline:
             [sys.executable, "producer.py", str(messages)], stdout=subprocess.PIPE, cwd=tmp_path, process_group=0
         )
         self.group = self.producer.pid
-        self.s1 = _stage(
-            tmp_path, env, _module(tmp_path, "delay", DELAY), self.producer.stdout, group=self.group, log_level=s1_log_level
-        )
+        delay = _module(tmp_path, "delay", DELAY)
+        self.s1 = _stage(tmp_path, env, delay, self.producer.stdout, group=self.group, log_level=s1_log_level)
         self.s2 = _stage(tmp_path, env, _module(tmp_path, "forward", FORWARD), self.s1.stdout, group=self.group)
         self.consumer = subprocess.Popen(
             [sys.executable, "consumer.py"],
