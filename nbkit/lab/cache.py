@@ -1,9 +1,11 @@
 """The open indexes of the server, one per file state: reused while a file only grows, rebuilt otherwise.
 
 A request names a file; :meth:`IndexCache.get` returns the :class:`~nbkit.lab.index.StreamIndex` of its
-current state. The key is the file's (inode, size, modification time): a file that only grew (a service
-appending) keeps its index, which the background pass extends from where it stopped; a file replaced,
-truncated or rewritten in place gets a new one. At most :data:`MAX_OPEN` indexes stay open (least
+current state. A file whose (inode, size, modification time) is unchanged keeps its index; one that only
+grew (a service appending: the same inode, its header and the bytes before the indexed end as they were,
+:meth:`StreamIndex.appended_to <nbkit.lab.index.StreamIndex.appended_to>`) keeps it too, and the
+background pass extends it from where it stopped; any other change (replaced, truncated, touched,
+rewritten in place even to a larger size) gets a new index. At most :data:`MAX_OPEN` indexes stay open (least
 recently used first out), so a browser opening many files cannot exhaust the server.
 """
 
@@ -34,8 +36,7 @@ class IndexCache:
         with self._lock:
             index = self._open.get(path)
             if index is not None:
-                was = index.stamp
-                kept = now.inode == was.inode and (now.size > was.size or now == was)
+                kept = now == index.stamp or index.appended_to(now)
                 if kept:
                     index.stamp = now
                 else:
