@@ -1,11 +1,12 @@
 """The open indexes of the server, one per file state: reused while a file only grows, rebuilt otherwise.
 
 A request names a file; :meth:`IndexCache.get` returns the :class:`~nbkit.lab.index.StreamIndex` of its
-current state. A file whose (inode, size, modification time) is unchanged keeps its index; one that only
-grew (a service appending: the same inode, its header and the bytes before the indexed end as they were,
-:meth:`StreamIndex.appended_to <nbkit.lab.index.StreamIndex.appended_to>`) keeps it too, and the
-background pass extends it from where it stopped; any other change (replaced, truncated, touched,
-rewritten in place even to a larger size) gets a new index. At most :data:`MAX_OPEN` indexes stay open (least
+current state. A file that did not change keeps its index, and so does one that only grew (a service
+appending: the background pass extends the index from where it stopped); both are checked by the file's
+inode, size and modification time and by its header and the bytes just before the indexed end
+(:meth:`StreamIndex.still_valid <nbkit.lab.index.StreamIndex.still_valid>`). Any other change (replaced,
+truncated, touched, rewritten in place even to a larger size or with its old modification time) gets a
+new index. At most :data:`MAX_OPEN` indexes stay open (least
 recently used first out), so a browser opening many files cannot exhaust the server.
 """
 
@@ -36,10 +37,10 @@ class IndexCache:
         with self._lock:
             index = self._open.get(path)
             if index is not None:
-                kept = now == index.stamp or index.appended_to(now)
-                if kept:
+                if index.still_valid(now):
                     index.stamp = now
                 else:
+                    del self._open[path]
                     index.close()
                     index = None
             if index is None:

@@ -193,12 +193,15 @@ class StreamIndex:
         self._tail: _Tail | None = None
 
     # -- building ----------------------------------------------------------------------------------
-    def appended_to(self, now: FileStamp) -> bool:
-        """Whether the file, now ``now``, is this index's file with bytes appended and nothing else changed:
-        the same inode, larger, its header and the bytes just before the indexed end as they were. A file
-        rewritten in place (even the same inode, even larger) is not, and needs a new index."""
+    def still_valid(self, now: FileStamp) -> bool:
+        """Whether this index still describes the file, now ``now``: the same inode, and either the same
+        size and modification time or a larger size (bytes appended), with its header and the bytes just
+        before the indexed end as they were. Anything else (replaced, truncated, touched, rewritten in place
+        even to a larger size or with its old modification time) needs a new index."""
         was = self.stamp
-        if now.inode != was.inode or now.size <= was.size:
+        if now.inode != was.inode or now.size < was.size:
+            return False
+        if now.size == was.size and now.mtime_ns != was.mtime_ns:
             return False
         with self._lock:
             end, window = self._window

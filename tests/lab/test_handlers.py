@@ -361,3 +361,20 @@ async def test_a_torn_last_frame_is_reported_as_nbkit_info_does_and_indexing_end
         if body["progress"]["done"] and body["size"] == path.stat().st_size:
             break
     assert body["end"] == summarize(path).to_dict()["end"]
+
+
+async def test_a_file_rewritten_with_its_old_size_and_time_gets_a_new_index(jp_fetch, jp_root_dir, tmp_path):
+    path = jp_root_dir / "same.ss"
+    _write(path, 10)  # keys orders and audit
+    assert (await _get(jp_fetch, "summary", path="same.ss"))["keys"] == ["audit", "orders"]
+    other = tmp_path / "same.ss"
+    with StreamWriter(other, beacon_interval=1 << 20, created_at_ms=T0, clock_ms=lambda: T0) as w:
+        for i in range(10):  # keys of the same lengths, the same payloads: the same size
+            w.write(("ORDERS", "notes")[i % 2], b'{"id": %d}' % i, timestamp_ms=T0 + 10 * i)
+    before = path.stat()
+    path.write_bytes(other.read_bytes())
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))  # as cp -p or rsync -t leave it
+    after = path.stat()
+    assert (after.st_ino, after.st_size, after.st_mtime_ns) == (before.st_ino, before.st_size, before.st_mtime_ns)
+    body = await _get(jp_fetch, "summary", path="same.ss")
+    assert body["keys"] == ["ORDERS", "notes"] and body["message_count"] == 10
