@@ -51,6 +51,7 @@ from nbkit.transport.file_reader import StreamReader
 from nbkit.transport.file_writer import StreamWriter
 from nbkit.transport.messages import Message, ReadEnd
 from nbkit.transport.ndjson import write_ndjson
+from nbkit.transport.pipe_io import MAX_LINE_BYTES
 from nbkit.transport.positions import parse_time
 from nbkit.transport.repair import repair
 from nbkit.transport.source import DEFAULT_BLOCK_SIZE, is_url, parse_size, parse_storage_options
@@ -617,6 +618,19 @@ def _add_run(p: argparse.ArgumentParser) -> None:
         help="pipe: a malformed or non-UTF-8 stdin line stops the stage (error, the default, as upstream; the "
         "summary counts the lines left unread), is logged and skipped (warn), or skipped (skip)",
     )
+    p.add_argument(
+        "--max-line-bytes",
+        type=_line_bound,
+        metavar="N",
+        help=f"pipe: the longest stdin line taken, in bytes (default {MAX_LINE_BYTES:,}, 16 MiB; 0: no bound; "
+        "units as 64MiB or 100MB); a longer line is a bad line naming its number (see --on-bad-lines), and no more "
+        "than N bytes of it are held in memory",
+    )
+
+
+def _line_bound(text: str) -> int:
+    """``--max-line-bytes``: a byte count as ``--block-size`` takes it (``64MiB``), or 0 (no bound)."""
+    return 0 if text.strip() == "0" else _byte_count(text)
 
 
 def _positive_number(text: str) -> float:
@@ -734,6 +748,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
                 skip_blank_lines=args.skip_blank_lines or None,
                 strip_cr=args.strip_cr or None,
                 on_bad_lines=args.on_bad_lines,
+                max_line_bytes=args.max_line_bytes,
             )
         if pipes:  # stdout is the pipe's: what a handler prints goes to stderr (the sink keeps stdout itself)
             sys.stdout = sys.stderr

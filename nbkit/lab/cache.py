@@ -1,9 +1,12 @@
 """The open indexes of the server, one per file state: reused while a file only grows, rebuilt otherwise.
 
 A request names a file; :meth:`IndexCache.get` returns the :class:`~nbkit.lab.index.StreamIndex` of its
-current state. The key is the file's (inode, size, modification time): a file that only grew (a service
-appending) keeps its index, which the background pass extends from where it stopped; a file replaced,
-truncated or rewritten in place gets a new one. At most :data:`MAX_OPEN` indexes stay open (least
+current state. A file that did not change keeps its index, and so does one that only grew (a service
+appending: the background pass extends the index from where it stopped); both are checked by the file's
+inode, size and modification time and by its header and the bytes just before the indexed end
+(:meth:`StreamIndex.still_valid <nbkit.lab.index.StreamIndex.still_valid>`). Any other change (replaced,
+truncated, touched, rewritten in place even to a larger size or with its old modification time) gets a
+new index. At most :data:`MAX_OPEN` indexes stay open (least
 recently used first out), so a browser opening many files cannot exhaust the server.
 """
 
@@ -34,11 +37,10 @@ class IndexCache:
         with self._lock:
             index = self._open.get(path)
             if index is not None:
-                was = index.stamp
-                kept = now.inode == was.inode and (now.size > was.size or now == was)
-                if kept:
+                if index.still_valid(now):
                     index.stamp = now
                 else:
+                    del self._open[path]
                     index.close()
                     index = None
             if index is None:

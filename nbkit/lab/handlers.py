@@ -12,7 +12,9 @@ route                  verb  answers
 =====================  ====  ==============================================================================
 
 Every request names the file with ``path``, relative to the server's root (:mod:`nbkit.lab.paths`
-refuses anything else). The handlers are Jupyter ``APIHandler`` s behind ``@tornado.web.authenticated``:
+refuses anything else, and hidden files as Jupyter's contents API does); every parameter is parsed by
+:mod:`nbkit.lab.params` (a bad one answers 400 naming it), and error messages name paths relative to the
+root. The handlers are Jupyter ``APIHandler`` s behind ``@tornado.web.authenticated``:
 the server's token or cookie, and XSRF for the POST, as every other Jupyter API. File reading runs on a
 worker thread, never on the server's event loop.
 """
@@ -20,11 +22,13 @@ worker thread, never on the server's event loop.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 import nbformat
 import tornado.web
+from jupyter_core.paths import is_hidden
 from jupyter_server.base.handlers import APIHandler
 from jupyter_server.utils import ensure_async, url_path_join
 from tornado.ioloop import IOLoop
@@ -34,8 +38,8 @@ from nbkit.lab.cache import IndexCache
 from nbkit.lab.index import StreamIndex
 from nbkit.lab.notebook import notebook_cells, notebook_name
 from nbkit.lab.pages import PageRequestError, describe_region, read_page, row_of
-from nbkit.lab.paths import PathRefused, resolve_inside
-from nbkit.wire.timestamps import parse_timestamp
+from nbkit.lab.params import ParamError, parse_body, parse_params
+from nbkit.lab.paths import PathRefused, hidden_message, relative_message, resolve_inside
 
 __all__ = ["ROUTE", "LocateHandler", "MessagesHandler", "NotebookHandler", "SummaryHandler", "setup_handlers"]
 
@@ -55,12 +59,38 @@ class _ViewerHandler(APIHandler):
         cache: IndexCache = self.settings["nbkit_index_cache"]
         return cache
 
-    def _file(self, path: str | None = None) -> tuple[str, str]:
-        asked = path if path is not None else self.get_argument("path", "")
+    @property
+    def root_dir(self) -> str:
+        root: str = self.settings["server_root_dir"]
+        return root
+
+    def params(self, *names: str) -> dict[str, Any]:
+        """The query parameters ``names``, parsed by :mod:`nbkit.lab.params` (a bad one answers 400)."""
         try:
-            return resolve_inside(self.settings["server_root_dir"], asked)
+            return parse_params(self.request.query_arguments, names)
+        except ParamError as exc:
+            raise tornado.web.HTTPError(exc.status, str(exc), reason="bad parameter") from None
+
+    async def _file(self, asked: str | None) -> tuple[str, str]:
+        """(real path, shown path) of the stream file a request names, or an HTTP error: outside the
+        root, missing, or hidden where Jupyter's contents API would not serve it."""
+        cm = self.contents_manager
+        allow_hidden = bool(getattr(cm, "allow_hidden", False))
+        try:
+            real, shown = resolve_inside(self.root_dir, asked or "", allow_hidden=allow_hidden)
         except PathRefused as exc:
             raise tornado.web.HTTPError(exc.status, str(exc), reason=_reason(exc)) from None
+        if not allow_hidden and await self._hidden(shown, real):
+            raise tornado.web.HTTPError(404, hidden_message(shown), reason="hidden")
+        return real, shown
+
+    async def _hidden(self, shown: str, real: str) -> bool:
+        """Whether the contents manager calls ``shown`` hidden (its flags and unreadable folders too);
+        a manager without ``is_hidden`` is asked as Jupyter's file manager would answer."""
+        try:
+            return bool(await ensure_async(self.contents_manager.is_hidden(shown)))
+        except NotImplementedError:
+            return is_hidden(os.path.join(self.root_dir, shown), self.root_dir) or is_hidden(real, self.root_dir)
 
     async def _run(self, fn: Callable[..., T], *args: Any) -> T:
         """``fn(*args)`` on a worker thread; our errors become HTTP errors that say what and where."""
@@ -75,29 +105,29 @@ class _ViewerHandler(APIHandler):
                 404, f"{exc.filename or ''}: {exc.strerror or exc}", reason="not readable"
             ) from None
 
-    async def _index(self) -> StreamIndex:
-        real, shown = self._file()
+    async def _index(self, path: str | None) -> StreamIndex:
+        real, shown = await self._file(path)
         index = await self._run(self.cache.get, real, shown)
         if index.all.count == 0 and index.busy:
             await self._run(index.refresh, FIRST_PIECE_WAIT)
         return index
 
-    def _int(self, name: str, default: int | None = None) -> int | None:
-        raw = self.get_argument(name, None)
-        if raw is None or raw == "":
-            return default
-        try:
-            return int(raw)
-        except ValueError:
-            raise tornado.web.HTTPError(400, f"{name}={raw!r} is not an integer", reason=f"bad {name}") from None
+    def progress(self, index: StreamIndex) -> dict[str, object]:
+        """The index's progress, its error (if any) with paths relative to the root."""
+        progress = index.progress()
+        if progress["error"] is not None:
+            progress["error"] = relative_message(self.root_dir, str(progress["error"]))
+        return progress
 
     def write_error(self, status_code: int, **kwargs: Any) -> None:
-        """Errors as ``{"message": ...}``, the message saying what was wrong (Jupyter's API form)."""
+        """Errors as ``{"message": ...}``, the message saying what was wrong (Jupyter's API form), with
+        paths relative to the server's root (never its absolute path)."""
         self.set_header("Content-Type", "application/json")
         message = self._reason
         exc_info = kwargs.get("exc_info")
         if exc_info is not None and isinstance(exc_info[1], tornado.web.HTTPError) and exc_info[1].log_message:
             message = exc_info[1].log_message
+        message = relative_message(self.root_dir, message)
         self.finish(json.dumps({"message": message, "status": status_code}))
 
 
@@ -111,7 +141,8 @@ class SummaryHandler(_ViewerHandler):
 
     @tornado.web.authenticated
     async def get(self) -> None:
-        index = await self._index()
+        p = self.params("path")
+        index = await self._index(p["path"])
         summary = await self._run(index.summary)
         body = summary.to_dict()
         body["damaged"] = [
@@ -120,7 +151,7 @@ class SummaryHandler(_ViewerHandler):
         ]
         body["text"] = summary.to_text()
         body["keys"] = sorted(index.by_key)
-        body["progress"] = index.progress()
+        body["progress"] = self.progress(index)
         self.finish(json.dumps(body))
 
 
@@ -129,13 +160,12 @@ class MessagesHandler(_ViewerHandler):
 
     @tornado.web.authenticated
     async def get(self) -> None:
-        index = await self._index()
-        start = self._int("start", 0)
-        count = self._int("count", 100)
-        key = self.get_argument("key", None) or None
-        assert start is not None and count is not None
-        page = await self._run(lambda: read_page(index, start, count, key=key))
-        page["progress"] = index.progress()
+        p = self.params("path", "start", "count", "key")
+        index = await self._index(p["path"])
+        start = 0 if p["start"] is None else p["start"]
+        count = 100 if p["count"] is None else p["count"]
+        page = await self._run(lambda: read_page(index, start, count, key=p["key"]))
+        page["progress"] = self.progress(index)
         self.finish(json.dumps(page))
 
 
@@ -144,41 +174,31 @@ class LocateHandler(_ViewerHandler):
 
     @tornado.web.authenticated
     async def get(self) -> None:
-        index = await self._index()
-        key = self.get_argument("key", None) or None
-        seq_key = self.get_argument("seq_key", None) or None
-        offset = self._int("offset")
-        seq = self._int("seq")
-        time_ms = _time_argument(self.get_argument("time", None))
-        row = await self._run(lambda: row_of(index, key=key, offset=offset, seq=seq, seq_key=seq_key, time_ms=time_ms))
+        p = self.params("path", "key", "seq_key", "offset", "seq", "time")
+        index = await self._index(p["path"])
+        row = await self._run(
+            lambda: row_of(
+                index, key=p["key"], offset=p["offset"], seq=p["seq"], seq_key=p["seq_key"], time_ms=p["time"]
+            )
+        )
         self.finish(json.dumps({"row": row}))
 
 
-def _time_argument(raw: str | None) -> int | None:
-    """``time=``: epoch milliseconds, or ISO UTC text (``2024-01-01T00:00:00.5``, a trailing ``Z`` allowed)."""
-    if raw is None or raw.strip() == "":
-        return None
-    text = raw.strip()
-    if text.lstrip("-").isdigit():
-        return int(text)
-    ms = parse_timestamp(text.removesuffix("Z").removesuffix("z"))
-    if ms is None:
-        raise tornado.web.HTTPError(
-            400, f"time={raw!r} is neither epoch milliseconds nor YYYY-MM-DDTHH:MM:SS[.f] (UTC)", reason="bad time"
-        )
-    return ms
-
-
 class NotebookHandler(_ViewerHandler):
-    """``POST notebook`` with ``{"path": ...}``: a new notebook reading the file, its path in the answer."""
+    """``POST notebook`` with ``{"path": ...}``: a new notebook reading the file, its path in the answer.
+
+    Nothing is written unless the request is accepted: the path is checked (inside the root, not hidden)
+    and the file opened as a stream file first.
+    """
 
     @tornado.web.authenticated
     async def post(self) -> None:
         try:
-            asked = json.loads(self.request.body or b"{}").get("path", "")
-        except (ValueError, AttributeError):
-            raise tornado.web.HTTPError(400, 'the body must be JSON: {"path": "<stream file>"}') from None
-        _, shown = self._file(asked)
+            asked = parse_body(self.request.body, ["path"])["path"]
+        except ParamError as exc:
+            raise tornado.web.HTTPError(exc.status, str(exc), reason="bad parameter") from None
+        real, shown = await self._file(asked)
+        await self._run(self.cache.get, real, shown)  # a stream file (its header reads), or 422
         cm = self.contents_manager
         taken: set[str] = set()
         name = notebook_name(shown, lambda p: p in taken)

@@ -32,7 +32,7 @@ from nbkit.transport.messages import ReadEnd
 from nbkit.wire import envelope
 from nbkit.wire.keys import INTERNAL_KEY, is_dead_letter_key
 from nbkit.wire.scan import ColumnBuffers
-from nbkit.wire.ssformat import FileHeader
+from nbkit.wire.ssformat import HEADER_SIZE, FileHeader
 
 __all__ = ["CHECKPOINT_EVERY", "PIECE_BYTES", "FileStamp", "RowIndex", "StreamIndex", "stamp_of"]
 
@@ -40,6 +40,10 @@ __all__ = ["CHECKPOINT_EVERY", "PIECE_BYTES", "FileStamp", "RowIndex", "StreamIn
 CHECKPOINT_EVERY = 1024
 #: Bytes the indexing pass scans between two updates of the shared index.
 PIECE_BYTES = 16 << 20
+
+
+#: Bytes just before the indexed end kept to tell an append (they are unchanged) from a rewrite in place.
+WINDOW_BYTES = 4096
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +59,13 @@ def stamp_of(path: str) -> FileStamp:
     """The :class:`FileStamp` of ``path`` now (``os.stat``; raises ``OSError`` as it does)."""
     st = os.stat(path)
     return FileStamp(st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+def _read_at(path: str, start: int, end: int) -> bytes:
+    """Bytes ``start`` .. ``end`` of the file (fewer at its end)."""
+    with open(path, "rb") as f:
+        f.seek(start)
+        return f.read(max(0, end - start))
 
 
 def _retry_copies(cols: ColumnBuffers) -> np.ndarray:
@@ -131,6 +142,15 @@ class RowIndex:
         return int(hits[0]) if len(hits) else None
 
 
+@dataclass(frozen=True, slots=True)
+class _Tail:
+    """A replay read's verdict on the bytes past the indexed end, for a file of ``size`` bytes."""
+
+    size: int
+    end: ReadEnd
+    damaged: tuple[DamagedRegion, ...]
+
+
 class StreamIndex:
     """The index of one stream file, extended by a background pass; every method is thread-safe.
 
@@ -166,13 +186,48 @@ class StreamIndex:
         self._size_seen = self.stamp.size
         self._worker: threading.Thread | None = None
         self._error: BaseException | None = None
+        #: the header's bytes, and (indexed end, the WINDOW_BYTES before it): what an append leaves as it was
+        self._head = _read_at(path, 0, HEADER_SIZE)
+        self._window: tuple[int, bytes] = (self._indexed_to, b"")
+        #: what a replay read makes of the bytes past the indexed end (a torn or damaged tail), for one size
+        self._tail: _Tail | None = None
 
     # -- building ----------------------------------------------------------------------------------
+    def still_valid(self, now: FileStamp) -> bool:
+        """Whether this index still describes the file, now ``now``: the same inode, and either the same
+        size and modification time or a larger size (bytes appended), with its header and the bytes just
+        before the indexed end as they were. Anything else (replaced, truncated, touched, rewritten in place
+        even to a larger size or with its old modification time) needs a new index."""
+        was = self.stamp
+        if now.inode != was.inode or now.size < was.size:
+            return False
+        if now.size == was.size and now.mtime_ns != was.mtime_ns:
+            return False
+        with self._lock:
+            end, window = self._window
+        try:
+            return (
+                _read_at(self.path, 0, HEADER_SIZE) == self._head
+                and _read_at(self.path, end - len(window), end) == window
+            )
+        except OSError:
+            return False
+
     def refresh(self, wait: float = 0.0) -> None:
-        """Start (or keep) indexing what the file holds now; wait up to ``wait`` seconds for it to finish."""
+        """Start (or keep) indexing what the file holds now; wait up to ``wait`` seconds for it to finish.
+
+        Nothing is started when the file has not changed since the last pass got to its end (or gave its
+        tail a verdict): a finished index stays finished (``progress()["done"]``)."""
+        try:
+            size = os.stat(self.path).st_size
+        except OSError:
+            size = -1
         with self._lock:
             idle = self._worker is None or not self._worker.is_alive()
-            if idle and self._reader.end is None and self._error is None:
+            settled = size == self._size_seen and (
+                self._indexed_to >= size or (self._tail is not None and self._tail.size == size)
+            )
+            if idle and not settled and self._reader.end is None and self._error is None:
                 self._worker = threading.Thread(target=self._run, name=f"nbkit-index {self.path}", daemon=True)
                 self._worker.start()
             worker = self._worker
@@ -189,8 +244,29 @@ class StreamIndex:
         try:
             while self._piece():
                 pass
+            self._judge_tail()
         except BaseException as exc:  # reported by summary(); the index keeps what it had
             self._error = exc
+
+    def _judge_tail(self) -> None:
+        """Give the bytes past the indexed end the verdict ``nbkit info`` gives them (a replay read from
+        there): a torn last frame, or a damaged region with no beacon after it. The follow reader waits
+        at such bytes (a writer may still complete them); the verdict holds while the size does not change."""
+        with self._lock:
+            pos, size = self._indexed_to, self._size_seen
+            known = self._tail is not None and self._tail.size == size
+        if self._reader.end is not None or pos >= size or known:
+            return
+        with StreamReader(self.path, on_bad_frames="skip", errors="stop") as replay:
+            replay.seek_offset(pos)
+            for _ in replay:  # the follow reader found no frame here; a replay may find none either
+                pass
+            end = replay.end
+            damaged = tuple(replay.damaged)
+        assert end is not None
+        with self._lock:
+            if self._indexed_to == pos and self._size_seen == size:
+                self._tail = _Tail(size, end, damaged)
 
     def _piece(self) -> bool:
         """Index one piece; False when the reader is at the current end of the data (or ended)."""
@@ -201,10 +277,17 @@ class StreamIndex:
         offsets = np.frombuffer(cols.offset, dtype=np.int64)
         with self._lock:
             self._size_seen = size
+            if self._tail is not None and self._tail.size != size:
+                self._tail = None
             if len(cols):
                 self._add(cols, offsets)
             self._note_damage(offsets)
-            self._indexed_to = reader.pos
+            if reader.pos != self._indexed_to:
+                self._indexed_to = reader.pos
+                self._window = (
+                    reader.pos,
+                    _read_at(self.path, max(HEADER_SIZE, reader.pos - WINDOW_BYTES), reader.pos),
+                )
         return reader.end is None and (reader.pos != before or len(cols) > 0)
 
     def _add(self, cols: ColumnBuffers, off: np.ndarray) -> None:
@@ -266,21 +349,36 @@ class StreamIndex:
     def damaged(self) -> list[tuple[DamagedRegion, int]]:
         """Each damaged region found so far with the row (every key) of the first message after it."""
         with self._lock:
-            return list(zip(self._damaged, self._row_after, strict=True))
+            found = list(zip(self._damaged, self._row_after, strict=True))
+            tail = self._tail_now()
+            return found + ([(region, self.all.count) for region in tail.damaged] if tail else [])
+
+    def _tail_now(self) -> _Tail | None:
+        """The tail's verdict if it is about the file as the index last saw it (call with the lock held)."""
+        tail = self._tail
+        return tail if tail is not None and tail.size == self._size_seen and self._reader.end is None else None
 
     def progress(self) -> dict[str, object]:
-        """How far indexing got: bytes indexed, file size, whether the pass runs, and its error if any."""
+        """How far indexing got: bytes indexed, file size, whether the pass runs, and its error if any.
+
+        ``done`` once the pass reached the end of the file as last seen, or the reader ended, or the bytes
+        past the indexed end got their verdict (a torn or damaged tail, as ``nbkit info`` reports it), or
+        the pass stopped on an error: the viewer stops asking then (unless it follows the file)."""
         with self._lock:
+            busy = self.busy
+            settled = (
+                self._indexed_to >= self._size_seen
+                or self._reader.end is not None
+                or self._tail_now() is not None
+                or self._error is not None
+            )
             return {
                 "indexed_bytes": self._indexed_to,
                 "size": self._size_seen,
-                "busy": self.busy,
-                "done": not self.busy and self._indexed_to >= self._size_seen - self._trailing_allowance(),
+                "busy": busy,
+                "done": not busy and settled,
                 "error": None if self._error is None else str(self._error),
             }
-
-    def _trailing_allowance(self) -> int:
-        return self._size_seen - self._indexed_to if self._reader.end is not None else 0
 
     def summary(self) -> FileSummary:
         """What ``nbkit info`` reports of the part indexed so far (all of it once ``busy`` is False)."""
@@ -307,7 +405,12 @@ class StreamIndex:
             rows_after = list(self._row_after)
             count = self.all.count
             eos = self._eos_offset
-        if reader_end is not None:
+            tail = self._tail_now()
+        if tail is not None:  # the bytes past the indexed end, as a replay read (nbkit info) sees them
+            end = tail.end
+            damaged += tail.damaged
+            rows_after += [count] * len(tail.damaged)
+        elif reader_end is not None:
             end = reader_end
         elif size > pos:
             end = ReadEnd("truncated", pos, size - pos)

@@ -2,15 +2,19 @@
 
 The browser names files as JupyterLab does, relative to the server's ``root_dir``. Whatever it sends, the
 handlers read only a regular file whose real path (symbolic links followed) lies inside that root: an
-absolute path, a ``..`` part, a NUL byte, or a link that leads out of the root is refused.
+absolute path, a ``..`` part, a NUL byte, or a link that leads out of the root is refused. Hidden files
+are refused as Jupyter's contents API refuses them (unless its ``ContentsManager.allow_hidden`` is set):
+a path with a part starting with ``.`` here, before the file is looked up (so the answer does not say
+whether it exists), and the contents manager's own ``is_hidden`` in the handlers (:mod:`nbkit.lab.handlers`).
 """
 
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path, PurePosixPath
 
-__all__ = ["PathRefused", "resolve_inside"]
+__all__ = ["PathRefused", "hidden_message", "relative_message", "resolve_inside"]
 
 
 class PathRefused(ValueError):
@@ -22,7 +26,7 @@ class PathRefused(ValueError):
         self.status = status
 
 
-def resolve_inside(root_dir: str | os.PathLike, path: str) -> tuple[str, str]:
+def resolve_inside(root_dir: str | os.PathLike, path: str, *, allow_hidden: bool = False) -> tuple[str, str]:
     """The real path of ``path`` (relative to ``root_dir``) and its clean relative form, or PathRefused.
 
     Parameters
@@ -31,6 +35,8 @@ def resolve_inside(root_dir: str | os.PathLike, path: str) -> tuple[str, str]:
         The server's root directory.
     path : str
         The path the request names, ``/``-separated and relative to the root (JupyterLab's form).
+    allow_hidden : bool
+        Serve hidden paths (a part starting with ``.``): Jupyter's ``ContentsManager.allow_hidden``.
 
     Returns
     -------
@@ -41,7 +47,7 @@ def resolve_inside(root_dir: str | os.PathLike, path: str) -> tuple[str, str]:
     ------
     PathRefused
         An empty, absolute or ``..`` path (400 or 403), a path leading out of the root through a link
-        (403), or one that is missing or not a regular file (404).
+        (403), a hidden path (404, as Jupyter answers it), or one that is missing or not a regular file (404).
 
     Examples
     --------
@@ -57,6 +63,8 @@ def resolve_inside(root_dir: str | os.PathLike, path: str) -> tuple[str, str]:
         raise PathRefused(f"{path!r} is an absolute path; give it relative to the server's root directory", 403)
     if ".." in pure.parts:
         raise PathRefused(f"{path!r} is outside the server's root directory ('..' is not allowed)", 403)
+    if not allow_hidden and any(part.startswith(".") for part in pure.parts):
+        raise PathRefused(hidden_message(path), 404)
     root = Path(root_dir).expanduser().resolve()
     try:
         real = (root / pure).resolve(strict=True)
@@ -67,3 +75,25 @@ def resolve_inside(root_dir: str | os.PathLike, path: str) -> tuple[str, str]:
     if not real.is_file():
         raise PathRefused(f"{path!r} is not a regular file", 404)
     return str(real), pure.as_posix()
+
+
+def hidden_message(path: str) -> str:
+    """The refusal of a hidden path (the same whether or not it exists, as Jupyter's contents API)."""
+    return (
+        f"{path!r} is hidden: hidden files and folders are not served (Jupyter's ContentsManager.allow_hidden is off)"
+    )
+
+
+def relative_message(root_dir: str | os.PathLike, text: str) -> str:
+    """``text`` with the server root's absolute path taken out (paths in errors are relative to the root).
+
+    Examples
+    --------
+    >>> relative_message("/srv/notebooks", "/srv/notebooks/data/x.ss: not a stream file")
+    'data/x.ss: not a stream file'
+    """
+    given = Path(root_dir).expanduser()
+    for root in dict.fromkeys((str(given.resolve()), str(given.absolute()))):
+        pattern = re.escape(root) + "(" + re.escape(os.sep) + r"|(?![\w-]|\.\w))"
+        text = re.sub(pattern, lambda m: "" if m.group(1) else ".", text)
+    return text

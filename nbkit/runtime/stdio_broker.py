@@ -20,7 +20,7 @@ from nbkit.runtime import logs
 from nbkit.runtime.broker import Broker, Published, Subscription, as_payload, new_published, registrator
 from nbkit.runtime.delivery import Delivery
 from nbkit.runtime.registration import Handler, PipeRegistration, check_key, common_options
-from nbkit.transport.pipe_io import UNREAD_WAIT, LineInput, LineOutput, LineSink, LineSource
+from nbkit.transport.pipe_io import MAX_LINE_BYTES, UNREAD_WAIT, LineInput, LineOutput, LineSink, LineSource
 from nbkit.transport.polling import NEED_MORE, NeedMore
 from nbkit.wire.envelope import RETRY_COUNT_HEADER, retry_count_problem
 from nbkit.wire.keys import validate_key
@@ -160,6 +160,10 @@ class StdioBroker(Broker[PipeRegistration]):
         A line whose ``[...]`` header is malformed or that is not UTF-8: ``error`` stops the stage there
         (the default, as upstream), ``warn`` logs it (WARNING, with its line number) and reads on,
         ``skip`` reads on and only counts it.
+    max_line_bytes : int
+        The longest stdin line taken, in bytes (default :data:`~nbkit.transport.pipe_io.MAX_LINE_BYTES`,
+        16 MiB; 0: no bound). A longer line is a bad line (:class:`~nbkit.errors.LineParseError` naming
+        it, handled as ``on_bad_lines`` says); no more than the bound of it is ever held in memory.
 
     See Also
     --------
@@ -192,18 +196,25 @@ class StdioBroker(Broker[PipeRegistration]):
         skip_blank_lines: bool = False,
         strip_cr: bool = False,
         on_bad_lines: str = "error",
+        max_line_bytes: int = MAX_LINE_BYTES,
     ) -> None:
         super().__init__()
         self.skip_blank_lines = False
         self.strip_cr = False
         self.on_bad_lines = "error"
-        self.configure_input(skip_blank_lines=skip_blank_lines, strip_cr=strip_cr, on_bad_lines=on_bad_lines)
+        self.max_line_bytes = MAX_LINE_BYTES
+        self.source: LineSource | None = None
+        self.configure_input(
+            skip_blank_lines=skip_blank_lines,
+            strip_cr=strip_cr,
+            on_bad_lines=on_bad_lines,
+            max_line_bytes=max_line_bytes,
+        )
         self.counts = PipeInputCounts()
         self._unread_counted = False
         self._stdin_arg = stdin
         self._stdout_arg = stdout
         self.loopback = loopback
-        self.source: LineSource | None = None
         self.sink = LineSink(stdout)
         self.sink.before_flush = logs.flush_run_logs  # a log line never comes after stdout written later
         self.sink.on_closed = self._output_gone
@@ -219,10 +230,16 @@ class StdioBroker(Broker[PipeRegistration]):
         return "StdioBroker()"
 
     def configure_input(
-        self, *, skip_blank_lines: bool | None = None, strip_cr: bool | None = None, on_bad_lines: str | None = None
+        self,
+        *,
+        skip_blank_lines: bool | None = None,
+        strip_cr: bool | None = None,
+        on_bad_lines: str | None = None,
+        max_line_bytes: int | None = None,
     ) -> None:
         """Set how stdin lines are read (``nbkit run``'s ``--skip-blank-lines``, ``--strip-cr``,
-        ``--on-bad-lines``); an option left None keeps its value. See the class for each.
+        ``--on-bad-lines``, ``--max-line-bytes``); an option left None keeps its value. See the class for
+        each; the line bound is set before the app starts.
 
         Parameters
         ----------
@@ -231,13 +248,24 @@ class StdioBroker(Broker[PipeRegistration]):
         strip_cr : bool, optional
             Drop a ``\\r`` ending a line.
         on_bad_lines : {"error", "warn", "skip"}, optional
-            What a malformed or non-UTF-8 line does.
+            What a malformed, non-UTF-8 or too long line does.
+        max_line_bytes : int, optional
+            The longest line taken, in bytes (0: no bound).
 
         Raises
         ------
         ConfigurationError
-            If ``on_bad_lines`` is not one of those.
+            If ``on_bad_lines`` is not one of those, ``max_line_bytes`` is not a number of bytes, or it is
+            changed after stdin was opened.
         """
+        if max_line_bytes is not None:
+            if isinstance(max_line_bytes, bool) or not isinstance(max_line_bytes, int) or max_line_bytes < 0:
+                raise ConfigurationError(
+                    f"max_line_bytes must be a whole number of bytes >= 0 (0: no bound), not {max_line_bytes!r}"
+                )
+            if self.source is not None and max_line_bytes != self.max_line_bytes:
+                raise ConfigurationError("max_line_bytes is set before the app starts (stdin is open already)")
+            self.max_line_bytes = max_line_bytes
         if on_bad_lines is not None:
             if on_bad_lines not in BAD_LINE_CHOICES:
                 raise ConfigurationError(
@@ -324,7 +352,7 @@ class StdioBroker(Broker[PipeRegistration]):
         for reg in self.registrations:
             if reg.out_retry is None:
                 raise RetryDestinationError(_refusal_message(reg.name, reg.key))
-        self.source = source = LineSource(self._stdin_arg)
+        self.source = source = LineSource(self._stdin_arg, max_line_bytes=self.max_line_bytes)
         self.subscriptions = subs = [StdioSubscription(self, r, source) for r in self.registrations]
         self._routes = [_Route(sub.registration.key, sub.name, sub.queue.append) for sub in subs]
         self.connected = True
@@ -342,7 +370,7 @@ class StdioBroker(Broker[PipeRegistration]):
         while not sub.ended:
             try:
                 line = source.poll()
-            except Utf8Error as exc:
+            except (Utf8Error, LineParseError) as exc:  # not UTF-8, or over the line bound
                 self._bad_line(exc)
                 continue
             if line is None:
@@ -526,15 +554,28 @@ class StdioBroker(Broker[PipeRegistration]):
     def feed(self, line: str) -> None:
         """Hand the stage one more stdin line, as if the producer upstream had just written it.
 
-        Notebooks and tests use it to pace input; the app must have started.
+        Notebooks and tests use it to pace input; the app must have started, and its input must not have
+        ended: a line fed after every subscription has ended would never be read, so it is refused.
 
         Parameters
         ----------
         line : str
             One line in the stdio format, ``[timestamp | key | seq] payload`` (or a bare payload).
+
+        Raises
+        ------
+        ConfigurationError
+            Before the app started (nothing reads stdin yet), or after its input ended (nothing will read it).
         """
         if self.source is None:
             raise ConfigurationError("feed() needs a connected broker: start the app or session first")
+        if self.subscriptions and all(sub.ended for sub in self.subscriptions):
+            reasons = sorted({sub.end_reason or "ended" for sub in self.subscriptions})
+            raise ConfigurationError(
+                f"feed() after the input ended ({', '.join(reasons)}): no subscription reads stdin any more, "
+                "so the line would be lost; feed lines before the input runs out (with loopback=True the stage "
+                "reads on past the end of stdin)"
+            )
         self.source.feed(line[:-1] if line.endswith("\n") else line)
 
     def publish(self, key: str, payload: bytes | str, headers: dict | None = None) -> Published:

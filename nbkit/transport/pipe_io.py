@@ -4,8 +4,9 @@ A pipe stage (``producer | nbkit run service:app | consumer``) reads one message
 hands out the lines of stdin, a file descriptor, a string or any iterable without ever waiting:
 ``select`` with a zero timeout, then one large ``os.read``. ``LineSink`` collects the lines the stage
 writes and pushes them to the real stdout in one ``os.write`` per 64 KiB (or into a list or a file
-object, for notebooks and tests). The line *format* is ``nbkit.wire.stdio_line``'s; this module only
-moves text.
+object, for notebooks and tests). A line longer than :data:`MAX_LINE_BYTES` (``max_line_bytes``) is
+refused with a :class:`~nbkit.errors.LineParseError` naming it, without holding more than the bound of it
+in memory. The line *format* is ``nbkit.wire.stdio_line``'s; this module only moves text.
 """
 
 from __future__ import annotations
@@ -20,11 +21,20 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from typing import IO, Any
 
-from nbkit.errors import ConfigurationError, StdoutClosedError, Utf8Error
+from nbkit.errors import ConfigurationError, LineParseError, StdoutClosedError, Utf8Error
 from nbkit.transport.polling import NEED_MORE, NeedMore
 from nbkit.wire.core import pick
 
-__all__ = ["CHUNK_SIZE", "UNREAD_WAIT", "LineInput", "LineOutput", "LineSink", "LineSource", "text_lines"]
+__all__ = [
+    "CHUNK_SIZE",
+    "MAX_LINE_BYTES",
+    "UNREAD_WAIT",
+    "LineInput",
+    "LineOutput",
+    "LineSink",
+    "LineSource",
+    "text_lines",
+]
 
 #: What :class:`LineSource` reads: None (the process's stdin), text, bytes, lines, or a file.
 LineInput = str | bytes | Iterable[str] | Iterable[bytes] | IO[str] | IO[bytes] | None
@@ -36,6 +46,22 @@ CHUNK_SIZE = 1 << 16
 #: How long a stage stopped by a signal before its input ends waits for the pipe's writer to close it, so
 #: that the lines it never read are counted exactly (:meth:`LineSource.count_unread`)
 UNREAD_WAIT = 2.0
+#: The longest stdin line a stage takes by default (bytes, without its ``\n``): 16 MiB. A longer line is a
+#: LineParseError naming it (``nbkit run --max-line-bytes``, ``StdioBroker(max_line_bytes=...)`` raise it).
+MAX_LINE_BYTES = 16 << 20
+
+
+class _Overlong:
+    """Where a line over the bound was (its bytes already dropped): ``poll`` raises when it gets there."""
+
+    __slots__ = ("size",)
+
+    def __init__(self, size: int) -> None:
+        self.size = size  # how many of its bytes were seen (at least)
+
+
+#: The complete lines of one read: text, bytes (decoded when handed out), or the mark of a line over the bound.
+_Lines = list[str] | list[bytes] | list[str | bytes | _Overlong]
 
 
 class LineSource:
@@ -48,12 +74,19 @@ class LineSource:
     ``\\n`` is a line at EOF; text that is not UTF-8 raises :class:`~nbkit.errors.Utf8Error` naming the
     line, after the lines before it were handed out.
 
+    A line longer than ``max_line_bytes`` (UTF-8 bytes, without its ``\\n``) raises
+    :class:`~nbkit.errors.LineParseError` naming the line, after the lines before it were handed out; from
+    a descriptor or a file no more than the bound (and one read) of it is ever held, and the rest of it is
+    dropped as it arrives, so a caller that reads on (``on_bad_lines="skip"``) gets the line after it.
+
     Parameters
     ----------
     source : None, str, bytes, iterable of str or bytes, or file
         None reads the process's stdin; a file with a real descriptor is read with ``os.read``; str
         and bytes are split at ``\\n``; other files are read with ``readline``; any other iterable
         gives one line per item (a trailing ``\\n`` is dropped).
+    max_line_bytes : int, optional
+        The longest line taken (default :data:`MAX_LINE_BYTES`, 16 MiB); 0 or None: no bound.
 
     Examples
     --------
@@ -73,12 +106,19 @@ class LineSource:
     ('sec', None)
     """
 
-    def __init__(self, source: LineInput) -> None:
+    def __init__(self, source: LineInput, *, max_line_bytes: int | None = MAX_LINE_BYTES) -> None:
+        if max_line_bytes is not None and (not isinstance(max_line_bytes, int) or max_line_bytes < 0):
+            raise ConfigurationError(f"max_line_bytes must be a whole number of bytes >= 0, not {max_line_bytes!r}")
+        #: the longest line taken, in bytes (0: no bound)
+        self.max_line_bytes = max_line_bytes or 0
+        self._limit = max_line_bytes or (1 << 62)
+        self._partial_size = 0  # bytes in _partial
+        self._dropping = False  # the rest of a line over the bound is being read and dropped
         self._fd: int | None = None
         self._stream: object = None
         self._iter: Iterator[Any] | None = None
         self._partial: list[bytes] = []  # the reads since the last "\n" (a line not complete yet)
-        self._lines: list[str] | list[bytes] = []  # complete lines of the last read, handed out from _next on
+        self._lines: _Lines = []  # complete lines of the last read, handed out from _next on
         self._next = 0
         self._eof = False
         self._queue: deque[str] = deque()
@@ -97,7 +137,10 @@ class LineSource:
             self._stream = source  # held, so that collecting the file object does not close the descriptor
         elif isinstance(source, io.IOBase) or hasattr(source, "readline"):
             readline = source.readline
-            self._iter = iter(readline, readline(0) if isinstance(source, io.IOBase) else "")
+            if isinstance(source, io.IOBase):
+                self._iter = _bounded_readlines(readline, self._limit)
+            else:  # a file-like object whose readline may take no size: each line is checked whole
+                self._iter = iter(readline, "")
         else:
             self._iter = iter(source)
 
@@ -160,7 +203,7 @@ class LineSource:
         fd = self._fd
         if fd is None or not self._fd_stopped:
             return partial, True
-        count = 0
+        count = -1 if self._dropping else 0  # the first "\n" ends the line over the bound, already reported
         tail = bool(partial)
         deadline = time.monotonic() + wait
         try:
@@ -168,12 +211,12 @@ class LineSource:
             while regular or select.select([fd], [], [], max(0.0, deadline - time.monotonic()))[0]:
                 data = os.read(fd, CHUNK_SIZE)
                 if not data:
-                    return count + tail, True
+                    return max(0, count + tail), True
                 count += data.count(b"\n")
                 tail = not data.endswith(b"\n")
         except OSError:
-            return count + tail, False
-        return count + tail, False
+            return max(0, count + tail), False
+        return max(0, count + tail), False
 
     def fileno(self) -> int | None:
         """The descriptor to wait on with ``select`` (None for other sources, and after EOF).
@@ -221,7 +264,11 @@ class LineSource:
             self._next = i + 1
             self.lineno += 1
             line = self._lines[i]
-            return line if isinstance(line, str) else self._decoded(line)
+            if isinstance(line, str):
+                return line
+            if isinstance(line, _Overlong):
+                raise self._too_long(line.size)
+            return self._decoded(line)
         if self._iter is not None:
             try:
                 item = next(self._iter)
@@ -252,18 +299,44 @@ class LineSource:
             data = os.read(fd, CHUNK_SIZE)
             if not data:
                 self._eof = True
+                self._dropping = False
                 continue
+            if self._dropping:  # the rest of a line over the bound: dropped up to its "\n"
+                cut = data.find(b"\n")
+                if cut < 0:
+                    continue
+                self._dropping = False
+                data = data[cut + 1 :]
+                if not data:
+                    continue
             end = data.rfind(b"\n")
             if end < 0:
                 self._partial.append(data)
+                self._partial_size += len(data)
+                if self._partial_size > self._limit:  # over the bound, and no end in sight: drop it
+                    size = self._partial_size
+                    self._partial = []
+                    self._partial_size = 0
+                    self._dropping = True
+                    self.lineno += 1
+                    raise self._too_long(size)
                 continue
             # every complete line of the reads, decoded at once; the text after the last "\n" waits
             complete = b"".join([*self._partial, data[:end]]) if self._partial else data[:end]
             self._partial = [data[end + 1 :]] if end + 1 < len(data) else []
-            lines = text_lines(complete)
-            # not UTF-8: decoded line by line instead, so the error names its line
-            self._lines = complete.split(b"\n") if lines is None else lines
+            self._partial_size = len(data) - end - 1
+            if len(complete) > self._limit:
+                self._lines = _bounded(complete.split(b"\n"), self._limit)
+            else:
+                lines = text_lines(complete)
+                # not UTF-8: decoded line by line instead, so the error names its line
+                self._lines = complete.split(b"\n") if lines is None else lines
             self._next = 0
+            if self._partial_size > self._limit:  # the text after the last "\n" is over the bound already
+                self._lines = [*self._lines, _Overlong(self._partial_size)]
+                self._partial = []
+                self._partial_size = 0
+                self._dropping = True
             return self.poll()
 
     def _decoded(self, line: bytes) -> str:
@@ -277,13 +350,29 @@ class LineSource:
                 line=self.lineno,
             ) from None
 
+    def _too_long(self, size: int) -> LineParseError:
+        """The error for line ``lineno``, over the bound (``size``: how much of it was seen, at least)."""
+        return LineParseError(
+            f"stdin line {self.lineno} is longer than the line bound of {self.max_line_bytes:,} bytes "
+            f"(at least {size:,} bytes); raise the bound (nbkit run --max-line-bytes, "
+            "StdioBroker(max_line_bytes=...)) or split the payload",
+            line=self.lineno,
+        )
+
     def _item(self, item: object) -> str:
         """One item of an iterable or ``readline``: str or bytes, its trailing ``\\n`` dropped."""
         self.lineno += 1
         if isinstance(item, (bytes, bytearray)):
+            if len(item) > self._limit and len(item.rstrip(b"\n")) > self._limit:
+                raise self._too_long(len(item))
             text = self._decoded(bytes(item))
         elif isinstance(item, str):
             text = item
+            # a character is 1-4 UTF-8 bytes: the exact count is only needed near the bound
+            if len(text) * 4 > self._limit and len(text.rstrip("\n").encode("utf-8", "surrogatepass")) > self._limit:
+                raise self._too_long(len(text.encode("utf-8", "surrogatepass")))
+        elif isinstance(item, _Overlong):
+            raise self._too_long(item.size)
         else:
             raise TypeError(f"stdin lines are str or bytes, not {type(item).__name__}")
         return text[:-1] if text.endswith("\n") else text
@@ -309,6 +398,30 @@ def text_lines(data: bytes) -> list[str] | None:
 #: The pure-Python twin, kept under its own name for the twin tests.
 text_lines_pure = text_lines
 text_lines = pick("text_lines", text_lines_pure)  # noqa: F811 (the twin this process runs)
+
+
+def _bounded(lines: list[bytes], limit: int) -> list[str | bytes | _Overlong]:
+    """``lines`` with each one over ``limit`` bytes replaced by its :class:`_Overlong` marker."""
+    return [_Overlong(len(line)) if len(line) > limit else line for line in lines]
+
+
+def _bounded_readlines(readline: Callable[..., Any], limit: int) -> Iterator[Any]:
+    """The lines of a file read with ``readline(limit + 1)``: never more than the bound of a line in
+    memory; a line over it is read on to its end in pieces that are dropped, and given as :class:`_Overlong`."""
+    size = limit + 1 if limit < (1 << 62) else -1
+    while True:
+        line = readline(size)
+        if not line:
+            return
+        newline = b"\n" if isinstance(line, (bytes, bytearray)) else "\n"
+        if size < 0 or len(line) < size or line.endswith(newline):
+            yield line
+            continue
+        seen = len(line)
+        while line and not line.endswith(newline):
+            line = readline(size)
+            seen += len(line)
+        yield _Overlong(seen)
 
 
 def _split_text(text: str) -> list[str]:

@@ -218,3 +218,26 @@ def test_large_file_opens_and_scrolls(lab_server, browser_page, budget, artifact
         _wait_rows(page, budget, "s.rows.some(r => r.row === 2998 && r.selected && r.cells[2] === '1000')")
         page.screenshot(path=str(shot) + "-light.png")
         print(f"large file ({n:,} messages): first rows shown {opened:.2f} s after the open command")
+
+
+def test_damage_at_the_end_is_a_damaged_region_and_indexing_ends(lab_server, browser_page, budget, artifacts_dir):
+    page = browser_page.page
+    tail = lab_server.root_dir / "tail.ss"
+    _write_orders(tail, 600, interval=1024)
+    raw = bytearray(tail.read_bytes())
+    raw[-150:-110] = bytes(40)  # in the last frames, with no beacon after them
+    tail.write_bytes(bytes(raw))
+    expected = summarize(tail)
+    assert len(expected.damaged) == 1 and expected.end.reason == "end"
+    shot = artifacts_dir / "test_damage_at_the_end_is_a_damaged_region_and_indexing_ends"
+    with failure_artifacts(page, shot, artifacts_dir, "viewer-tail", browser_page.console, lab_server, budget):
+        _open_lab(page, lab_server, budget)
+        _open_file(page, lab_server, budget, "tail.ss")
+        settled = (
+            f"(s.status ?? '').includes('{expected.message_count} messages') && s.damage.length === 1"
+            " && (s.status ?? '').includes('1 damaged region') && !(s.status ?? '').includes('indexing')"
+        )
+        _wait_rows(page, budget, settled)
+        state = _state(page)
+        assert "trailing" not in state["status"] and "0 messages recovered after it" in state["damage"][0], state
+        page.screenshot(path=str(shot) + "-light.png")

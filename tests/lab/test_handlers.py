@@ -210,3 +210,171 @@ async def test_handlers_need_the_token(jp_fetch, jp_root_dir):
     with pytest.raises(HTTPClientError) as caught:
         await jp_fetch("nbkit", "viewer", "summary", params={"path": "orders.ss"}, headers={"Authorization": ""})
     assert caught.value.code == 403
+
+
+async def test_hidden_files_are_refused_as_jupyter_refuses_them(jp_fetch, jp_root_dir, jp_serverapp):
+    (jp_root_dir / ".hidden").mkdir()
+    _write(jp_root_dir / ".hidden" / "secret.ss", 3)
+    _write(jp_root_dir / ".dot.ss", 3)
+    before = sorted(p.relative_to(jp_root_dir) for p in jp_root_dir.rglob("*"))
+    for path in (".hidden/secret.ss", ".dot.ss", ".hidden/missing.ss"):
+        for route in ("summary", "messages", "locate"):
+            code, message = await _refused(jp_fetch, route, path=path)
+            assert code == 404 and f"{path!r} is hidden" in message and "allow_hidden" in message, (route, message)
+        with pytest.raises(HTTPClientError) as caught:
+            await jp_fetch("nbkit", "viewer", "notebook", method="POST", body=json.dumps({"path": path}))
+        assert caught.value.code == 404
+        # Jupyter's own contents API refuses the same paths
+        with pytest.raises(HTTPClientError) as caught:
+            await jp_fetch("api", "contents", path)
+        assert caught.value.code == 404
+    assert sorted(p.relative_to(jp_root_dir) for p in jp_root_dir.rglob("*")) == before  # nothing written
+    jp_serverapp.contents_manager.allow_hidden = True
+    assert (await _get(jp_fetch, "summary", path=".hidden/secret.ss"))["message_count"] == 3
+    assert (await _get(jp_fetch, "summary", path=".dot.ss"))["message_count"] == 3
+
+
+async def test_refused_notebook_requests_write_nothing(jp_fetch, jp_root_dir):
+    (jp_root_dir / "notes.ss").write_text("hello, not a stream file\n" * 10)
+    for body, status in (
+        (json.dumps({"path": "notes.ss"}), 422),
+        (json.dumps({"path": 5}), 400),
+        ("[1, 2]", 400),
+        ("{not json", 400),
+        (json.dumps({"path": "missing.ss"}), 404),
+    ):
+        with pytest.raises(HTTPClientError) as caught:
+            await jp_fetch("nbkit", "viewer", "notebook", method="POST", body=body)
+        assert caught.value.code == status, body
+        message = json.loads(caught.value.response.body)["message"]
+        assert str(jp_root_dir) not in message
+    assert not list(jp_root_dir.glob("*.ipynb"))
+
+
+@pytest.mark.parametrize(
+    ("route", "params", "says"),
+    [
+        ("messages", {"start": "--5"}, "start='--5' is not an integer"),
+        ("messages", {"start": "²"}, "start='²' is not an integer"),
+        ("messages", {"start": "1_000"}, "start='1_000' is not an integer"),
+        ("messages", {"start": "-1"}, "start=-1 is out of range"),
+        ("messages", {"start": str(1 << 63)}, "is out of range"),
+        ("messages", {"count": "0"}, "count=0 is out of range"),
+        ("messages", {"count": "1e3"}, "count='1e3' is not an integer"),
+        ("locate", {"offset": "abc"}, "offset='abc' is not an integer"),
+        ("locate", {"seq": "-3", "key": "orders"}, "seq=-3 is out of range"),
+        ("locate", {"time": "--5"}, "time='--5' is neither"),
+        ("locate", {"time": "²"}, "time='²' is neither"),
+        ("locate", {"time": "253402300800000"}, "time=253402300800000 is out of range"),
+        ("locate", {"time": "9" * 40}, "is out of range"),
+        ("locate", {"time": "-1"}, "time=-1 is out of range"),
+        ("locate", {"time": "+10000-01-01T00:00:00"}, "is neither"),
+        ("locate", {"time": "1969-12-31T23:59:59"}, "is out of range"),
+        ("locate", {"time": "2024-02-30T00:00:00"}, "is neither"),
+        ("locate", {"key": "a\x00b"}, "key= is not a stream key"),
+    ],
+)
+async def test_every_bad_parameter_is_a_400_naming_it(jp_fetch, jp_root_dir, route, params, says):
+    _write(jp_root_dir / "orders.ss", 10)
+    code, message = await _refused(jp_fetch, route, path="orders.ss", **params)
+    assert (code, says in message) == (400, True), message
+
+
+async def test_a_parameter_given_twice_is_refused(jp_fetch, jp_root_dir):
+    _write(jp_root_dir / "orders.ss", 10)
+    with pytest.raises(HTTPClientError) as caught:
+        await jp_fetch("nbkit", "viewer", "messages", params=[("path", "orders.ss"), ("start", "1"), ("start", "2")])
+    assert caught.value.code == 400
+    assert "start= is given 2 times" in json.loads(caught.value.response.body)["message"]
+
+
+async def test_errors_name_paths_relative_to_the_root(jp_fetch, jp_root_dir):
+    (jp_root_dir / "data").mkdir()
+    (jp_root_dir / "data" / "notes.ss").write_bytes(b"\x00" * 300)
+    code, message = await _refused(jp_fetch, "summary", path="data/notes.ss")
+    assert code == 422 and "data/notes.ss" in message
+    assert str(jp_root_dir) not in message and str(jp_root_dir.resolve()) not in message
+
+
+async def test_a_file_rewritten_in_place_gets_a_new_index(jp_fetch, jp_root_dir, tmp_path):
+    path = jp_root_dir / "redo.ss"
+    _write(path, 10)  # keys orders and audit, created at T0
+    body = await _get(jp_fetch, "summary", path="redo.ss")
+    assert body["keys"] == ["audit", "orders"]
+    other = tmp_path / "redo.ss"  # the same header (name, creation time), other records, larger
+    with StreamWriter(other, beacon_interval=1 << 20, created_at_ms=T0, clock_ms=lambda: T0) as w:
+        for i in range(30):
+            w.write("books", b'{"book": %d}' % i, timestamp_ms=T0 + 1000 + i)
+    inode = path.stat().st_ino
+    path.write_bytes(other.read_bytes())  # truncated and rewritten: the same inode, larger
+    assert path.stat().st_ino == inode
+    body = await _get(jp_fetch, "summary", path="redo.ss")
+    assert body["keys"] == ["books"] and body["message_count"] == 30
+    assert body["streams"] == summarize(path).to_dict()["streams"]
+    assert (await _get(jp_fetch, "locate", path="redo.ss", time=T0 + 1005))["row"] == 5
+    page = await _get(jp_fetch, "messages", path="redo.ss", start=0, count=2)
+    assert [r["payload"]["text"] for r in page["rows"]] == ['{"book": 0}', '{"book": 1}']
+
+
+async def _settled(jp_fetch, path: str) -> dict:
+    """The summary once indexing says it is done (a bounded number of polls: it must end)."""
+    for _ in range(100):
+        body = await _get(jp_fetch, "summary", path=path)
+        if body["progress"]["done"]:
+            return body
+    raise AssertionError(f"indexing of {path} never said done: {body['progress']}")
+
+
+async def test_damage_at_the_end_is_a_damaged_region_as_nbkit_info_says(jp_fetch, jp_root_dir):
+    path = jp_root_dir / "tail.ss"
+    _write(path, 400, interval=1024)
+    raw = bytearray(path.read_bytes())
+    raw[-150:-110] = bytes(40)  # in the last frames, no beacon after them
+    path.write_bytes(bytes(raw))
+    expected = summarize(path).to_dict()
+    assert expected["damaged"] and expected["end"]["reason"] == "end"
+    body = await _settled(jp_fetch, "tail.ss")
+    assert body["end"] == expected["end"] and body["message_count"] == expected["message_count"]
+    assert [(d["start"], d["end"], d["recovered_after"]) for d in body["damaged"]] == [
+        (d["start"], d["end"], d["recovered_after"]) for d in expected["damaged"]
+    ]
+    assert "trailing bytes" not in body["text"] and "damaged" in body["text"]
+    again = await _get(jp_fetch, "summary", path="tail.ss")
+    assert again["progress"]["done"] is True and again["progress"]["busy"] is False
+
+
+async def test_a_torn_last_frame_is_reported_as_nbkit_info_does_and_indexing_ends(jp_fetch, jp_root_dir):
+    path = jp_root_dir / "torn.ss"
+    _write(path, 50)
+    with open(path, "r+b") as f:
+        f.truncate(path.stat().st_size - 7)  # the last frame cut short
+    expected = summarize(path).to_dict()
+    body = await _settled(jp_fetch, "torn.ss")
+    assert body["end"] == expected["end"] and body["end"]["trailing_bytes"] > 0
+    assert body["message_count"] == expected["message_count"] == 49
+    assert body["damaged"] == [] == expected["damaged"]
+    # the writer completes it: the index goes on from where it stopped
+    with StreamWriter(path) as w:
+        w.write("orders", b'{"late": 1}')
+    for _ in range(100):
+        body = await _get(jp_fetch, "summary", path="torn.ss")
+        if body["progress"]["done"] and body["size"] == path.stat().st_size:
+            break
+    assert body["end"] == summarize(path).to_dict()["end"]
+
+
+async def test_a_file_rewritten_with_its_old_size_and_time_gets_a_new_index(jp_fetch, jp_root_dir, tmp_path):
+    path = jp_root_dir / "same.ss"
+    _write(path, 10)  # keys orders and audit
+    assert (await _get(jp_fetch, "summary", path="same.ss"))["keys"] == ["audit", "orders"]
+    other = tmp_path / "same.ss"
+    with StreamWriter(other, beacon_interval=1 << 20, created_at_ms=T0, clock_ms=lambda: T0) as w:
+        for i in range(10):  # keys of the same lengths, the same payloads: the same size
+            w.write(("ORDERS", "notes")[i % 2], b'{"id": %d}' % i, timestamp_ms=T0 + 10 * i)
+    before = path.stat()
+    path.write_bytes(other.read_bytes())
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))  # as cp -p or rsync -t leave it
+    after = path.stat()
+    assert (after.st_ino, after.st_size, after.st_mtime_ns) == (before.st_ino, before.st_size, before.st_mtime_ns)
+    body = await _get(jp_fetch, "summary", path="same.ss")
+    assert body["keys"] == ["ORDERS", "notes"] and body["message_count"] == 10

@@ -442,3 +442,22 @@ def test_any_argument_list_returns_an_exit_status(bad_files, corpus, tmp_path, d
     assert "Traceback" not in err.getvalue()
     if rc == 2 and not err.getvalue().startswith("nbkit: "):
         assert "usage: nbkit" in err.getvalue()  # argparse's own message for a usage error
+
+
+def test_subprocess_run_names_the_stdin_line_over_the_line_bound(tmp_path, child_env) -> None:
+    (tmp_path / "svc.py").write_text(UTF8_SERVICE)
+    stdin = b"[jobs] fine\n[jobs] " + b"x" * 5000 + b"\n[jobs] after\n"
+    rc, out, err = _nbkit(["run", "--log-level", "ERROR", "svc:app"], child_env, cwd=tmp_path, stdin=stdin)
+    assert rc == 0 and len(out.splitlines()) == 3, err  # the default bound (16 MiB) takes it
+    rc, out, err = _nbkit(
+        ["run", "--log-level", "ERROR", "--max-line-bytes", "4KiB", "svc:app"], child_env, cwd=tmp_path, stdin=stdin
+    )
+    assert rc == 1 and [ln.split("] ", 1)[1] for ln in out.splitlines()] == ["fine"]
+    assert "Traceback" not in err
+    assert "nbkit: line 2: stdin line 2 is longer than the line bound of 4,096 bytes" in err, err
+    rc, out, err = _nbkit(
+        ["run", "--max-line-bytes", "4KiB", "--on-bad-lines", "skip", "svc:app"], child_env, cwd=tmp_path, stdin=stdin
+    )
+    assert rc == 0 and [ln.split("] ", 1)[1] for ln in out.splitlines()] == ["fine", "after"], err
+    rc, _, err = _nbkit(["run", "--max-line-bytes", "lots", "svc:app"], child_env, cwd=tmp_path)
+    assert rc == 2 and "--max-line-bytes" in err

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from nbkit.errors import ConfigurationError, StdoutClosedError, Utf8Error
-from nbkit.transport.pipe_io import CHUNK_SIZE, LineSink, LineSource
+from nbkit.errors import ConfigurationError, LineParseError, StdoutClosedError, Utf8Error
+from nbkit.transport.pipe_io import CHUNK_SIZE, MAX_LINE_BYTES, LineSink, LineSource
 from nbkit.transport.polling import NEED_MORE
 
 
@@ -199,3 +199,89 @@ def test_text_lines_twins_agree(pieces):
     pure, compiled = _text_lines_twins()
     data = b"".join(pieces)
     assert compiled(data) == pure(data)
+
+
+# ---------------------------------------------------------------- the line bound
+
+
+def test_a_line_over_the_bound_names_its_line_and_the_next_line_is_read(tmp_path):
+    r, w = os.pipe()
+    with os.fdopen(r, "rb") as reader:
+        source = LineSource(reader, max_line_bytes=1000)
+        os.write(w, b"first\n" + b"x" * 999 + b"\n" + b"y" * 1001 + b"\nafter\n")
+        assert source.poll() == "first" and source.poll() == "x" * 999  # at the bound: taken
+        with pytest.raises(LineParseError, match=r"^line 3: stdin line 3 is longer than the line bound of 1,000 bytes"):
+            source.poll()
+        assert (source.poll(), source.lineno) == ("after", 4)
+        os.close(w)
+        assert source.poll() is None
+
+
+def test_a_line_over_the_bound_is_refused_before_its_newline_arrives_and_its_rest_is_dropped():
+    r, w = os.pipe()
+    with os.fdopen(r, "rb") as reader:
+        source = LineSource(reader, max_line_bytes=1000)
+        os.write(w, b"ok\n" + b"z" * 600)
+        assert drain(source) == [("ok", 1), NEED_MORE]
+        os.write(w, b"z" * 600)  # 1200 bytes and no newline: over the bound already
+        with pytest.raises(LineParseError, match="stdin line 2 is longer"):
+            source.poll()
+        os.write(w, b"z" * 5000)  # more of the same line: read and dropped
+        assert source.poll() is NEED_MORE
+        os.write(w, b"zz\nnext\ntail")
+        os.close(w)
+        assert drain(source) == [("next", 3), ("tail", 4), None]
+
+
+def test_the_read_holds_no_more_than_the_bound_of_a_long_line(tmp_path):
+    import tracemalloc
+
+    path = tmp_path / "long.txt"
+    with path.open("wb") as f:
+        f.write(b"short\n")
+        for _ in range(32):  # a 32 MiB line
+            f.write(b"p" * (1 << 20))
+        f.write(b"\nlast\n")
+    with path.open("rb") as stdin:
+        source = LineSource(stdin, max_line_bytes=256 << 10)
+        tracemalloc.start()
+        try:
+            assert source.poll() == "short"
+            with pytest.raises(LineParseError, match="stdin line 2"):
+                source.poll()
+            assert (source.poll(), source.lineno) == ("last", 3)
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+    assert peak < 2 << 20, f"peak {peak:,} bytes while reading a 32 MiB line with a 256 KiB bound"
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda lines: lines,  # a list of str
+        lambda lines: [s.encode() for s in lines],  # a list of bytes
+        lambda lines: io.BytesIO("".join(s + "\n" for s in lines).encode()),  # readline in pieces
+        lambda lines: io.StringIO("".join(s + "\n" for s in lines)),
+        lambda lines: "\n".join(lines),
+    ],
+)
+def test_every_kind_of_source_has_the_bound(make):
+    lines = ["a", "é" * 500, "é" * 501, "b" * 1001, "c"]  # 1000 bytes, 1002 bytes, 1001 bytes
+    source = LineSource(make(lines), max_line_bytes=1000)
+    assert source.poll() == "a" and source.poll() == "é" * 500
+    for lineno in (3, 4):
+        with pytest.raises(LineParseError, match=f"stdin line {lineno} is longer"):
+            source.poll()
+    assert (source.poll(), source.lineno) == ("c", 5)
+    assert source.poll() is None
+
+
+def test_the_bound_can_be_lifted_and_is_checked():
+    assert MAX_LINE_BYTES == 16 << 20
+    assert LineSource(["x" * (MAX_LINE_BYTES + 1)], max_line_bytes=0).poll() == "x" * (MAX_LINE_BYTES + 1)
+    with pytest.raises(LineParseError):
+        LineSource(["x" * (MAX_LINE_BYTES + 1)]).poll()
+    for bad in (-1, 1.5, "10"):
+        with pytest.raises(ConfigurationError, match="max_line_bytes"):
+            LineSource([], max_line_bytes=bad)  # type: ignore[arg-type]
