@@ -311,7 +311,8 @@ def scan_stream(
         needed = set(wanted)
         if predicate is not None:
             needed |= set(predicate.meta.root_names())
-        mode: ScanPayload = payload if "payload" in needed else "bytes"  # bytes: no text check for a column not asked for
+        # bytes: no text check for a column not asked for
+        mode: ScanPayload = payload if "payload" in needed else "bytes"
         table = _read(path, narrowed, mode, options)
         if table is None:
             frame = pl.DataFrame(schema=schema)
