@@ -45,8 +45,10 @@ def main(argv: list[str] | None = None) -> int:
 
         one_key = pl.col("stream_key") == "orders"
         late = dt.datetime.fromtimestamp((c.T0_MS + n * 9 // 10) / 1000, dt.UTC)
-        t_scan = c.time_it(lambda: scan_stream(ss).filter(one_key).collect(), args.repeat)
-        t_late = c.time_it(lambda: scan_stream(ss).filter(pl.col("timestamp") > late).collect(), args.repeat)
+        t_scan = c.time_it(lambda: scan_stream(ss, progress=False).filter(one_key).collect(), args.repeat)
+        t_late = c.time_it(
+            lambda: scan_stream(ss, progress=False).filter(pl.col("timestamp") > late).collect(), args.repeat
+        )
         t_eager = c.time_it(lambda: pl.from_arrow(nbkit.read_arrow(ss, progress=False)), args.repeat)
         t_nd = c.time_it(lambda: pl.read_ndjson(nd), args.repeat)
         t_ndscan = c.time_it(lambda: pl.scan_ndjson(nd).filter(one_key).collect(), args.repeat)

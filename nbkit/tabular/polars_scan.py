@@ -231,6 +231,7 @@ def scan_stream(
     on_bad_frames: str = "error",
     storage_options: dict[str, Any] | None = None,
     block_size: int | None = None,
+    progress: bool | None = None,
 ) -> Any:
     """A ``.ss`` stream file as a ``polars.LazyFrame``: filters on ``stream_key``, ``timestamp`` and ``seq`` read
     only the part of the file the beacons say can hold the rows, and unused columns are not built.
@@ -249,8 +250,8 @@ def scan_stream(
     payload : {"text", "bytes"}
         The ``payload`` column as text (what ``read_arrow`` gives for UTF-8 payloads) or bytes. The type must
         be known before the file is read, so ``"auto"`` is not offered.
-    include_internal, on_bad_frames, storage_options, block_size
-        As for :func:`nbkit.read_stream`.
+    include_internal, on_bad_frames, storage_options, block_size, progress
+        As for :func:`nbkit.read_stream` (``progress``: a bar while a big file is read at collect).
 
     Returns
     -------
@@ -301,6 +302,7 @@ def scan_stream(
         "on_bad_frames": on_bad_frames,
         "storage_options": storage_options,
         "block_size": block_size,
+        "progress": progress,
     }
 
     def source(
