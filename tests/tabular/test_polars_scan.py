@@ -91,6 +91,8 @@ def test_n_rows(stream_file, eager):
     orders = pl.col("stream_key") == "orders"
     assert lf.filter(orders).head(7).collect().equals(eager.filter(orders).head(7))
     assert lf.select("seq").head(0).collect().height == 0
+    assert lf.select(pl.len()).collect().item() == N  # no column asked for: still every row counted
+    assert lf.filter(orders).select(pl.len()).collect().item() == eager.filter(orders).height
 
 
 def test_bytes_payloads(stream_file):
