@@ -52,7 +52,7 @@ myst_enable_extensions = ["colon_fence", "deflist", "html_admonition"]
 myst_heading_anchors = 3
 
 # -- API reference ---------------------------------------------------------------------------------------
-nbkit_api_namespaces = ["nbkit", "nbkit.plot", "nbkit.widgets", "nbkit.exercises", "nbkit.dask"]
+nbkit_api_namespaces = ["nbkit", "nbkit.plot", "nbkit.widgets", "nbkit.exercises", "nbkit.dask", "nbkit.polars"]
 autosummary_generate = True
 autosummary_imported_members = True
 autodoc_typehints = "none"
@@ -76,7 +76,7 @@ _EXTERNAL = (
     r"callable|iterable|sequence|mapping|optional|any|Exception|BaseException|\w+Error|\w+Warning|"
     r"KeyboardInterrupt|SystemExit|path-like|file-like|os\.PathLike)"
     r"|(typing|collections|enum|os|pathlib|datetime|io|logging|argparse|threading|signal|decimal|json|"
-    r"numpy|np|pandas|pd|matplotlib|ipywidgets|IPython|dask|distributed|pyarrow|msgspec)(\..*)?"
+    r"numpy|np|pandas|pd|matplotlib|ipywidgets|IPython|dask|distributed|pyarrow|polars|pl|duckdb|msgspec)(\..*)?"
 )
 nitpick_ignore_regex = [(r"py:.*", _EXTERNAL)]
 

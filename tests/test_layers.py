@@ -23,7 +23,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "nbkit"
 #: The layers, lowest first; a module's layer is its first dotted part under nbkit.
 LAYERS = ["errors", "wire", "transport", "runtime", "tabular", "notebook", "scale", "lab", "cli"]
 #: Modules above every layer: the public namespaces.
-TOP = {"__init__", "__main__", "command", "plot", "widgets", "exercises", "dask"}
+TOP = {"__init__", "__main__", "command", "plot", "widgets", "exercises", "dask", "polars"}
 
 
 #: Modules of a layer that sit beside its module instead of inside a package: the CLI's --help examples.

@@ -1,20 +1,28 @@
 """Where a window of a stream file starts and stops, found from the beacons instead of by reading.
 
 A read of the messages later than a time (or from a sequence number on), for one stream key, several or
-all of them, need not read what lies before: each beacon's markers give, per stream key, the largest
-sequence number and timestamp written so far (format spec §6.1). So for every wanted key a binary search
-over the beacons (spec §11.2, the search upstream's ``seek`` makes for one key) finds the last beacon
-before which all that key's messages are still outside the window, and the read starts at the earliest
-of those beacons. The same markers say where a window's end lies: once a key's largest timestamp (or
-sequence number) so far has reached the end, its later messages are all past it; the read stops at the
-first beacon where that holds for every wanted key.
+all of them, need not read what lies before: each beacon's markers give, per stream (a key on one shard),
+the largest sequence number and timestamp written so far (format spec §6.1). So for every stream of a
+wanted key a binary search over the beacons that name it (spec §11.2, the search upstream's ``seek``
+makes for one stream) finds the last beacon before which all that stream's messages are still outside the
+window, and the read starts at the earliest of those beacons. The same markers say where a window's end
+lies: once a stream's largest timestamp (or sequence number) so far has reached the end, its later
+messages are all past it; the read stops at the first beacon where that holds for every stream of every
+wanted key. A key written on several shards is searched shard by shard: each shard has its own sequence
+numbers and its own clock, and a beacon names some of them only.
 
-What it costs: a few small reads of beacons (``2 log2(beacons)`` per key, plus any beacon that names
-none of the wanted keys), then the frames from the start beacon to the stop beacon. A key that no beacon
-names gives no bound: the window then starts at the beginning (or stops at the end), so nothing is
-missed. What it assumes, as upstream's seek does: a key's timestamps and sequence numbers do not go
-backwards in file order (every writer stamps them so). The window found is a superset: a reader still
-keeps only the rows inside the time and sequence bounds (:meth:`Window.keep`).
+Which streams a key has: the last beacon names every stream written before it when it holds fewer markers
+than a beacon has room for (the writer names all it can, spec §6.2; 127 at the default interval); else
+(more streams than that, named round robin) every beacon is read. Streams the searches' beacons name
+besides are searched too.
+
+What it costs: a few small reads of beacons (``2 log2(beacons)`` per stream, plus any beacon that names
+none of them), then the frames from the start beacon to the stop beacon. A key that no beacon names gives
+no bound: the window then starts at the beginning (or stops at the end), so nothing is missed. What it
+assumes, as upstream's seek does: a stream's timestamps and sequence numbers do not go backwards in file
+order (every writer stamps them so), and a stream first written after the file's last beacon starts past
+a window's end. The window found is a superset: a reader still keeps only the rows inside the time and
+sequence bounds (:meth:`Window.keep`).
 
 With ``keys=None`` (every key) the stream keys are those the beacons name, found by reading each beacon
 (``beacons`` small reads).
@@ -26,7 +34,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from nbkit.transport.file_reader import StreamReader
-from nbkit.wire.ssformat import Beacon
+from nbkit.wire.ssformat import Beacon, num_markers
 
 __all__ = ["Window", "beacon_keys", "find_window"]
 
@@ -85,12 +93,17 @@ class Window:
         )
 
 
+#: A stream of the file: (stream key, shard id). Sequence numbers and the beacons' markers are per stream.
+Stream = tuple[str, int]
+
+
 class _Beacons:
     """The file's beacons read on demand, each once (small reads, not the reader's 4 MiB buffer)."""
 
     def __init__(self, reader: StreamReader, first: int) -> None:
         self.reader = reader
         self.interval = reader.interval
+        self.capacity = num_markers(self.interval)  # markers a writer puts in a beacon at most (spec §6.2)
         self.first = max(1, -(-first // self.interval))  # the first boundary at or after ``first``
         self.last = (reader.size() - 1) // self.interval  # the last boundary inside the file
         self._seen: dict[int, Beacon | None] = {}
@@ -100,38 +113,48 @@ class _Beacons:
             self._seen[b] = self.reader.peek_beacon(b * self.interval)
         return self._seen[b]
 
-    def keys(self) -> set[str]:
-        found: set[str] = set()
+    def read_all(self) -> None:
         for b in range(self.first, self.last + 1):
-            beacon = self.get(b)
-            if beacon is not None:
-                found.update(m.stream_key for m in beacon.markers)
-        return found
+            self.get(b)
+
+    def named(self) -> set[Stream]:
+        """The streams named by the beacons read so far."""
+        return {(m.stream_key, m.shard_id) for beacon in self._seen.values() if beacon for m in beacon.markers}
+
+    def keys(self) -> set[str]:
+        self.read_all()
+        return {key for key, _ in self.named()}
+
+    def streams(self, keys: set[str]) -> set[Stream]:
+        """The streams of ``keys`` written before the last beacon: the last beacon names them all when it
+        holds fewer markers than a beacon has room for (the writer names every stream it can, spec §6.2);
+        else (a writer's round robin over more streams than that) every beacon is read."""
+        last = self.get(self.last)
+        if last is None or len(last.markers) >= self.capacity:
+            self.read_all()
+        return {stream for stream in self.named() if stream[0] in keys}
 
 
-def _judge(beacon: Beacon | None, key: str, left: Callable[[int, int], bool]) -> bool | None:
-    """True (left of the answer) / False (right) / None (undecided: no marker of ``key``, or unreadable)."""
-    if beacon is None:
-        return None
-    verdict = None
-    for m in beacon.markers:
-        if m.stream_key == key:
-            if not left(m.seq, m.timestamp_ms):
-                return False
-            verdict = True
-    return verdict
+def _judge(beacon: Beacon | None, stream: Stream, left: Callable[[int, int], bool]) -> bool | None:
+    """True (left of the answer) / False (right) / None (undecided: no marker of ``stream``, or unreadable)."""
+    if beacon is not None:
+        for m in beacon.markers:
+            if m.stream_key == stream[0] and m.shard_id == stream[1]:
+                return left(m.seq, m.timestamp_ms)
+    return None
 
 
-def _search(beacons: _Beacons, key: str, left: Callable[[int, int], bool]) -> tuple[int, int | None]:
-    """The last beacon judged left and the first judged right (None: none), for one key (§11.2's
-    binary search, undecided beacons skipped one at a time)."""
+def _search(beacons: _Beacons, stream: Stream, left: Callable[[int, int], bool]) -> tuple[int, int | None]:
+    """The last beacon judged left and the first judged right (None: none), for one stream (§11.2's
+    binary search, undecided beacons skipped one at a time). A stream's markers are its largest sequence
+    number and timestamp so far, so the judgement is monotonic over the beacons that name it."""
     lo, hi = beacons.first, beacons.last
     best_left, best_right = 0, None
     while lo <= hi:
         mid = (lo + hi) // 2
         decided = None
         for b in (*range(mid, hi + 1), *range(mid - 1, lo - 1, -1)):
-            verdict = _judge(beacons.get(b), key, left)
+            verdict = _judge(beacons.get(b), stream, left)
             if verdict is not None:
                 decided = (b, verdict)
                 break
@@ -171,7 +194,7 @@ def find_window(
     after_ms, end_ms : int, optional
         Messages later than ``after_ms``, earlier than ``end_ms`` (epoch ms).
     start_seq, end_seq : int, optional
-        Messages with a sequence number from ``start_seq`` to ``end_seq`` (inclusive), per key.
+        Messages with a sequence number from ``start_seq`` to ``end_seq`` (inclusive), per stream.
 
     Returns
     -------
@@ -199,25 +222,34 @@ def find_window(
     beacons = _Beacons(reader, pos)
     if beacons.first > beacons.last:
         return window  # no beacon after the start: nothing to skip by
-    wanted = sorted(set(keys) if keys is not None else beacons.keys())
+    wanted = set(keys) if keys is not None else beacons.keys()
     if not wanted:
         return window
 
-    def before_start(seq: int, ts: int) -> bool:  # every message of the key up to here is before the window
+    def before_start(seq: int, ts: int) -> bool:  # every message of the stream up to here is before the window
         return (after_ms is None or ts <= after_ms) and (start_seq is None or seq < start_seq)
 
-    def before_stop(seq: int, ts: int) -> bool:  # the key's messages may still reach into the window
+    def before_stop(seq: int, ts: int) -> bool:  # the stream's messages may still reach into the window
         return (end_ms is None or ts < end_ms) and (end_seq is None or seq <= end_seq)
 
     start_beacon: int | None = None
     stop_beacon: int | None = 0
-    for key in wanted:
+    searched: set[Stream] = set()
+    pending = beacons.streams(wanted)
+    while pending:  # each stream of a wanted key, and any the searches' beacons name besides
+        stream = min(pending)
+        pending.discard(stream)
+        searched.add(stream)
         if bounded_start:
-            left, _ = _search(beacons, key, before_start)
+            left, _ = _search(beacons, stream, before_start)
             start_beacon = left if start_beacon is None else min(start_beacon, left)
         if bounded_end and stop_beacon is not None:
-            _, right = _search(beacons, key, before_stop)
+            _, right = _search(beacons, stream, before_stop)
             stop_beacon = None if right is None else max(stop_beacon, right)
+        if not pending:
+            pending = {s for s in beacons.named() if s[0] in wanted} - searched
+    if wanted - {key for key, _ in searched}:  # a key no beacon names: no bound
+        start_beacon, stop_beacon = 0, None
     start = pos
     if start_beacon and start_beacon * beacons.interval > pos:
         reader.resync(start_beacon)

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import random
 
 import pandas as pd
 import pytest
 
-from nbkit import FilePosition, StreamReader, StreamWriter, UnknownKeyError, read_stream
+from nbkit import FilePosition, StreamReader, StreamWriter, UnknownKeyError, read_arrow, read_stream
 from nbkit.tabular import selection
 from nbkit.transport.windows import beacon_keys, find_window
 
@@ -139,3 +140,50 @@ def test_a_key_with_no_message_in_the_window_is_not_unknown(tmp_path):
         writer.write("refunds", b"r", timestamp_ms=T0 + 500)
     assert len(read_stream(path, keys="refunds", end=T0 + 10)) == 0
     assert len(read_stream(path, keys="refunds", start=T0 + 100)) == 1
+
+
+def _write_sharded(path, interval: int) -> None:
+    """One key on three shards that advance at different rates (shard 0 fastest, in time and in sequence)
+    beside a second key: each shard's markers rise on their own, so no one shard tells where a window
+    starts or stops for the key."""
+    rng = random.Random(7)
+    with StreamWriter(path, beacon_interval=interval) as writer:
+        for n in range(4000):
+            shard = rng.choice((0, 0, 0, 1, 2))
+            key = rng.choice(("orders", "orders", "audit"))
+            at = n if shard == 0 else n // 3
+            writer.write(key, b'{"n": %d}' % n, shard_id=shard, timestamp_ms=T0 + at * 1000)
+
+
+# the reader's plausibility check takes a key's records on other shards for damaged sequence numbers
+@pytest.mark.filterwarnings("ignore::nbkit.transport.damage.SuspectRecordWarning")
+@pytest.mark.parametrize("interval", [1024, 4096])  # one marker a beacon (round robin), and room for all
+def test_a_key_on_several_shards_loses_no_row(tmp_path, interval):
+    path = tmp_path / "sharded.ss"
+    _write_sharded(path, interval)
+    whole = read_stream(path)
+    assert whole.groupby(["stream_key", "shard_id"], observed=True).size().size == 6
+    orders = whole["stream_key"] == "orders"
+    ms = whole["timestamp"].dt.as_unit("ms").astype("int64")
+    cases = [
+        (dict(start=FilePosition.sequence(400)), whole["seq"] >= 400),
+        (dict(start=T0 + 1_500_000), ms > T0 + 1_500_000),
+        (dict(end=T0 + 1_200_000), ms < T0 + 1_200_000),
+        (dict(start=T0 + 600_000, end=T0 + 2_000_000), (ms > T0 + 600_000) & (ms < T0 + 2_000_000)),
+    ]
+    for options, mask in cases:
+        want = whole.loc[orders & mask, "offset"].tolist()
+        assert want, options
+        assert read_stream(path, keys="orders", **options)["offset"].tolist() == want, options
+        assert read_arrow(path, keys="orders", **options).column("offset").to_pylist() == want, options
+    for bounds, mask in [
+        (dict(start_seq=300, end_seq=500), (whole["seq"] >= 300) & (whole["seq"] <= 500)),
+        (dict(end_seq=200), whole["seq"] <= 200),
+    ]:
+        with StreamReader(path) as reader:
+            window = find_window(reader, keys=["orders"], **bounds)
+        inside = (whole["offset"] >= window.start) & (True if window.stop is None else whole["offset"] < window.stop)
+        kept = [window.keep(seq, t) for seq, t in zip(whole["seq"], ms, strict=True)]
+        got = whole.loc[orders & inside & pd.Series(kept, index=whole.index), "offset"].tolist()
+        assert got == whole.loc[orders & mask, "offset"].tolist(), bounds
+        assert window.start > 128 or window.stop is not None, bounds  # the beacons did narrow the read
