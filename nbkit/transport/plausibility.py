@@ -207,11 +207,15 @@ def _streams(keys: Sequence[str], key_code: np.ndarray, shard: np.ndarray, ignor
     n_shards, n_kept = len(values), len(kept)
     n_groups = (n_kept + 1) * n_shards  # the last n_shards groups: the ignored keys
     small = np.int16 if n_groups < 2**15 else np.int64
-    remap = np.full(max(len(keys), 1), n_kept, dtype=small)
-    remap[kept] = np.arange(n_kept, dtype=small)
-    group = remap[np.asarray(key_code)]
+    codes = np.asarray(key_code)
+    if n_kept == len(keys) and codes.dtype.itemsize <= np.dtype(small).itemsize:
+        group = codes  # no key left out: the codes are the groups (a read's int8 or int16 category codes)
+    else:
+        remap = np.full(max(len(keys), 1), n_kept, dtype=small)
+        remap[kept] = np.arange(n_kept, dtype=small)
+        group = remap[codes]
     if where is not None:
-        group = group * small(n_shards) + where.astype(small)
+        group = group.astype(small) * small(n_shards) + where.astype(small)
     counts = np.bincount(group, minlength=n_groups)[: n_kept * n_shards]
     start = np.zeros(len(counts) + 1, dtype=np.int64)
     np.cumsum(counts, out=start[1:])
@@ -273,7 +277,7 @@ def suspects(
     # the cheap signal: steps inside a stream where the sequence is not one more or time goes back; an
     # undamaged single-writer file has none, and the checks below look only around them
     step = s[1:] - s[:-1]
-    at = np.flatnonzero(((step != 1) | (t[1:] < t[:-1])) & ~head[1 : m])
+    at = np.flatnonzero(((step != 1) | (t[1:] < t[:-1])) & ~head[1:m])
     # a stream whose sequence goes back often is several writers' (merged producers): not one run to check
     back = at[step[at] <= 0] + 1
     orderly = np.bincount(np.searchsorted(start, back, side="right") - 1, minlength=len(size))
@@ -301,7 +305,9 @@ def suspects(
             found[int(order[j])] = ("timestamp", _time_problem(int(t[j]), int(t[j - 1]), int(t[j + 1]), k))
     if created_at_ms is not None:  # a stream's first record: the file's creation time bounds it from below
         first = start[:-1][(size >= 2) & orderly]
-        first = first[(s[first + 1] == s[first] + 1) & (t[first] < created_at_ms - tol) & (t[first + 1] >= created_at_ms)]
+        first = first[
+            (s[first + 1] == s[first] + 1) & (t[first] < created_at_ms - tol) & (t[first + 1] >= created_at_ms)
+        ]
         if len(first):
             lo = np.full(len(first), created_at_ms, dtype=np.int64)
             bit = _fitting_bit(t[first], lo, t[first + 1])
