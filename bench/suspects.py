@@ -190,7 +190,7 @@ def main() -> int:
         c.row("suspects(...) on its columns", check, n, f"{len(check.result)} flagged")  # type: ignore[arg-type]
         share = check.wall / read.wall
         results.append(c.verdict("the check within 10% of the read", share <= 0.10, f"{share:.1%} of it"))
-        del read, cols
+        del read
         # false positives
         false = 0
         for label, make in HEALTHY.items():
@@ -206,7 +206,8 @@ def main() -> int:
         m = args.damaged_messages if args.messages >= args.damaged_messages else args.messages
         base = os.path.join(tmp, "base.ss")
         c.write_stream(base, m, "small")
-        data = open(base, "rb").read()
+        with open(base, "rb") as f:
+            data = f.read()
         frame = read_stream(base, progress=False)
         # per kind: flips, flagged suspect, refused by the reader, lost in an earlier flip's damaged region
         hits = {kind: [0, 0, 0, 0] for kind in ("seq", "timestamp", "below", "shard")}

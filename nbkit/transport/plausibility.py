@@ -11,16 +11,26 @@ offset), shared by ``read_stream``, ``nbkit info`` and ``nbkit repair``:
   is taken to have ended before it.
 - :func:`suspects`: the frame checksum covers only the payload (spec §5), so a flipped bit in a frame's
   header changes its shard, sequence number or timestamp and still reads as a message. A record is
-  suspect when one of those fields breaks the pattern of its neighbours, which agree with each other:
+  suspect only when **one flipped bit** in one of those fields would make it fit its own (key, shard)
+  stream, whose neighbours around it agree with each other (damage from bit rot), not merely when it is
+  far from them (legitimate gaps are: an end-of-stream mark days after the last message, a file
+  appended days later, a clock step):
 
-  * ``timestamp``: more than :data:`TIME_TOLERANCE_MS` from both the record before and the record after it
-    (any key) while those two are within it of each other; or before the file's ``created_at`` while
-    both neighbours are not;
-  * ``seq``: not one more than the key's previous record while the key's next record is two more;
-  * ``shard_id``: a shard the key has no other record on, between two records of the key on one shard.
+  * ``seq``: outside its stream neighbours' seqs, which are at most three apart, and one bit from a
+    number between them;
+  * ``timestamp``: the record's seq is its neighbours' plus and minus one (one writer's run) and its
+    time lies more than :data:`TIME_TOLERANCE_MS` outside theirs (which are in order), one bit from
+    between them; a stream's first record is bounded below by the file's ``created_at``;
+  * ``shard_id``: the only record of its (key, shard), one bit from a shard of the key on which its seq
+    fits next to the records around its place, which leave a gap.
 
-  What no check can see: a flipped bit that moves a timestamp by less than the tolerance (bits below
-  2**22 ms), a sequence number of a key's first or last record, or a key that stays a valid key name.
+  The internal keys (end-of-stream and priming marks) are left out (``ignore_keys``), and so is a stream
+  whose sequence goes back more than rarely (merged producers interleaving their own numbering: no one
+  run to hold a record to). Cost: one linear pass (a counting sort of the small (key, shard) codes, a
+  difference of seq and time) finds the steps that break a stream's run; the checks look only there.
+  What it cannot see: a timestamp moved by less than the tolerance (bits below 2**10 ms), a flip in a
+  stream's last record (or its first, but for a timestamp before ``created_at``), flips in merged
+  producers' streams, a key that stays a valid key name.
 
 Both are pure (no I/O): numbers in, small records out.
 """
@@ -197,13 +207,15 @@ def _streams(keys: Sequence[str], key_code: np.ndarray, shard: np.ndarray, ignor
     kept = np.array([i for i, k in enumerate(keys) if k not in ignore], dtype=np.int64)
     sh = _int64(shard).view(np.uint64)
     lo, hi = int(sh.min()), int(sh.max())
+    values: np.ndarray
+    where: np.ndarray | None
     if lo == hi:  # one shard (the usual file): the key code is the stream
         values, where = np.array([lo], dtype=np.uint64), None
     elif hi < 256:  # a few small shard ids: they index themselves
         values, where = np.arange(hi + 1, dtype=np.uint64), sh
     else:  # large shard ids (or a damaged one): number the distinct ones
-        values, where = np.unique(sh, return_inverse=True)
-        where = where.ravel()
+        values, inverse = np.unique(sh, return_inverse=True)
+        where = inverse.ravel()
     n_shards, n_kept = len(values), len(kept)
     n_groups = (n_kept + 1) * n_shards  # the last n_shards groups: the ignored keys
     small = np.int16 if n_groups < 2**15 else np.int64
@@ -215,7 +227,7 @@ def _streams(keys: Sequence[str], key_code: np.ndarray, shard: np.ndarray, ignor
         remap[kept] = np.arange(n_kept, dtype=small)
         group = remap[codes]
     if where is not None:
-        group = group.astype(small) * small(n_shards) + where.astype(small)
+        group = group.astype(small) * n_shards + where.astype(small)
     counts = np.bincount(group, minlength=n_groups)[: n_kept * n_shards]
     start = np.zeros(len(counts) + 1, dtype=np.int64)
     np.cumsum(counts, out=start[1:])
@@ -324,7 +336,7 @@ def suspects(
 def _time_problem(t: int, lo: int, hi: int, bit: int) -> str:
     gap = t - lo if t < lo else t - hi
     side = "before" if gap < 0 else "after"
-    return f"timestamp {_when(t)} is {_span(gap)} {side} its neighbours' (one flipped bit, 2**{bit} ms, from fitting)"
+    return f"timestamp {_when(t)} is {_span(gap)} {side} its neighbours', one flipped bit (2**{bit} ms) from fitting"
 
 
 #: A key on more shards than this is not checked for flipped shard ids (one odd shard among many is no sign).
@@ -357,10 +369,10 @@ def _shard_flips(
             k = lo + int(np.searchsorted(streams.order[lo:hi], row))
             # it fits next to one of the two records around its place, which leave a gap (one of them may
             # itself be damaged: a flipped seq beside it)
-            if lo < k < hi and s[k] - s[k - 1] != 1 and s[j] in (s[k - 1] + 1, s[k] - 1):
-                if t[k - 1] - TIME_TOLERANCE_MS <= t[j] <= t[k] + TIME_TOLERANCE_MS:
-                    out.append((row, f"shard {shard} where its stream's records around it are on {there}"))
-                    break
+            fits = lo < k < hi and s[k] - s[k - 1] != 1 and s[j] in (s[k - 1] + 1, s[k] - 1)
+            if fits and t[k - 1] - TIME_TOLERANCE_MS <= t[j] <= t[k] + TIME_TOLERANCE_MS:
+                out.append((row, f"shard {shard} where its stream's records around it are on {there}"))
+                break
     return out
 
 
