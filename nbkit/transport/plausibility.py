@@ -369,8 +369,11 @@ def _shard_flips(
             k = lo + int(np.searchsorted(streams.order[lo:hi], row))
             # it fits next to one of the two records around its place, which leave a gap (one of them may
             # itself be damaged: a flipped seq beside it)
-            fits = lo < k < hi and s[k] - s[k - 1] != 1 and s[j] in (s[k - 1] + 1, s[k] - 1)
-            if fits and t[k - 1] - TIME_TOLERANCE_MS <= t[j] <= t[k] + TIME_TOLERANCE_MS:
+            if not lo < k < hi:
+                continue
+            before, after, mine = int(s[k - 1]), int(s[k]), int(s[j])  # Python ints: no overflow
+            fits = after - before != 1 and mine in (before + 1, after - 1)
+            if fits and int(t[k - 1]) - TIME_TOLERANCE_MS <= int(t[j]) <= int(t[k]) + TIME_TOLERANCE_MS:
                 out.append((row, f"shard {shard} where its stream's records around it are on {there}"))
                 break
     return out
