@@ -28,7 +28,7 @@ offset), shared by ``read_stream``, ``nbkit info`` and ``nbkit repair``:
   whose sequence goes back more than rarely (merged producers interleaving their own numbering: no one
   run to hold a record to). Cost: one linear pass (a counting sort of the small (key, shard) codes, a
   difference of seq and time) finds the steps that break a stream's run; the checks look only there.
-  What it cannot see: a timestamp moved by less than the tolerance (bits below 2**10 ms), a flip in a
+  What it cannot see: a timestamp moved by less than the tolerance (bits below 2**22 ms), a flip in a
   stream's last record (or its first, but for a timestamp before ``created_at``), flips in merged
   producers' streams, a key that stays a valid key name.
 
@@ -51,8 +51,9 @@ from nbkit.wire.timestamps import iso_utc
 __all__ = ["TIME_TOLERANCE_MS", "KeyLoss", "Records", "Suspect", "describe_losses", "losses", "suspects"]
 
 #: How far (ms) a record's timestamp may stray outside its stream neighbours' before it is looked at: one
-#: second (a flipped bit below 2**10 ms is neither seen nor of much harm).
-TIME_TOLERANCE_MS = 1_000
+#: hour. Legitimate records stray by seconds or minutes (a writer that waited for the file's lock after
+#: taking its timestamp, a producer's own event times); a flipped bit below 2**22 ms is not seen.
+TIME_TOLERANCE_MS = 3_600_000
 
 
 @dataclass(frozen=True, slots=True)
