@@ -119,7 +119,7 @@ def read_stream(
         Either way ``frame.attrs["damaged"]`` lists the regions skipped (dicts: ``start``, ``end``,
         ``problem``, ``skipped`` bytes, and ``lost``: per stream key the sequence numbers lost there, how
         many and between which times; empty for an intact file). Records whose header fields look damaged
-        (a timestamp, sequence number or shard that breaks the pattern of its neighbours; the checksum
+        (a timestamp, sequence number or shard one flipped bit from fitting its stream; the checksum
         covers only the payload) are listed in ``frame.attrs["suspect"]`` and warned once
         (:class:`~nbkit.transport.damage.SuspectRecordWarning`), whatever ``on_bad_frames`` says.
     storage_options : dict, optional
