@@ -142,7 +142,7 @@ def test_cat_beacon_count_matches_file(capsys, multi_file: Path) -> None:
     beacon_lines = [line for line in out.splitlines() if line.startswith("# [")]
     # one line per beacon crossed, except a beacon right after the very last frame (none follows it)
     assert len(beacon_lines) == summarize(multi_file).beacon_count
-    rc, out, _ = run(capsys, "cat", "--format", "ndjson", str(multi_file))
+    rc, out, _ = run(capsys, "cat", "--format", "ndjson", "--comments", str(multi_file))
     assert sum(line.startswith("/* [") for line in out.splitlines()) == len(beacon_lines)
 
 
@@ -152,14 +152,19 @@ def test_cat_beacon_count_matches_file(capsys, multi_file: Path) -> None:
 def test_cat_ndjson(capsys, mixed_file: Path, sample_path: Path) -> None:
     rc, out, err = run(capsys, "cat", "--format", "ndjson", str(mixed_file))
     assert rc == 0 and err == ""
-    lines = out.splitlines()
-    assert lines[0] == '/* {"file_name":"mixed.ss","created_at":"2023-11-14T22:13:20.0","beacon_interval":1024} */'
-    records = [json.loads(line) for line in lines[1:]]
+    lines = out.splitlines()  # JSON objects only: the file header is nbkit info's
+    records = [json.loads(line) for line in lines]
+    assert all(isinstance(r, dict) and set(r) == {"header", "payload"} for r in records)
+    rc, commented, _ = run(capsys, "cat", "--format", "ndjson", "--comments", str(mixed_file))
+    assert commented.splitlines()[0] == (
+        '/* {"file_name":"mixed.ss","created_at":"2023-11-14T22:13:20.0","beacon_interval":1024} */'
+    )
+    assert [line for line in commented.splitlines() if not line.startswith("/*")] == lines
     assert records[0] == {
         "header": {"stream_key": "text", "shard_id": 0, "sequence": 1, "timestamp": "2023-11-14T22:13:20.0"},
         "payload": "hello world",
     }
-    assert lines[1] == (
+    assert lines[0] == (
         '{"header":{"stream_key":"text","shard_id":0,"sequence":1,"timestamp":"2023-11-14T22:13:20.0"},'
         '"payload":"hello world"}'
     )
@@ -173,8 +178,9 @@ def test_cat_ndjson(capsys, mixed_file: Path, sample_path: Path) -> None:
     assert records[-1]["header"]["stream_key"] == INTERNAL_KEY and payloads[-1] == "EOS"
     assert "héllo" in out  # not \u-escaped
     rc, out, _ = run(capsys, "cat", "--format", "ndjson", "--header-only", str(sample_path))
+    assert len(out.splitlines()) == 28 and all(json.loads(line)["payload"] is None for line in out.splitlines())
+    rc, out, _ = run(capsys, "cat", "--format", "ndjson", "--comments", "--header-only", str(sample_path))
     assert out.splitlines()[0] == f"/* {SAMPLE_HEADER_LINE} */"
-    assert all(json.loads(line)["payload"] is None for line in out.splitlines()[1:])
 
 
 # -- cat --format stdio ------------------------------------------------------------------------------
@@ -221,7 +227,7 @@ def test_cat_key_filter(capsys, sample_path: Path) -> None:
     lines = out.splitlines()[1:]
     assert len(lines) == 5 and all("| breakpoint |" in x or "| file |" in x for x in lines)
     rc, out, err = run(capsys, "cat", "--format", "ndjson", "--key", "nothing", str(sample_path))
-    assert rc == 1 and len(out.splitlines()) == 1  # no such key: tests/test_cli_feed.py
+    assert rc == 1 and out == ""  # no such key: tests/test_cli_feed.py
     assert "the keys there: breakpoint, event, file" in one_error_line(err)
 
 
@@ -455,7 +461,7 @@ def generated_file(tmp_path: Path, make_messages) -> Path:
 
 
 def test_cat_write_round_trip_is_byte_identical(capsys, monkeypatch, tmp_path: Path, generated_file: Path) -> None:
-    data = _ndjson(capsys, generated_file)
+    data = _ndjson(capsys, generated_file, "--comments")
     assert data.count(b"/* [") > 20  # beacons in the input are skipped, the writer rebuilds them
     out = tmp_path / "copy.ss"
     rc, stdout, err = run(capsys, "write", str(out), stdin=data, monkeypatch=monkeypatch)
@@ -465,7 +471,8 @@ def test_cat_write_round_trip_is_byte_identical(capsys, monkeypatch, tmp_path: P
 
 def test_cat_write_round_trip_of_the_sample(capsys, monkeypatch, tmp_path: Path, sample_path: Path) -> None:
     out = tmp_path / "s.ss"
-    rc, _, err = run(capsys, "write", str(out), stdin=_ndjson(capsys, sample_path), monkeypatch=monkeypatch)
+    data = _ndjson(capsys, sample_path, "--comments")
+    rc, _, err = run(capsys, "write", str(out), stdin=data, monkeypatch=monkeypatch)
     assert rc == 0 and err == ""
     before, after = list(iter_messages(sample_path)), list(iter_messages(out))
     assert len(after) == 28
@@ -516,7 +523,7 @@ def test_write_keeps_an_input_eos_and_refuses_messages_after_it(
     rc, _, err = run(capsys, "write", str(out), "--eos", stdin=data + extra, monkeypatch=monkeypatch)
     assert rc == 1
     line = one_error_line(err)
-    assert "line 30" in line and "end-of-stream" in line
+    assert "line 29" in line and "end-of-stream" in line
     msgs = list(iter_messages(out))
     assert len(msgs) == 28 and msgs[-1].is_eos  # one EOS: --eos adds none when the input had one
 
@@ -538,16 +545,16 @@ def test_write_bad_line_names_it_and_keeps_earlier_messages(
         (b"\xff\xfe not utf-8\n", "not UTF-8"),
     ]:
         out = tmp_path / f"bad{len(why)}{bad[:3].hex()}.ss"
-        stdin = b"".join(lines[:6]) + bad + b"".join(lines[6:])
+        stdin = b"".join(lines[:5]) + bad + b"".join(lines[5:])
         rc, stdout, err = run(capsys, "write", str(out), stdin=stdin, monkeypatch=monkeypatch)
         assert rc == 1 and stdout == ""
         line = one_error_line(err)
-        assert "stdin, line 7" in line and why in line, line
+        assert "stdin, line 6" in line and why in line, line
         assert [m.seq for m in iter_messages(out)] == [1, 2, 3, 4, 5]
 
 
 def test_write_appends_to_an_existing_file(capsys, monkeypatch, tmp_path: Path, orders_file: Path) -> None:
-    data = _ndjson(capsys, orders_file)
+    data = _ndjson(capsys, orders_file, "--comments")
     target = tmp_path / "existing.ss"
     with StreamWriter(target, beacon_interval=2048) as w:
         w.write("other", b"first")
@@ -569,7 +576,7 @@ def test_write_header_line_sets_new_file(capsys, monkeypatch, tmp_path: Path, or
         str(out),
         "--beacon-interval",
         "4096",
-        stdin=_ndjson(capsys, orders_file),
+        stdin=_ndjson(capsys, orders_file, "--comments"),
         monkeypatch=monkeypatch,
     )
     assert rc == 0 and "--beacon-interval 4096 ignored" in one_error_line(err)

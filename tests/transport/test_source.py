@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import sys
 import warnings
+from http.server import SimpleHTTPRequestHandler
 from pathlib import Path
 
 import pandas as pd
@@ -24,6 +25,7 @@ from nbkit.transport.file_info import summarize
 from nbkit.transport.repair import repair
 from nbkit.transport.source import (
     DEFAULT_BLOCK_SIZE,
+    RangeIgnoredWarning,
     RemoteSource,
     fetch_totals,
     is_url,
@@ -178,23 +180,37 @@ def test_a_server_that_stops_mid_read_is_one_error_naming_the_url(s3: S3, files:
     messages = iter(reader)
     next(messages)
     other.stop()
-    with pytest.raises(FileIOError, match=rf"^{url}: reading bytes \d+-\d+ failed \(.*Could not connect"):
+    with pytest.raises(FileIOError, match=rf"^{url}: connection refused \(reading bytes \d+-\d+\): nothing listens"):
         list(messages)
 
 
-def test_a_server_that_ignores_ranges_is_refused_not_downloaded_again_and_again(files: dict[str, str]) -> None:
-    from http.server import SimpleHTTPRequestHandler
+class _NoRanges(SimpleHTTPRequestHandler):
+    """Python's own ``http.server`` handler: every GET is answered with the whole file (``Range`` ignored)."""
 
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.mark.parametrize("block_size", [None, 4096])
+def test_a_server_that_ignores_ranges_is_read_whole_once_with_a_warning(
+    files: dict[str, str], block_size: int | None
+) -> None:
     from nbkit.transport.http_serve import FolderServer
 
-    class NoRanges(SimpleHTTPRequestHandler):
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = FolderServer(os.path.dirname(files["multi"]), handler=NoRanges)
+    server = FolderServer(os.path.dirname(files["multi"]), handler=_NoRanges)
     try:
-        with pytest.raises(FileIOError, match="the server ignores range requests"):
-            read_stream(server.url("multi.ss"))
+        url = server.url("multi.ss")
+        with pytest.warns(RangeIgnoredWarning, match=r"the server ignores range requests .*whole object in memory"):
+            got = read_stream(url, payload="json", block_size=block_size)
+        pd.testing.assert_frame_equal(got, read_stream(files["multi"], payload="json"))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RangeIgnoredWarning)
+            with StreamReader(url, keys="audit", block_size=block_size) as reader:
+                assert [tuple(m) for m in reader] == [tuple(m) for m in StreamReader(files["multi"], keys="audit")]
+                source = reader.source
+        assert isinstance(source, RemoteSource) and not source.ranges
+        # one download of the whole object, then every read from memory (not one download per block)
+        assert source.requests == 1 and source.bytes_fetched == os.path.getsize(files["multi"])
     finally:
         server.stop()
 
