@@ -519,6 +519,7 @@ def _capture_lines(path: str) -> tuple[str, Iterator[bytes]]:
         if stream is None:
             return "stdin", (line.encode("utf-8") for line in sys.stdin)
         return "stdin", iter(stream)
+    check_local_file(path, "a capture of stdio lines", pipes=True)  # a pipe is read as stdin is, to its end
     try:
         f = open(path, "rb")  # noqa: SIM115 (closed when the generator ends)
     except FileNotFoundError:
@@ -1198,13 +1199,19 @@ def _cmd_lineage(args: argparse.Namespace) -> int:
     """What happened to each message: attempts, observed retry delays and dead letters, from the file alone."""
     import pathlib
 
-    from nbkit.tabular.frames import concat_frames, read_pipe, read_stream
-    from nbkit.tabular.lineage import lineage, summarize
-
     if args.source == "stdio" and (args.since is not None or args.until is not None):
         raise InvalidArgumentError(
             "--since and --until bound a stream file's read; a capture of stdio lines is read whole"
         )
+    for path in args.files:  # every local input checked before the first is read (and pandas imported)
+        if args.source == "stdio":
+            check_local_file(path, "a capture of stdio lines", pipes=True)
+        elif not is_url(path):
+            check_local_file(path)
+
+    from nbkit.tabular.frames import concat_frames, read_pipe, read_stream
+    from nbkit.tabular.lineage import lineage, summarize
+
     frames = []
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -1212,9 +1219,8 @@ def _cmd_lineage(args: argparse.Namespace) -> int:
             window = {"start": _after(args.since), "end": args.until}
             if args.source == "file":
                 frames.append(read_stream(path, progress=False, **window, **_reading(args, path)))
-                continue
-            check_local_file(path, "a capture of stdio lines", pipes=True)
-            frames.append(read_pipe(pathlib.Path(path)))
+            else:
+                frames.append(read_pipe(pathlib.Path(path)))
     for w in caught:  # a partial frame at the tail: said once, as the other commands say it
         _note(str(w.message))
     frame = frames[0] if len(frames) == 1 else concat_frames(*frames)

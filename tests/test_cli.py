@@ -183,6 +183,71 @@ def test_cat_ndjson(capsys, mixed_file: Path, sample_path: Path) -> None:
     assert out.splitlines()[0] == f"/* {SAMPLE_HEADER_LINE} */"
 
 
+def test_cat_ndjson_is_json_lines_a_json_reader_takes(tmp_path: Path, multi_file: Path, mixed_file: Path) -> None:
+    for path in (multi_file, mixed_file):  # many beacons; every kind of payload
+        cat = subprocess.run(
+            [sys.executable, "-m", "nbkit", "cat", "--format", "ndjson", str(path)],
+            capture_output=True,
+            env=checkout_env(),
+            check=True,
+        )
+        checked = subprocess.run(
+            [sys.executable, "-m", "json.tool", "--json-lines"], input=cat.stdout, capture_output=True
+        )
+        assert checked.returncode == 0, checked.stderr
+        assert cat.stdout.count(b"\n") == summarize(path).message_count
+
+
+def _copies_file(tmp_path: Path) -> Path:
+    """A message, its retry copy (rs1: text headers) and a dead letter with a binary header (rs2:)."""
+    path = tmp_path / "copies.ss"
+    with StreamWriter(path, created_at_ms=1700000000000) as w:
+        w.write("orders", b'{"id": 1}', timestamp_ms=1700000000000)
+        copy = envelope.encode({"x-ruststream-retry-count": "1"}, b'{"id": 1}', force_text=False)
+        w.write("orders", copy, timestamp_ms=1700000000100)
+        dead = envelope.encode({"reason": "bad\nline", "raw": b"\xff"}, b"not json", force_text=False)
+        w.write("orders.dead", dead, timestamp_ms=1700000000200)
+    return path
+
+
+def test_cat_decode_payload_shows_envelopes_opened(capsys, monkeypatch, tmp_path: Path) -> None:
+    path = _copies_file(tmp_path)
+    rc, plain, _ = run(capsys, "cat", "--format", "ndjson", str(path))
+    assert [json.loads(line)["payload"][:4] for line in plain.splitlines()[1:]] == ["rs1:", "rs2:"]  # base64
+    rc, out, err = run(capsys, "cat", "--format", "ndjson", "--decode-payload", str(path))
+    assert (rc, err) == (0, "")
+    records = [json.loads(line) for line in out.splitlines()]
+    assert [(r["headers"], r["payload"]) for r in records] == [
+        ({}, {"id": 1}),
+        ({"x-ruststream-retry-count": "1"}, {"id": 1}),
+        ({"reason": "bad\nline", "raw": "\\xff"}, "not json"),
+    ]
+    assert records[1]["header"] == {
+        "stream_key": "orders",
+        "shard_id": 0,
+        "sequence": 2,
+        "timestamp": "2023-11-14T22:13:20.1",
+    }
+    rc, out, _ = run(capsys, "cat", "--decode-payload", str(path))
+    assert out.splitlines()[2] == '[2023-11-14T22:13:20.1 | orders | 2 | 0] {x-ruststream-retry-count=1} {"id": 1}'
+    rc, out, _ = run(capsys, "cat", "--format", "ndjson", "--decode-payload", "--header-only", str(path))
+    assert [json.loads(line)["payload"] for line in out.splitlines()] == [None, None, None]
+    rc, _, err = run(capsys, "cat", "--format", "stdio", "--decode-payload", str(path))
+    assert rc == 1 and "--decode-payload is for --format log or ndjson" in one_error_line(err)
+    rc, _, err = run(capsys, "cat", "--comments", str(path))
+    assert rc == 1 and "--comments is for --format ndjson" in one_error_line(err)
+    # written back, a line's headers put its payload back in an envelope: the copy is a copy again
+    rc, decoded, _ = run(capsys, "cat", "--format", "ndjson", "--decode-payload", "--key", "orders", str(path))
+    out_path = tmp_path / "back.ss"
+    rc, _, err = run(capsys, "write", str(out_path), stdin=decoded, monkeypatch=monkeypatch)
+    assert (rc, err) == (0, "")
+    copy = list(iter_messages(out_path))[1]
+    assert envelope.decode(copy.payload) == ({"x-ruststream-retry-count": "1"}, b'{"id":1}')
+    bad = '{"header":{"stream_key":"a"},"headers":{"n":1},"payload":"x"}\n'
+    rc, _, err = run(capsys, "write", str(tmp_path / "bad.ss"), stdin=bad, monkeypatch=monkeypatch)
+    assert rc == 1 and '"headers" must be an object of text values' in one_error_line(err)
+
+
 # -- cat --format stdio ------------------------------------------------------------------------------
 
 
