@@ -36,7 +36,7 @@ def nbkit(*argv: str, cwd: Path | None = None) -> subprocess.CompletedProcess[st
         [sys.executable, "-m", "nbkit", *argv],
         capture_output=True,
         text=True,
-        env=checkout_env(NBKIT_PURE_PYTHON=os.environ.get("NBKIT_PURE_PYTHON", "")),
+        env=checkout_env(),
         cwd=cwd,
         timeout=HANG,
         stdin=subprocess.DEVNULL,
