@@ -25,6 +25,8 @@ from object_store import SilentServer, http_folder, refused_port
 
 from nbkit.transport.http_serve import FolderServer
 
+unix_only = pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs and Unix sockets")
+
 DATA = Path(__file__).parent / "data" / "sample-1.ss"
 #: Seconds after which a command that has not ended is a hang (the net, not a measured time).
 HANG = 120
@@ -56,6 +58,7 @@ FIFO_ERROR = (
 )
 
 
+@unix_only
 @pytest.mark.parametrize(
     "argv",
     [
@@ -75,6 +78,7 @@ def test_a_fifo_is_refused_by_name_before_it_is_opened(fifo: Path, tmp_path: Pat
     assert not out.exists()
 
 
+@unix_only
 def test_lineage_names_a_directory_a_socket_and_a_device(tmp_path: Path) -> None:
     folder = tmp_path / "runs.ss"
     folder.mkdir()

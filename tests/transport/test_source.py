@@ -334,6 +334,7 @@ def _special_files(tmp_path: Path) -> dict[str, tuple[str, str]]:
     }
 
 
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs and Unix sockets")
 def test_special_local_files_are_refused_before_any_open(tmp_path: Path) -> None:
     for path, (what, kind) in _special_files(tmp_path).items():
         for call in (read_stream, StreamReader, summarize, lambda p: repair(p, str(tmp_path / "out.ss"))):
