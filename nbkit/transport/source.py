@@ -7,7 +7,7 @@ opens its file with :func:`open_source`, the one opener of the transport layer. 
 :class:`RemoteSource` for a URL such as ``s3://bucket/orders.ss``, ``gs://...``, ``abfs://...``,
 ``http(s)://...`` or any other fsspec protocol (``file://`` URLs are local paths).
 
-A remote source reads by **range requests**, never by downloading the file: the header, then the bytes
+A remote source reads by **range requests**, not by downloading the file: the header, then the bytes
 the reader asks for, in blocks of ``block_size`` bytes (:data:`DEFAULT_BLOCK_SIZE`, 8 MiB; set with
 ``block_size=`` on every reader). A reader that knows where its read stops (a Dask partition's byte range)
 sets :attr:`RemoteSource.limit`, and blocks are then cut at that offset: the bytes past it that are
@@ -496,7 +496,10 @@ def open_source(
     path : str or os.PathLike
         A local path (or ``file://`` URL), or any fsspec URL.
     storage_options : dict, optional
-        For a URL: passed to its filesystem. Refused for a local path, where it would mean nothing.
+        For a URL: passed to its filesystem, but for ``timeout``, nbkit's own (http(s):// and s3://): the
+        connect and read timeouts in seconds, one number or a (connect, read) pair (default
+        :data:`DEFAULT_TIMEOUTS`; :func:`parse_timeout`). Refused for a local path, where it would mean
+        nothing.
     block_size : int, optional
         For a URL: bytes per range request (default :data:`DEFAULT_BLOCK_SIZE`).
     follow : bool
@@ -509,8 +512,9 @@ def open_source(
     Raises
     ------
     MissingFileError, FilePermissionError, PathIsDirectoryError, FileIOError, MissingExtraError
-        The file or object is missing, may not be read, is a directory, cannot be reached, or needs a
-        backend that is not installed; each message names the path or URL.
+        The file or object is missing, may not be read, is a directory or another special file (a FIFO,
+        a socket, a device: refused before it is opened), cannot be reached (refused, timed out), or
+        needs a backend that is not installed; each message names the path or URL and what happened.
     """
     if not is_url(path):
         if storage_options:
