@@ -46,6 +46,7 @@ TOLERANCE = 0.15
 SLACK = 0.15
 WORKLOADS = ("read_stream json", "read_stream bytes", "dispatch", "pipe stage")
 DEFAULT_MESSAGES = 10_000
+SERVICE_NAME = "service.py"  # bench/pipe.py's service, written into the temporary folder
 
 
 class Verdict(NamedTuple):
@@ -275,9 +276,6 @@ def read_total(out_file: str) -> int:
     return int(m.group(1))
 
 
-SERVICE_NAME = "service.py"
-
-
 def child_env(tmp: str) -> dict[str, str]:
     """The children's environment: this checkout first on the path, a fixed hash seed (the same dict and
     set orders every run) and the bytecode cached in ``tmp`` (written once by the warm-up runs)."""
@@ -359,7 +357,11 @@ def main(argv: list[str] | None = None) -> int:
         p.error("--messages must be at least 100")
     workloads = tuple(args.only or WORKLOADS)
     if args.no_valgrind:
-        measure(workloads, args.messages, args.jobs, count=False)
+        try:
+            measure(workloads, args.messages, args.jobs, count=False)
+        except RuntimeError as e:
+            print(f"bench/instructions.py: {e}", file=sys.stderr)
+            return 2
         print(f"== {len(workloads)} workloads ran natively on {args.messages:,} and {3 * args.messages:,} messages")
         return 0
     budget_data = None
@@ -380,7 +382,11 @@ def main(argv: list[str] | None = None) -> int:
         if was:
             print(f"   note: the budget was measured with {', '.join(f'{k} {v}' for k, v in was.items())}")
     start = time.monotonic()
-    measured = measure(workloads, args.messages, args.jobs)
+    try:
+        measured = measure(workloads, args.messages, args.jobs)
+    except RuntimeError as e:  # a workload failed or handled the wrong number of messages
+        print(f"bench/instructions.py: {e}", file=sys.stderr)
+        return 2
     print(f"   measured in {time.monotonic() - start:,.0f} s ({args.jobs} at once); load average {_load()}")
     if args.update:
         data = updated_budget(budget_data, measured, args.why, args.messages, dt.date.today().isoformat())
