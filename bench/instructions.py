@@ -372,6 +372,9 @@ def main(argv: list[str] | None = None) -> int:
             if not args.update:
                 print(f"bench/instructions.py: {e}", file=sys.stderr)
                 return 2
+    budget_n = (budget_data or {}).get("measured_with", {}).get("messages", args.messages)
+    if args.update and budget_n != args.messages:
+        p.error(f"--update measures at the budget's size, N = {budget_n:,}: leave --messages out or give that")
     env_now = environment()
     print("== instructions per message (valgrind --tool=callgrind; (I(3N) - I(N)) / 2N)")
     print(f"   N = {args.messages:,}; {', '.join(f'{k} {v}' for k, v in env_now.items())}")
@@ -395,7 +398,7 @@ def main(argv: list[str] | None = None) -> int:
             f.write("\n")
         for name, value in measured.items():
             print(f"   {name:<18} {value:>10,.0f}")
-        print(f"   wrote {os.path.relpath(args.budget)}: commit it with the change that moved the figures")
+        print(f"   wrote {_shown(args.budget)}: commit it with the change that moved the figures")
         return 0
     assert budget_data is not None
     budget = {name: float(e["instructions_per_message"]) for name, e in budget_data["workloads"].items()}
@@ -408,8 +411,16 @@ def main(argv: list[str] | None = None) -> int:
             'raise the budget in the same commit: python bench/instructions.py --update --why "..."'
         )
         return 1
-    print(f"== PASS: {len(verdicts)} workloads within +{TOLERANCE:.0%} of bench/instruction_budget.json")
+    print(
+        f"== PASS: {len(verdicts)} of {len(verdicts)} within +{TOLERANCE:.0%} of their budget ({_shown(args.budget)})"
+    )
     return 0
+
+
+def _shown(path: str) -> str:
+    """``path`` relative to the repository when it is in it."""
+    full = os.path.abspath(path)
+    return os.path.relpath(full, REPO) if full.startswith(REPO + os.sep) else path
 
 
 def _load() -> str:

@@ -98,6 +98,14 @@ def test_update_without_a_reason_is_refused_before_measuring(tmp_path, why):
     assert budget.read_text() == (ROOT / "bench" / "instruction_budget.json").read_text()
 
 
+def test_update_at_another_size_than_the_budget_is_refused(tmp_path):
+    budget = tmp_path / "budget.json"
+    budget.write_text((ROOT / "bench" / "instruction_budget.json").read_text())
+    proc = _script("--update", "--why", "smaller", "--messages", "500", "--budget", str(budget))
+    assert proc.returncode == 2 and "budget's size" in proc.stderr
+    assert budget.read_text() == (ROOT / "bench" / "instruction_budget.json").read_text()
+
+
 def test_a_damaged_budget_file_is_named(tmp_path):
     budget = tmp_path / "budget.json"
     budget.write_text('{"workloads": {"dispatch": {"instructions_per_message": 10, "date": "2030-01-02"}}}')
