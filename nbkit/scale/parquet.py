@@ -545,10 +545,10 @@ def _column(column: Any, name: str, dtype: str | None, mode: Mode) -> Any:
         series = mode.from_parquet(column)
     elif name == "headers":
         series = _headers(column)
-    elif name in ("stream_key", "transport"):
-        series = column.to_pandas()
-        used = series.cat.remove_unused_categories().cat.categories
-        series = series.cat.set_categories(_TRANSPORTS if name == "transport" else sorted(used))
+    elif name == "transport":
+        series = column.to_pandas().cat.set_categories(_TRANSPORTS)
+    elif name == "stream_key":
+        series = _keys(column.to_pandas().array)
     elif dtype == "object":  # a field of mixed or nested values, as JSON text
         texts = column.to_pylist()
         parsed = json_values([t.encode("utf-8") for t in texts if t is not None])
@@ -566,6 +566,18 @@ def _column(column: Any, name: str, dtype: str | None, mode: Mode) -> Any:
     if dtype is not None and str(series.dtype) != dtype:
         series = series.astype(dtype)
     return series
+
+
+def _keys(cat: pd.Categorical) -> pd.Series:
+    """The ``stream_key`` column as read_stream has it: the categories used, sorted (from the codes)."""
+    codes = np.asarray(cat.codes)
+    names = list(cat.categories)
+    used = np.bincount(codes[codes >= 0], minlength=len(names)) > 0
+    kept = sorted(name for name, u in zip(names, used, strict=True) if u)
+    lookup = np.full(len(names) + 1, -1, dtype=codes.dtype if codes.dtype.itemsize >= 4 else np.int32)
+    for i, name in enumerate(kept):
+        lookup[names.index(name)] = i
+    return pd.Series(pd.Categorical.from_codes(lookup[codes], categories=kept))
 
 
 def _with_gaps(texts: list[str | None], parsed: list[Any]) -> pd.Series:
