@@ -212,9 +212,9 @@ class _Dtypes:
     payload of a stream file's export); widened field dtypes narrowed again where no row lacked the field."""
 
     def __init__(self, dtypes: Mapping[str, Any], *, payload: bool = True) -> None:
-        self.dtypes = {name: str(dtype) for name, dtype in dtypes.items()}
+        self.dtypes: dict[str, str | None] = {name: str(dtype) for name, dtype in dtypes.items()}
         if not payload:
-            self.dtypes["payload"] = None  # type: ignore[assignment]
+            self.dtypes["payload"] = None
         self._nulls: set[str] = set()
 
     def see(self, table: Any) -> None:

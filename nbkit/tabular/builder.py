@@ -438,7 +438,7 @@ def _buffers_frame(
             fields = json_field_columns([body for part in parts for body in part.payloads()], arrow=False)
     else:
         cols, (ends, starts, _) = parts[0], layout[0]
-        if arrow and mode.dtype == STR_DTYPE:  # text over the buffer itself when UTF-8; else the mode's Arrow column
+        if arrow and mode.arrow_text:  # text over the buffer itself when UTF-8; else the mode's Arrow column
             payloads = json_text_array(cols.data, ends, len(cols.separator))
             if payloads is None:
                 decoded = partial(chunked_values, mode.values, cols, starts, ends)

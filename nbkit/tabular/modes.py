@@ -6,16 +6,19 @@ the Parquet export need to know of it, so that no caller branches on the mode's 
 ========  ==================  ============================  ====================  ====================
 mode      ``payload`` dtype   values (row by row)           Arrow (read_arrow)    Parquet column
 ========  ==================  ============================  ====================  ====================
-auto      str (object where   text, bytes where not UTF-8   large_string (else    large_binary (as
-          one is not UTF-8)                                 large_binary)         stored)
+auto      object              text, bytes where not UTF-8   large_string (else    large_binary (as
+                                                            large_binary)         stored)
 text      str                 text, invalid bytes replaced  large_string          large_string
 bytes     large_binary        bytes                         large_binary          large_binary
-json      as ``auto``         as ``auto``; + field columns  as ``auto``           large_binary
+json      str (object where   as ``auto``; + field columns  as ``auto``           large_binary
+          one is not UTF-8)
 objects   object              parsed JSON; + field columns  (none)                large_binary (JSON)
 ========  ==================  ============================  ====================  ====================
 
 The Parquet column holds what reads back exactly: ``auto``/``json`` the payload bytes (text where they
 are UTF-8 on the way back, as the read made them), ``objects`` each value's JSON text (bytes as they are).
+``"auto"`` keeps an object column whatever the payloads (its dtype does not depend on them, so every Dask
+partition has the same); ``"json"``'s text column is str unless a payload is not UTF-8, as before.
 """
 
 from __future__ import annotations
@@ -60,7 +63,9 @@ class Mode:
     #: The separator a reader's payload buffer should have (``ColumnBuffers``).
     separator: ClassVar[bytes] = b""
     #: The pandas dtype of the ``payload`` column when every payload converts (str, bytes, object).
-    dtype: ClassVar[Any] = STR_DTYPE
+    dtype: ClassVar[Any] = np.dtype(object)
+    #: Whether the Arrow column is text over the payload buffer where every payload is UTF-8.
+    arrow_text: ClassVar[bool] = True
 
     def __repr__(self) -> str:
         return f"payload_mode({self.name!r})"
@@ -73,16 +78,13 @@ class Mode:
 
     def column(self, bodies: list[bytes], sizes: list[int]) -> pd.Series:
         """The ``payload`` column of payloads given as a list (``sizes``: their lengths)."""
-        return json_text_column(bodies, sizes)
+        return pd.Series(self.values(bodies), dtype=object)
 
     def buffer_column(self, cols: ColumnBuffers, starts: np.ndarray, ends: np.ndarray) -> pd.Series:
         """The ``payload`` column of a reader's payload buffer (an Arrow array over it where it can be)."""
-        text = json_text_array(cols.data, ends, len(cols.separator))
-        if text is not None:
-            return pd.Series(text, dtype=STR_DTYPE, copy=False)
         return pd.Series(chunked_values(self.values, cols, starts, ends), dtype=object, copy=False)
 
-    def arrow_column(self, bodies: list[bytes], decoded: Callable[[], list[Any]]) -> Any:
+    def arrow_column(self, bodies: list[bytes], decoded: Callable[[], Any]) -> Any:
         """The payloads as one Arrow array: ``large_string`` when all are UTF-8, else ``large_binary``
         (``decoded()``: the row values, for a mode whose text is its own decoding)."""
         pa = arrow_module()
@@ -120,15 +122,19 @@ class Mode:
         """The ``payload`` column read_stream builds, from the Parquet column (a pyarrow ChunkedArray)."""
         pa = arrow_module()
         try:
-            return pd.Series(column.cast(pa.large_string()), dtype=STR_DTYPE)
+            text = column.cast(pa.large_string())
         except pa.ArrowInvalid:  # a payload that is not UTF-8: the row values (str, bytes there)
             return pd.Series(self.values(column.to_pylist()), dtype=object)
+        if self.dtype == STR_DTYPE:
+            return pd.Series(text, dtype=STR_DTYPE)
+        return pd.Series(text.to_numpy(), dtype=object)  # str objects made by Arrow, no bytes between
 
 
 class _Text(Mode):
     """``payload="text"``: UTF-8 text, invalid bytes replaced; always pandas' str dtype."""
 
     name = "text"
+    dtype = STR_DTYPE
 
     def values(self, bodies: list[bytes]) -> list[Any]:
         return text_values(bodies)
@@ -143,7 +149,7 @@ class _Text(Mode):
             return pd.Series(text, dtype=STR_DTYPE, copy=False)
         return _str_series(list(chunked_values(self.values, cols, starts, ends)))
 
-    def arrow_column(self, bodies: list[bytes], decoded: Callable[[], list[Any]]) -> Any:
+    def arrow_column(self, bodies: list[bytes], decoded: Callable[[], Any]) -> Any:
         pa = arrow_module()
         binary = pa.array(bodies, pa.large_binary())
         try:
@@ -171,6 +177,7 @@ class _Bytes(Mode):
 
     name = "bytes"
     dtype = BYTES_DTYPE
+    arrow_text = False
 
     def values(self, bodies: list[bytes]) -> list[Any]:
         return bodies
@@ -181,7 +188,7 @@ class _Bytes(Mode):
     def buffer_column(self, cols: ColumnBuffers, starts: np.ndarray, ends: np.ndarray) -> pd.Series:
         return bytes_column_from_buffer(cols.data, ends, len(cols.separator))
 
-    def arrow_column(self, bodies: list[bytes], decoded: Callable[[], list[Any]]) -> Any:
+    def arrow_column(self, bodies: list[bytes], decoded: Callable[[], Any]) -> Any:
         return arrow_module().array(bodies, arrow_module().large_binary())
 
     def to_parquet(self, payloads: pd.Series) -> Any:
@@ -204,6 +211,16 @@ class _Json(Mode):
 
     name = "json"
     fields = True
+    dtype = STR_DTYPE
+
+    def column(self, bodies: list[bytes], sizes: list[int]) -> pd.Series:
+        return json_text_column(bodies, sizes)
+
+    def buffer_column(self, cols: ColumnBuffers, starts: np.ndarray, ends: np.ndarray) -> pd.Series:
+        text = json_text_array(cols.data, ends, len(cols.separator))
+        if text is not None:
+            return pd.Series(text, dtype=STR_DTYPE, copy=False)
+        return super().buffer_column(cols, starts, ends)
 
 
 class _Objects(Mode):
@@ -213,7 +230,7 @@ class _Objects(Mode):
     fields = True
     arrow = False
     separator = b"\n"  # NDJSON, which msgspec parses in one call
-    dtype = np.dtype(object)
+    arrow_text = False
 
     def values(self, bodies: list[bytes]) -> list[Any]:
         return json_values(bodies)
@@ -224,7 +241,7 @@ class _Objects(Mode):
     def buffer_column(self, cols: ColumnBuffers, starts: np.ndarray, ends: np.ndarray) -> pd.Series:
         return pd.Series(chunked_values(self.values, cols, starts, ends), dtype=object, copy=False)
 
-    def arrow_column(self, bodies: list[bytes], decoded: Callable[[], list[Any]]) -> Any:
+    def arrow_column(self, bodies: list[bytes], decoded: Callable[[], Any]) -> Any:
         raise ValueError('Arrow output takes payload="json" (text and field columns), not "objects"')
 
     def to_parquet(self, payloads: pd.Series) -> Any:

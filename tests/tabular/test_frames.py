@@ -22,7 +22,7 @@ DTYPES = {
     "seq": "Int64",
     "timestamp": "datetime64[ms, UTC]",
     "size": "Int64",
-    "payload": "str",  # payload="auto" with every payload UTF-8: pandas' str dtype (object where one is not)
+    "payload": "object",
     "retry_count": "Int64",
     "attempt": "Int64",
     "headers": "object",
