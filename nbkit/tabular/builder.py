@@ -87,8 +87,10 @@ class FrameBuilder:
 
     Parameters
     ----------
-    payload_mode : {"auto", "bytes", "text", "json", "objects"}
-        How payloads become the ``payload`` column (see ``nbkit.read_stream``).
+    payload_mode : {"auto", "bytes", "text", "json", "objects"} or Mode
+        How payloads become the ``payload`` column (see ``nbkit.read_stream``; each mode's column and
+        dtype: :mod:`nbkit.tabular.modes`). Field columns are typed from their values, nullable
+        ``Int64``/``boolean`` where some payloads lack an integer/boolean field.
 
     Raises
     ------
