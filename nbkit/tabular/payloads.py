@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 from array import array
-from collections.abc import Callable
 from operator import itemgetter, methodcaller
 from typing import Any
 
@@ -32,7 +31,6 @@ except ImportError:  # pragma: no cover - pyarrow is in the scale extra and in B
 
 __all__ = [
     "BYTES_DTYPE",
-    "CONVERT",
     "PIECE_BYTES",
     "STR_DTYPE",
     "FieldParse",
@@ -173,14 +171,6 @@ def json_values(bodies: list[bytes]) -> list[Any]:
 
 _msgspec_decode = msgspec.json.Decoder().decode
 _decode_lines = msgspec.json.Decoder().decode_lines
-
-
-#: The per-row payload conversion of each mode that has one (``"bytes"`` keeps the bytes).
-CONVERT: dict[str, Callable[[list[bytes]], list[Any]]] = {
-    "auto": auto_values,
-    "text": text_values,
-    "objects": json_values,
-}
 
 
 def expand_json(frame: pd.DataFrame) -> pd.DataFrame:
