@@ -33,6 +33,7 @@ TINY = {
     "policy_explorer": ["--messages", "100", "--repeat", "1"],
     "lineage": ["--messages", "2000", "--repeat", "1"],
     "peers": ["--messages", "2000", "--repeat", "1"],
+    "parquet": ["--messages", "2000", "--repeat", "1"],
     "salvage": ["--messages", "60", "--repeat", "1", "--files", "5"],
     "suspects": ["--messages", "2000", "--repeat", "1", "--files", "4"],
     "viewer": ["--messages", "3000", "--repeat", "1", "--pages", "3"],

@@ -138,7 +138,8 @@ def read_stream(
         One row per message, with the columns ``stream_key`` (category), ``shard_id``, ``seq`` (Int64),
         ``timestamp`` (datetime64[ms, UTC]), ``size`` (payload bytes), ``payload``, ``retry_count``,
         ``attempt`` (retry_count + 1), ``headers`` (dict), ``offset`` (the frame's byte offset) and
-        ``transport`` (``"file"``), then any ``payload.<field>`` columns.
+        ``transport`` (``"file"``), then any ``payload.<field>`` columns (int64, float64, bool, str or object;
+        ``Int64``/``boolean`` for an integer/boolean field some payloads lack).
 
     See Also
     --------
