@@ -32,10 +32,9 @@ one object per row costs more than the whole parse (``"columns"``, the old name 
 from __future__ import annotations
 
 import datetime as dt
-import json
 import os
 import warnings
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import IO, Any, Literal, get_args
 
 import numpy as np
@@ -45,25 +44,20 @@ from nbkit.errors import FormatError, Utf8Error
 from nbkit.tabular import (
     FrameBuilder,
     PayloadMode,
-    payload_separator,
-    selection,
 )
 from nbkit.transport.damage import DamagedRegion, DamageWarning, SuspectRecordWarning
 from nbkit.transport.file_reader import StreamReader
-from nbkit.transport.messages import ReadEnd
 from nbkit.transport.plausibility import KeyLoss, describe_losses, losses, suspects
 from nbkit.transport.positions import FilePosition
-from nbkit.wire.ssformat import HEADER_SIZE
 from nbkit.wire.stdio_line import LineDecoder, parse_line
 
 __all__ = ["DTYPE_BACKENDS", "DtypeBackend", "concat_frames", "read_arrow", "read_pipe", "read_stream"]
 
 _PROGRESS_MIN_BYTES = 64 << 20
-_SLICE_BYTES = 24 << 20  # file bytes per read of payload="json" (its fields parse while the next is read)
 
 
 def read_stream(
-    path: str | os.PathLike,
+    path: str | os.PathLike | IO[bytes] | Sequence[str | os.PathLike | IO[bytes]],
     *,
     keys: Iterable[str] | str | None = None,
     payload: PayloadMode = "auto",
@@ -75,7 +69,11 @@ def read_stream(
     storage_options: dict[str, Any] | None = None,
     block_size: int | None = None,
     dtype_backend: DtypeBackend | None = None,
-) -> pd.DataFrame:
+    nrows: int | None = None,
+    columns: Sequence[str] | None = None,
+    chunksize: int | None = None,
+    include_path_column: bool | str = False,
+) -> Any:
     """Load a ``.ss`` stream file into a DataFrame, one row per message.
 
     ``start`` is a FilePosition or a time (messages strictly after it); ``end`` a time (messages
@@ -163,7 +161,9 @@ def read_stream(
     """
     if dtype_backend not in (None, *DTYPE_BACKENDS):
         raise ValueError(f"dtype_backend must be one of {', '.join(DTYPE_BACKENDS)}, not {dtype_backend!r}")
-    return _read(
+    from nbkit.tabular.reader import FrameReader
+
+    reader = FrameReader(
         path,
         keys=keys,
         payload=payload,
@@ -174,12 +174,17 @@ def read_stream(
         on_bad_frames=on_bad_frames,
         storage_options=storage_options,
         block_size=block_size,
+        nrows=nrows,
+        columns=columns,
+        chunksize=chunksize,
+        include_path_column=include_path_column,
         output="pandas-arrow" if dtype_backend == "pyarrow" else "pandas",
     )
+    return reader if chunksize is not None else reader.read()
 
 
 def read_arrow(
-    path: str | os.PathLike,
+    path: str | os.PathLike | IO[bytes] | Sequence[str | os.PathLike | IO[bytes]],
     *,
     keys: Iterable[str] | str | None = None,
     payload: PayloadMode = "auto",
@@ -190,6 +195,10 @@ def read_arrow(
     on_bad_frames: str = "error",
     storage_options: dict[str, Any] | None = None,
     block_size: int | None = None,
+    nrows: int | None = None,
+    columns: Sequence[str] | None = None,
+    chunksize: int | None = None,
+    include_path_column: bool | str = False,
 ) -> Any:
     """Load a ``.ss`` stream file into a ``pyarrow.Table``, one row per message: for polars, DuckDB, Arrow.
 
@@ -235,7 +244,9 @@ def read_arrow(
     >>> duckdb.sql('SELECT "payload.item", count(*) AS n FROM "table" GROUP BY 1 ORDER BY 1').fetchall()
     [('book', 2), ('lamp', 1)]
     """
-    return _read(
+    from nbkit.tabular.reader import FrameReader
+
+    reader = FrameReader(
         path,
         keys=keys,
         payload=payload,
@@ -246,95 +257,18 @@ def read_arrow(
         on_bad_frames=on_bad_frames,
         storage_options=storage_options,
         block_size=block_size,
+        nrows=nrows,
+        columns=columns,
+        chunksize=chunksize,
+        include_path_column=include_path_column,
         output="arrow",
     )
+    return reader if chunksize is not None else reader.read()
 
 
 #: ``read_stream``'s ``dtype_backend=`` values (pandas' own names).
 DtypeBackend = Literal["numpy_nullable", "pyarrow"]
 DTYPE_BACKENDS: tuple[DtypeBackend, ...] = get_args(DtypeBackend)
-
-
-def _read(
-    path: str | os.PathLike,
-    *,
-    keys: Iterable[str] | str | None,
-    payload: PayloadMode,
-    start: FilePosition | dt.datetime | int | str | None,
-    end: dt.datetime | int | str | None,
-    progress: bool | None,
-    include_internal: bool,
-    on_bad_frames: str,
-    storage_options: dict[str, Any] | None,
-    block_size: int | None,
-    output: Literal["pandas", "pandas-arrow", "arrow"],
-) -> Any:
-    """The read of :func:`read_stream` and :func:`read_arrow`: a frame, a frame of ArrowDtype columns, or a table."""
-    sel, position, _ = selection(keys=keys, payload=payload, start=start, end=end, include_internal=include_internal)
-    cols = FrameBuilder(payload)
-    accept = sel.key_filter()
-    # "warn": the warning per region is given here, after the read, when what it cost is known
-    salvage = "skip" if on_bad_frames == "warn" else on_bad_frames
-    opened = StreamReader(
-        path, start=position, on_bad_frames=salvage, storage_options=storage_options, block_size=block_size
-    )
-    with opened as reader:
-        window = sel.open_window(reader)
-        # json: read in slices, each handed to the builder at once, whose worker threads parse its fields
-        # while the next slice is read (the other modes read in one go, to the window's stop)
-        step = _SLICE_BYTES if payload == "json" else None
-        bar = _progress_bar(reader, progress, window.stop)
-        while True:
-            until = window.stop if step is None else reader.pos + step
-            if window.stop is not None and until is not None:
-                until = min(until, window.stop)
-            got = reader.read_column_buffers(
-                accept=accept,
-                progress=None if bar is None else bar.update,
-                separator=payload_separator(payload),
-                until=until,
-            )
-            cols.extend(sel.rows(got))
-            del got
-            if until is None or reader.end is not None or reader.pos < until or until == window.stop:
-                break
-        if bar is not None:
-            bar.close()
-        ended = reader.end
-        if ended is None and window.stop is not None:
-            ended = ReadEnd("window", reader.pos)
-        damaged = list(reader.damaged)
-        created_at_ms = reader.header.created_at_ms
-        sel.check_keys(
-            reader.seen_keys,
-            path=os.fspath(path),
-            whole=position is None and window.start == HEADER_SIZE and window.stop is None,
-            reading=reader.open_options,
-        )
-    if ended is not None and ended.reason == "truncated":
-        warnings.warn(f"{os.fspath(path)}: {ended.describe()}", stacklevel=3)
-    warn = on_bad_frames == "warn"
-    if output == "pandas":
-        frame = cols.frame("file", release=True)
-        _report_damage(frame, damaged, created_at_ms, path=os.fspath(path), warn=warn)
-    else:
-        table = cols.table("file", release=True)
-        # the damage report reads five narrow columns (numbers and key codes), not the table's payloads
-        report = table.select(["stream_key", "shard_id", "seq", "timestamp", "offset"]).to_pandas()
-        _report_damage(report, damaged, created_at_ms, path=os.fspath(path), warn=warn)
-        if output == "arrow":
-            meta = {
-                b"nbkit.damaged": json.dumps(report.attrs["damaged"], default=str).encode(),
-                b"nbkit.suspect": json.dumps(report.attrs["suspect"], default=str).encode(),
-            }
-            if ended is not None:
-                meta[b"nbkit.read_end"] = json.dumps(ended._asdict() | {"error": _error_text(ended)}).encode()
-            return table.replace_schema_metadata(meta)
-        frame = table.to_pandas(types_mapper=pd.ArrowDtype)
-        frame.attrs.update(report.attrs)
-    if ended is not None:
-        frame.attrs["read_end"] = ended
-    return frame
 
 
 def _report_damage(
