@@ -12,8 +12,8 @@ How a file is cut (format spec §2, §6.5):
   first frame it resynchronises at its first beacon (§6.5: read the beacon, skip the cut frame's
   ``remaining`` bytes, again while that lands on the next boundary, so frames cut by several beacons are
   skipped whole) and then reads frames with :func:`nbkit.tabular.reader.read_rows` (``stop=end``; the read
-  loop ``read_stream`` uses, over the frame scanner of
-  :mod:`nbkit.wire.scan`, as ``read_stream`` uses; frames cut by a beacon are joined around it, §6.3)
+  loop ``read_stream`` uses, over the frame scanner of :mod:`nbkit.wire.scan`; frames cut by a beacon are
+  joined around it, §6.3)
   until the next frame would start at or after ``end``. The frame cut by ``end`` is read whole by the range
   that owns its start. So the ranges together hold exactly the frames of a sequential read, in order,
   each once.

@@ -180,7 +180,10 @@ def read_stream(
         include_path_column=include_path_column,
         output="pandas-arrow" if dtype_backend == "pyarrow" else "pandas",
     )
-    return reader if chunksize is not None else reader.read()
+    if chunksize is not None:
+        return reader
+    reader._depth = 1  # warnings name the caller of this function
+    return reader.read()
 
 
 def read_arrow(
@@ -263,7 +266,10 @@ def read_arrow(
         include_path_column=include_path_column,
         output="arrow",
     )
-    return reader if chunksize is not None else reader.read()
+    if chunksize is not None:
+        return reader
+    reader._depth = 1  # warnings name the caller of this function
+    return reader.read()
 
 
 #: ``read_stream``'s ``dtype_backend=`` values (pandas' own names).
@@ -272,10 +278,17 @@ DTYPE_BACKENDS: tuple[DtypeBackend, ...] = get_args(DtypeBackend)
 
 
 def _report_damage(
-    frame: pd.DataFrame, damaged: list[DamagedRegion], created_at_ms: int, *, path: str, warn: bool
+    frame: pd.DataFrame,
+    damaged: list[DamagedRegion],
+    created_at_ms: int,
+    *,
+    path: str,
+    warn: bool,
+    stacklevel: int = 4,
 ) -> None:
     """Say what damage cost: ``attrs["suspect"]`` (records whose header fields look damaged, warned once)
-    and ``attrs["damaged"]`` (each region with what each key lost there, warned per region with ``warn``)."""
+    and ``attrs["damaged"]`` (each region with what each key lost there, warned per region with ``warn``).
+    ``stacklevel``: the warnings' (the frame of the user's call)."""
     keys = [str(k) for k in frame["stream_key"].cat.categories]
     codes = frame["stream_key"].cat.codes.to_numpy()
     seq = frame["seq"].to_numpy(dtype=np.uint64 if frame["seq"].dtype == "UInt64" else np.int64)
@@ -290,7 +303,7 @@ def _report_damage(
             f"{path}: {len(odd)} record{'s' if len(odd) != 1 else ''} look{'s' if len(odd) == 1 else ''} damaged "
             f"(header fields the checksum does not cover; frame.attrs['suspect'] lists them): {shown}",
             SuspectRecordWarning,
-            stacklevel=4,
+            stacklevel=stacklevel,
         )
     lost: list[list[KeyLoss]] = []
     if damaged:
@@ -302,7 +315,7 @@ def _report_damage(
     ]
     if warn:
         for region, cost in zip(damaged, lost, strict=True):
-            warnings.warn(f"{path}: damaged {describe_losses(region, cost)}", DamageWarning, stacklevel=4)
+            warnings.warn(f"{path}: damaged {describe_losses(region, cost)}", DamageWarning, stacklevel=stacklevel)
 
 
 def _error_text(ended: Any) -> str | None:

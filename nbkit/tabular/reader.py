@@ -46,7 +46,7 @@ from nbkit.transport.source import is_url
 from nbkit.wire.scan import ColumnBuffers, FrameColumns
 from nbkit.wire.ssformat import HEADER_SIZE
 
-__all__ = ["FrameReader", "Rows", "expand_inputs", "read_rows"]
+__all__ = ["FrameReader", "Input", "Rows", "expand_inputs", "path_column_name", "read_rows"]
 
 #: What :func:`read_rows` yields: column buffers, or column lists where a time window dropped rows.
 Rows = ColumnBuffers | FrameColumns
@@ -286,7 +286,7 @@ class FrameReader:
             payload = "bytes"  # the payload column is not kept: build its cheapest form
         if output == "arrow" and payload == "objects":
             raise InvalidArgumentError('Arrow output takes payload="json" (text and field columns), not "objects"')
-        self.path_column = _path_column(include_path_column)
+        self.path_column = path_column_name(include_path_column)
         self.output: Output = output
         self.sel, self.position, _ = selection(
             keys=keys, payload=payload, start=start, end=end, include_internal=include_internal
@@ -323,6 +323,8 @@ class FrameReader:
         pandas.DataFrame or pyarrow.Table
             The rows of every file in order (after any chunks already taken).
         """
+        self._outer = 1 + self._depth
+        self._via_read = True
         try:
             if self.chunksize is None:
                 segments = self._take_rows(None)
@@ -343,6 +345,7 @@ class FrameReader:
             raise StopIteration
         if self.chunksize is None:
             return self.read()
+        self._outer = 2 + self._depth if self._via_read else 1
         segments = self._take_rows(self.chunksize)
         if not segments:
             self.close()
@@ -370,6 +373,11 @@ class FrameReader:
 
     # -- reading ---------------------------------------------------------------------------------------
     _leftover: tuple[int, Rows | None] | None = None
+    # warnings name the user's call: ``_depth`` nbkit frames above the public method (read_stream: 1), and
+    # ``_outer`` frames from that method to the user (set by read() and __next__)
+    _depth = 0
+    _outer = 1
+    _via_read = False
     _damaged_seen = 0
     _ended: ReadEnd | None = None
 
@@ -485,7 +493,7 @@ class FrameReader:
             elif not whole:
                 self._whole = False
             if ended is not None and ended.reason == "truncated":
-                warnings.warn(f"{item.name}: {ended.describe()}", stacklevel=4)
+                warnings.warn(f"{item.name}: {ended.describe()}", stacklevel=4 + self._outer)
         finally:
             reader.close()
             if self._reader is reader:
@@ -510,7 +518,9 @@ class FrameReader:
             frames = []
             for seg in segments:
                 frame = seg.builder.frame("file", release=True)
-                _report_damage(frame, seg.damaged, seg.created_at_ms, path=seg.name, warn=warn)
+                _report_damage(
+                    frame, seg.damaged, seg.created_at_ms, path=seg.name, warn=warn, stacklevel=3 + self._outer
+                )
                 if seg.ended is not None:
                     frame.attrs["read_end"] = seg.ended
                 if many:
@@ -523,12 +533,14 @@ class FrameReader:
                     )
                 frames.append(frame)
             out = frames[0] if len(frames) == 1 else _concat_frames(frames, many)
+            if self.path_column is not None and len(frames) > 1:
+                out = out[[c for c in out.columns if c != self.path_column] + [self.path_column]]
             return self._select(out, strict)
         tables = []
         for seg in segments:
             table = seg.builder.table("file", release=True)
             report = table.select(["stream_key", "shard_id", "seq", "timestamp", "offset"]).to_pandas()
-            _report_damage(report, seg.damaged, seg.created_at_ms, path=seg.name, warn=warn)
+            _report_damage(report, seg.damaged, seg.created_at_ms, path=seg.name, warn=warn, stacklevel=3 + self._outer)
             meta = {
                 b"nbkit.damaged": json.dumps(report.attrs["damaged"], default=str).encode(),
                 b"nbkit.suspect": json.dumps(report.attrs["suspect"], default=str).encode(),
@@ -560,6 +572,8 @@ class FrameReader:
             if b"nbkit.read_end" in last:
                 meta[b"nbkit.read_end"] = last[b"nbkit.read_end"]
             table = table.replace_schema_metadata(meta)
+            if self.path_column is not None:
+                table = table.select([c for c in table.column_names if c != self.path_column] + [self.path_column])
         table = self._select_table(table, strict)
         if self.output == "arrow":
             return table
@@ -608,8 +622,8 @@ def _count(value: int | None, what: str, *, allow_zero: bool = False) -> int | N
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < (0 if allow_zero else 1):
-        least = "0 or more" if allow_zero else "a positive number"
-        raise InvalidArgumentError(f"{what} must be {least} of rows (an int), not {value!r}")
+        least = "0 or more" if allow_zero else "1 or more"
+        raise InvalidArgumentError(f"{what} is a number of rows (an int, {least}), not {value!r}")
     return int(value)
 
 
@@ -642,7 +656,28 @@ def _missing_fields(missing: list[str], have: Iterable[str]) -> InvalidArgumentE
     )
 
 
-def _path_column(value: bool | str) -> str | None:
+def path_column_name(value: bool | str) -> str | None:
+    """The column ``include_path_column=`` asks for: ``True`` -> ``"path"``, a str -> itself, False -> None.
+
+    Parameters
+    ----------
+    value : bool or str
+        What was passed.
+
+    Returns
+    -------
+    str or None
+
+    Raises
+    ------
+    InvalidArgumentError
+        Anything else.
+
+    Examples
+    --------
+    >>> path_column_name(True), path_column_name("source"), path_column_name(False)
+    ('path', 'source', None)
+    """
     if value is True:
         return "path"
     if value is False or value is None:
