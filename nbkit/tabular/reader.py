@@ -273,7 +273,8 @@ class FrameReader:
     ) -> None:
         self.nrows = _count(nrows, "nrows", allow_zero=True)
         self.chunksize = _count(chunksize, "chunksize")
-        self.columns = _check_columns(columns)
+        self.path_column = path_column_name(include_path_column)
+        self.columns = _check_columns(columns, self.path_column)
         fields = [c for c in self.columns or () if c.startswith("payload.")]
         if fields and payload == "auto":
             payload = "json"
@@ -286,7 +287,6 @@ class FrameReader:
             payload = "bytes"  # the payload column is not kept: build its cheapest form
         if output == "arrow" and payload == "objects":
             raise InvalidArgumentError('Arrow output takes payload="json" (text and field columns), not "objects"')
-        self.path_column = path_column_name(include_path_column)
         self.output: Output = output
         self.sel, self.position, _ = selection(
             keys=keys, payload=payload, start=start, end=end, include_internal=include_internal
@@ -627,7 +627,7 @@ def _count(value: int | None, what: str, *, allow_zero: bool = False) -> int | N
     return int(value)
 
 
-def _check_columns(columns: Sequence[str] | None) -> list[str] | None:
+def _check_columns(columns: Sequence[str] | None, path_column: str | None) -> list[str] | None:
     if columns is None:
         return None
     if isinstance(columns, str):
@@ -636,11 +636,12 @@ def _check_columns(columns: Sequence[str] | None) -> list[str] | None:
     odd = [c for c in names if not isinstance(c, str)]
     if odd:
         raise InvalidArgumentError(f"columns are column names (str), not {odd!r}")
-    unknown = [c for c in names if c not in FRAME_COLUMNS and not (c.startswith("payload.") and len(c) > 8)]
+    known = (*FRAME_COLUMNS, path_column) if path_column else FRAME_COLUMNS
+    unknown = [c for c in names if c not in known and not (c.startswith("payload.") and len(c) > 8)]
     if unknown:
         raise InvalidArgumentError(
             f"columns names no such column: {', '.join(map(repr, unknown))}; the message columns are "
-            f"{', '.join(FRAME_COLUMNS)}, and payload fields are named 'payload.<field>'"
+            f"{', '.join(known)}, and payload fields are named 'payload.<field>'"
         )
     dup = sorted({c for c in names if names.count(c) > 1})
     if dup:
