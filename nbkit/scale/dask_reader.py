@@ -82,6 +82,7 @@ from nbkit.scale.partitions import (  # noqa: E402
 from nbkit.tabular import PayloadMode, Selection, selection  # noqa: E402
 from nbkit.tabular.reader import expand_inputs, path_column_name  # noqa: E402
 from nbkit.transport.damage import check_on_bad_frames  # noqa: E402
+from nbkit.transport.file_object_source import FileObjectSource  # noqa: E402
 from nbkit.transport.positions import FilePosition  # noqa: E402
 
 __all__ = ["plan", "read_stream"]
@@ -259,7 +260,7 @@ def read_stream(
     size = _partition_bytes(blocksize, partition_size)
     path_column = path_column_name(include_path_column)
     inputs = expand_inputs(path, dict(storage_options) if storage_options else None)
-    if any(not isinstance(i.target, (str, os.PathLike)) for i in inputs):
+    if any(isinstance(i.target, FileObjectSource) for i in inputs):
         raise TypeError(
             "nbkit.dask reads paths or URLs that every worker opens itself; a file object cannot travel to "
             "the workers: pass its path, or read it with nbkit.read_stream"

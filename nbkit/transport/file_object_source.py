@@ -208,6 +208,7 @@ class FileObjectSource:
 
     def close(self) -> None:
         """Drop the kept bytes; the file object itself stays open (the caller owns it)."""
+        self._base += len(self._buf)
         self._buf = bytearray()
 
 
