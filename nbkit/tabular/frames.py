@@ -83,9 +83,13 @@ def read_stream(
 
     Parameters
     ----------
-    path : str or os.PathLike
+    path : str, os.PathLike, binary file object, or list of these
         The stream file: a local path, or an fsspec URL (``s3://bucket/orders.ss``, ``gs://``, ``abfs://``,
-        ``https://``, ...), read by range requests, never downloaded whole.
+        ``https://``, ...), read by range requests, never downloaded whole. A glob (``"logs/*.ss"``, also in
+        a URL) or a list reads several files in order, their rows concatenated (a fresh index,
+        ``stream_key`` categories the union). An open binary file object (``open(path, "rb")``,
+        ``io.BytesIO``) is read from where it stands and left open; a non-seekable one (a pipe, a socket)
+        is read front to back, in a few blocks of memory, and refuses ``start``/``end``.
     keys : str or iterable of str, optional
         Keep only these stream keys (the others are skipped cheaply).
     payload : {"auto", "bytes", "text", "json", "objects"}
@@ -129,11 +133,25 @@ def read_stream(
         As in pandas' readers: ``"pyarrow"`` gives every column an ``ArrowDtype`` (the table of
         :func:`read_arrow`, as pandas columns; not with ``payload="objects"``); ``"numpy_nullable"`` or None
         the dtypes below.
+    nrows : int, optional
+        Only the first ``nrows`` rows (after ``keys``, ``start`` and ``end``, across all files); the read
+        stops there (no ``attrs["read_end"]`` then: the file did not end).
+    columns : list of str, optional
+        Keep these columns, in this order: message columns and payload fields (``"payload.order_id"``;
+        ``payload="auto"`` becomes ``"json"`` for them). An unknown column, or a field no message has,
+        raises :class:`~nbkit.errors.InvalidArgumentError` naming it.
+    chunksize : int, optional
+        Return a :class:`~nbkit.tabular.reader.FrameReader` instead of a frame: iterating it yields frames of
+        ``chunksize`` rows, read a slice of the file at a time (memory holds a few chunks); a context
+        manager; ``read()`` gives the rest as one frame.
+    include_path_column : bool or str
+        Add a categorical column naming each row's file (``True``: ``"path"``; a str: that name, such as
+        ``"source"``), as ``dask.dataframe.read_csv`` does.
 
     Returns
     -------
-    pandas.DataFrame
-        One row per message, with the columns ``stream_key`` (category), ``shard_id``, ``seq`` (Int64),
+    pandas.DataFrame or FrameReader
+        (A :class:`~nbkit.tabular.reader.FrameReader` with ``chunksize``.) One row per message, with the columns ``stream_key`` (category), ``shard_id``, ``seq`` (Int64),
         ``timestamp`` (datetime64[ms, UTC]), ``size`` (payload bytes), ``payload``, ``retry_count``,
         ``attempt`` (retry_count + 1), ``headers`` (dict), ``offset`` (the frame's byte offset) and
         ``transport`` (``"file"``), then any ``payload.<field>`` columns.
@@ -158,6 +176,15 @@ def read_stream(
        seq  attempt payload.item
     0    1        1         book
     1    2        1         lamp
+
+    The first rows, some columns, in chunks (the reading guide has every option):
+
+    >>> read_stream("orders.ss", columns=["seq", "payload.item"], nrows=1)
+       seq payload.item
+    0    1         book
+    >>> with read_stream("orders.ss", chunksize=2) as chunks:
+    ...     print([len(chunk) for chunk in chunks])
+    [2, 1]
     """
     if dtype_backend not in (None, *DTYPE_BACKENDS):
         raise ValueError(f"dtype_backend must be one of {', '.join(DTYPE_BACKENDS)}, not {dtype_backend!r}")
@@ -214,13 +241,16 @@ def read_arrow(
     ----------
     path, keys, start, end, progress, include_internal, on_bad_frames, storage_options, block_size
         As for :func:`read_stream`.
+    nrows, columns, chunksize, include_path_column
+        As for :func:`read_stream` (with ``chunksize``, the chunks are tables).
     payload : {"auto", "bytes", "text", "json"}
         As for :func:`read_stream` (``"objects"``, a Python object per row, has no Arrow type). ``"auto"``
         gives a text column when every payload is UTF-8, else a binary one.
 
     Returns
     -------
-    pyarrow.Table
+    pyarrow.Table or FrameReader
+        The table (a :class:`~nbkit.tabular.reader.FrameReader` of tables with ``chunksize``).
 
     See Also
     --------

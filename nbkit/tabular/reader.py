@@ -27,7 +27,7 @@ import json
 import os
 import warnings
 from array import array
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -428,7 +428,7 @@ class FrameReader:
         if self._ended is not None:
             segment.ended, self._ended = self._ended, None
 
-    def _generate(self) -> Iterator[tuple[int, Rows | None]]:
+    def _generate(self) -> Generator[tuple[int, Rows | None], None, None]:
         """(input index, rows) for every piece of every file, the last cut at ``nrows``; ``(index, None)``
         after each file, when how it ended is in ``_ended``."""
         for index, item in enumerate(self.inputs):
