@@ -274,6 +274,11 @@ class FrameReader:
         self.nrows = _count(nrows, "nrows", allow_zero=True)
         self.chunksize = _count(chunksize, "chunksize")
         self.path_column = path_column_name(include_path_column)
+        if self.path_column is not None and self.path_column in FRAME_COLUMNS:
+            raise InvalidArgumentError(
+                f"include_path_column={include_path_column!r} would replace the message column "
+                f"{self.path_column!r}; name the path column otherwise (include_path_column='source')"
+            )
         self.columns = _check_columns(columns, self.path_column)
         fields = [c for c in self.columns or () if c.startswith("payload.")]
         if fields and payload == "auto":
@@ -296,11 +301,6 @@ class FrameReader:
         self.storage_options = storage_options
         self.block_size = block_size
         self.inputs = expand_inputs(source, storage_options)
-        if self.path_column is not None and self.path_column in FRAME_COLUMNS:
-            raise InvalidArgumentError(
-                f"include_path_column={include_path_column!r} would replace the message column "
-                f"{self.path_column!r}; name the path column otherwise (include_path_column='source')"
-            )
         for item in self.inputs:
             if isinstance(item.target, FileObjectSource) and not item.target.seekable:
                 if start is not None:
