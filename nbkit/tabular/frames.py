@@ -151,7 +151,8 @@ def read_stream(
     Returns
     -------
     pandas.DataFrame or FrameReader
-        (A :class:`~nbkit.tabular.reader.FrameReader` with ``chunksize``.) One row per message, with the columns ``stream_key`` (category), ``shard_id``, ``seq`` (Int64),
+        One row per message (a :class:`~nbkit.tabular.reader.FrameReader` of such frames with
+        ``chunksize``), with the columns ``stream_key`` (category), ``shard_id``, ``seq`` (Int64),
         ``timestamp`` (datetime64[ms, UTC]), ``size`` (payload bytes), ``payload``, ``retry_count``,
         ``attempt`` (retry_count + 1), ``headers`` (dict), ``offset`` (the frame's byte offset) and
         ``transport`` (``"file"``), then any ``payload.<field>`` columns.
