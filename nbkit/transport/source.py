@@ -516,6 +516,8 @@ def open_source(
         a socket, a device: refused before it is opened), cannot be reached (refused, timed out), or
         needs a backend that is not installed; each message names the path or URL and what happened.
     """
+    if callable(getattr(path, "pread", None)):  # an open ByteSource (file_object_source): read as it is
+        return path  # type: ignore[return-value]
     if not is_url(path):
         if storage_options:
             raise ValueError(

@@ -464,8 +464,8 @@ def test_json_read_in_slices_is_the_read_in_one_go(tmp_path, monkeypatch, twist,
     the slice size, keys kept or payloads met."""
     import warnings
 
-    from nbkit.tabular import frames
     from nbkit.tabular import payloads as payload_module
+    from nbkit.tabular import reader as reader_module
 
     path = tmp_path / "s.ss"
     _slices_file(path, twist)
@@ -480,12 +480,12 @@ def test_json_read_in_slices_is_the_read_in_one_go(tmp_path, monkeypatch, twist,
             frame = read_stream(path, payload="json", on_bad_frames="skip", **options)
         return frame, [str(w.message) for w in caught]
 
-    monkeypatch.setattr(frames, "_SLICE_BYTES", 1 << 40)
+    monkeypatch.setattr(reader_module, "_SLICE_BYTES", 1 << 40)
     whole = {keys: read(keys=keys) for keys in (None, "audit")}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the truncated tail's warning, checked above
         objects = read_stream(path, payload="objects", on_bad_frames="skip")
-    monkeypatch.setattr(frames, "_SLICE_BYTES", slice_bytes)
+    monkeypatch.setattr(reader_module, "_SLICE_BYTES", slice_bytes)
     monkeypatch.setattr(payload_module, "PIECE_BYTES", 200)
     for keys, (want, said) in whole.items():
         got, told = read(keys=keys)
