@@ -13,6 +13,7 @@ import datetime as dt
 import pandas as pd
 import pytest
 
+from nbkit import StreamWriter
 from nbkit.exercises import Evidence, Verdict, check, evidence, exercises, expected, wrong_answers
 from nbkit.notebook.exercises import (
     Choice,
@@ -170,6 +171,22 @@ def test_resume_position_accepts_the_number_and_explains_the_off_by_one():
     assert check("02-resume-position", 8, last_processed=7)
     near = check("02-resume-position", FilePosition.sequence(7), last_processed=7)
     assert not near and "includes message n" in near.message
+
+
+def test_a_timestamp_start_with_a_guessed_end_gets_the_hint_about_the_end(tmp_path):
+    path = tmp_path / "events.ss"
+    writer = StreamWriter(path, created_at_ms=1_700_000_000_000, clock_ms=lambda: 1_700_000_000_100)
+    for i in range(1, 9):
+        writer.write("event", b"{}", timestamp_ms=1_700_000_000_000 + i)
+    writer.close()
+    context = {"path": path, "key": "event", "seq": 3}
+    assert expected("01-after-timestamp", **context) == [4, 5, 6, 7, 8]
+    invented_end = check("01-after-timestamp", list(range(4, 16)), **context)
+    short_end = check("01-after-timestamp", [4, 5, 6], **context)
+    inclusive = check("01-after-timestamp", list(range(3, 9)), **context)
+    for verdict in (invented_end, short_end):
+        assert not verdict and "start is right" in verdict.message and "'event' messages" in verdict.message
+    assert not inclusive and "strictly later than t" in inclusive.message
 
 
 def test_cap_and_timing_exercises():
