@@ -162,7 +162,10 @@ class NbkitMagics(Magics):
 
     def _add(self, broker: Broker) -> None:
         if self._session is not None:
-            raise ConfigurationError("the session has started; %nbkit_reset first, then add brokers")
+            raise ConfigurationError(
+                "the session has started; %nbkit_reset first, then add brokers (or %nbkit_forget first to "
+                "start a new scenario, as a cell that opens brokers does to run again)"
+            )
         broker.bind_clock(self.clock)
         self.brokers.append(broker)
 
