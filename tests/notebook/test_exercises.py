@@ -264,6 +264,13 @@ def test_keep_count_is_measured_by_a_redrive():
     assert check("07-keep-count", [5, "orders.dead"], max_attempts=4)
 
 
+@pytest.mark.parametrize("attempt", [5, 6])
+def test_keep_count_hint_on_the_key_does_not_second_guess_the_attempt(attempt):
+    verdict = check("07-keep-count", [attempt, "orders"], max_attempts=4)
+    assert not verdict and "where does a failure at or past the cap go?" in verdict.message
+    assert verdict.message.lower().count("attempt right") <= 1 and "may be right" not in verdict.message
+
+
 #: Lesson 09's shop: two yen orders (never paid, dead-lettered at 20 s), two cards declined once (paid at 30 s).
 SHOP = ((1, "EUR", "ok"), (2, "JPY", "ok"), (3, "USD", "declined-once"), (4, "EUR", "ok"),
         (5, "JPY", "ok"), (6, "GBP", "ok"), (7, "USD", "declined-once"), (8, "EUR", "ok"))  # fmt: skip
