@@ -1233,6 +1233,18 @@ def _cmd_lineage(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_doctor(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--folder", default=".", metavar="DIR",
+                   help="where the lessons will run (free disk is measured there; default: here)")  # fmt: skip
+
+
+def _cmd_doctor(args: argparse.Namespace) -> int:
+    """Check that this machine is ready for the lessons (Python, install, core, JupyterLab, viewer, disk)."""
+    from nbkit.lab.setup_check import main
+
+    return main(args.folder)
+
+
 # -- registry and entry point ------------------------------------------------------------------------
 
 #: (name, add_arguments, handler); the handler's docstring's first line is the command's help.
@@ -1248,6 +1260,7 @@ _COMMANDS: list[tuple[str, AddArguments, Handler]] = [
     ("redrive", _add_redrive, _cmd_redrive),
     ("lineage", _add_lineage, _cmd_lineage),
     ("repair", _add_repair, _cmd_repair),
+    ("doctor", _add_doctor, _cmd_doctor),
 ]
 
 

@@ -72,6 +72,10 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
         "nbkit lineage demo-out/orders.ss --json",
         "nbkit lineage --from stdio demo-out/pipe-stdout.txt  # a pipe stage's captured stdout",
     ),
+    "doctor": (
+        "nbkit doctor  # before a workshop: each item ok, or what to do about it",
+        "nbkit doctor --folder demo-out  # free disk measured where the lessons will write",
+    ),
     "repair": (
         "head -c 20000 demo-out/orders.ss > cut.ss  # a copy cut off mid-frame",
         "nbkit repair cut.ss repaired.ss  # says what it left out",

@@ -4,7 +4,8 @@
 cell into that subscription's handler (the cell is the body of ``def handler(delivery): ...``, so it
 ``return``s an outcome; a cell that uses ``await`` becomes an ``async def`` handler); ``%nbkit_step``,
 ``%nbkit_run``, ``%nbkit_advance``, ``%nbkit_events``, ``%nbkit_pending``, ``%nbkit_log`` and
-``%nbkit_reset`` drive and show the current Session.
+``%nbkit_reset`` drive and show the current Session; ``%nbkit_forget`` drops brokers and Session (a cell
+that opens brokers starts with it to run again).
 Every magic is a thin layer over :class:`~nbkit.notebook.session.Session`. A line magic cannot
 ``await``: with async handlers in a notebook, ``%nbkit_step`` and ``%nbkit_run`` refuse and name the
 cell to write instead (``await nbkit_session.astep()``).
@@ -162,7 +163,10 @@ class NbkitMagics(Magics):
 
     def _add(self, broker: Broker) -> None:
         if self._session is not None:
-            raise ConfigurationError("the session has started; %nbkit_reset first, then add brokers")
+            raise ConfigurationError(
+                "the session has started; %nbkit_reset first, then add brokers (or %nbkit_forget first to "
+                "start a new scenario, as a cell that opens brokers does to run again)"
+            )
         broker.bind_clock(self.clock)
         self.brokers.append(broker)
 

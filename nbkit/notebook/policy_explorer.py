@@ -160,10 +160,21 @@ def _in_kernel() -> bool:
     return shell is not None and getattr(shell, "kernel", None) is not None
 
 
+def _decimals(number: float) -> int:
+    """How many decimals ``number`` needs to be written exactly (at most 6): 0.005 -> 3, 0.5 -> 1, 60 -> 0."""
+    text = f"{number:.6f}".rstrip("0")
+    return len(text) - text.index(".") - 1
+
+
 def _slider(kind: type, value: float, low: float, high: float, step: float, description: str, tip: str) -> Any:
+    """A slider whose readout shows its value exactly: as many decimals as the step or the value needs."""
+    options: dict[str, Any] = {}
+    if kind is widgets.FloatSlider:
+        options["readout_format"] = f".{max(_decimals(step), _decimals(value))}f"
     return kind(
         value=value, min=low, max=high, step=step, description=description, tooltip=tip,
         continuous_update=True, style={"description_width": "110px"}, layout=widgets.Layout(width="330px"),
+        **options,
     )  # fmt: skip
 
 

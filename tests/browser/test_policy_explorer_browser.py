@@ -77,3 +77,24 @@ def test_dragging_a_slider_reruns_and_redraws(budget, lab_server, browser_page, 
         assert 2 <= runs <= 6, f"{runs} runs for one drag: the drag's values were not coalesced"
         assert "file 60 0 60" in norm(summary.inner_text())
         page.screenshot(path=str(shot) + "-after.png")
+
+
+def test_the_poison_readout_shows_a_half_percent_share(budget, lab_server, browser_page, artifacts_dir, request):
+    """A workload with a poison share of 0.005 reads 0.005 on its slider (the default two decimals read 0.01)."""
+    from playwright.sync_api import expect
+
+    cells = [
+        CELLS[0],
+        "explorer = PolicyExplorer(Workload(messages=60, span=20, failure_rate=0.05, poison=0.005),"
+        " RetryPolicy(max_attempts=3))\nexplorer",
+    ]
+    write_code_notebook(lab_server.root_dir / NOTEBOOK, cells)
+    with lab_page(browser_page, lab_server, artifacts_dir, request, budget) as (page, shot):
+        open_notebook(page, lab_server, NOTEBOOK, budget)
+        page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
+        output = page.locator(".jp-Notebook .jp-OutputArea-output")
+        slider = output.locator(".widget-slider", has_text="poison share")
+        expect(slider).to_have_count(1, timeout=budget.ms(40))
+        slider.scroll_into_view_if_needed(timeout=budget.ms(5))
+        expect(slider.locator(".widget-readout")).to_have_text(re.compile(r"^\s*0\.005\s*$"), timeout=budget.ms(10))
+        page.screenshot(path=str(shot) + "-poison.png")

@@ -13,6 +13,7 @@ import datetime as dt
 import pandas as pd
 import pytest
 
+from nbkit import StreamWriter
 from nbkit.exercises import Evidence, Verdict, check, evidence, exercises, expected, wrong_answers
 from nbkit.notebook.exercises import (
     Choice,
@@ -172,6 +173,22 @@ def test_resume_position_accepts_the_number_and_explains_the_off_by_one():
     assert not near and "includes message n" in near.message
 
 
+def test_a_timestamp_start_with_a_guessed_end_gets_the_hint_about_the_end(tmp_path):
+    path = tmp_path / "events.ss"
+    writer = StreamWriter(path, created_at_ms=1_700_000_000_000, clock_ms=lambda: 1_700_000_000_100)
+    for i in range(1, 9):
+        writer.write("event", b"{}", timestamp_ms=1_700_000_000_000 + i)
+    writer.close()
+    context = {"path": path, "key": "event", "seq": 3}
+    assert expected("01-after-timestamp", **context) == [4, 5, 6, 7, 8]
+    invented_end = check("01-after-timestamp", list(range(4, 16)), **context)
+    short_end = check("01-after-timestamp", [4, 5, 6], **context)
+    inclusive = check("01-after-timestamp", list(range(3, 9)), **context)
+    for verdict in (invented_end, short_end):
+        assert not verdict and "start is right" in verdict.message and "'event' messages" in verdict.message
+    assert not inclusive and "strictly later than t" in inclusive.message
+
+
 def test_cap_and_timing_exercises():
     assert expected("03-succeeds-on-cap", max_attempts=3, succeeds_on=4) == (3, 1)
     assert expected("03-dead-letter-time", max_attempts=3, base=1) == 3.0
@@ -245,6 +262,13 @@ def test_keep_count_is_measured_by_a_redrive():
     assert expected("07-keep-count", max_attempts=4) == (5, "orders.dead")
     assert expected("07-keep-count", max_attempts=2) == (3, "orders.dead")
     assert check("07-keep-count", [5, "orders.dead"], max_attempts=4)
+
+
+@pytest.mark.parametrize("attempt", [5, 6])
+def test_keep_count_hint_on_the_key_does_not_second_guess_the_attempt(attempt):
+    verdict = check("07-keep-count", [attempt, "orders"], max_attempts=4)
+    assert not verdict and "where does a failure at or past the cap go?" in verdict.message
+    assert verdict.message.lower().count("attempt right") <= 1 and "may be right" not in verdict.message
 
 
 #: Lesson 09's shop: two yen orders (never paid, dead-lettered at 20 s), two cards declined once (paid at 30 s).

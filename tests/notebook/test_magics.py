@@ -45,6 +45,24 @@ def test_cell_handler_steps_and_events(ip):
     assert ip.user_ns["nbkit_session"].counts()["dead-letter"] == 1
 
 
+def test_a_broker_cell_runs_again_after_nbkit_forget(ip, tmp_path):
+    """A second Run All: the cell that opens the broker is refused once the session started, and runs
+    again when it starts with %nbkit_forget (the error says so)."""
+
+    def broker_cell(path):
+        ip.run_line_magic("nbkit_forget", "")
+        ip.run_line_magic("nbkit_file", path)
+        ip.run_cell_magic("nbkit_handler", "orders --start-at beginning", "return None")
+        ip.user_ns["broker"].publish("orders", "x")
+        return ip.run_line_magic("nbkit_run", "")
+
+    assert [e.seq for e in broker_cell(str(tmp_path / "first.ss"))] == [1]
+    with pytest.raises(ConfigurationError, match="nbkit_forget"):
+        ip.run_line_magic("nbkit_file", str(tmp_path / "first.ss"))
+    assert [e.seq for e in broker_cell(str(tmp_path / "second.ss"))] == [1]
+    assert len(ip.user_ns["nbkit_session"].app.brokers) == 1
+
+
 def test_rerunning_the_cell_replaces_the_handler_after_reset(ip, capsys):
     ip.run_line_magic("nbkit_file", ip.user_ns["path"])
     ip.run_cell_magic("nbkit_handler", "orders --start-at beginning", "return None")

@@ -123,3 +123,17 @@ def test_a_browser_echoing_a_value_with_rounding_noise_does_not_rerun(explorer):
     explorer.controls["span"].value = 19.999999999999996  # what a slider's step arithmetic sends back for 20.0
     assert explorer.runs == 1
     assert explorer.workload.span == 20.0
+
+
+def test_each_readout_shows_the_value_and_the_step_exactly():
+    workload = Workload(messages=40, span=20, failure_rate=0.05, poison=0.005)
+    ex = PolicyExplorer(workload, RetryPolicy(max_attempts=3, delay=2.5), background=False)
+    try:
+        poison = ex.controls["poison"]
+        assert format(poison.value, poison.readout_format) == "0.005"  # d3's ".3f" is Python's
+        for name, control in ex.controls.items():
+            if hasattr(control, "readout_format") and hasattr(control, "step"):
+                for number in (control.value, control.step):
+                    assert float(format(number, control.readout_format)) == pytest.approx(number, abs=1e-12), name
+    finally:
+        ex.close()

@@ -63,6 +63,11 @@ def _all_seqs(path: str | os.PathLike, key: str) -> list[int]:
     return [int(s) for s in read_stream(path, keys=key)["seq"]]
 
 
+def _same_start_other_end(answer: tuple[int, ...], right: tuple[int, ...], **_: Any) -> bool:
+    """An answer that begins where the reader begins but ends elsewhere (a wrong or invented end)."""
+    return bool(answer) and bool(right) and answer[0] == right[0] and answer != right
+
+
 AFTER_TIMESTAMP = register(
     Exercise(
         "01-after-timestamp",
@@ -85,6 +90,15 @@ AFTER_TIMESTAMP = register(
                 "a start position is where reading stops",
                 lambda *, path, key, seq, **_: [s for s in _all_seqs(path, key) if s <= seq],
                 "a start position says where reading begins; from there the reader goes on to the end of the file.",
+            ),
+            WrongAnswer(
+                "the start is right, the end is guessed",
+                lambda *, path, key, seq, **_: [*_after(path=path, key=key, seq=seq), _all_seqs(path, key)[-1] + 1],
+                lambda right, *, key, **_: (
+                    "the start is right; the end is not. The reader stops at the last message the file holds: "
+                    f"how many '{key}' messages does the table of keys above count?"
+                ),
+                matches=_same_start_other_end,
             ),
         ),
     )

@@ -182,8 +182,8 @@ KEEP_COUNT = register(
             WrongAnswer(
                 "a kept count still gets one more ordinary retry",
                 lambda *, max_attempts, **_: (max_attempts + 1, "orders"),
-                "the attempt may be right; compare it with max_attempts: the cap is checked before the copy "
-                "goes anywhere.",
+                "compare that attempt with max_attempts: the runtime checks the cap before the copy goes "
+                "anywhere, so where does a failure at or past the cap go?",
                 matches=lambda answer, right, **_: answer[1] == "orders",
             ),
             WrongAnswer(
