@@ -25,7 +25,7 @@ from nbkit.errors import ConfigurationError, InvalidArgumentError
 from nbkit.runtime import logs
 from nbkit.runtime.app import App
 from nbkit.runtime.broker import Broker, Published, as_payload
-from nbkit.runtime.clock import DEFAULT_VIRTUAL_START, VirtualClock, utc
+from nbkit.runtime.clock import VirtualClock, utc
 from nbkit.runtime.delayed import PendingCopy
 from nbkit.runtime.events import SettlementEvent
 from nbkit.runtime.file_broker import FileBroker
@@ -124,8 +124,8 @@ class TestApp:
     app : App or broker
         The service's app (as ``nbkit run MODULE:APP`` takes it), or one broker; it is not started itself:
         a fresh :class:`~nbkit.App` runs its brokers with its ``shutdown_timeout`` and ``max_pending``.
-    start : float or datetime.datetime, optional
-        When the virtual clock starts (default 2024-01-01T00:00:00Z).
+    clock : VirtualClock, optional
+        The clock the app runs on (default: a new one at 2024-01-01T00:00:00Z); only :meth:`advance` moves it.
     max_deliveries : int
         How many deliveries one :meth:`run_until_idle` or :meth:`advance` may make before it fails the test.
 
@@ -157,7 +157,7 @@ class TestApp:
         self,
         app: App | Broker[Any],
         *,
-        start: float | dt.datetime = DEFAULT_VIRTUAL_START,
+        clock: VirtualClock | None = None,
         max_deliveries: int = MAX_DELIVERIES,
     ) -> None:
         if isinstance(app, Broker):
@@ -167,7 +167,10 @@ class TestApp:
         if isinstance(max_deliveries, bool) or not isinstance(max_deliveries, int) or max_deliveries < 1:
             raise ConfigurationError(f"max_deliveries must be a whole number >= 1, not {max_deliveries!r}")
         self.source = app
-        self.clock = VirtualClock(start)
+        if clock is not None and not isinstance(clock, VirtualClock):
+            raise ConfigurationError(f"TestApp runs on a VirtualClock (time moves only with advance()), not {clock!r}")
+        #: The virtual clock the app runs on.
+        self.clock = clock if clock is not None else VirtualClock()
         self.max_deliveries = max_deliveries
         #: The runtime's log lines (INFO and up), oldest first, as ``nbkit run`` prints them.
         self.log: list[str] = []
@@ -258,6 +261,7 @@ class TestApp:
         for broker, registrations in self._own:
             broker.registrations[:] = registrations
         for redirected in self._redirected:
+            redirected.lines = list(redirected.lines)  # kept: resetting the broker clears its sink's list
             if redirected.broker.connected or redirected.broker.closed:
                 redirected.broker.reset()
             redirected.give_back()
@@ -290,9 +294,7 @@ class TestApp:
         return self.app
 
     # -- publishing --------------------------------------------------------------------------------
-    def publish(
-        self, key: str, payload: bytes | str | Any, headers: Mapping[str, Any] | None = None
-    ) -> Published:
+    def publish(self, key: str, payload: bytes | str | Any, headers: Mapping[str, Any] | None = None) -> Published:
         """Put one message on the transport of the broker that reads ``key``, as a producer would.
 
         On a pipe it is a stdin line (``[ts | key | seq] payload``, the envelope as a producer writes it),
@@ -326,7 +328,9 @@ class TestApp:
         assert isinstance(broker, StdioBroker)
         validate_key(key)
         if not data and not head:
-            raise InvalidArgumentError(f"publish({key!r}, b''): a pipe drops empty lines; an empty message cannot be sent")
+            raise InvalidArgumentError(
+                f"publish({key!r}, b''): a pipe drops empty lines; an empty message cannot be sent"
+            )
         now = self.clock.now()
         seq, line = redirected.formatter.copy(key, head, data, int(round(now * 1000)))
         broker.feed(line)
@@ -496,6 +500,16 @@ class TestApp:
         raise ConfigurationError(
             f"{label!r} is registered {len(found)} times ({', '.join(r.name for r in found)}): ask by name"
         )
+
+    def output(self) -> list[str]:
+        """The lines the app's pipe brokers wrote to stdout, as ``nbkit run`` writes them (without ``\\n``).
+
+        Returns
+        -------
+        list of str
+        """
+        self.published_by_key()  # (flushes what is buffered)
+        return [line for r in self._redirected if isinstance(r.broker, StdioBroker) for line in r.lines]
 
     def published_by_key(self) -> dict[str, list[PublishedMessage]]:
         """Everything the app wrote, per stream key in the order each key first appeared.

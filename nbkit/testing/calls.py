@@ -111,13 +111,13 @@ class Call:
     def describe(self) -> str:
         """One line: key, attempt, payload, headers and the result."""
         shown = {k: v for k, v in self.headers.items() if k != SEQUENCE_HEADER}
-        if self.error is not None:
-            result = f"raised {self.error!r}"
-        else:
-            result = f"returned {self.returned!r}"
-        return f"key {self.key!r}, attempt {self.attempt}, payload {describe_payload(self.payload)}, headers {shown}, {result}"
+        result = f"raised {self.error!r}" if self.error is not None else f"returned {self.returned!r}"
+        payload = describe_payload(self.payload)
+        return f"key {self.key!r}, attempt {self.attempt}, payload {payload}, headers {shown}, {result}"
 
-    def differences(self, payload: object = ANY, headers: Mapping[str, Any] | None = None, key: object = ANY) -> list[str]:
+    def differences(
+        self, payload: object = ANY, headers: Mapping[str, Any] | None = None, key: object = ANY
+    ) -> list[str]:
         """What of payload, headers and key differs from this call (empty: it matches).
 
         Headers are compared whole; the transport's ``stream-sequence`` only when ``headers`` names it.
@@ -244,9 +244,7 @@ class HandlerCalls:
         if self.call_count != 1 or self.calls[0].differences(payload, headers, key):
             expected = _expectation(payload, headers, key)
             raise AssertionError(
-                self._report(
-                    f"expected 1 call with {expected}, got {self.call_count} call(s)", payload, headers, key
-                )
+                self._report(f"expected 1 call with {expected}, got {self.call_count} call(s)", payload, headers, key)
             )
 
     def assert_any_call(
@@ -256,7 +254,9 @@ class HandlerCalls:
         if not any(not c.differences(payload, headers, key) for c in self.calls):
             expected = _expectation(payload, headers, key)
             raise AssertionError(
-                self._report(f"expected a call with {expected}, none of {self.call_count} matches", payload, headers, key)
+                self._report(
+                    f"expected a call with {expected}, none of {self.call_count} matches", payload, headers, key
+                )
             )
 
     def assert_called(self, times: int | None = None) -> None:
