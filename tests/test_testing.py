@@ -11,11 +11,11 @@ import asyncio
 import base64
 import importlib.util
 import json
-import re
+import os
 import struct
 import subprocess
 import sys
-from importlib.metadata import entry_points
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -276,14 +276,18 @@ def test_asking_for_what_is_not_there_says_what_is():
 
 
 # -- the pytest fixtures ----------------------------------------------------------------------------------
-def _plugin_installed() -> bool:
-    return any(ep.value == "nbkit.testing_plugin" for ep in entry_points(group="pytest11"))
+PYPROJECT = Path(__file__).resolve().parents[1] / "pyproject.toml"
 
 
-def test_the_plugin_is_declared_as_a_pytest_entry_point():
-    text = (Path(__file__).resolve().parents[1] / "pyproject.toml").read_text(encoding="utf-8")
-    section = re.search(r"^\[project\.entry-points\.pytest11\]\n(.*?)(?:^\[|\Z)", text, re.M | re.S)
-    assert section and re.search(r'^nbkit = "nbkit\.testing_plugin"$', section.group(1), re.M)
+def _entry_points() -> dict[str, str]:
+    """The ``[project.entry-points.pytest11]`` table of pyproject.toml."""
+    project = tomllib.loads(PYPROJECT.read_text(encoding="utf-8"))["project"]
+    return project.get("entry-points", {}).get("pytest11", {})
+
+
+def test_the_plugin_is_declared_as_a_pytest_entry_point_named_as_its_module():
+    # named as the module, `-p nbkit.testing_plugin` where it is installed finds it loaded (not loaded twice)
+    assert _entry_points() == {"nbkit.testing_plugin": "nbkit.testing_plugin"}
 
 
 def test_the_plugin_imports_no_runtime_until_a_fixture_is_used():
@@ -293,39 +297,47 @@ def test_the_plugin_imports_no_runtime_until_a_fixture_is_used():
     assert done.stdout.strip() == "['nbkit.errors', 'nbkit.testing_plugin']"
 
 
-def test_the_fixtures_run_a_users_test(pytester, monkeypatch):
-    monkeypatch.setenv("PYTHONPATH", checkout_env()["PYTHONPATH"])
-    pytester.makepyfile(
-        test_service="""
-        from nbkit import App, HandlerOutcome, StdioBroker
+USERS_TEST = """
+from nbkit import App, HandlerOutcome, StdioBroker
 
-        broker = StdioBroker()
+broker = StdioBroker()
 
-        @broker.subscriber("jobs", out_retry="jobs.retry", max_attempts=2, dead_letter="jobs.dead")
-        def work(delivery):
-            return HandlerOutcome.retry_after(5)
+@broker.subscriber("jobs", out_retry="jobs.retry", max_attempts=2, dead_letter="jobs.dead")
+def work(delivery):
+    return HandlerOutcome.retry_after(5)
 
-        app = App(broker)
+app = App(broker)
 
-        def test_retry(nbkit_app, virtual_clock):
-            test = nbkit_app(app)
-            test.publish("jobs", {"id": 1})
-            test.run_until_idle()
-            test.handler(work).assert_called_once_with({"id": 1})
-            test.advance(5)
-            assert virtual_clock.now() - virtual_clock.start == 5
-            test.expect_published("jobs.retry", 1)
+def test_retry(nbkit_app, virtual_clock):
+    test = nbkit_app(app)
+    test.publish("jobs", {"id": 1})
+    test.run_until_idle()
+    test.handler(work).assert_called_once_with({"id": 1})
+    test.advance(5)
+    assert virtual_clock.now() - virtual_clock.start == 5
+    test.expect_published("jobs.retry", 1)
 
-        def test_given_back_after_the_test(nbkit_app):
-            assert broker.registrations[0].handler is work
-            nbkit_app(app).expect_published("jobs.retry", 0)
+def test_given_back_after_the_test(nbkit_app):
+    assert broker.registrations[0].handler is work
+    nbkit_app(app).expect_published("jobs.retry", 0)
 
-        def test_a_failure_names_the_key(nbkit_app):
-            nbkit_app(app).expect_published("jobs.retry", 2)
-        """
-    )
-    plugin = () if _plugin_installed() else ("-p", "nbkit.testing_plugin")
-    result = pytester.runpytest_subprocess(*plugin, "-p", "no:cacheprovider", "-p", "no:nbval")
+def test_a_failure_names_the_key(nbkit_app):
+    nbkit_app(app).expect_published("jobs.retry", 2)
+"""
+
+
+@pytest.mark.parametrize("options", [(), ("-p", "nbkit.testing_plugin")], ids=["entry point", "and -p"])
+def test_the_fixtures_run_a_users_test(pytester, monkeypatch, options):
+    """An installed distribution's entry point (the table of pyproject.toml) loads the plugin; naming it
+    with ``-p`` as well loads it once."""
+    site = pytester.mkdir("site")
+    dist = site / "nbkit_plugin_check-0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: nbkit-plugin-check\nVersion: 0\n")
+    (dist / "entry_points.txt").write_text("[pytest11]\n" + "".join(f"{k} = {v}\n" for k, v in _entry_points().items()))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(site), checkout_env()["PYTHONPATH"]]))
+    pytester.makepyfile(test_service=USERS_TEST)
+    result = pytester.runpytest_subprocess(*options, "-p", "no:cacheprovider", "test_service.py")
     result.assert_outcomes(passed=2, failed=1)
     result.stdout.fnmatch_lines(["*expected 2 message(s) published under 'jobs.retry', saw 0*"])
 
