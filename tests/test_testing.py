@@ -100,6 +100,35 @@ def test_a_checkpoint_is_saved_in_the_test_folder_not_the_services(tmp_path, mon
     assert not (tmp_path / "orders.positions.json").exists() and broker.registrations[0].checkpoint is store
 
 
+def test_an_app_of_several_brokers_routes_each_message_to_the_broker_that_reads_its_key(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    orders, audit, out = FileBroker("shop.ss"), FileBroker("shop.ss"), StdioBroker()  # two brokers, one file
+
+    @orders.subscriber("orders")
+    def take(delivery):
+        orders.publish("audit", delivery.payload)  # appended to the file the audit broker reads
+
+    @audit.subscriber("audit")
+    def record(delivery):
+        out.publish("shipped", delivery.payload)
+
+    @out.subscriber("returns", out_retry="returns.retry")
+    def back(delivery):
+        return None
+
+    with TestApp(App(orders, audit, out)) as test:
+        test.publish("orders", "o1")
+        test.publish("returns", "r1")  # a line on the pipe broker's stdin
+        test.run_until_idle()
+        test.handler(record).assert_called_once_with("o1", key="audit")
+        test.handler(back).assert_called_once_with("r1")
+        assert {k: [m.text for m in v] for k, v in test.published_by_key().items()} == {
+            "audit": ["o1"],
+            "shipped": ["o1"],
+        }
+    assert orders.path == audit.path == "shop.ss" and not (tmp_path / "shop.ss").exists()
+
+
 # -- a pipe stage with out_retry ---------------------------------------------------------------------------
 def _stage() -> tuple[App, StdioBroker, object]:
     broker = StdioBroker()

@@ -61,7 +61,7 @@ class _LogLines(logging.Handler):
 class _Redirected:
     """One broker's test streams or file, and how to give the broker its own back."""
 
-    def __init__(self, broker: Broker[Any], folder: str, n: int) -> None:
+    def __init__(self, broker: Broker[Any], folder: str, files: dict[str, str]) -> None:
         self.broker = broker
         self.lines: list[str] = []  # a pipe's stdout
         self.formatter = LineFormatter()  # numbers the lines the test publishes on a pipe, per key from 0
@@ -70,7 +70,9 @@ class _Redirected:
         self._restore: Callable[[], None] = lambda: None
         if isinstance(broker, FileBroker):
             own = broker.path
-            broker.path = os.path.join(folder, f"{n}-{os.path.basename(own) or 'stream.ss'}")
+            # brokers sharing a file share its stand-in (their appends interleave in it, as in the real one)
+            name = f"{len(files)}-{os.path.basename(own) or 'stream.ss'}"
+            broker.path = files.setdefault(os.path.abspath(own), os.path.join(folder, name))
 
             def restore_path() -> None:
                 broker.path = own
@@ -85,15 +87,17 @@ class _Redirected:
         else:  # pragma: no cover (the two transports are the brokers there are)
             raise ConfigurationError(f"TestApp runs FileBroker and StdioBroker brokers, not {broker!r}")
 
-    def messages(self) -> list[PublishedMessage]:
-        """What the app wrote on this broker, in order (the test's own publishes left out)."""
+    def messages(self, every: list[_Redirected]) -> list[PublishedMessage]:
+        """What the app wrote on this broker, in order (what the test published, on any of ``every``
+        broker sharing the file, left out)."""
         broker = self.broker
         if isinstance(broker, StdioBroker):
             return pipe_messages(self.lines)
         assert isinstance(broker, FileBroker)
         if not os.path.exists(broker.path):
             return []
-        return file_messages(broker.path, skip=self.injected)
+        sharing = [r for r in every if isinstance(r.broker, FileBroker) and r.broker.path == broker.path]
+        return file_messages(broker.path, skip=[key_seq for r in sharing for key_seq in r.injected])
 
     def give_back(self) -> None:
         """The broker's own file or streams again; the test's stdin pipe closed."""
@@ -208,10 +212,11 @@ class TestApp:
         stack.enter_context(_capturing(self.log))
         try:
             brokers = self.source.brokers
+            files: dict[str, str] = {}  # a service file's path -> its stand-in in the test's folder
             for n, broker in enumerate(brokers):
                 if broker.connected or broker.closed:
                     broker.reset()  # (an app that ran before: its registrations open again)
-                self._redirected.append(_Redirected(broker, self._folder, n))
+                self._redirected.append(_Redirected(broker, self._folder, files))
                 self._own.append((broker, list(broker.registrations)))
                 broker.registrations[:] = [self._wrap(n, reg) for reg in broker.registrations]
             self.app = App(
@@ -531,8 +536,14 @@ class TestApp:
             if not broker.closed and not broker.output_closed:
                 broker.flush()
         by_key: dict[str, list[PublishedMessage]] = {}
+        read: set[str] = set()
         for redirected in self._redirected:
-            for message in redirected.messages():
+            broker = redirected.broker
+            if isinstance(broker, FileBroker):
+                if broker.path in read:
+                    continue  # a file shared by brokers is read once
+                read.add(broker.path)
+            for message in redirected.messages(self._redirected):
                 by_key.setdefault(message.key, []).append(message)
         return by_key
 
