@@ -2,7 +2,7 @@
 
 They run each service's own ``app`` in memory on a virtual clock (``nbkit_app`` is a fixture of nbkit's
 pytest plugin; where nbkit is not installed, add ``-p nbkit.testing_plugin``). No file of this folder is
-written: the file service runs on a temporary copy of its stream file and positions.
+written: the file service runs on a temporary stream file, and saves its positions beside it.
 """
 
 import first
