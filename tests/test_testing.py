@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from checkout_env import checkout_env
 
-from nbkit import App, FileBroker, HandlerOutcome, PositionStore, StdioBroker
+from nbkit import App, FileBroker, HandlerOutcome, PositionStore, RetryDestinationError, StdioBroker
 from nbkit.testing import ANY, TestApp
 
 pytest_plugins = ("pytester",)
@@ -302,6 +302,21 @@ def test_asking_for_what_is_not_there_says_what_is():
         test.publish("jobs", "x")
     with pytest.raises(ValueError, match="VirtualClock"):
         TestApp(app, clock=object())  # type: ignore[arg-type]
+
+
+def test_an_app_that_cannot_start_fails_the_test_and_is_given_back():
+    broker = StdioBroker()
+
+    @broker.subscriber("jobs")  # no out_retry: a pipe stage refuses to start, as under nbkit run
+    def work(delivery):
+        return None
+
+    test = TestApp(App(broker))
+    with pytest.raises(RetryDestinationError, match='add out_retry="jobs.retry"'):
+        test.start()
+    assert broker.registrations[0].handler is work and not broker.connected
+    test.close()  # nothing to shut down
+    assert test.published_by_key() == {} and test.events == []
 
 
 # -- the pytest fixtures ----------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ On exit the brokers get their own streams, files and handlers back.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime as dt
 import json
 import logging
@@ -228,14 +229,13 @@ class TestApp:
             )
             self.app.start()
         except BaseException:
+            self._final = {}  # nothing to shut down or read back: close() does nothing
             self._give_back()
             raise
         return self
 
     def _wrap(self, n: int, reg: Registration) -> Registration:
         """The registration with its handler recorded and its checkpoint (if any) in the test's folder."""
-        import dataclasses
-
         record = HandlerCalls(reg)
         self._records[(n, reg.name)] = record
         changes: dict[str, Any] = {"handler": record.wrapper}
