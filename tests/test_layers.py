@@ -24,11 +24,14 @@ PACKAGE = Path(__file__).resolve().parents[1] / "nbkit"
 #: The layers, lowest first; a module's layer is its first dotted part under nbkit.
 LAYERS = ["errors", "wire", "transport", "runtime", "tabular", "notebook", "scale", "lab", "cli"]
 #: Modules above every layer: the public namespaces.
-TOP = {"__init__", "__main__", "command", "plot", "widgets", "exercises", "dask", "testing", "testing_plugin"}
+TOP = {"__init__", "__main__", "command", "plot", "widgets", "exercises", "dask"}
 
 
 #: Modules of a layer that sit beside its module instead of inside a package: the CLI's --help examples.
 BESIDE = {"cli_examples": "cli"}
+
+#: The test kit and its pytest plugin are at the top too: a test drives every layer.
+TOP |= {"testing", "testing_plugin"}
 
 
 def _part(module: str) -> str:
