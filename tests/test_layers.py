@@ -1,13 +1,14 @@
 """The layer contract (../shared/DESIGN.md): imports point down, and no module reaches into another package's privates.
 
 wire -> transport -> runtime -> tabular -> notebook -> scale -> lab -> cli (``lab``: the Jupyter Server handlers of
-the JupyterLab stream viewer, above the readers they serve). Each layer may import its own layer and the
-ones below it, and ``nbkit.errors`` (the one hierarchy every layer raises). The top-level namespaces users type
-(``nbkit``, ``nbkit.plot``, ``nbkit.widgets``, ``nbkit.exercises``, ``nbkit.dask``, ``python -m nbkit``) share the
-top with the CLI (which reads ``nbkit.__version__``). An import of an underscore name (or module) from another
-package is a leak, whatever the layers. The walk covers every import statement, including the lazy ones inside
-functions, in the Python sources and in the compiled core's Cython sources (``.pyx``). A ``cimport`` of a module
-that has a ``.pxd`` beside it is that module's declared C interface, so it is not a leak (it must still point down).
+the JupyterLab stream viewer, above the readers they serve). Each layer may import its own layer and the ones below
+it, and ``nbkit.errors`` (the one hierarchy every layer raises). The top-level namespaces users type (``nbkit``,
+``nbkit.plot``, ``nbkit.widgets``, ``nbkit.exercises``, ``nbkit.dask``, ``python -m nbkit``, the test kit
+``nbkit.testing`` and its pytest plugin ``nbkit.testing_plugin``) share the top with the CLI (which reads
+``nbkit.__version__``). An import of an underscore name (or module) from another package is a leak, whatever the
+layers. The walk covers every import statement, including the lazy ones inside functions, in the Python sources and
+in the compiled core's Cython sources (``.pyx``). A ``cimport`` of a module that has a ``.pxd`` beside it is that
+module's declared C interface, so it is not a leak (it must still point down).
 """
 
 from __future__ import annotations
@@ -28,6 +29,9 @@ TOP = {"__init__", "__main__", "command", "plot", "widgets", "exercises", "dask"
 
 #: Modules of a layer that sit beside its module instead of inside a package: the CLI's --help examples.
 BESIDE = {"cli_examples": "cli"}
+
+#: The test kit and its pytest plugin are at the top too: a test drives every layer.
+TOP |= {"testing", "testing_plugin"}
 
 
 def _part(module: str) -> str:

@@ -215,9 +215,7 @@ class StdioBroker(Broker[PipeRegistration]):
         self._stdin_arg = stdin
         self._stdout_arg = stdout
         self.loopback = loopback
-        self.sink = LineSink(stdout)
-        self.sink.before_flush = logs.flush_run_logs  # a log line never comes after stdout written later
-        self.sink.on_closed = self._output_gone
+        self.sink = self._new_sink(stdout)
         self.decoder = LineDecoder()
         self.formatter = LineFormatter()
         self.subscriptions: list[StdioSubscription] = []
@@ -228,6 +226,59 @@ class StdioBroker(Broker[PipeRegistration]):
 
     def __repr__(self) -> str:
         return "StdioBroker()"
+
+    def _new_sink(self, stdout: LineOutput) -> LineSink:
+        sink = LineSink(stdout)
+        sink.before_flush = logs.flush_run_logs  # a log line never comes after stdout written later
+        sink.on_closed = self._output_gone
+        return sink
+
+    def use_streams(self, stdin: LineInput, stdout: LineOutput) -> Callable[[], None]:
+        """Read ``stdin`` and write ``stdout`` instead of the streams given to the constructor, until the
+        function returned is called (it puts those back). Only while the broker is not connected.
+
+        A test kit runs a service's own broker in memory with it (:class:`nbkit.testing.TestApp`): the
+        handlers publish through this very broker object, so it is the one whose streams must change.
+
+        Parameters
+        ----------
+        stdin : None, str, list of str or file
+            Where lines come from (as the constructor's ``stdin``).
+        stdout : None, list or file
+            Where lines go (as the constructor's ``stdout``).
+
+        Returns
+        -------
+        callable
+            Call it (the broker not connected) to read and write the streams used before again.
+
+        Raises
+        ------
+        ConfigurationError
+            If the broker is connected (an app has started it and not been reset).
+
+        Examples
+        --------
+        >>> from nbkit import StdioBroker
+        >>> broker = StdioBroker()                      # the process's stdin and stdout
+        >>> lines = []
+        >>> restore = broker.use_streams(["[jobs] a"], lines)
+        >>> _ = broker.publish("jobs.done", "a")
+        >>> lines[0].endswith("| jobs.done | 0] a"), restore()
+        (True, None)
+        """
+        if self.connected:
+            raise ConfigurationError("use_streams() is for a broker that is not connected: reset() it first")
+        before = self._stdin_arg, self._stdout_arg, self.sink
+        self._stdin_arg, self._stdout_arg = stdin, stdout
+        self.sink = self._new_sink(stdout)
+
+        def restore() -> None:
+            if self.connected:
+                raise ConfigurationError("the streams are put back on a broker that is not connected: reset() it first")
+            self._stdin_arg, self._stdout_arg, self.sink = before
+
+        return restore
 
     def configure_input(
         self,
