@@ -8,14 +8,16 @@ Two paths share that work. :func:`nbkit.wire.scan.scan_frames` is the fast one (
 compiled core is active): it walks the complete frames that lie inside the current buffer and before
 the next beacon boundary, appending their fields to column lists (no per-message objects).
 Everything else — a beacon, a frame cut by a boundary or by the buffer's end, a key seen for the
-first time, the end-of-stream mark, a damaged frame — goes one frame at a time through the frame
-decoder (:mod:`nbkit.transport.frame_decode`), the one place that handles (and reports) those cases.
+first time, the end-of-stream mark, a damaged frame — goes one frame at a time through
+:func:`nbkit.wire.ssframe.decode_frame` (pure, no I/O), the one place that handles (and reports) those
+cases. The reader owns a :class:`~nbkit.transport.frame_decode.FrameDecoder` (``decoder``) that holds the
+source, the buffer, the key tables and the beacon grid, and does the reads around both paths.
 ``poll()`` hands out messages from a scanned batch; :meth:`StreamReader.read_columns` returns the columns
 themselves (what ``read_stream``, the Dask partitions and ``nbkit cat`` build on).
 
 This module holds the read loops of both modes (replay and follow); moving a reader
-(:mod:`nbkit.transport.reader_seek`), stepping over damage (:mod:`nbkit.transport.salvage`) and the records
-it hands out (:mod:`nbkit.transport.messages`) live in modules of their own.
+(:mod:`nbkit.transport.reader_seek`) and stepping over damage (:mod:`nbkit.transport.salvage`) are functions
+over the decoder, and the records it hands out (:mod:`nbkit.transport.messages`) live in a module of their own.
 """
 
 from __future__ import annotations
@@ -297,9 +299,9 @@ class StreamReader:
         Examples
         --------
         >>> from nbkit import StreamReader, StreamWriter
-        >>> with StreamWriter("orders.ss") as writer:
+        >>> with StreamWriter("offsets.ss") as writer:
         ...     second = [writer.write("orders", b"%d" % n) for n in range(3)][1]
-        >>> with StreamReader("orders.ss") as reader:
+        >>> with StreamReader("offsets.ss") as reader:
         ...     reader.seek_offset(second.offset)
         ...     [m.seq for m in reader]
         [2, 3]

@@ -189,7 +189,7 @@ def decode_frame(
     >>> decode_frame(frame, 128, 1 << 20, base=128)
     Frame(stream_key='demo', shard_id=0, seq=1, timestamp_ms=1700000000000, payload=b'hi', offset=128, end=166)
     >>> decode_frame(frame[:30], 128, 1 << 20, base=128)
-    Incomplete(need=8)
+    Incomplete(need=3)
     """
     if (pos - phase) % interval == 0:
         beacon = decode_beacon_at(buf, pos, interval, base=base)
