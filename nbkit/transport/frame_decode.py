@@ -144,7 +144,9 @@ class FrameDecoder:
         want = 1
         try:
             while True:
-                self.fill(pos, want)
+                # a frame larger than a block: read 1/16 more than the bytes known to be wanted, room for
+                # the beacons inside it, so it takes two reads, not one more per beacon found
+                self.fill(pos, want, want + (want >> 4) if want > self.source.block_size else 0)
                 got = decode_frame(
                     self.buffer,
                     pos,

@@ -129,8 +129,8 @@ def _gather(
             pos += beacon.size
         take = min(n, interval - (pos - phase) % interval)
         i = pos - base
-        if i + take > size:
-            return Incomplete(i + take - size)
+        if i + take > size:  # ask for all the bytes still wanted, beacons aside: a frame larger than
+            return Incomplete(i + n - size)  # the buffer is then read in a few reads, not one per interval
         parts.append(buf[i : i + take])
         pos += take
         n -= take
