@@ -8,14 +8,16 @@ Two paths share that work. :func:`nbkit.wire.scan.scan_frames` is the fast one (
 compiled core is active): it walks the complete frames that lie inside the current buffer and before
 the next beacon boundary, appending their fields to column lists (no per-message objects).
 Everything else — a beacon, a frame cut by a boundary or by the buffer's end, a key seen for the
-first time, the end-of-stream mark, a damaged frame — goes one frame at a time through the frame
-decoder (:mod:`nbkit.transport.frame_decode`), the one place that handles (and reports) those cases.
+first time, the end-of-stream mark, a damaged frame — goes one frame at a time through
+:func:`nbkit.wire.ssframe.decode_frame` (pure, no I/O), the one place that handles (and reports) those
+cases. The reader owns a :class:`~nbkit.transport.frame_decode.FrameDecoder` (``decoder``) that holds the
+source, the buffer, the key tables and the beacon grid, and does the reads around both paths.
 ``poll()`` hands out messages from a scanned batch; :meth:`StreamReader.read_columns` returns the columns
 themselves (what ``read_stream``, the Dask partitions and ``nbkit cat`` build on).
 
 This module holds the read loops of both modes (replay and follow); moving a reader
-(:mod:`nbkit.transport.reader_seek`), stepping over damage (:mod:`nbkit.transport.salvage`) and the records
-it hands out (:mod:`nbkit.transport.messages`) live in modules of their own.
+(:mod:`nbkit.transport.reader_seek`) and stepping over damage (:mod:`nbkit.transport.salvage`) are functions
+over the decoder, and the records it hands out (:mod:`nbkit.transport.messages`) live in a module of their own.
 """
 
 from __future__ import annotations
@@ -26,13 +28,13 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from nbkit.errors import FormatError
+from nbkit.transport import reader_seek
 from nbkit.transport.damage import DamagedRegion, check_on_bad_frames
-from nbkit.transport.frame_decode import NeedBytes
+from nbkit.transport.frame_decode import FrameDecoder, NeedBytes
 from nbkit.transport.messages import Message, ReadEnd, make_message
 from nbkit.transport.polling import NEED_MORE, NeedMore
 from nbkit.transport.positions import FilePosition
-from nbkit.transport.reader_seek import Positions
-from nbkit.transport.salvage import SALVAGE_HINT, SKIPPED, Salvage, Skipped
+from nbkit.transport.salvage import SALVAGE_HINT, SKIPPED, Skipped, only_beacon_left, skip_damage
 from nbkit.transport.source import LOCAL_CHUNK, LocalSource, RemoteSource, open_source
 from nbkit.wire.keys import INTERNAL_KEY
 from nbkit.wire.scan import ColumnBuffers, FrameColumns, new_columns
@@ -41,7 +43,7 @@ from nbkit.wire.ssformat import HEADER_SIZE, Beacon, FileHeader
 CHUNK = LOCAL_CHUNK  # bytes per local pread: large enough to amortise syscalls, small enough to stay flat
 
 
-class StreamReader(Positions, Salvage):
+class StreamReader:
     """Read messages from a ``.ss`` file, in replay (``follow=False``) or follow mode.
 
     Iterate it for messages; ``end`` then says why the read ended. ``poll()`` is the non-blocking
@@ -146,8 +148,6 @@ class StreamReader(Positions, Salvage):
         #: Follow mode: called before each wait for the file to grow (``nbkit cat -f`` flushes its output).
         self.on_wait: Callable[[], None] | None = None
         self.end: ReadEnd | None = None
-        self.beacons_seen = 0
-        self.last_beacon: Beacon | None = None
         #: Where the bytes come from: a local file, or an fsspec URL read by range requests
         #: (:mod:`nbkit.transport.source`; a remote one counts ``bytes_fetched`` and ``requests``).
         self.source: LocalSource | RemoteSource = open_source(
@@ -158,30 +158,17 @@ class StreamReader(Positions, Salvage):
         self.open_options: dict[str, Any] = (
             {"storage_options": storage_options, "block_size": block_size} if self.source.remote else {}
         )
-        self._pread = self.source.pread
-        self._buf = b""
-        self._base = 0
-        self._keys: dict[bytes, str] = {}
-        # raw key -> key for the fast scan; SEA_STREAMER_INTERNAL is left out, so EOS takes the slow path
-        self._fast_keys: dict[bytes, str] = {}
-        # the same for poll(): a key left out by ``keys`` maps to None (checked, then skipped)
-        self._poll_keys: dict[bytes, str | None] = {}
-        if self.keys is None:
-            self._poll_keys = self._fast_keys  # type: ignore[assignment]  # one dict: both filled alike
         self._ahead: Iterator[Message] = iter(())  # messages scanned ahead of poll(), before the next boundary
         self._ahead_pos = -1  # ``pos`` while the next message of ``_ahead`` is the next one to hand out
         self._ahead_end = -1  # where that scan stopped (after any skipped frames)
-        # beacons sit at ``_phase + k * interval``: 0, unless a salvage read found the grid shifted by a
-        # cut-out or inserted run of bytes (see ``_hunt_grid``)
-        self._phase = 0
         try:
-            self.header = self._read_header()
+            #: The frames of the file: its buffer, key tables and beacon grid (reads the header).
+            self.decoder = FrameDecoder(self.source, self.path, self.keys)
         except BaseException:
             self.close()
             raise
-        self.interval = self.header.beacon_interval
-        # what a beacon probe reads: a remote seek's binary search asks for no more than a beacon can be
-        self._probe = min(self.source.probe_size, self.interval) if self.source.remote else self.source.probe_size
+        self.header: FileHeader = self.decoder.header
+        self.interval: int = self.decoder.interval
         self.pos = HEADER_SIZE
         if start is not None:
             self.seek(start, key=key, shard_id=shard_id)
@@ -211,7 +198,159 @@ class StreamReader(Positions, Salvage):
     @property
     def seen_keys(self) -> frozenset[str]:
         """Every stream key the reader has met so far, kept by its filters or not (the internal key too)."""
-        return frozenset(self._keys.values())
+        return frozenset(self.decoder.known_keys.values())
+
+    @property
+    def beacons_seen(self) -> int:
+        """How many beacons the read has crossed so far."""
+        return self.decoder.beacons_seen
+
+    @property
+    def last_beacon(self) -> Beacon | None:
+        """The last beacon crossed (None before the first)."""
+        return self.decoder.last_beacon
+
+    def size(self) -> int:
+        """The file's current size in bytes.
+
+        Returns
+        -------
+        int
+            The size of the open file (it grows while a writer appends); for a URL in replay, the size the
+            server reported at open.
+        """
+        return self.source.size()
+
+    # -- positions -------------------------------------------------------------------------------
+    def beacon_at(self, offset: int) -> Beacon:
+        """The beacon at boundary ``offset`` (a positive multiple of the interval).
+
+        Parameters
+        ----------
+        offset
+            A beacon boundary of this file.
+
+        Returns
+        -------
+        Beacon
+            Its cut-frame ``remaining`` bytes and markers; ``size`` is its length.
+
+        Raises
+        ------
+        FormatError
+            The beacon is incomplete (the file ends inside it) or damaged.
+
+        Examples
+        --------
+        >>> with StreamReader("big.ss") as r:          # doctest: +SKIP
+        ...     r.beacon_at(r.interval).size
+        46
+        """
+        return reader_seek.beacon_at(self.decoder, offset)
+
+    def peek_beacon(self, offset: int) -> Beacon | None:
+        """The beacon at boundary ``offset`` read with a small read of its own, or None when it is
+        incomplete or damaged; the reader's position and buffer are left alone (a beacon survey, such as
+        :func:`nbkit.transport.windows.find_window`, reads a few KiB per beacon, not a whole buffer).
+
+        Parameters
+        ----------
+        offset
+            A beacon boundary of this file (a positive multiple of the interval).
+
+        Returns
+        -------
+        Beacon or None
+            The beacon, when it parses and ends in its CR.
+        """
+        return reader_seek.peek_beacon(self.decoder, offset)
+
+    def resync(self, n: int) -> int:
+        """Move to the first whole frame after the n-th beacon (format spec §6.5).
+
+        Parameters
+        ----------
+        n : int
+            The beacon index; past the last beacon, the last one is used.
+
+        Returns
+        -------
+        int
+            The beacon index reached.
+        """
+        self.pos, index = reader_seek.resync(self.decoder, n)
+        return index
+
+    def seek_offset(self, offset: int) -> None:
+        """Move to byte ``offset``, a frame start the caller knows (an earlier ``Message.offset`` or
+        ``end``, a partition's first frame, a checkpoint) or a beacon boundary; the read goes on from
+        there (``end`` is cleared, messages scanned ahead are dropped). Unlike :meth:`seek`, nothing is
+        looked up: a wrong offset reads as damage.
+
+        Parameters
+        ----------
+        offset : int
+            The file offset of a frame (or of a beacon boundary, where the next frame follows the beacon).
+
+        Returns
+        -------
+        None
+
+        Examples
+        --------
+        >>> from nbkit import StreamReader, StreamWriter
+        >>> with StreamWriter("offsets.ss") as writer:
+        ...     second = [writer.write("orders", b"%d" % n) for n in range(3)][1]
+        >>> with StreamReader("offsets.ss") as reader:
+        ...     reader.seek_offset(second.offset)
+        ...     [m.seq for m in reader]
+        [2, 3]
+        """
+        if offset < HEADER_SIZE:
+            raise ValueError(f"offset {offset} is inside the file header (frames start at {HEADER_SIZE} or later)")
+        self.pos = offset
+        self.end = None
+        self._ahead_pos = -1
+
+    def seek(self, position: FilePosition, *, key: str | None = None, shard_id: int = 0) -> None:
+        """Move to ``position``; sequence and timestamp positions need the stream ``key``.
+
+        Differs from upstream on purpose: the forward scan after the beacon survey only matches
+        messages of the target stream (upstream stops at any stream's message, spec §11.2).
+
+        Parameters
+        ----------
+        position : FilePosition
+            Where to go.
+        key : str, optional
+            The stream key a ``sequence`` or ``timestamp`` position refers to.
+        shard_id : int
+            That key's shard.
+
+        Returns
+        -------
+        None
+
+        Raises
+        ------
+        SeekError
+            If the file holds no such sequence or no message after that instant.
+        """
+        self.end = None
+        self.decoder.phase = 0
+        kind = position.kind
+        if kind == "beginning":
+            self.pos = HEADER_SIZE
+        elif kind == "beacon":
+            self.resync(position.value or 0)
+        elif kind == "end":
+            self.pos = reader_seek.live_start(self.decoder)
+        elif kind in ("sequence", "timestamp"):
+            if key is None:
+                raise ValueError(f"seeking to {position!r} needs the stream key")
+            self.pos = reader_seek.seek_by(self.decoder, kind, position.value or 0, key, shard_id)
+        else:
+            raise ValueError(f"unknown position {position!r}")
 
     def poll(self) -> Message | NeedMore | None:
         """The next message, ``NEED_MORE`` (follow mode, nothing complete yet) or ``None`` (ended).
@@ -232,7 +371,7 @@ class StreamReader(Positions, Salvage):
                 self._ahead_pos = -1
             cols = new_columns()
             ends: list[int] = []
-            stop = self._scan(self.pos, self._poll_keys, cols, ends)
+            stop = self.decoder.scan(self.pos, self.decoder.poll_keys, cols, ends)
             if cols.offset:
                 self._ahead = map(make_message, zip(*cols, ends, strict=True))
                 self._ahead_pos = self.pos
@@ -282,17 +421,16 @@ class StreamReader(Positions, Salvage):
             yield ahead
 
     def _parse_fresh(self) -> Message:
-        """:meth:`_parse_frame` at ``pos``; in follow mode a FormatError is checked once more against
-        bytes read again: a writer that resumes after a crash cuts a torn frame off and writes new bytes
-        in its place, so what this reader cached of that tail may be stale."""
+        """The frame at ``pos``; in follow mode a FormatError is checked once more against bytes read
+        again: a writer that resumes after a crash cuts a torn frame off and writes new bytes in its
+        place, so what this reader cached of that tail may be stale."""
         try:
-            return self._parse_frame(self.pos)
+            return self.decoder.frame(self.pos)
         except FormatError:
             if not self.follow:
                 raise
-            self._buf = b""
-            self._base = 0
-            return self._parse_frame(self.pos)
+            self.decoder.drop_buffer()
+            return self.decoder.frame(self.pos)
 
     def _poll_frame(self) -> Message | NeedMore | Skipped | None:
         """:meth:`poll` for the one frame at ``pos`` that the fast scan left (see the module doc)."""
@@ -316,16 +454,33 @@ class StreamReader(Positions, Salvage):
         if msg.is_eos and self.stop_at_eos:
             # bytes read ahead must not decide the end: an append since then (a retry copy of this very
             # replay) cuts the trailing EOS mark and writes in its place, so read the frame again from disk
-            self._buf = b""
-            self._base = 0
+            self.decoder.drop_buffer()
             try:
-                msg = self._parse_frame(self.pos)
+                msg = self.decoder.frame(self.pos)
             except (NeedBytes, FormatError):
                 return NEED_MORE  # a writer is between its cut and its write: poll again
             if msg.is_eos:
                 self.end = ReadEnd("eos", msg.end)
         self.pos = msg.end
         return msg
+
+    def _skip_damage(self, problem: str, *, tail: bool = False) -> bool:
+        """Salvage: move ``pos`` from the damaged frame there to the first frame after the next intact
+        beacon (:func:`nbkit.transport.salvage.skip_damage`); False when there is nothing to move to."""
+        resume = skip_damage(
+            self.decoder,
+            self.damaged,
+            self.pos,
+            problem,
+            follow=self.follow,
+            warn=self.on_bad_frames == "warn",
+            tail=tail,
+        )
+        if resume is None:
+            return False
+        self.pos = resume
+        self._ahead_pos = -1
+        return True
 
     def _at_data_end(self) -> NeedMore | None:
         if self.follow:
@@ -334,7 +489,7 @@ class StreamReader(Positions, Salvage):
                 return None
             return NEED_MORE
         trailing = max(0, self.size() - self.pos)
-        if trailing and self._only_beacon_left(trailing):
+        if trailing and only_beacon_left(self.decoder, self.pos, trailing):
             trailing = 0
         self.end = ReadEnd("truncated" if trailing else "end", self.pos, trailing)
         return None
@@ -412,7 +567,7 @@ class StreamReader(Positions, Salvage):
                 cols.keys.append(key)
             return code
 
-        keymap = {raw: code_of(key) for raw, key in self._fast_keys.items()}
+        keymap = {raw: code_of(key) for raw, key in self.decoder.scan_keys.items()}
         self._ahead_pos = -1
         last = self.pos
         limit = -1 if until is None else until
@@ -420,7 +575,7 @@ class StreamReader(Positions, Salvage):
         # limit only shortens reads ahead, never a read below what a parse needs, so it is always safe
         self.source.limit = until
         while self.end is None and (until is None or self.pos < until):
-            self.pos = self._scan_columns(self.pos, keymap, cols, limit)
+            self.pos = self.decoder.scan_columns(self.pos, keymap, cols, limit)
             if until is not None and self.pos >= until:
                 break
             before = self.pos
