@@ -27,7 +27,7 @@ TOP = {"__init__", "__main__", "command", "plot", "widgets", "exercises", "dask"
 
 
 #: Modules of a layer that sit beside its module instead of inside a package: the CLI's --help examples.
-BESIDE = {"cli_examples": "cli"}
+BESIDE = {"cli_examples": "cli", "completion": "cli"}
 
 
 def _part(module: str) -> str:
