@@ -78,6 +78,40 @@ def test_zsh_and_fish_scripts_name_the_subcommands_and_options(shell: str) -> No
         assert subprocess.run(check, capture_output=True, timeout=60).returncode == 0
 
 
+@pytest.mark.skipif(shutil.which("fish") is None, reason="fish is not installed")
+def test_fish_completes_the_subcommands_and_choices(tmp_path: Path) -> None:
+    script = tmp_path / "nbkit.fish"
+    script.write_text(completion_script(build_parser(), "fish"))
+
+    def offered(line: str) -> list[str]:
+        call = f"source {script}; complete -C '{line}'"
+        done = subprocess.run(["fish", "-N", "-c", call], capture_output=True, text=True, check=True, timeout=60)
+        return [row.split("\t")[0] for row in done.stdout.splitlines()]
+
+    assert offered("nbkit ca") == ["cat"]
+    assert sorted(offered("nbkit cat --on-bad-frames ")) == ["error", "skip", "warn"]
+    assert "--dry-run" in offered("nbkit redrive --")
+
+
+@pytest.mark.skipif(shutil.which("zsh") is None, reason="zsh is not installed")
+def test_zsh_offers_the_subcommands_then_the_commands_options(tmp_path: Path) -> None:
+    # zsh's completion system needs a terminal; its two entry points are stubbed to print what they are given
+    script = tmp_path / "_nbkit"
+    script.write_text(completion_script(build_parser(), "zsh"))
+    stubs = '_describe() { print -rl -- "${(@P)${@[-1]}}" }; _arguments() { print -rl -- "$@" }; compdef() { : }'
+
+    def given(*words: str) -> list[str]:
+        call = f"{stubs}; source {script}; words=({' '.join(repr(w) for w in words)}); CURRENT={len(words)}; _nbkit"
+        done = subprocess.run(["zsh", "-f", "-c", call], capture_output=True, text=True, check=True, timeout=60)
+        return done.stdout.splitlines()
+
+    top = given("nbkit", "")
+    assert {line.split(":")[0] for line in top} >= set(SUBCOMMANDS)
+    cat = given("nbkit", "cat", "--on")
+    assert any(line.startswith("--on-bad-frames[") and line.endswith(":value:(error warn skip)") for line in cat), cat
+    assert "*:file:_files" in cat
+
+
 def test_the_command_prints_the_script_and_refuses_another_shell(capsys: pytest.CaptureFixture[str]) -> None:
     for shell in SHELLS:
         assert main(["completion", shell]) == 0
