@@ -21,6 +21,7 @@ line is the help text) and register ``("NAME", _add_NAME, _cmd_NAME)`` in :data:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import os
@@ -29,6 +30,7 @@ import select
 import sys
 import time
 import traceback
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -56,16 +58,28 @@ from nbkit.transport.ndjson import write_ndjson
 from nbkit.transport.pipe_io import MAX_LINE_BYTES
 from nbkit.transport.positions import parse_time
 from nbkit.transport.repair import repair
-from nbkit.transport.source import DEFAULT_BLOCK_SIZE, is_url, parse_size, parse_storage_options
+from nbkit.transport.source import (
+    DEFAULT_BLOCK_SIZE,
+    DEFAULT_TIMEOUTS,
+    RangeIgnoredWarning,
+    check_local_file,
+    is_url,
+    parse_size,
+    parse_storage_options,
+    parse_timeout,
+)
 from nbkit.wire import core, envelope
 from nbkit.wire.keys import INTERNAL_KEY, INTERNAL_KEYS, validate_key
 from nbkit.wire.ssdecode import (
     TextFormat,
     dumps,
+    escape_controls,
     format_beacon,
     format_captured,
     format_header,
     format_message,
+    json_payload,
+    message_header_json,
 )
 from nbkit.wire.ssformat import DEFAULT_BEACON_INTERVAL, MAX_U64
 
@@ -121,11 +135,25 @@ def _add_cat(p: argparse.ArgumentParser) -> None:
         "--format",
         choices=("log", "ndjson", "stdio"),
         default="log",
-        help="log: ss-decode's default text (default); ndjson: one JSON object per message, header and "
-        "beacons as /* */ comments (what `nbkit write` reads); stdio: `[ts | key | seq | shard] payload` "
-        "lines a stdio consumer accepts (payloads that do not fit a line are enveloped)",
+        help="log: ss-decode's default text, the file header and beacons as # lines (default); ndjson: one "
+        "JSON object per message and nothing else (what `nbkit write` reads; the file header is `nbkit "
+        "info`'s); stdio: `[ts | key | seq | shard] payload` lines a stdio consumer accepts (payloads that "
+        "do not fit a line are enveloped)",
     )
     p.add_argument("--header-only", action="store_true", help="leave the payloads out")
+    p.add_argument(
+        "--comments",
+        action="store_true",
+        help="with --format ndjson: also the file header and beacons as /* */ lines, as ss-decode prints "
+        "them (not JSON; `nbkit write` takes the header from them, so a copy is byte for byte the same)",
+    )
+    p.add_argument(
+        "--decode-payload",
+        action="store_true",
+        help="open the rs1:/rs2: envelopes of retry copies and dead letters: show their headers and their "
+        'payload as text or JSON, not base64 (ndjson: a "headers" object on every line; log: {name=value} '
+        "before the payload); a capture (--from stdio) is always shown so",
+    )
     p.add_argument(
         "--follow",
         "-f",
@@ -257,6 +285,15 @@ def _add_storage(p: argparse.ArgumentParser) -> None:
         metavar="BYTES",
         help=f"for a URL: bytes per range request (default {DEFAULT_BLOCK_SIZE >> 20} MiB; 4MiB, 512KiB, ... work)",
     )
+    p.add_argument(
+        "--timeout",
+        type=_timeout_arg,
+        default=None,
+        metavar="SECONDS",
+        help=f"for an http(s):// or s3:// URL: how long a request waits for the connection and then for data "
+        f"(default {DEFAULT_TIMEOUTS[0]:g} s to connect, {DEFAULT_TIMEOUTS[1]:g} s for data); one number for "
+        "both, or CONNECT,READ such as 2,30",
+    )
 
 
 def _byte_count(text: str) -> int:
@@ -267,15 +304,52 @@ def _byte_count(text: str) -> int:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def _reading(args: argparse.Namespace, path: str) -> dict[str, Any]:
-    """``storage_options=``/``block_size=`` for a reader of ``path`` from ``--storage-option``/``--block-size``."""
+def _timeout_arg(text: str) -> tuple[float, float]:
+    """``--timeout``'s value: seconds (both timeouts) or ``CONNECT,READ``."""
+    try:
+        return parse_timeout(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _storage_options(args: argparse.Namespace) -> dict[str, Any]:
+    """``--storage-option`` items as a dict, with ``--timeout`` as its ``timeout`` entry."""
     options = parse_storage_options(getattr(args, "storage_options", None))
+    timeout = getattr(args, "timeout", None)
+    if timeout is not None:
+        options["timeout"] = timeout
+    return options
+
+
+def _reading(args: argparse.Namespace, path: str) -> dict[str, Any]:
+    """``storage_options=``/``block_size=`` for a reader of ``path`` from ``--storage-option``,
+    ``--timeout`` and ``--block-size``."""
+    options = _storage_options(args)
     block = getattr(args, "block_size", None)
     if not is_url(path):
         if options or block is not None:
-            raise InvalidArgumentError(f"{path}: --storage-option and --block-size are for URLs, not local paths")
+            raise InvalidArgumentError(
+                f"{path}: --storage-option, --timeout and --block-size are for URLs, not local paths"
+            )
         return {}
     return {"storage_options": options or None, "block_size": block}
+
+
+@contextlib.contextmanager
+def _range_notes() -> Iterator[None]:
+    """Inside: a :class:`~nbkit.transport.source.RangeIgnoredWarning` is one ``nbkit: warning:`` line on
+    stderr (when it happens, as the other warnings of a read), not Python's two-line warning."""
+    with warnings.catch_warnings():
+        shown = warnings.showwarning
+
+        def show(message: Warning | str, category: type[Warning], *args: Any, **kwargs: Any) -> None:
+            if issubclass(category, RangeIgnoredWarning):
+                _note(f"warning: {message}")
+            else:
+                shown(message, category, *args, **kwargs)
+
+        warnings.showwarning = show
+        yield
 
 
 def _note_new_damage(path: str, damaged: list[DamagedRegion], told: int) -> int:
@@ -287,11 +361,12 @@ def _note_new_damage(path: str, damaged: list[DamagedRegion], told: int) -> int:
 
 class _CatPrinter:
     """Prints the lines of one ``cat`` format (:mod:`nbkit.wire.ssdecode` renders them), leaving out in
-    ``stdio`` what a stdio line cannot carry."""
+    ``stdio`` what a stdio line cannot carry; with ``decode``, envelopes are opened (log and ndjson)."""
 
-    def __init__(self, fmt: TextFormat, header_only: bool, out: TextIO) -> None:
+    def __init__(self, fmt: TextFormat, header_only: bool, out: TextIO, *, decode: bool = False) -> None:
         self.fmt = fmt
         self.header_only = header_only
+        self.decode = decode
         self.write = out.write
         self.empty_key_warned = False
 
@@ -304,6 +379,9 @@ class _CatPrinter:
                     _note("warning: skipping messages with an empty stream key (a stdio line cannot carry it)")
                     self.empty_key_warned = True
                 return
+        if self.decode:
+            self.write(_decoded_line(self.fmt, m, self.header_only))
+            return
         self.write(
             format_message(
                 self.fmt, m.stream_key, m.shard_id, m.seq, m.timestamp_ms, m.payload, header_only=self.header_only
@@ -311,13 +389,41 @@ class _CatPrinter:
         )
 
 
+def _decoded_line(fmt: TextFormat, m: Message, header_only: bool) -> str:
+    """``cat --decode-payload``: one message with its envelope opened, as ``cat --from stdio`` shows a
+    capture's: ndjson ``{"header":{...},"headers":{...},"payload":P}`` (``headers`` ``{}`` for a message
+    without), log ``[ts | key | seq | shard] {name=value ...} payload``."""
+    headers, body = envelope.decode(m.payload)
+    if fmt == "ndjson":
+        shown = {k: escape_controls(v) if isinstance(v, bytes) else v for k, v in headers.items()}
+        head = message_header_json(m.stream_key, m.shard_id, m.seq, m.timestamp_ms)
+        return dumps({"header": head, "headers": shown, "payload": None if header_only else json_payload(body)}) + "\n"
+    return format_captured(
+        fmt, 0, m.stream_key, m.shard_id, m.seq, m.timestamp_ms, headers, body, header_only=header_only
+    )
+
+
 def _cmd_cat(args: argparse.Namespace) -> int:
     """Print the messages of a stream file as text (log, ndjson or stdio lines)."""
     keys = _check_keys(args.keys)
     if args.source == "stdio":
         return _cat_capture(args, keys)
+    if args.decode_payload and args.format == "stdio":
+        raise InvalidArgumentError(
+            "--decode-payload is for --format log or ndjson; a stdio line keeps a copy's headers in its envelope"
+        )
+    printer = _CatPrinter(args.format, args.header_only, sys.stdout, decode=args.decode_payload)
+    if args.comments and args.format != "ndjson":
+        raise InvalidArgumentError("--comments is for --format ndjson (log always shows the header and beacons)")
+    comments = args.format == "log" or args.comments  # ndjson is JSON objects only unless asked
+    with _range_notes():
+        return _cat_file(args, keys, printer, comments)
+
+
+def _cat_file(args: argparse.Namespace, keys: frozenset[str] | None, printer: _CatPrinter, comments: bool) -> int:
+    """``cat`` of a stream file: each message through ``printer``; the header and beacons as ``# ...``
+    lines when ``comments``; damage, a truncated tail and absent keys said on stderr."""
     out = sys.stdout
-    printer = _CatPrinter(args.format, args.header_only, out)
     shown = 0
     # the key filter runs in the frame scanner: frames of other keys are checked, never made into Messages
     salvage = "error" if args.on_bad_frames == "error" else "skip"  # the CLI prints its own warnings
@@ -336,7 +442,8 @@ def _cmd_cat(args: argparse.Namespace) -> int:
     where = _where_test(args.where)
     opened = StreamReader(args.file, follow=args.follow, poll_max=0.25, keys=keys, on_bad_frames=salvage, **reading)
     with opened as reader:
-        out.write(format_header(args.format, reader.header))
+        if comments:
+            out.write(format_header(args.format, reader.header))
         reader.on_wait = tell  # follow mode: show what we have before waiting for the file to grow
         beacon_offset = None
         for msg in bounded_messages(reader, bounds, keys=keys, where=where):
@@ -345,7 +452,7 @@ def _cmd_cat(args: argparse.Namespace) -> int:
             printer.message(msg)
             shown += 1
             last = reader.last_beacon if args.last is None else None  # --last: read before it is printed
-            if last is not None and last.offset != beacon_offset:
+            if comments and last is not None and last.offset != beacon_offset:
                 beacon_offset = last.offset
                 out.write(format_beacon(args.format, last.markers))
         tell()
@@ -395,7 +502,8 @@ def _cmd_info(args: argparse.Namespace) -> int:
     """Summarize a stream file: header, size, streams, beacons, end of stream, damage."""
     if args.source == "stdio":
         return _info_capture(args)
-    summary = summarize(args.file, dead_letter_keys=args.dead_letter_keys, **_reading(args, args.file))
+    with _range_notes():
+        summary = summarize(args.file, dead_letter_keys=args.dead_letter_keys, **_reading(args, args.file))
     if args.json:
         sys.stdout.write(json.dumps(summary.to_dict(), indent=2, ensure_ascii=False) + "\n")
     else:
@@ -413,6 +521,7 @@ def _capture_lines(path: str) -> tuple[str, Iterator[bytes]]:
         if stream is None:
             return "stdin", (line.encode("utf-8") for line in sys.stdin)
         return "stdin", iter(stream)
+    check_local_file(path, "a capture of stdio lines", pipes=True)  # a pipe is read as stdin is, to its end
     try:
         f = open(path, "rb")  # noqa: SIM115 (closed when the generator ends)
     except FileNotFoundError:
@@ -819,12 +928,15 @@ def _add_repair(p: argparse.ArgumentParser) -> None:
 
 def _cmd_repair(args: argparse.Namespace) -> int:
     """Write a clean copy of a damaged stream file with every recoverable message; print what was dropped."""
-    options = parse_storage_options(args.storage_options)
+    options = _storage_options(args)
     if not is_url(args.damaged) and not is_url(args.output) and (options or args.block_size is not None):
-        raise InvalidArgumentError("--storage-option and --block-size are for URLs; DAMAGED and OUT are local paths")
-    report = repair(
-        args.damaged, args.output, force=args.force, storage_options=options or None, block_size=args.block_size
-    )
+        raise InvalidArgumentError(
+            "--storage-option, --timeout and --block-size are for URLs; DAMAGED and OUT are local paths"
+        )
+    with _range_notes():
+        report = repair(
+            args.damaged, args.output, force=args.force, storage_options=options or None, block_size=args.block_size
+        )
     sys.stdout.write("".join(line + "\n" for line in report.lines()))
     return 0
 
@@ -873,7 +985,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
                 start=_after(args.since),
                 end=args.until,
                 on_bad_frames=args.on_bad_frames,
-                storage_options=parse_storage_options(args.storage_options) or None,
+                storage_options=_storage_options(args) or None,
                 block_size=args.block_size,
             )
         except MissingExtraError:
@@ -1088,29 +1200,27 @@ def _add_lineage(p: argparse.ArgumentParser) -> None:
 def _cmd_lineage(args: argparse.Namespace) -> int:
     """What happened to each message: attempts, observed retry delays and dead letters, from the file alone."""
     import pathlib
-    import warnings
-
-    from nbkit.tabular.frames import concat_frames, read_pipe, read_stream
-    from nbkit.tabular.lineage import lineage, summarize
 
     if args.source == "stdio" and (args.since is not None or args.until is not None):
         raise InvalidArgumentError(
             "--since and --until bound a stream file's read; a capture of stdio lines is read whole"
         )
+    for path in args.files:  # every local input checked before the first is read (and pandas imported)
+        if args.source == "stdio":
+            check_local_file(path, "a capture of stdio lines", pipes=True)
+        elif not is_url(path):
+            check_local_file(path)
+
+    from nbkit.tabular.frames import concat_frames, read_pipe, read_stream
+    from nbkit.tabular.lineage import lineage, summarize
+
     frames = []
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         for path in args.files:
             window = {"start": _after(args.since), "end": args.until}
-            if args.source == "file" and is_url(path):
-                frames.append(read_stream(path, progress=False, **window, **_reading(args, path)))
-                continue
-            if not os.path.isfile(path):
-                raise MissingFileError(
-                    f"{path}: no such file (lineage reads a .ss file, or stdio lines with --from stdio)"
-                )
             if args.source == "file":
-                frames.append(read_stream(path, progress=False, **window))
+                frames.append(read_stream(path, progress=False, **window, **_reading(args, path)))
             else:
                 frames.append(read_pipe(pathlib.Path(path)))
     for w in caught:  # a partial frame at the tail: said once, as the other commands say it

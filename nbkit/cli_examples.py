@@ -24,7 +24,7 @@ HEADING = (
 EXAMPLES: dict[str, tuple[str, ...]] = {
     "cat": (
         "nbkit cat demo-out/orders.ss --key orders.dead --first 3  # the first three dead letters",
-        "nbkit cat demo-out/orders.ss --key orders --format ndjson --last 2  # what `nbkit write` reads",
+        "nbkit cat demo-out/orders.ss --key orders --format ndjson --decode-payload --last 2  # copies' headers opened",
         "nbkit cat demo-out/orders.ss --where 'payload~book' --since 2024-01-01T00:01:00 --header-only",
         "nbkit cat --from stdio demo-out/pipe-stdout.txt --key orders.dead  # a pipe capture, envelopes decoded",
     ),

@@ -5,7 +5,8 @@ distributed and pyarrow; without them importing this module raises an ImportErro
 partitions are cut, the index and divisions, and the json columns: :mod:`nbkit.scale.dask_reader`.
 
 >>> import nbkit.dask
->>> ddf = nbkit.dask.read_stream("big.ss", partition_size="64MiB")      # doctest: +SKIP
+>>> ddf = nbkit.dask.read_stream("big.ss", blocksize="64MiB")           # doctest: +SKIP
+>>> logs = nbkit.dask.read_stream("logs/*.ss", include_path_column=True)  # doctest: +SKIP
 >>> ddf.groupby("stream_key", observed=True).size().compute()           # doctest: +SKIP
 >>> nbkit.plot.dashboard(nbkit.dask.message_counts(ddf))                # doctest: +SKIP
 

@@ -5,13 +5,17 @@ bucket; ``put`` uploads bytes and returns the ``s3://`` URL; ``options`` are the
 that reach it; ``deny()`` makes it refuse every request (moto's authentication switched on, so the
 test credentials are unknown to it). ``http_folder`` serves a folder with
 :func:`nbkit.transport.http_serve.serve_folder`; ``BrokenHandler`` is that server's handler, but it
-answers ``/denied/...`` with 403 and stops sending ``/cut/...`` bodies after their first bytes.
+answers ``/denied/...`` with 403, stops sending ``/cut/...`` bodies after their first bytes and never
+sends ``/stall/...`` bodies (their size is told). ``SilentServer`` accepts connections and never answers;
+``refused_port()`` is a port where nothing listens.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import socket
+import threading
 import urllib.request
 from collections.abc import Iterator
 from typing import Any
@@ -109,10 +113,15 @@ class BrokenHandler(RangeRequestHandler):
     after :attr:`CUT_AFTER` bytes (the connection is closed mid-body, as a server that dies mid-read)."""
 
     CUT_AFTER = 4096
+    #: Set when the test is over: a stalled request then ends.
+    released = threading.Event()
 
     def send_head(self) -> Any:
         if self.path.startswith("/denied/"):
             self.send_error(403, "Forbidden")
+            return None
+        if self.path.startswith("/stall/") and self.command == "GET":
+            self.released.wait(60)  # a hung server: the client's read timeout ends the wait, not this
             return None
         if self.path.startswith("/cut/") and self.headers.get("Range"):
             self._cut = True
@@ -134,10 +143,60 @@ class BrokenHandler(RangeRequestHandler):
 def http_folder(folder: str | os.PathLike, *, broken: bool = False) -> Iterator[FolderServer]:
     """Serve ``folder`` on 127.0.0.1 (``broken``: with :class:`BrokenHandler`); stopped on exit."""
     server = FolderServer(folder, handler=BrokenHandler if broken else RangeRequestHandler)
+    BrokenHandler.released.clear()
     try:
         yield server
     finally:
+        BrokenHandler.released.set()
         server.stop()
+
+
+class SilentServer:
+    """A TCP server on 127.0.0.1 that accepts every connection and never sends a byte (a hung server)."""
+
+    def __init__(self) -> None:
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.sock.settimeout(0.05)
+        self.port = self.sock.getsockname()[1]
+        self.connections: list[socket.socket] = []
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._accept, daemon=True)
+        self._thread.start()
+
+    def _accept(self) -> None:
+        while not self._done.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            self.connections.append(conn)
+
+    def url(self, name: str) -> str:
+        """``http://127.0.0.1:PORT/name``."""
+        return f"http://127.0.0.1:{self.port}/{name}"
+
+    def stop(self) -> None:
+        """Stop accepting; close every connection."""
+        self._done.set()
+        self._thread.join(10)
+        self.sock.close()
+        for conn in self.connections:
+            conn.close()
+
+    def __enter__(self) -> SilentServer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def refused_port() -> int:
+    """A port on 127.0.0.1 where nothing listens (just bound and closed): a connection there is refused."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
 
 
 # moto's server logs every request through werkzeug; the tests' output shows none of it

@@ -33,7 +33,9 @@ TINY = {
     "policy_explorer": ["--messages", "100", "--repeat", "1"],
     "lineage": ["--messages", "2000", "--repeat", "1"],
     "peers": ["--messages", "2000", "--repeat", "1"],
+    "parquet": ["--messages", "2000", "--repeat", "1"],
     "salvage": ["--messages", "60", "--repeat", "1", "--files", "5"],
+    "suspects": ["--messages", "2000", "--repeat", "1", "--files", "4"],
     "viewer": ["--messages", "3000", "--repeat", "1", "--pages", "3"],
     "scan": ["--messages", "2000", "--repeat", "1"],
 }
@@ -73,6 +75,9 @@ def test_benchmark_runs_on_tiny_data(script):
         assert any(line.strip().startswith("PASS  identical values") for line in lines), done.stdout
     if script == "lineage":  # linking must be right whatever the timings say
         assert any(line.strip().startswith("PASS  every copy linked") for line in lines), done.stdout
+    if script == "suspects":  # no cry of wolf and every seq flip caught, whatever the timings say
+        assert any(line.strip().startswith("PASS  no false positive") for line in lines), done.stdout
+        assert any(line.strip().startswith("PASS  every seq flip caught") for line in lines), done.stdout
     if script == "pipe":
         assert any(line.strip().startswith("PASS  every line written back") for line in lines), done.stdout
 

@@ -142,7 +142,7 @@ def test_cat_beacon_count_matches_file(capsys, multi_file: Path) -> None:
     beacon_lines = [line for line in out.splitlines() if line.startswith("# [")]
     # one line per beacon crossed, except a beacon right after the very last frame (none follows it)
     assert len(beacon_lines) == summarize(multi_file).beacon_count
-    rc, out, _ = run(capsys, "cat", "--format", "ndjson", str(multi_file))
+    rc, out, _ = run(capsys, "cat", "--format", "ndjson", "--comments", str(multi_file))
     assert sum(line.startswith("/* [") for line in out.splitlines()) == len(beacon_lines)
 
 
@@ -152,14 +152,19 @@ def test_cat_beacon_count_matches_file(capsys, multi_file: Path) -> None:
 def test_cat_ndjson(capsys, mixed_file: Path, sample_path: Path) -> None:
     rc, out, err = run(capsys, "cat", "--format", "ndjson", str(mixed_file))
     assert rc == 0 and err == ""
-    lines = out.splitlines()
-    assert lines[0] == '/* {"file_name":"mixed.ss","created_at":"2023-11-14T22:13:20.0","beacon_interval":1024} */'
-    records = [json.loads(line) for line in lines[1:]]
+    lines = out.splitlines()  # JSON objects only: the file header is nbkit info's
+    records = [json.loads(line) for line in lines]
+    assert all(isinstance(r, dict) and set(r) == {"header", "payload"} for r in records)
+    rc, commented, _ = run(capsys, "cat", "--format", "ndjson", "--comments", str(mixed_file))
+    assert commented.splitlines()[0] == (
+        '/* {"file_name":"mixed.ss","created_at":"2023-11-14T22:13:20.0","beacon_interval":1024} */'
+    )
+    assert [line for line in commented.splitlines() if not line.startswith("/*")] == lines
     assert records[0] == {
         "header": {"stream_key": "text", "shard_id": 0, "sequence": 1, "timestamp": "2023-11-14T22:13:20.0"},
         "payload": "hello world",
     }
-    assert lines[1] == (
+    assert lines[0] == (
         '{"header":{"stream_key":"text","shard_id":0,"sequence":1,"timestamp":"2023-11-14T22:13:20.0"},'
         '"payload":"hello world"}'
     )
@@ -173,8 +178,74 @@ def test_cat_ndjson(capsys, mixed_file: Path, sample_path: Path) -> None:
     assert records[-1]["header"]["stream_key"] == INTERNAL_KEY and payloads[-1] == "EOS"
     assert "héllo" in out  # not \u-escaped
     rc, out, _ = run(capsys, "cat", "--format", "ndjson", "--header-only", str(sample_path))
+    assert len(out.splitlines()) == 28 and all(json.loads(line)["payload"] is None for line in out.splitlines())
+    rc, out, _ = run(capsys, "cat", "--format", "ndjson", "--comments", "--header-only", str(sample_path))
     assert out.splitlines()[0] == f"/* {SAMPLE_HEADER_LINE} */"
-    assert all(json.loads(line)["payload"] is None for line in out.splitlines()[1:])
+
+
+def test_cat_ndjson_is_json_lines_a_json_reader_takes(tmp_path: Path, multi_file: Path, mixed_file: Path) -> None:
+    for path in (multi_file, mixed_file):  # many beacons; every kind of payload
+        cat = subprocess.run(
+            [sys.executable, "-m", "nbkit", "cat", "--format", "ndjson", str(path)],
+            capture_output=True,
+            env=checkout_env(),
+            check=True,
+        )
+        checked = subprocess.run(
+            [sys.executable, "-m", "json.tool", "--json-lines"], input=cat.stdout, capture_output=True
+        )
+        assert checked.returncode == 0, checked.stderr
+        assert cat.stdout.count(b"\n") == summarize(path).message_count
+
+
+def _copies_file(tmp_path: Path) -> Path:
+    """A message, its retry copy (rs1: text headers) and a dead letter with a binary header (rs2:)."""
+    path = tmp_path / "copies.ss"
+    with StreamWriter(path, created_at_ms=1700000000000) as w:
+        w.write("orders", b'{"id": 1}', timestamp_ms=1700000000000)
+        copy = envelope.encode({"x-ruststream-retry-count": "1"}, b'{"id": 1}', force_text=False)
+        w.write("orders", copy, timestamp_ms=1700000000100)
+        dead = envelope.encode({"reason": "bad\nline", "raw": b"\xff"}, b"not json", force_text=False)
+        w.write("orders.dead", dead, timestamp_ms=1700000000200)
+    return path
+
+
+def test_cat_decode_payload_shows_envelopes_opened(capsys, monkeypatch, tmp_path: Path) -> None:
+    path = _copies_file(tmp_path)
+    rc, plain, _ = run(capsys, "cat", "--format", "ndjson", str(path))
+    assert [json.loads(line)["payload"][:4] for line in plain.splitlines()[1:]] == ["rs1:", "rs2:"]  # base64
+    rc, out, err = run(capsys, "cat", "--format", "ndjson", "--decode-payload", str(path))
+    assert (rc, err) == (0, "")
+    records = [json.loads(line) for line in out.splitlines()]
+    assert [(r["headers"], r["payload"]) for r in records] == [
+        ({}, {"id": 1}),
+        ({"x-ruststream-retry-count": "1"}, {"id": 1}),
+        ({"reason": "bad\nline", "raw": "\\xff"}, "not json"),
+    ]
+    assert records[1]["header"] == {
+        "stream_key": "orders",
+        "shard_id": 0,
+        "sequence": 2,
+        "timestamp": "2023-11-14T22:13:20.1",
+    }
+    rc, out, _ = run(capsys, "cat", "--decode-payload", str(path))
+    assert out.splitlines()[2] == '[2023-11-14T22:13:20.1 | orders | 2 | 0] {x-ruststream-retry-count=1} {"id": 1}'
+    rc, out, _ = run(capsys, "cat", "--format", "ndjson", "--decode-payload", "--header-only", str(path))
+    assert [json.loads(line)["payload"] for line in out.splitlines()] == [None, None, None]
+    rc, _, err = run(capsys, "cat", "--format", "stdio", "--decode-payload", str(path))
+    assert rc == 1 and "--decode-payload is for --format log or ndjson" in one_error_line(err)
+    rc, _, err = run(capsys, "cat", "--comments", str(path))
+    assert rc == 1 and "--comments is for --format ndjson" in one_error_line(err)
+    # written back, a line's headers put its payload back in an envelope: the copy is a copy again
+    rc, decoded, _ = run(capsys, "cat", "--format", "ndjson", "--decode-payload", "--key", "orders", str(path))
+    out_path = tmp_path / "back.ss"
+    rc, _, err = run(capsys, "write", str(out_path), stdin=decoded, monkeypatch=monkeypatch)
+    assert (rc, err) == (0, "")
+    copy = list(iter_messages(out_path))[1]
+    assert envelope.decode(copy.payload) == ({"x-ruststream-retry-count": "1"}, b'{"id":1}')
+    bad = '{"header":{"stream_key":"a"},"headers":{"n":1},"payload":"x"}\n'
+    rc, _, err = run(capsys, "write", str(tmp_path / "bad.ss"), stdin=bad, monkeypatch=monkeypatch)
+    assert rc == 1 and '"headers" must be an object of text values' in one_error_line(err)
 
 
 # -- cat --format stdio ------------------------------------------------------------------------------
@@ -221,7 +292,7 @@ def test_cat_key_filter(capsys, sample_path: Path) -> None:
     lines = out.splitlines()[1:]
     assert len(lines) == 5 and all("| breakpoint |" in x or "| file |" in x for x in lines)
     rc, out, err = run(capsys, "cat", "--format", "ndjson", "--key", "nothing", str(sample_path))
-    assert rc == 1 and len(out.splitlines()) == 1  # no such key: tests/test_cli_feed.py
+    assert rc == 1 and out == ""  # no such key: tests/test_cli_feed.py
     assert "the keys there: breakpoint, event, file" in one_error_line(err)
 
 
@@ -455,7 +526,7 @@ def generated_file(tmp_path: Path, make_messages) -> Path:
 
 
 def test_cat_write_round_trip_is_byte_identical(capsys, monkeypatch, tmp_path: Path, generated_file: Path) -> None:
-    data = _ndjson(capsys, generated_file)
+    data = _ndjson(capsys, generated_file, "--comments")
     assert data.count(b"/* [") > 20  # beacons in the input are skipped, the writer rebuilds them
     out = tmp_path / "copy.ss"
     rc, stdout, err = run(capsys, "write", str(out), stdin=data, monkeypatch=monkeypatch)
@@ -465,7 +536,8 @@ def test_cat_write_round_trip_is_byte_identical(capsys, monkeypatch, tmp_path: P
 
 def test_cat_write_round_trip_of_the_sample(capsys, monkeypatch, tmp_path: Path, sample_path: Path) -> None:
     out = tmp_path / "s.ss"
-    rc, _, err = run(capsys, "write", str(out), stdin=_ndjson(capsys, sample_path), monkeypatch=monkeypatch)
+    data = _ndjson(capsys, sample_path, "--comments")
+    rc, _, err = run(capsys, "write", str(out), stdin=data, monkeypatch=monkeypatch)
     assert rc == 0 and err == ""
     before, after = list(iter_messages(sample_path)), list(iter_messages(out))
     assert len(after) == 28
@@ -516,7 +588,7 @@ def test_write_keeps_an_input_eos_and_refuses_messages_after_it(
     rc, _, err = run(capsys, "write", str(out), "--eos", stdin=data + extra, monkeypatch=monkeypatch)
     assert rc == 1
     line = one_error_line(err)
-    assert "line 30" in line and "end-of-stream" in line
+    assert "line 29" in line and "end-of-stream" in line
     msgs = list(iter_messages(out))
     assert len(msgs) == 28 and msgs[-1].is_eos  # one EOS: --eos adds none when the input had one
 
@@ -538,16 +610,16 @@ def test_write_bad_line_names_it_and_keeps_earlier_messages(
         (b"\xff\xfe not utf-8\n", "not UTF-8"),
     ]:
         out = tmp_path / f"bad{len(why)}{bad[:3].hex()}.ss"
-        stdin = b"".join(lines[:6]) + bad + b"".join(lines[6:])
+        stdin = b"".join(lines[:5]) + bad + b"".join(lines[5:])
         rc, stdout, err = run(capsys, "write", str(out), stdin=stdin, monkeypatch=monkeypatch)
         assert rc == 1 and stdout == ""
         line = one_error_line(err)
-        assert "stdin, line 7" in line and why in line, line
+        assert "stdin, line 6" in line and why in line, line
         assert [m.seq for m in iter_messages(out)] == [1, 2, 3, 4, 5]
 
 
 def test_write_appends_to_an_existing_file(capsys, monkeypatch, tmp_path: Path, orders_file: Path) -> None:
-    data = _ndjson(capsys, orders_file)
+    data = _ndjson(capsys, orders_file, "--comments")
     target = tmp_path / "existing.ss"
     with StreamWriter(target, beacon_interval=2048) as w:
         w.write("other", b"first")
@@ -569,7 +641,7 @@ def test_write_header_line_sets_new_file(capsys, monkeypatch, tmp_path: Path, or
         str(out),
         "--beacon-interval",
         "4096",
-        stdin=_ndjson(capsys, orders_file),
+        stdin=_ndjson(capsys, orders_file, "--comments"),
         monkeypatch=monkeypatch,
     )
     assert rc == 0 and "--beacon-interval 4096 ignored" in one_error_line(err)

@@ -230,8 +230,13 @@ class Broker(ABC, Generic[R]):
 
     def count_unread(self, *, wait_for_end: bool = False) -> int:
         """The stage stops before its input ends: stop reading, and count what was read and never delivered
-        (the transport's own counts also keep what was never read; ``wait_for_end``: wait a little for the
-        input's writer to close it, so that count is exact: a stop by a signal).
+        (the transport's own counts also keep what was never read).
+
+        Parameters
+        ----------
+        wait_for_end : bool
+            Wait a little for the input's writer to close it, so the count of lines never read is exact
+            (a stop by a signal).
 
         Returns
         -------

@@ -4,7 +4,8 @@ Public name: ``nbkit.dask.read_stream`` (this module needs the ``scale`` extra).
 
 Design (details in :mod:`nbkit.scale.partitions`):
 
-- **Partitions** are byte ranges of about ``partition_size`` bytes whose boundaries are beacon offsets.
+- **Partitions** are byte ranges of about ``blocksize`` bytes (``partition_size``, its older name, is
+  still taken) whose boundaries are beacon offsets.
   A partition resynchronises at its first beacon (format spec §6.5; frames cut by several beacons are
   skipped whole) and reads every frame that *starts* in its range, the last one whole even when it
   runs past the range. So the partitions together hold exactly the rows of ``nbkit.read_stream``, in
@@ -52,6 +53,9 @@ import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+import pandas as pd
+
 if TYPE_CHECKING:
     from dask.dataframe import DataFrame as DaskDataFrame
 
@@ -63,6 +67,7 @@ dd = require("dask.dataframe", feature="nbkit.dask")
 from dask.dataframe.utils import clear_known_categories  # noqa: E402
 from dask.utils import parse_bytes  # noqa: E402
 
+from nbkit.errors import InvalidArgumentError  # noqa: E402
 from nbkit.scale.heap import prepare_worker_heap  # noqa: E402
 from nbkit.scale.partitions import (  # noqa: E402
     DEFAULT_PARTITION_SIZE,
@@ -75,7 +80,9 @@ from nbkit.scale.partitions import (  # noqa: E402
     read_range,
 )
 from nbkit.tabular import PayloadMode, Selection, selection  # noqa: E402
+from nbkit.tabular.reader import expand_inputs, path_column_name  # noqa: E402
 from nbkit.transport.damage import check_on_bad_frames  # noqa: E402
+from nbkit.transport.file_object_source import FileObjectSource  # noqa: E402
 from nbkit.transport.positions import FilePosition  # noqa: E402
 
 __all__ = ["plan", "read_stream"]
@@ -93,11 +100,12 @@ def _nbytes(value: int | str, what: str) -> int:
 def plan(
     path: str | os.PathLike,
     *,
-    partition_size: int | str = DEFAULT_PARTITION_SIZE,
+    blocksize: int | str | None = None,
     keys: Iterable[str] | str | None = None,
     start: FilePosition | dt.datetime | int | str | None = None,
     storage_options: Mapping[str, Any] | None = None,
     block_size: int | str | None = None,
+    partition_size: int | str | None = None,
 ) -> Plan:
     """The byte ranges ``read_stream`` would read (one per partition), for inspection.
 
@@ -105,14 +113,16 @@ def plan(
     ----------
     path : str or os.PathLike
         The stream file.
-    partition_size : int or str
-        Bytes of file per partition (an int or a size like ``"64MiB"``).
+    blocksize : int or str, optional
+        Bytes of file per partition (an int or a size like ``"64MiB"``; default 64 MiB), Dask's name.
     keys : str or iterable of str, optional
         The stream keys a ``start`` position refers to.
     start : FilePosition, datetime, int or str, optional
         Where the read starts, as for :func:`nbkit.read_stream`.
     storage_options, block_size
         As for :func:`read_stream`.
+    partition_size : int or str, optional
+        The older name of ``blocksize``.
 
     Returns
     -------
@@ -126,11 +136,25 @@ def plan(
     >>> with nbkit.StreamWriter("big.ss", beacon_interval=1024) as writer:
     ...     for n in range(100):
     ...         _ = writer.write("orders", b'{"id": %d}' % n)
-    >>> len(nbkit.dask.plan("big.ss", partition_size=1024).ranges)
+    >>> len(nbkit.dask.plan("big.ss", blocksize=1024).ranges)
     5
     """
     sel, position, seek_key = selection(keys=keys, start=start)
-    return _plan(path, sel, position, seek_key, partition_size, storage_options, block_size)
+    size = _partition_bytes(blocksize, partition_size)
+    return _plan(path, sel, position, seek_key, size, storage_options, block_size)
+
+
+def _partition_bytes(blocksize: int | str | None, partition_size: int | str | None) -> int | str:
+    """The bytes per partition from ``blocksize`` (Dask's name) or ``partition_size`` (the older one)."""
+    if blocksize is not None and partition_size is not None:
+        raise InvalidArgumentError(
+            "blocksize and partition_size are one option (bytes of file per partition; partition_size is its "
+            "older name): pass blocksize only"
+        )
+    if blocksize is not None:
+        _nbytes(blocksize, "blocksize")
+        return blocksize
+    return DEFAULT_PARTITION_SIZE if partition_size is None else partition_size
 
 
 def _plan(
@@ -156,9 +180,9 @@ def _plan(
 
 
 def read_stream(
-    path: str | os.PathLike,
+    path: str | os.PathLike | Sequence[str | os.PathLike],
     *,
-    partition_size: int | str = "64MiB",
+    blocksize: int | str | None = None,
     keys: Iterable[str] | str | None = None,
     payload: PayloadMode = "auto",
     start: FilePosition | dt.datetime | int | str | None = None,
@@ -169,21 +193,27 @@ def read_stream(
     on_bad_frames: str = "error",
     storage_options: Mapping[str, Any] | None = None,
     block_size: int | str | None = None,
+    include_path_column: bool | str = False,
+    partition_size: int | str | None = None,
 ) -> DaskDataFrame:
     """Load a ``.ss`` stream file lazily as a Dask DataFrame, one row per message.
 
     Same rows, columns and dtypes as :func:`nbkit.read_stream`, split into partitions of about
-    ``partition_size`` bytes of file, indexed by byte offset with known divisions. Each partition
+    ``blocksize`` bytes of file, indexed by byte offset with known divisions (one file). Each partition
     resynchronises at its first beacon and reads the frames that start in its range.
 
     Parameters
     ----------
-    path : str or os.PathLike
+    path : str, os.PathLike or list of these
         The stream file: a local path (every worker must see it at that path), or an fsspec URL
         (``s3://``, ``gs://``, ``abfs://``, ``https://``, ...), which every worker opens itself: on a
-        cluster whose workers share no disk with the client, pass a URL.
-    partition_size : int or str
-        Bytes of file per partition (an int or a size like ``"64MiB"``).
+        cluster whose workers share no disk with the client, pass a URL. A glob (``"logs/*.ss"``,
+        ``"s3://bucket/2024-*.ss"``) or a list reads several files, their partitions in order (the
+        divisions are then unknown: offsets restart in each file). A file object cannot travel to the
+        workers: read it with :func:`nbkit.read_stream`.
+    blocksize : int or str, optional
+        Bytes of file per partition (an int or a size like ``"64MiB"``; default 64 MiB), as in
+        ``dask.dataframe.read_csv``. (``block_size``, below, is the size of one range request of a URL.)
     keys, payload, start, end, include_internal
         As for :func:`nbkit.read_stream`.
     json_fields : dict or sequence of str, optional
@@ -200,6 +230,11 @@ def read_stream(
     block_size : int or str, optional
         For a URL: bytes per range request (default 8 MiB). A partition fetches its own range, cut into
         such blocks, plus only the frame that crosses its end.
+    include_path_column : bool or str
+        Add a categorical column naming each row's file (``True``: ``"path"``; a str: that name), as in
+        ``dask.dataframe.read_csv``.
+    partition_size : int or str, optional
+        The older name of ``blocksize`` (still taken; not with ``blocksize``).
 
     Returns
     -------
@@ -212,7 +247,7 @@ def read_stream(
     >>> with nbkit.StreamWriter("big.ss", beacon_interval=1024) as writer:
     ...     for n in range(100):
     ...         _ = writer.write("orders" if n % 2 else "audit", b'{"id": %d}' % n)
-    >>> ddf = nbkit.dask.read_stream("big.ss", partition_size=1024)
+    >>> ddf = nbkit.dask.read_stream("big.ss", blocksize=1024)
     >>> ddf.npartitions
     5
     >>> ddf.groupby("stream_key", observed=True).size().compute(scheduler="sync").to_dict()
@@ -222,43 +257,62 @@ def read_stream(
         keys=keys, payload=payload, start=start, end=end, include_internal=include_internal
     )
     check_on_bad_frames(on_bad_frames)
-    the_plan = _plan(path, sel, position, seek_key, partition_size, storage_options, block_size)
-    if the_plan.tail is not None and the_plan.tail.reason == "truncated":
-        warnings.warn(f"{the_plan.path}: {the_plan.tail.describe()}", stacklevel=2)
+    size = _partition_bytes(blocksize, partition_size)
+    path_column = path_column_name(include_path_column)
+    inputs = expand_inputs(path, dict(storage_options) if storage_options else None)
+    if any(isinstance(i.target, FileObjectSource) for i in inputs):
+        raise TypeError(
+            "nbkit.dask reads paths or URLs that every worker opens itself; a file object cannot travel to "
+            "the workers: pass its path, or read it with nbkit.read_stream"
+        )
+    plans = [_plan(i.target, sel, position, seek_key, size, storage_options, block_size) for i in inputs]
+    for the_plan in plans:
+        if the_plan.tail is not None and the_plan.tail.reason == "truncated":
+            warnings.warn(f"{the_plan.path}: {the_plan.tail.describe()}", stacklevel=2)
     fields: dict[str, Any] | None = None
     if sel.payload in FIELD_MODES:
         if json_fields is None:
-            fields = _sample_fields(the_plan, sel, _nbytes(sample, "sample"), on_bad_frames)
+            fields = _sample_fields(plans[0], sel, _nbytes(sample, "sample"), on_bad_frames)
         elif isinstance(json_fields, Mapping):
             fields = dict(json_fields)
         else:
             fields = {name: object for name in json_fields}
     meta = clear_known_categories(empty_frame(sel.payload, fields), cols=["stream_key"], index=False)
-    stamp = the_plan.stamp  # a changed file gets new task keys
+    names = [i.name for i in inputs]
+    if path_column is not None:
+        meta[path_column] = pd.Categorical([], categories=names)
+    # each part: (range, path, the file's stamp: a changed file gets new task keys, its name in the path column)
+    parts = [(rng, p.path, p.stamp, name) for p, name in zip(plans, names, strict=True) for rng in p.ranges]
+    divisions = plans[0].divisions if len(plans) == 1 else None
     with dask.config.set({"dataframe.convert-string": False}):
         return dd.from_map(
             _read_partition,
-            the_plan.ranges,
-            args=(the_plan.path, sel, fields, stamp, on_bad_frames, dict(the_plan.options)),
+            parts,
+            args=(sel, fields, on_bad_frames, dict(plans[0].options), path_column, tuple(names)),
             meta=meta,
-            divisions=the_plan.divisions,
+            divisions=divisions,
             label="nbkit-read-stream",
             enforce_metadata=False,
         )
 
 
 def _read_partition(
-    rng: ByteRange,
-    path: str,
+    part: tuple[ByteRange, str, tuple, str],
     sel: Selection,
     fields: dict[str, Any] | None,
-    stamp: tuple,
     on_bad_frames: str,
     options: dict[str, Any],
+    path_column: str | None,
+    names: tuple[str, ...],
 ) -> Any:
     """One partition (runs on a worker; the first call in a worker process also sets up its heap)."""
     prepare_worker_heap()
-    return read_range(path, rng, sel, json_fields=fields, on_bad_frames=on_bad_frames, **options)
+    rng, path, _stamp, name = part
+    frame = read_range(path, rng, sel, json_fields=fields, on_bad_frames=on_bad_frames, **options)
+    if path_column is not None:
+        codes = np.full(len(frame), names.index(name), dtype=np.int32)
+        frame[path_column] = pd.Categorical.from_codes(codes, categories=list(names))
+    return frame
 
 
 def _sample_fields(the_plan: Plan, sel: Selection, sample: int, on_bad_frames: str) -> dict[str, Any]:

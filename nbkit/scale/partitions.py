@@ -11,9 +11,9 @@ How a file is cut (format spec §2, §6.5):
 - A range **owns every frame that starts inside it** (``start <= Message.offset < end``). To find its
   first frame it resynchronises at its first beacon (§6.5: read the beacon, skip the cut frame's
   ``remaining`` bytes, again while that lands on the next boundary, so frames cut by several beacons are
-  skipped whole) and then reads frames with :meth:`StreamReader.read_columns(until=end)
-  <nbkit.transport.file_reader.StreamReader.read_columns>` (the frame scanner of
-  :mod:`nbkit.wire.scan`, as ``read_stream`` uses; frames cut by a beacon are joined around it, §6.3)
+  skipped whole) and then reads frames with :func:`nbkit.tabular.reader.read_rows` (``stop=end``; the read
+  loop ``read_stream`` uses, over the frame scanner of :mod:`nbkit.wire.scan`; frames cut by a beacon are
+  joined around it, §6.3)
   until the next frame would start at or after ``end``. The frame cut by ``end`` is read whole by the range
   that owns its start. So the ranges together hold exactly the frames of a sequential read, in order,
   each once.
@@ -43,7 +43,8 @@ import numpy as np
 import pandas as pd
 
 from nbkit.errors import FormatError, SeekError
-from nbkit.tabular import FrameBuilder, PayloadMode, Selection, json_values, payload_separator
+from nbkit.tabular import FrameBuilder, PayloadMode, Selection, json_values
+from nbkit.tabular.reader import read_rows
 from nbkit.transport.file_reader import CHUNK, StreamReader
 from nbkit.transport.messages import Message, ReadEnd
 from nbkit.transport.positions import FilePosition
@@ -334,7 +335,6 @@ def read_range(
     """
     cols = FrameBuilder(sel.payload)
     if rng.start < rng.end:
-        accept = sel.key_filter()
         opened = StreamReader(path, on_bad_frames=on_bad_frames, **_open_options(storage_options, block_size))
         with opened as reader:
             reader.source.limit = rng.end  # the range's own bytes (a seek's probes included)
@@ -351,9 +351,8 @@ def read_range(
             else:
                 reader.seek_offset(rng.start)
             if started:
-                got = reader.read_column_buffers(accept=accept, until=rng.end, separator=payload_separator(sel.payload))
-                cols.extend(sel.rows(got))
-                del got
+                for rows in read_rows(reader, sel, stop=rng.end):
+                    cols.extend(rows)
     frame = cols.frame("file", release=True)
     frame.index = pd.Index(frame["offset"].to_numpy(dtype="int64"), dtype="int64")
     if json_fields is not None and sel.payload in FIELD_MODES:

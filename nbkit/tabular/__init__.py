@@ -8,6 +8,8 @@ reader and the Parquet export (:mod:`nbkit.scale`) share one schema and one buil
 - :mod:`nbkit.tabular.builder`: :data:`FRAME_COLUMNS`, :data:`PAYLOAD_MODES`, :class:`FrameBuilder`
   (columns in, the typed frame out), :func:`payload_separator` (how a reader should lay out the
   payload buffer for a mode) and :func:`in_window` (the time filter);
+- :mod:`nbkit.tabular.modes`: the ``payload=`` modes as objects (:func:`~nbkit.tabular.modes.payload_mode`):
+  each one's row values, ``payload`` column and dtype, Arrow column and Parquet conversion;
 - :mod:`nbkit.tabular.payloads`: payload decoding per mode and the ``payload.<field>`` columns of JSON
   payloads (:func:`expand_json`, :func:`json_values`, :func:`json_field_columns`, :func:`with_fields`), the
   JSON text column of ``payload="json"`` (:func:`json_text_column`), the Arrow binary column of ``payload="bytes"``

@@ -25,18 +25,15 @@ import numpy as np
 import pandas as pd
 
 from nbkit.tabular.arrow import arrow_module, columns_table
+from nbkit.tabular.modes import CHUNK, Mode, chunked_values, payload_mode
 from nbkit.tabular.payloads import (
-    CONVERT,
     STR_DTYPE,
     FieldParse,
     arrow_json_fields,
-    bytes_column,
-    bytes_column_from_buffer,
     expand_json,
     json_field_columns,
     json_lines,
     json_text_array,
-    json_text_column,
     json_text_column_from_buffer,
     json_values,
     with_fields,
@@ -57,6 +54,7 @@ __all__ = [
     "FrameBuilder",
     "PayloadMode",
     "UnsignedFallbackWarning",
+    "empty_headers",
     "in_window",
     "payload_separator",
 ]
@@ -89,8 +87,10 @@ class FrameBuilder:
 
     Parameters
     ----------
-    payload_mode : {"auto", "bytes", "text", "json", "objects"}
-        How payloads become the ``payload`` column (see ``nbkit.read_stream``).
+    payload_mode : {"auto", "bytes", "text", "json", "objects"} or Mode
+        How payloads become the ``payload`` column (see ``nbkit.read_stream``; each mode's column and
+        dtype: :mod:`nbkit.tabular.modes`). Field columns are typed from their values, nullable
+        ``Int64``/``boolean`` where some payloads lack an integer/boolean field.
 
     Raises
     ------
@@ -106,15 +106,9 @@ class FrameBuilder:
     0     orders    1           7
     """
 
-    def __init__(self, payload_mode: PayloadMode) -> None:
-        if str(payload_mode) == "columns":  # the old name of "json" (callers without type checks pass it)
-            raise ValueError(
-                'payload="columns" is now payload="json" (the JSON text, and the fields as payload.<field> '
-                'columns); pass payload="json" (or payload="objects" for a parsed object per row)'
-            )
-        if payload_mode not in PAYLOAD_MODES:
-            raise ValueError(f"payload must be one of {', '.join(PAYLOAD_MODES)}, not {payload_mode!r}")
-        self.mode = payload_mode
+    def __init__(self, payload_mode: PayloadMode | Mode) -> None:
+        self.payload_mode = _mode_of(payload_mode)  # raises for an unknown name
+        self.mode: PayloadMode = self.payload_mode.name  # type: ignore[assignment]  # one of PAYLOAD_MODES
         self.keys: list[str] = []
         self.shards: list[int] = []
         self.seqs: list[int] = []
@@ -165,7 +159,7 @@ class FrameBuilder:
         if isinstance(cols, ColumnBuffers):
             if not self.offsets:
                 self._parts.append(cols)
-                if self.mode in _JSON_MODES and len(cols):
+                if self.payload_mode.fields and len(cols):
                     self._field_parse().add(cols.data, cols.data_end, len(cols.separator))
                 return
             cols = cols.to_lists()
@@ -230,10 +224,10 @@ class FrameBuilder:
         """The payload column for ``auto``/``text``/``json``, converted a chunk at a time (message by
         message only in a chunk where some payload needs the fallback: not UTF-8, not JSON). ``in_place``
         converts ``bodies`` itself, so each chunk's bytes are freed as its values are made."""
-        convert = CONVERT[self.mode]
+        convert = self.payload_mode.values
         out = bodies if in_place else list(bodies)
-        for i in range(0, len(out), _CHUNK):
-            out[i : i + _CHUNK] = convert(out[i : i + _CHUNK])
+        for i in range(0, len(out), CHUNK):
+            out[i : i + CHUNK] = convert(out[i : i + CHUNK])
         return out
 
     def frame(self, transport: str, *, release: bool = False) -> pd.DataFrame:
@@ -256,12 +250,12 @@ class FrameBuilder:
             try:
                 if self._parts:
                     parse = None
-                    if self.mode in _JSON_MODES:
+                    if self.payload_mode.fields:
                         if self._parse is None:  # a frame built before: parse again
                             for part in self._parts:
                                 self._field_parse().add(part.data, part.data_end, len(part.separator))
                         parse = self._parse
-                    frame = _buffers_frame(self._parts, self.mode, transport, release, parse)
+                    frame = _buffers_frame(self._parts, self.payload_mode, transport, release, parse)
                     if frame is not None:
                         if release:
                             self._parts = []
@@ -298,19 +292,19 @@ class FrameBuilder:
         >>> builder.table("file").column("payload.id").to_pylist()
         [7]
         """
-        if self.mode == "objects":
+        if not self.payload_mode.arrow:
             raise ValueError('Arrow output takes payload="json" (text and field columns), not "objects"')
         arrow_module()
         with _gc_paused():
             try:
                 if self._parts:
                     parse = None
-                    if self.mode in _JSON_MODES:
+                    if self.payload_mode.fields:
                         if self._parse is None:
                             for part in self._parts:
                                 self._field_parse().add(part.data, part.data_end, len(part.separator))
                         parse = self._parse
-                    table = _buffers_frame(self._parts, self.mode, transport, release, parse, arrow=True)
+                    table = _buffers_frame(self._parts, self.payload_mode, transport, release, parse, arrow=True)
                     if table is not None:
                         if release:
                             self._parts = []
@@ -327,19 +321,16 @@ class FrameBuilder:
             self.raw = []  # ``bodies`` holds the only references now
         size_list = list(map(len, bodies))
         sizes = _int_array(size_list, "Int64")
+        mode = self.payload_mode
         fields: dict[str, pd.Series] | None = None
-        if self.mode == "json":  # columnar: JSON text + field columns, no Python object per row
-            payloads = json_text_column(bodies, size_list)
-            fields = json_field_columns(bodies)
-        elif self.mode == "objects":
-            fields = arrow_json_fields(bodies)  # None: the exact, row-by-row path in expand_json
+        if mode.fields:  # JSON text column: fields column by column; parsed values: None -> expand_json
+            fields = json_field_columns(bodies) if mode.arrow else arrow_json_fields(bodies)
+        if arrow:
+            payloads = mode.arrow_column(bodies, partial(self._payloads, bodies, in_place=False))
+        elif mode.name == "objects":  # the one mode with an object per row: converted in place, chunk by chunk
             payloads = pd.Series(self._payloads(bodies, in_place=release), dtype=object)
-        elif self.mode == "bytes":
-            payloads = bytes_column(bodies)
-        elif arrow:
-            payloads = _arrow_text(bodies, self.mode, partial(self._payloads, bodies, in_place=False))
         else:
-            payloads = pd.Series(self._payloads(bodies, in_place=release), dtype=object)
+            payloads = mode.column(bodies, size_list)
         del bodies, size_list
         counts = _int_array(count_list, "Int64")
         columns: dict[str, Any] = {}
@@ -370,7 +361,7 @@ class FrameBuilder:
         del columns
         if fields is not None:
             frame = with_fields(frame, fields)
-        elif self.mode == "objects":
+        elif mode.fields:
             frame = expand_json(frame)
         return frame
 
@@ -389,15 +380,18 @@ def _gc_paused() -> Iterator[None]:
 
 
 _TRANSPORTS = ("file", "pipe")
-_JSON_MODES = ("json", "objects")  # the modes that parse payloads as JSON (``payload.<field>`` columns)
 _WORKERS = max(1, min(4, os.cpu_count() or 1))  # threads that parse pieces of the payload buffer
-_CHUNK = 1 << 16  # payloads converted per step
 _starts_rs = methodcaller("startswith", b"rs")
+
+
+def _mode_of(name: PayloadMode | Mode) -> Mode:
+    """:func:`~nbkit.tabular.modes.payload_mode` (its ValueError names :data:`PAYLOAD_MODES`)."""
+    return payload_mode(name)
 
 
 def _buffers_frame(
     parts: list[ColumnBuffers],
-    mode: str,
+    mode: Mode,
     transport: str,
     release: bool,
     parse: FieldParse | None,
@@ -416,7 +410,7 @@ def _buffers_frame(
     n = sum(map(len, parts))
     if not n:
         return None
-    if len(parts) > 1 and mode != "json":
+    if len(parts) > 1 and not (mode.fields and mode.arrow):  # "json" keeps a text chunk per read
         parts = [_joined(parts)]
     layout = [_layout(part) for part in parts]
     for part, (_, starts, sizes) in zip(parts, layout, strict=True):
@@ -424,11 +418,11 @@ def _buffers_frame(
             return None
     sizes = layout[0][2] if len(layout) == 1 else np.concatenate([sizes for _, _, sizes in layout])
     fields: dict[str, pd.Series] | None = None
-    if mode in _JSON_MODES and parse is not None:
+    if mode.fields and parse is not None:
         # pyarrow parses the field columns on worker threads (GIL released, a piece of a buffer each),
         # while this thread builds the payload column and the other columns
         utf8: bool | None = None
-        if mode == "json":
+        if mode.arrow:  # "json": the text over the buffers
             payloads = _text_column(parts, [ends for ends, _, _ in layout])
             utf8 = True if payloads.dtype == STR_DTYPE else None
         else:
@@ -442,18 +436,17 @@ def _buffers_frame(
         columns = _columns(parts, transport, sizes, payloads)
         del payloads
         fields = parse.result(utf8=utf8)
-        if fields is None and mode == "json":
+        if fields is None and mode.arrow:  # "json": the row-by-row fields (expand_json does "objects")
             fields = json_field_columns([body for part in parts for body in part.payloads()], arrow=False)
     else:
         cols, (ends, starts, _) = parts[0], layout[0]
-        if mode == "bytes":  # an Arrow binary array over the payload buffer itself: no object per row
-            payloads = bytes_column_from_buffer(cols.data, ends, len(cols.separator))
-        elif arrow:  # text over the buffer itself when it is UTF-8; else binary (auto) or decoded text
+        if arrow and mode.arrow_text:  # text over the buffer itself when UTF-8; else the mode's Arrow column
             payloads = json_text_array(cols.data, ends, len(cols.separator))
             if payloads is None:
-                payloads = _arrow_text(list(cols.payloads()), mode, partial(_payload_objects, cols, mode, starts, ends))
-        else:
-            payloads = pd.Series(_payload_objects(cols, mode, starts, ends), dtype=object, copy=False)
+                decoded = partial(chunked_values, mode.values, cols, starts, ends)
+                payloads = mode.arrow_column(list(cols.payloads()), decoded)
+        else:  # an Arrow array over the payload buffer itself where the mode allows: no object per row
+            payloads = mode.buffer_column(cols, starts, ends)
         if release:
             cols.data = bytearray()  # the payload column is built: the buffer's bytes are not needed
         columns = _columns(parts, transport, sizes, payloads)
@@ -468,20 +461,9 @@ def _buffers_frame(
     del columns
     if fields is not None:
         return with_fields(frame, fields)
-    if mode == "objects":
+    if mode.fields:
         return expand_json(frame)
     return frame
-
-
-def _arrow_text(bodies: list[bytes], mode: str, decoded: Any) -> Any:
-    """Payloads as one Arrow array: ``large_string`` when all are UTF-8 (Arrow checks it), else
-    ``large_binary`` for ``auto`` or the text ``decoded()`` gives (``text``'s own decoding)."""
-    pa = arrow_module()
-    binary = pa.array(bodies, pa.large_binary())
-    try:
-        return binary.cast(pa.large_string())
-    except pa.ArrowInvalid:
-        return binary if mode == "auto" else pa.array(decoded(), pa.large_string())
 
 
 def _has_envelope(data: bytearray, starts: np.ndarray, sizes: np.ndarray) -> bool:
@@ -603,14 +585,15 @@ def _columns(parts: list[ColumnBuffers], transport: str, sizes: np.ndarray, payl
         "payload": payloads,
         "retry_count": zeros,
         "attempt": zeros + 1,
-        "headers": pd.Series(_empty_dicts(n), copy=False),
+        "headers": pd.Series(empty_headers(n), copy=False),
         "offset": _int_view(offset),
         "transport": _transport_column(n, transport),
     }
 
 
-def _empty_dicts(n: int) -> np.ndarray:
-    """An object array of ``n`` distinct empty dicts (the ``headers`` of messages without an envelope): one
+def empty_headers(n: int) -> np.ndarray:
+    """An object array of ``n`` distinct empty dicts (the ``headers`` of messages without an envelope; also
+    the Parquet reader's for rows without headers): one
     dict per row, so changing one row's headers changes no other row; built by numpy, not a Python loop."""
     return np.fromiter(map(dict.copy, repeat({}, n)), dtype=object, count=n)
 
@@ -641,24 +624,6 @@ def _signed(values: np.ndarray, name: str) -> pd.arrays.IntegerArray:
 def _int_view(values: np.ndarray) -> pd.arrays.IntegerArray:
     """A nullable integer array (``Int64``/``UInt64``) over ``values``' memory, not a copy of it."""
     return pd.arrays.IntegerArray(values, np.zeros(len(values), dtype=np.bool_))
-
-
-def _payload_objects(cols: ColumnBuffers, mode: str, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
-    """The payload column's values for ``auto``/``text``: cut from the payload buffer and
-    converted a chunk at a time, so only one chunk's bytes objects exist beside the buffer."""
-    n = len(ends)
-    gap = len(cols.separator)
-    out = np.empty(n, dtype=object)
-    with memoryview(cols.data) as view:
-        for i in range(0, n, _CHUNK):
-            j = min(n, i + _CHUNK)
-            first = int(starts[i])
-            part = array("q")
-            part.frombytes((ends[i:j] - first).tobytes())
-            bodies = split_payloads(view[first:], part, gap)
-            out[i:j] = CONVERT[mode](bodies)
-            del bodies
-    return out
 
 
 def _transport_column(n: int, transport: str) -> pd.Categorical:
@@ -729,7 +694,7 @@ def payload_separator(mode: str) -> bytes:
     >>> payload_separator("json"), payload_separator("objects")
     (b'', b'\\n')
     """
-    return b"\n" if mode == "objects" else b""
+    return payload_mode(mode).separator
 
 
 def in_window(cols: FrameColumns | ColumnBuffers, after_ms: int | None, end_ms: int | None) -> FrameColumns:

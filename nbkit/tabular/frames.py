@@ -32,10 +32,9 @@ one object per row costs more than the whole parse (``"columns"``, the old name 
 from __future__ import annotations
 
 import datetime as dt
-import json
 import os
 import warnings
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import IO, Any, Literal, get_args
 
 import numpy as np
@@ -45,25 +44,20 @@ from nbkit.errors import FormatError, Utf8Error
 from nbkit.tabular import (
     FrameBuilder,
     PayloadMode,
-    payload_separator,
-    selection,
 )
 from nbkit.transport.damage import DamagedRegion, DamageWarning, SuspectRecordWarning
 from nbkit.transport.file_reader import StreamReader
-from nbkit.transport.messages import ReadEnd
 from nbkit.transport.plausibility import KeyLoss, describe_losses, losses, suspects
 from nbkit.transport.positions import FilePosition
-from nbkit.wire.ssformat import HEADER_SIZE
 from nbkit.wire.stdio_line import LineDecoder, parse_line
 
 __all__ = ["DTYPE_BACKENDS", "DtypeBackend", "concat_frames", "read_arrow", "read_pipe", "read_stream"]
 
 _PROGRESS_MIN_BYTES = 64 << 20
-_SLICE_BYTES = 24 << 20  # file bytes per read of payload="json" (its fields parse while the next is read)
 
 
 def read_stream(
-    path: str | os.PathLike,
+    path: str | os.PathLike | IO[bytes] | Sequence[str | os.PathLike | IO[bytes]],
     *,
     keys: Iterable[str] | str | None = None,
     payload: PayloadMode = "auto",
@@ -75,7 +69,11 @@ def read_stream(
     storage_options: dict[str, Any] | None = None,
     block_size: int | None = None,
     dtype_backend: DtypeBackend | None = None,
-) -> pd.DataFrame:
+    nrows: int | None = None,
+    columns: Sequence[str] | None = None,
+    chunksize: int | None = None,
+    include_path_column: bool | str = False,
+) -> Any:
     """Load a ``.ss`` stream file into a DataFrame, one row per message.
 
     ``start`` is a FilePosition or a time (messages strictly after it); ``end`` a time (messages
@@ -85,9 +83,13 @@ def read_stream(
 
     Parameters
     ----------
-    path : str or os.PathLike
+    path : str, os.PathLike, binary file object, or list of these
         The stream file: a local path, or an fsspec URL (``s3://bucket/orders.ss``, ``gs://``, ``abfs://``,
-        ``https://``, ...), read by range requests, never downloaded whole.
+        ``https://``, ...), read by range requests, never downloaded whole. A glob (``"logs/*.ss"``, also in
+        a URL) or a list reads several files in order, their rows concatenated (a fresh index,
+        ``stream_key`` categories the union). An open binary file object (``open(path, "rb")``,
+        ``io.BytesIO``) is read from where it stands and left open; a non-seekable one (a pipe, a socket)
+        is read front to back, in a few blocks of memory, and refuses ``start``/``end``.
     keys : str or iterable of str, optional
         Keep only these stream keys (the others are skipped cheaply).
     payload : {"auto", "bytes", "text", "json", "objects"}
@@ -119,7 +121,7 @@ def read_stream(
         Either way ``frame.attrs["damaged"]`` lists the regions skipped (dicts: ``start``, ``end``,
         ``problem``, ``skipped`` bytes, and ``lost``: per stream key the sequence numbers lost there, how
         many and between which times; empty for an intact file). Records whose header fields look damaged
-        (a timestamp, sequence number or shard that breaks the pattern of its neighbours; the checksum
+        (a timestamp, sequence number or shard one flipped bit from fitting its stream; the checksum
         covers only the payload) are listed in ``frame.attrs["suspect"]`` and warned once
         (:class:`~nbkit.transport.damage.SuspectRecordWarning`), whatever ``on_bad_frames`` says.
     storage_options : dict, optional
@@ -131,14 +133,30 @@ def read_stream(
         As in pandas' readers: ``"pyarrow"`` gives every column an ``ArrowDtype`` (the table of
         :func:`read_arrow`, as pandas columns; not with ``payload="objects"``); ``"numpy_nullable"`` or None
         the dtypes below.
+    nrows : int, optional
+        Only the first ``nrows`` rows (after ``keys``, ``start`` and ``end``, across all files); the read
+        stops there (no ``attrs["read_end"]`` then: the file did not end).
+    columns : list of str, optional
+        Keep these columns, in this order: message columns and payload fields (``"payload.order_id"``;
+        ``payload="auto"`` becomes ``"json"`` for them). An unknown column, or a field no message has,
+        raises :class:`~nbkit.errors.InvalidArgumentError` naming it.
+    chunksize : int, optional
+        Return a :class:`~nbkit.tabular.reader.FrameReader` instead of a frame: iterating it yields frames of
+        ``chunksize`` rows, read a slice of the file at a time (memory holds a few chunks); a context
+        manager; ``read()`` gives the rest as one frame.
+    include_path_column : bool or str
+        Add a categorical column naming each row's file (``True``: ``"path"``; a str: that name, such as
+        ``"source"``), as ``dask.dataframe.read_csv`` does.
 
     Returns
     -------
-    pandas.DataFrame
-        One row per message, with the columns ``stream_key`` (category), ``shard_id``, ``seq`` (Int64),
+    pandas.DataFrame or FrameReader
+        One row per message (a :class:`~nbkit.tabular.reader.FrameReader` of such frames with
+        ``chunksize``), with the columns ``stream_key`` (category), ``shard_id``, ``seq`` (Int64),
         ``timestamp`` (datetime64[ms, UTC]), ``size`` (payload bytes), ``payload``, ``retry_count``,
         ``attempt`` (retry_count + 1), ``headers`` (dict), ``offset`` (the frame's byte offset) and
-        ``transport`` (``"file"``), then any ``payload.<field>`` columns.
+        ``transport`` (``"file"``), then any ``payload.<field>`` columns (int64, float64, bool, str or object;
+        ``Int64``/``boolean`` for an integer/boolean field some payloads lack).
 
     See Also
     --------
@@ -160,10 +178,21 @@ def read_stream(
        seq  attempt payload.item
     0    1        1         book
     1    2        1         lamp
+
+    The first rows, some columns, in chunks (the reading guide has every option):
+
+    >>> read_stream("orders.ss", columns=["seq", "payload.item"], nrows=1)
+       seq payload.item
+    0    1         book
+    >>> with read_stream("orders.ss", chunksize=2) as chunks:
+    ...     print([len(chunk) for chunk in chunks])
+    [2, 1]
     """
     if dtype_backend not in (None, *DTYPE_BACKENDS):
         raise ValueError(f"dtype_backend must be one of {', '.join(DTYPE_BACKENDS)}, not {dtype_backend!r}")
-    return _read(
+    from nbkit.tabular.reader import FrameReader
+
+    reader = FrameReader(
         path,
         keys=keys,
         payload=payload,
@@ -174,12 +203,20 @@ def read_stream(
         on_bad_frames=on_bad_frames,
         storage_options=storage_options,
         block_size=block_size,
+        nrows=nrows,
+        columns=columns,
+        chunksize=chunksize,
+        include_path_column=include_path_column,
         output="pandas-arrow" if dtype_backend == "pyarrow" else "pandas",
     )
+    if chunksize is not None:
+        return reader
+    reader._depth = 1  # warnings name the caller of this function
+    return reader.read()
 
 
 def read_arrow(
-    path: str | os.PathLike,
+    path: str | os.PathLike | IO[bytes] | Sequence[str | os.PathLike | IO[bytes]],
     *,
     keys: Iterable[str] | str | None = None,
     payload: PayloadMode = "auto",
@@ -190,6 +227,10 @@ def read_arrow(
     on_bad_frames: str = "error",
     storage_options: dict[str, Any] | None = None,
     block_size: int | None = None,
+    nrows: int | None = None,
+    columns: Sequence[str] | None = None,
+    chunksize: int | None = None,
+    include_path_column: bool | str = False,
 ) -> Any:
     """Load a ``.ss`` stream file into a ``pyarrow.Table``, one row per message: for polars, DuckDB, Arrow.
 
@@ -202,13 +243,16 @@ def read_arrow(
     ----------
     path, keys, start, end, progress, include_internal, on_bad_frames, storage_options, block_size
         As for :func:`read_stream`.
+    nrows, columns, chunksize, include_path_column
+        As for :func:`read_stream` (with ``chunksize``, the chunks are tables).
     payload : {"auto", "bytes", "text", "json"}
         As for :func:`read_stream` (``"objects"``, a Python object per row, has no Arrow type). ``"auto"``
         gives a text column when every payload is UTF-8, else a binary one.
 
     Returns
     -------
-    pyarrow.Table
+    pyarrow.Table or FrameReader
+        The table (a :class:`~nbkit.tabular.reader.FrameReader` of tables with ``chunksize``).
 
     See Also
     --------
@@ -235,7 +279,9 @@ def read_arrow(
     >>> duckdb.sql('SELECT "payload.item", count(*) AS n FROM "table" GROUP BY 1 ORDER BY 1').fetchall()
     [('book', 2), ('lamp', 1)]
     """
-    return _read(
+    from nbkit.tabular.reader import FrameReader
+
+    reader = FrameReader(
         path,
         keys=keys,
         payload=payload,
@@ -246,8 +292,16 @@ def read_arrow(
         on_bad_frames=on_bad_frames,
         storage_options=storage_options,
         block_size=block_size,
+        nrows=nrows,
+        columns=columns,
+        chunksize=chunksize,
+        include_path_column=include_path_column,
         output="arrow",
     )
+    if chunksize is not None:
+        return reader
+    reader._depth = 1  # warnings name the caller of this function
+    return reader.read()
 
 
 #: ``read_stream``'s ``dtype_backend=`` values (pandas' own names).
@@ -255,93 +309,18 @@ DtypeBackend = Literal["numpy_nullable", "pyarrow"]
 DTYPE_BACKENDS: tuple[DtypeBackend, ...] = get_args(DtypeBackend)
 
 
-def _read(
-    path: str | os.PathLike,
-    *,
-    keys: Iterable[str] | str | None,
-    payload: PayloadMode,
-    start: FilePosition | dt.datetime | int | str | None,
-    end: dt.datetime | int | str | None,
-    progress: bool | None,
-    include_internal: bool,
-    on_bad_frames: str,
-    storage_options: dict[str, Any] | None,
-    block_size: int | None,
-    output: Literal["pandas", "pandas-arrow", "arrow"],
-) -> Any:
-    """The read of :func:`read_stream` and :func:`read_arrow`: a frame, a frame of ArrowDtype columns, or a table."""
-    sel, position, _ = selection(keys=keys, payload=payload, start=start, end=end, include_internal=include_internal)
-    cols = FrameBuilder(payload)
-    accept = sel.key_filter()
-    # "warn": the warning per region is given here, after the read, when what it cost is known
-    salvage = "skip" if on_bad_frames == "warn" else on_bad_frames
-    opened = StreamReader(
-        path, start=position, on_bad_frames=salvage, storage_options=storage_options, block_size=block_size
-    )
-    with opened as reader:
-        window = sel.open_window(reader)
-        # json: read in slices, each handed to the builder at once, whose worker threads parse its fields
-        # while the next slice is read (the other modes read in one go, to the window's stop)
-        step = _SLICE_BYTES if payload == "json" else None
-        bar = _progress_bar(reader, progress, window.stop)
-        while True:
-            until = window.stop if step is None else reader.pos + step
-            if window.stop is not None and until is not None:
-                until = min(until, window.stop)
-            got = reader.read_column_buffers(
-                accept=accept,
-                progress=None if bar is None else bar.update,
-                separator=payload_separator(payload),
-                until=until,
-            )
-            cols.extend(sel.rows(got))
-            del got
-            if until is None or reader.end is not None or reader.pos < until or until == window.stop:
-                break
-        if bar is not None:
-            bar.close()
-        ended = reader.end
-        if ended is None and window.stop is not None:
-            ended = ReadEnd("window", reader.pos)
-        damaged = list(reader.damaged)
-        created_at_ms = reader.header.created_at_ms
-        sel.check_keys(
-            reader.seen_keys,
-            path=os.fspath(path),
-            whole=position is None and window.start == HEADER_SIZE and window.stop is None,
-            reading=reader.open_options,
-        )
-    if ended is not None and ended.reason == "truncated":
-        warnings.warn(f"{os.fspath(path)}: {ended.describe()}", stacklevel=3)
-    warn = on_bad_frames == "warn"
-    if output == "pandas":
-        frame = cols.frame("file", release=True)
-        _report_damage(frame, damaged, created_at_ms, path=os.fspath(path), warn=warn)
-    else:
-        table = cols.table("file", release=True)
-        # the damage report reads five narrow columns (numbers and key codes), not the table's payloads
-        report = table.select(["stream_key", "shard_id", "seq", "timestamp", "offset"]).to_pandas()
-        _report_damage(report, damaged, created_at_ms, path=os.fspath(path), warn=warn)
-        if output == "arrow":
-            meta = {
-                b"nbkit.damaged": json.dumps(report.attrs["damaged"], default=str).encode(),
-                b"nbkit.suspect": json.dumps(report.attrs["suspect"], default=str).encode(),
-            }
-            if ended is not None:
-                meta[b"nbkit.read_end"] = json.dumps(ended._asdict() | {"error": _error_text(ended)}).encode()
-            return table.replace_schema_metadata(meta)
-        frame = table.to_pandas(types_mapper=pd.ArrowDtype)
-        frame.attrs.update(report.attrs)
-    if ended is not None:
-        frame.attrs["read_end"] = ended
-    return frame
-
-
 def _report_damage(
-    frame: pd.DataFrame, damaged: list[DamagedRegion], created_at_ms: int, *, path: str, warn: bool
+    frame: pd.DataFrame,
+    damaged: list[DamagedRegion],
+    created_at_ms: int,
+    *,
+    path: str,
+    warn: bool,
+    stacklevel: int = 4,
 ) -> None:
     """Say what damage cost: ``attrs["suspect"]`` (records whose header fields look damaged, warned once)
-    and ``attrs["damaged"]`` (each region with what each key lost there, warned per region with ``warn``)."""
+    and ``attrs["damaged"]`` (each region with what each key lost there, warned per region with ``warn``).
+    ``stacklevel``: the warnings' (the frame of the user's call)."""
     keys = [str(k) for k in frame["stream_key"].cat.categories]
     codes = frame["stream_key"].cat.codes.to_numpy()
     seq = frame["seq"].to_numpy(dtype=np.uint64 if frame["seq"].dtype == "UInt64" else np.int64)
@@ -356,7 +335,7 @@ def _report_damage(
             f"{path}: {len(odd)} record{'s' if len(odd) != 1 else ''} look{'s' if len(odd) == 1 else ''} damaged "
             f"(header fields the checksum does not cover; frame.attrs['suspect'] lists them): {shown}",
             SuspectRecordWarning,
-            stacklevel=4,
+            stacklevel=stacklevel,
         )
     lost: list[list[KeyLoss]] = []
     if damaged:
@@ -368,7 +347,7 @@ def _report_damage(
     ]
     if warn:
         for region, cost in zip(damaged, lost, strict=True):
-            warnings.warn(f"{path}: damaged {describe_losses(region, cost)}", DamageWarning, stacklevel=4)
+            warnings.warn(f"{path}: damaged {describe_losses(region, cost)}", DamageWarning, stacklevel=stacklevel)
 
 
 def _error_text(ended: Any) -> str | None:

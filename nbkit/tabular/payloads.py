@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 from array import array
-from collections.abc import Callable
 from operator import itemgetter, methodcaller
 from typing import Any
 
@@ -32,7 +31,6 @@ except ImportError:  # pragma: no cover - pyarrow is in the scale extra and in B
 
 __all__ = [
     "BYTES_DTYPE",
-    "CONVERT",
     "PIECE_BYTES",
     "STR_DTYPE",
     "FieldParse",
@@ -173,14 +171,6 @@ def json_values(bodies: list[bytes]) -> list[Any]:
 
 _msgspec_decode = msgspec.json.Decoder().decode
 _decode_lines = msgspec.json.Decoder().decode_lines
-
-
-#: The per-row payload conversion of each mode that has one (``"bytes"`` keeps the bytes).
-CONVERT: dict[str, Callable[[list[bytes]], list[Any]]] = {
-    "auto": auto_values,
-    "text": text_values,
-    "objects": json_values,
-}
 
 
 def expand_json(frame: pd.DataFrame) -> pd.DataFrame:
@@ -462,6 +452,9 @@ def json_field_columns(bodies: list[bytes], *, arrow: bool = True) -> dict[str, 
 
 #: pyarrow types whose columns equal the row-by-row path's (int64, float64, bool, Arrow-backed str).
 _ARROW_KINDS = ("int64", "double", "bool", "string", "large_string")
+#: The nullable pandas dtype of a field column with missing values, by pyarrow type (numbers and
+#: booleans stay what they are instead of becoming float64 or object).
+_NULLABLE_KINDS: dict[str, Any] = {"int64": pd.Int64Dtype(), "bool": pd.BooleanDtype()}
 
 
 def arrow_json_fields(bodies: list[bytes]) -> dict[str, pd.Series] | None:
@@ -572,16 +565,20 @@ def _arrow_table(data: bytes | bytearray | Any, schema: Any = None) -> Any:
 
 def _table_fields(table: Any, n: int) -> dict[str, pd.Series] | None:
     """The field columns of a pyarrow.json table of ``n`` payloads, or None where they could differ from
-    the row-by-row path (a row skipped, a null, a nested or other type, a double that may be a big int)."""
+    the row-by-row path (a row skipped, a field null throughout, a nested or other type, a double that may
+    be a big int). Fields some payloads lack: ``Int64``/``boolean`` (nullable), ``float64``/str with NaN."""
     if table is None or table.num_rows != n:  # empty payloads (blank lines) are skipped by pyarrow
         return None
     columns: dict[str, pd.Series] = {}
     for name, column in zip(table.column_names, table.columns, strict=True):
         kind = str(column.type)
-        if column.null_count or kind not in _ARROW_KINDS:
-            return None
+        if kind not in _ARROW_KINDS or column.null_count == len(column):
+            return None  # an all-null field is an object column of None on the row-by-row path
         if kind in ("string", "large_string"):
             columns[name] = pd.Series(column, dtype=STR_DTYPE)
+            continue
+        if column.null_count and kind in _NULLABLE_KINDS:  # a field some payloads lack (or give null)
+            columns[name] = pd.Series(_NULLABLE_KINDS[kind].__from_arrow__(column))
             continue
         values = column.to_numpy()
         if kind == "double" and np.any((np.abs(values) >= 2.0**63) & (values == np.floor(values))):
@@ -774,10 +771,12 @@ def _field_values(payloads: list[Any]) -> dict[str, list[Any]]:
 
 
 def infer_column(values: list[Any]) -> pd.Series:
-    """``pd.Series(values, dtype=object).infer_objects()``, built directly where it can be.
+    """A field's column: ``pd.Series(values, dtype=object).infer_objects()``, built directly where it can be,
+    with integers and booleans kept as such where some values are missing (None).
 
     Directly when every value has the same type: str (inferred as pandas does for text), int (in
-    int64), float or bool (numpy).
+    int64), float or bool (numpy). Ints or bools with None among them: nullable ``Int64`` / ``boolean``
+    (inference would make ints float64 and bools object).
 
     Parameters
     ----------
@@ -793,8 +792,18 @@ def infer_column(values: list[Any]) -> pd.Series:
     --------
     >>> infer_column([1, 2]).dtype
     dtype('int64')
+    >>> infer_column([1, None]).dtype, infer_column([True, None]).dtype
+    (Int64Dtype(), BooleanDtype)
     """
     kinds = set(map(type, values))
+    if type(None) in kinds and len(kinds) == 2:
+        kind = next(k for k in kinds if k is not type(None))
+        nullable = _NULLABLE_PY.get(kind)
+        if nullable is not None:
+            try:
+                return pd.Series(pd.array(values, dtype=nullable))
+            except (OverflowError, TypeError):  # ints beyond int64: inference decides
+                pass
     if len(kinds) == 1:
         kind = kinds.pop()
         if kind is str:
@@ -813,6 +822,7 @@ def infer_column(values: list[Any]) -> pd.Series:
 
 
 _NUMPY_KINDS = {int: np.int64, float: np.float64, bool: np.bool_}
+_NULLABLE_PY = {int: "Int64", bool: "boolean"}  # a field's kind with missing values -> its nullable dtype
 STR_DTYPE = pd.Series([], dtype="str").dtype  # what pandas infers for text: pyarrow-backed "str" in pandas 3
 _ARROW_STR = getattr(STR_DTYPE, "storage", None) == "pyarrow"  # pandas stores str in Arrow (pyarrow installed)
 #: The ``payload`` column's dtype for ``payload="bytes"``: Arrow ``large_binary`` (values read as bytes);

@@ -1,9 +1,11 @@
 """Importing NDJSON messages into a stream file: what ``nbkit cat --format ndjson`` prints, written back.
 
-The input is numbered lines: an optional header line first (a ``#`` comment holding the file header's
-JSON, :func:`~nbkit.wire.ssdecode.parse_header_json`), then one JSON object per message
-(:func:`~nbkit.wire.ssdecode.parse_message_json`); other comment lines (beacons) are skipped, since the
-writer rebuilds the beacons. :func:`write_ndjson` appends the messages through one
+The input is numbered lines, one JSON object per message (:func:`~nbkit.wire.ssdecode.parse_message_json`).
+A message line with a ``headers`` object (``nbkit cat --decode-payload``) has its payload put back in the
+``rs1:``/``rs2:`` envelope with those headers, so a retry copy stays a copy. ss-decode's ndjson also has
+``/* ... */`` comment lines: a header comment first (the file header's JSON,
+:func:`~nbkit.wire.ssdecode.parse_header_json`) sets a new file's header; other comments (beacons) are
+skipped, since the writer rebuilds the beacons. :func:`write_ndjson` appends the messages through one
 :class:`~nbkit.transport.file_writer.StreamWriter` (shared, ``strict_seq``), so another writer may append
 meanwhile, and an error names the input line. ``nbkit write`` reads stdin with it.
 """
@@ -19,7 +21,8 @@ from typing import Any
 from nbkit.errors import FormatError, NbkitError
 from nbkit.transport.file_reader import StreamReader
 from nbkit.transport.file_writer import StreamWriter
-from nbkit.wire.ssdecode import parse_comment, parse_header_json, parse_message_json
+from nbkit.wire import envelope
+from nbkit.wire.ssdecode import loads_strict, parse_comment, parse_header_json, parse_message_json
 from nbkit.wire.ssformat import DEFAULT_BEACON_INTERVAL, FileHeader, is_eos
 
 __all__ = ["write_ndjson"]
@@ -118,8 +121,11 @@ def _write_messages(
                 continue  # beacons are rebuilt by the writer
             try:
                 key, shard, seq, ts, payload = parse_message_json(text)
+                headers = _envelope_headers(text)
             except ValueError as exc:
                 raise _line_error(lineno, f"invalid message line: {exc}", source) from None
+            if headers:
+                payload = envelope.encode(headers, payload, force_text=False)
             if eos_line is not None:
                 raise _line_error(lineno, f"a message after the end-of-stream mark of line {eos_line}", source)
             try:
@@ -147,6 +153,18 @@ def _flushing_when_idle(
         except StopIteration:
             return
         yield item
+
+
+def _envelope_headers(text: str) -> dict[str, str] | None:
+    """The ``headers`` object of a message line (``nbkit cat --decode-payload`` prints one), or None."""
+    if '"headers"' not in text:  # most lines: no second parse
+        return None
+    headers = loads_strict(text).get("headers")
+    if headers is None:
+        return None
+    if not isinstance(headers, dict) or not all(isinstance(v, str) for v in headers.values()):
+        raise ValueError('"headers" must be an object of text values, as nbkit cat --decode-payload prints')
+    return headers
 
 
 def _line_error(lineno: int, detail: str, source: str) -> FormatError:

@@ -7,14 +7,21 @@ opens its file with :func:`open_source`, the one opener of the transport layer. 
 :class:`RemoteSource` for a URL such as ``s3://bucket/orders.ss``, ``gs://...``, ``abfs://...``,
 ``http(s)://...`` or any other fsspec protocol (``file://`` URLs are local paths).
 
-A remote source reads by **range requests**, never by downloading the file: the header, then the bytes
+A remote source reads by **range requests**, not by downloading the file: the header, then the bytes
 the reader asks for, in blocks of ``block_size`` bytes (:data:`DEFAULT_BLOCK_SIZE`, 8 MiB; set with
 ``block_size=`` on every reader). A reader that knows where its read stops (a Dask partition's byte range)
 sets :attr:`RemoteSource.limit`, and blocks are then cut at that offset: the bytes past it that are
 fetched are only those of the one frame that crosses it. Each source counts the bytes and requests it
 fetched (:attr:`RemoteSource.bytes_fetched`, :attr:`RemoteSource.requests`), and the process keeps the
 totals (:func:`fetch_totals`), which is how the tests and ``bench/dask_read.py`` measure a partition's
-traffic against its size.
+traffic against its size. A server that ignores ``Range`` (Python's ``http.server``, many static servers)
+sends the whole object instead: it is kept and read from memory, with one :class:`RangeIgnoredWarning`.
+
+No read waits for ever. A local path that is not a regular file (a FIFO, a socket, a device, a directory)
+is refused after an ``os.stat``, before anything is opened (:func:`check_local_file`). A URL's requests
+have a connect timeout and a read timeout (:data:`DEFAULT_TIMEOUTS`, 10 s and 30 s; the ``timeout``
+storage option sets others, see :func:`parse_timeout`), and the error says which happened: the
+connection was refused, it timed out, or the server answered "not found".
 
 ``storage_options`` go to the filesystem as they do in pandas and Dask (``key``, ``secret``,
 ``endpoint_url``, ``anon``, ``client_kwargs``, ...). Without them each filesystem uses its own
@@ -26,9 +33,12 @@ a denied request and a connection that breaks mid-read are one-line errors namin
 
 from __future__ import annotations
 
+import errno
+import math
 import os
 import re
 import stat
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
@@ -46,17 +56,21 @@ from nbkit.errors import (
 
 __all__ = [
     "DEFAULT_BLOCK_SIZE",
+    "DEFAULT_TIMEOUTS",
     "LOCAL_CHUNK",
     "ByteSource",
     "FetchTotals",
     "LocalSource",
+    "RangeIgnoredWarning",
     "RemoteSource",
+    "check_local_file",
     "fetch_totals",
     "is_url",
     "open_output",
     "open_source",
     "parse_size",
     "parse_storage_options",
+    "parse_timeout",
     "upload",
     "url_exists",
 ]
@@ -67,6 +81,8 @@ LOCAL_CHUNK = 1 << 22
 DEFAULT_BLOCK_SIZE = 8 << 20
 #: Bytes a remote probe asks for where only a beacon is needed (a seek's binary search over beacons).
 _REMOTE_PROBE = 64 << 10
+#: Seconds a URL's request waits (connect, read): to open the connection, then for each part of an answer.
+DEFAULT_TIMEOUTS = (10.0, 30.0)
 
 # a protocol prefix ("s3://", "https://", "simplecache::s3://"); a Windows drive ("C:\\") has no "//"
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*(://|::)")
@@ -169,6 +185,87 @@ class ByteSource(Protocol):
     def close(self) -> None: ...
 
 
+class RangeIgnoredWarning(UserWarning):
+    """A server answered a range request with the whole object: nbkit keeps it and reads from memory.
+
+    Warned once per read of such a URL (Python's ``http.server`` and many static servers ignore
+    ``Range``). The read gives the same result; it costs one download of the whole object and as much
+    memory, where range reads fetch only the blocks a read needs.
+    """
+
+
+_SPECIAL_KINDS = (
+    (stat.S_ISFIFO, "a named pipe (FIFO)"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+)
+
+
+def _kind(mode: int) -> str:
+    """What a file that is not a regular file is, in words (``a named pipe (FIFO)``, ``a socket``, ...)."""
+    for test, words in _SPECIAL_KINDS:
+        if test(mode):
+            return words
+    return "not a regular file"
+
+
+def _refuse_special(path: str, mode: int, what: str) -> None:
+    """Raise the error for ``path`` being a directory or another special file where ``what`` is needed."""
+    if stat.S_ISDIR(mode):
+        raise PathIsDirectoryError(f"{path}: is a directory, not {what}")
+    raise FileIOError(
+        f"{path}: is {_kind(mode)}, not {what}; nbkit reads regular files only (a pipe or device would block "
+        "the read or cannot be read by offset): copy the bytes to a file first",
+        errno=errno.EINVAL,
+    )
+
+
+def check_local_file(path: str, what: str = "a stream file", *, pipes: bool = False) -> None:
+    """Refuse a local path that is missing or not a regular file, with ``os.stat`` only (nothing is opened).
+
+    Opening a FIFO for reading waits for a writer, for ever if none comes; a directory, socket or device
+    is no stream file either. Every local read checks its path here first (:class:`LocalSource`, the CLI's
+    capture and lineage inputs), so each says what the path is instead of blocking or reading nonsense.
+
+    Parameters
+    ----------
+    path : str
+        The local path.
+    what : str
+        What the path should be, for the message (``"a stream file"``).
+    pipes : bool
+        Accept a FIFO or character device too (a capture of stdio lines may be read from a pipe, as ``-``
+        reads stdin).
+
+    Raises
+    ------
+    MissingFileError, PathIsDirectoryError, FilePermissionError, FileIOError
+        Missing, a directory, not searchable, or another kind of special file; the message names the path
+        and what it is.
+
+    Examples
+    --------
+    >>> import os
+    >>> os.mkfifo("orders.fifo")
+    >>> check_local_file("orders.fifo")
+    Traceback (most recent call last):
+    ...
+    nbkit.errors.FileIOError: orders.fifo: is a named pipe (FIFO), not a stream file; nbkit reads regular files ...
+    """
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        raise MissingFileError(f"{path}: no such file; check the path") from None
+    except NotADirectoryError:
+        raise MissingFileError(f"{path}: no such file (a part of the path is not a directory)") from None
+    except PermissionError:
+        raise FilePermissionError(f"{path}: permission denied; the file must be readable") from None
+    if stat.S_ISREG(mode) or (pipes and (stat.S_ISFIFO(mode) or stat.S_ISCHR(mode))):
+        return
+    _refuse_special(path, mode, what)
+
+
 class LocalSource:
     """A local file, read with ``os.pread`` on one descriptor (what every reader did before URLs).
 
@@ -185,8 +282,10 @@ class LocalSource:
     def __init__(self, path: str) -> None:
         self.name = path
         self.limit: int | None = None
+        check_local_file(path)
         try:
-            fd = os.open(path, os.O_RDONLY)
+            # O_NONBLOCK: were the path swapped for a FIFO since the check, opening it still returns at once
+            fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
         except FileNotFoundError:
             raise MissingFileError(f"{path}: no such file; check the path") from None
         except IsADirectoryError:
@@ -194,9 +293,9 @@ class LocalSource:
         except PermissionError:
             raise FilePermissionError(f"{path}: permission denied; the file must be readable") from None
         st = os.fstat(fd)
-        if stat.S_ISDIR(st.st_mode):
+        if not stat.S_ISREG(st.st_mode):
             os.close(fd)
-            raise PathIsDirectoryError(f"{path}: is a directory, not a stream file")
+            _refuse_special(path, st.st_mode, "a stream file")
         self.fd = fd
         self._ino = st.st_ino
         #: ``pread(n, offset)``: up to ``n`` bytes from ``offset`` (fewer at the end of the file); bound to
@@ -229,7 +328,9 @@ class LocalSource:
 class RemoteSource:
     """A file behind an fsspec URL, read by range requests of ``block_size`` bytes.
 
-    The last block fetched is kept, so the small reads a parse makes inside it cost nothing. In replay
+    The last block fetched is kept, so the small reads a parse makes inside it cost nothing. A server that
+    answers a range request with the whole object (it ignores ``Range``) is not refused: the object is
+    kept and read from memory, with a :class:`RangeIgnoredWarning` saying why the read is slower. In replay
     the size is the one the filesystem reported at open (as the Rust replay reader fixes it); with
     ``follow`` a read past it asks the filesystem again, which is how a followed object is seen to grow
     (where the filesystem can tell: HTTP servers report ``Content-Length``, object stores the object's
@@ -245,6 +346,12 @@ class RemoteSource:
         Bytes per range request (default :data:`DEFAULT_BLOCK_SIZE`).
     follow : bool
         Ask the filesystem for the size again when a read reaches past the known end.
+
+    Raises
+    ------
+    MissingFileError, FilePermissionError, PathIsDirectoryError, FileIOError
+        Not found, denied, a prefix, or not reached: the connection was refused or timed out
+        (:data:`DEFAULT_TIMEOUTS`; the ``timeout`` storage option sets others).
     """
 
     remote = True
@@ -269,7 +376,9 @@ class RemoteSource:
         self.requests = 0
         self._block_start = 0
         self._block = b""
-        self.fs, self._path = _filesystem(url, storage_options or {})
+        #: False once the server is known to ignore ``Range`` (it sent a whole object for a range).
+        self.ranges = True
+        self.fs, self._path, self.timeouts = _filesystem(url, storage_options or {})
         self._info: dict[str, Any] = {}
         self._size = self._stat()
 
@@ -277,7 +386,7 @@ class RemoteSource:
         try:
             info = self.fs.info(self._path)
         except Exception as exc:
-            raise _remote_error(self.name, exc, "looking it up") from None
+            raise _remote_error(self.name, exc, "looking it up", self.timeouts) from None
         self._info = info
         if info.get("type") == "directory":
             raise PathIsDirectoryError(f"{self.name}: is a directory (a prefix), not a stream file")
@@ -287,7 +396,8 @@ class RemoteSource:
         return int(size)
 
     def pread(self, n: int, offset: int) -> bytes:
-        """Up to ``n`` bytes from ``offset``: from the kept block when it holds them, else one range request."""
+        """Up to ``n`` bytes from ``offset``: from the kept block when it holds them, else one range request
+        (or, from a server that ignores ``Range``, the whole object, kept)."""
         if n <= 0:
             return b""
         end = offset + n
@@ -299,22 +409,41 @@ class RemoteSource:
         start = self._block_start
         if offset >= start and end <= start + len(self._block):
             return self._block[offset - start : end - start]
-        try:
-            data = self.fs.cat_file(self._path, start=offset, end=end)
-        except Exception as exc:
-            raise _remote_error(self.name, exc, f"reading bytes {offset}-{end}") from None
-        data = bytes(data)
-        if len(data) > end - offset:
-            raise FileIOError(
-                f"{self.name}: the server ignores range requests (it sent {len(data)} bytes for bytes "
-                f"{offset}-{end}); nbkit reads by ranges: serve the file from a server that supports the Range "
-                "header (object stores do; for a local folder, nbkit.transport.http_serve.serve_folder)"
+        if not self.ranges:
+            return self._keep(0, self._fetch(None, None))[offset:end]
+        data = self._fetch(offset, end)
+        if len(data) > end - offset:  # a 200 with the whole object, not a 206 with the range
+            self.ranges = False
+            warnings.warn(
+                RangeIgnoredWarning(
+                    f"{self.name}: the server ignores range requests (it sent {len(data)} bytes for bytes "
+                    f"{offset}-{end}), so nbkit keeps the whole object in memory and reads from it: slower than "
+                    "range reads for a large file (each read downloads all of it, and holds it). Serve the file "
+                    "from a server that supports the Range header (object stores do; for a local folder, "
+                    "nbkit.transport.http_serve.serve_folder)"
+                ),
+                stacklevel=2,
             )
+            return self._keep(0, data)[offset:end]
+        return self._keep(offset, data)
+
+    def _fetch(self, start: int | None, end: int | None) -> bytes:
+        """One request: bytes ``start``-``end`` (both None: the whole object), counted."""
+        try:
+            data = self.fs.cat_file(self._path, start=start, end=end)
+        except Exception as exc:
+            doing = "reading the object" if start is None else f"reading bytes {start}-{end}"
+            raise _remote_error(self.name, exc, doing, self.timeouts) from None
+        data = bytes(data)
         self.bytes_fetched += len(data)
         self.requests += 1
         _TOTALS.bytes += len(data)
         _TOTALS.requests += 1
-        self._block_start, self._block = offset, data
+        return data
+
+    def _keep(self, start: int, data: bytes) -> bytes:
+        """Keep ``data`` (the object's bytes from ``start``) as the block later reads are served from."""
+        self._block_start, self._block = start, data
         return data
 
     def refresh(self) -> int:
@@ -367,7 +496,10 @@ def open_source(
     path : str or os.PathLike
         A local path (or ``file://`` URL), or any fsspec URL.
     storage_options : dict, optional
-        For a URL: passed to its filesystem. Refused for a local path, where it would mean nothing.
+        For a URL: passed to its filesystem, but for ``timeout``, nbkit's own (http(s):// and s3://): the
+        connect and read timeouts in seconds, one number or a (connect, read) pair (default
+        :data:`DEFAULT_TIMEOUTS`; :func:`parse_timeout`). Refused for a local path, where it would mean
+        nothing.
     block_size : int, optional
         For a URL: bytes per range request (default :data:`DEFAULT_BLOCK_SIZE`).
     follow : bool
@@ -380,9 +512,12 @@ def open_source(
     Raises
     ------
     MissingFileError, FilePermissionError, PathIsDirectoryError, FileIOError, MissingExtraError
-        The file or object is missing, may not be read, is a directory, cannot be reached, or needs a
-        backend that is not installed; each message names the path or URL.
+        The file or object is missing, may not be read, is a directory or another special file (a FIFO,
+        a socket, a device: refused before it is opened), cannot be reached (refused, timed out), or
+        needs a backend that is not installed; each message names the path or URL and what happened.
     """
+    if callable(getattr(path, "pread", None)):  # an open ByteSource (file_object_source): read as it is
+        return path  # type: ignore[return-value]
     if not is_url(path):
         if storage_options:
             raise ValueError(
@@ -469,15 +604,109 @@ def parse_storage_options(items: list[str] | None) -> dict[str, Any]:
     return options
 
 
-def _filesystem(url: str, storage_options: dict[str, Any]) -> tuple[Any, str]:
-    """(fsspec filesystem, path inside it) for ``url``; a missing backend names the package to install."""
+def parse_timeout(value: Any) -> tuple[float, float]:
+    """(connect, read) seconds from the ``timeout`` storage option or ``--timeout``.
+
+    A URL's requests wait at most the connect timeout for the connection, then at most the read timeout
+    for each part of an answer (a slow but steady download is not cut off). One number sets both.
+
+    Parameters
+    ----------
+    value : float, str, pair or dict
+        ``5`` or ``"5"`` (both 5 s), ``(2, 30)`` or ``"2,30"`` (connect 2 s, read 30 s), or
+        ``{"connect": 2, "read": 30}`` (a key left out keeps its default, :data:`DEFAULT_TIMEOUTS`).
+
+    Returns
+    -------
+    tuple of float
+        (connect, read), each more than 0 seconds.
+
+    Raises
+    ------
+    InvalidArgumentError
+        Not such a value (a ``ValueError``).
+
+    Examples
+    --------
+    >>> parse_timeout(5), parse_timeout("2,30"), parse_timeout({"read": 60})
+    ((5.0, 5.0), (2.0, 30.0), (10.0, 60.0))
+    """
+    if isinstance(value, dict):
+        unknown = set(value) - {"connect", "read"}
+        pair: Any = (value.get("connect", DEFAULT_TIMEOUTS[0]), value.get("read", DEFAULT_TIMEOUTS[1]))
+        if unknown:
+            pair = None
+    elif isinstance(value, str):
+        parts = [p.strip() for p in value.split(",")]
+        pair = (parts[0], parts[0]) if len(parts) == 1 else tuple(parts) if len(parts) == 2 else None
+    elif isinstance(value, (list, tuple)):
+        pair = tuple(value) if len(value) == 2 else None
+    else:
+        pair = (value, value)
+    try:
+        if pair is None or any(isinstance(v, bool) for v in pair):
+            raise ValueError
+        connect, read = float(pair[0]), float(pair[1])
+    except (TypeError, ValueError):
+        connect = read = math.nan
+    if not (0 < connect < math.inf and 0 < read < math.inf):
+        raise InvalidArgumentError(
+            f"timeout {value!r}: give seconds, more than 0: one number for both the connect and the read "
+            'timeout (5), or connect,read (2,30), or {"connect": 2, "read": 30}'
+        )
+    return connect, read
+
+
+def _with_timeouts(
+    url: str, protocol: str, options: dict[str, Any]
+) -> tuple[dict[str, Any], tuple[float, float] | None]:
+    """``options`` with the connect and read timeouts set in the backend's own terms, and those timeouts.
+
+    HTTP(S) (aiohttp): ``client_kwargs.timeout``; S3 (botocore): ``config_kwargs.connect_timeout`` and
+    ``read_timeout``. A value the caller gave in those terms stays (the timeouts are then not known here:
+    None). Other protocols keep their filesystem's own defaults; asking them for ``timeout`` is an error.
+    """
+    options = dict(options)
+    given = options.pop("timeout", None)
+    timeouts = DEFAULT_TIMEOUTS if given is None else parse_timeout(given)
+    connect, read = timeouts
+    if "::" in url or protocol not in ("http", "https", "s3", "s3a"):
+        if given is not None:
+            raise InvalidArgumentError(
+                f"{url}: the timeout option applies to http(s):// and s3:// URLs; set a {protocol}:// "
+                "filesystem's timeouts with its own storage options"
+            )
+        return options, None
+    if protocol in ("http", "https"):
+        try:
+            import aiohttp
+        except ImportError:
+            return options, None  # url_to_fs names the package to install
+        client = dict(options.get("client_kwargs") or {})
+        if "timeout" in client:
+            return options, None
+        client["timeout"] = aiohttp.ClientTimeout(total=None, sock_connect=connect, sock_read=read)
+        options["client_kwargs"] = client
+        return options, timeouts
+    config = dict(options.get("config_kwargs") or {})
+    if "connect_timeout" in config or "read_timeout" in config:
+        return options, None
+    config.update(connect_timeout=connect, read_timeout=read)
+    options["config_kwargs"] = config
+    return options, timeouts
+
+
+def _filesystem(url: str, storage_options: dict[str, Any]) -> tuple[Any, str, tuple[float, float] | None]:
+    """(fsspec filesystem, path inside it, its (connect, read) timeouts when known) for ``url``; a missing
+    backend names the package to install."""
     protocol = url.split("://", 1)[0].split("::")[-1].lower() if "://" in url else url.split("::", 1)[0]
+    options, timeouts = _with_timeouts(url, protocol, storage_options)
     try:
         import fsspec.core
     except ImportError:
         raise MissingExtraError(f"{url}: reading URLs needs fsspec (an nbkit dependency): pip install fsspec") from None
     try:
-        return fsspec.core.url_to_fs(url, **storage_options)
+        fs, path = fsspec.core.url_to_fs(url, **options)
     except ImportError as exc:
         backend = _BACKENDS.get(protocol)
         if backend is None:
@@ -492,35 +721,97 @@ def _filesystem(url: str, storage_options: dict[str, Any]) -> tuple[Any, str]:
             raise MissingExtraError(f"{url}: fsspec knows no filesystem for {protocol}:// ({exc})") from None
         raise InvalidArgumentError(f"{url}: not a URL its filesystem can open ({exc})") from None
     except Exception as exc:
-        raise _remote_error(url, exc, "opening its filesystem") from None
+        raise _remote_error(url, exc, "opening its filesystem", timeouts) from None
+    return fs, path, timeouts
+
+
+def _chain(exc: BaseException | None) -> list[BaseException]:
+    """``exc`` and the exceptions it wraps (its cause or context, and aiohttp's ``os_error``), at most 8."""
+    out: list[BaseException] = []
+    while exc is not None and len(out) < 8 and exc not in out:
+        out.append(exc)
+        wrapped = getattr(exc, "os_error", None)  # aiohttp's ClientConnectorError
+        if isinstance(wrapped, BaseException) and wrapped not in out:
+            out.append(wrapped)
+        exc = exc.__cause__ or exc.__context__
+    return out
 
 
 def _status(exc: BaseException | None) -> int | None:
     """The HTTP status an fsspec backend's exception carries, if any (also on the exception it wraps:
     fsspec's HTTP filesystem reports any failed lookup as FileNotFoundError, the response as its cause)."""
-    seen = 0
-    while exc is not None and seen < 5:
+    for item in _chain(exc):
         for attr in ("status", "status_code", "code"):
-            value = getattr(exc, attr, None)
+            value = getattr(item, attr, None)
             if isinstance(value, int) and 100 <= value < 600:
                 return value
-        response = getattr(exc, "response", None)
+        response = getattr(item, "response", None)
         if isinstance(response, dict):
             code = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
             if isinstance(code, int):
                 return code
-        exc = exc.__cause__ or exc.__context__
-        seen += 1
     return None
 
 
-def _remote_error(url: str, exc: BaseException, doing: str) -> Exception:
-    """One nbkit error, naming the URL, for what a filesystem raised while ``doing`` something."""
+#: Exception class names (aiohttp's, botocore's, urllib3's) that say which timeout expired.
+_CONNECT_TIMEOUTS = {"ConnectionTimeoutError", "ConnectTimeoutError", "ConnectTimeout"}
+_READ_TIMEOUTS = {"SocketTimeoutError", "ReadTimeoutError", "ReadTimeout"}
+
+
+def _network_failure(exc: BaseException) -> str | None:
+    """What kept a request from an answer: ``refused``, ``unresolved``, ``connect-timeout``,
+    ``read-timeout``, ``timeout`` (which one is not said), or None (something else, or there was an answer)."""
+    found = None
+    for item in _chain(exc):
+        names = {cls.__name__ for cls in type(item).__mro__}
+        if names & _CONNECT_TIMEOUTS:
+            return "connect-timeout"
+        if names & _READ_TIMEOUTS:
+            return "read-timeout"
+        if isinstance(item, ConnectionRefusedError):
+            return "refused"
+        if "gaierror" in names or "ClientConnectorDNSError" in names:
+            return "unresolved"
+        if isinstance(item, TimeoutError) and found is None:
+            found = "timeout"
+    return found
+
+
+def _network_error(url: str, failure: str, doing: str, timeouts: tuple[float, float] | None) -> FileIOError:
+    """The error for a request that got no answer (:func:`_network_failure`'s ``failure``)."""
+    if failure == "refused":
+        return FileIOError(
+            f"{url}: connection refused ({doing}): nothing listens at that host and port; check the URL "
+            "and that the server runs",
+            errno=errno.ECONNREFUSED,
+        )
+    if failure == "unresolved":
+        return FileIOError(f"{url}: the host name does not resolve ({doing}); check the URL", errno=errno.ENOENT)
+    longer = (
+        "check that the server is up, or allow longer with the timeout storage option (--timeout on the command line)"
+    )
+    if failure == "connect-timeout":
+        after = f" in {timeouts[0]:g} s" if timeouts else ""
+        why = f": no answer to the connection{after} (connect timeout)"
+    elif failure == "read-timeout":
+        after = f" for {timeouts[1]:g} s" if timeouts else ""
+        why = f": the server accepted the connection but sent nothing{after} (read timeout)"
+    else:
+        why = ""
+    return FileIOError(f"{url}: timed out {doing}{why}; {longer}", errno=errno.ETIMEDOUT)
+
+
+def _remote_error(url: str, exc: BaseException, doing: str, timeouts: tuple[float, float] | None = None) -> Exception:
+    """One nbkit error, naming the URL, for what a filesystem raised while ``doing`` something: not found,
+    denied, refused, timed out (``timeouts``: the (connect, read) seconds, when known), or broke off."""
     if isinstance(exc, (MissingFileError, FilePermissionError, PathIsDirectoryError, FileIOError)):
         return exc
     if isinstance(exc, TypeError):  # the filesystem's constructor or call refused an option
         return InvalidArgumentError(f"{url}: the filesystem refused the storage options ({exc}); check storage_options")
     status = _status(exc)
+    failure = _network_failure(exc) if status is None else None
+    if failure is not None:
+        return _network_error(url, failure, doing, timeouts)
     if status == 404 or (isinstance(exc, FileNotFoundError) and status in (None, 404)):
         return MissingFileError(f"{url}: no such object (the server answered 'not found'); check the URL")
     if isinstance(exc, PermissionError) or status in (401, 403):
@@ -549,11 +840,11 @@ def url_exists(url: str, storage_options: dict[str, Any] | None = None) -> bool:
     -------
     bool
     """
-    fs, path = _filesystem(url, storage_options or {})
+    fs, path, timeouts = _filesystem(url, storage_options or {})
     try:
         return bool(fs.exists(path))
     except Exception as exc:
-        raise _remote_error(url, exc, "looking it up") from None
+        raise _remote_error(url, exc, "looking it up", timeouts) from None
 
 
 def upload(local: str, url: str, storage_options: dict[str, Any] | None = None) -> None:
@@ -568,11 +859,11 @@ def upload(local: str, url: str, storage_options: dict[str, Any] | None = None) 
     storage_options : dict, optional
         For the URL's filesystem.
     """
-    fs, path = _filesystem(url, storage_options or {})
+    fs, path, timeouts = _filesystem(url, storage_options or {})
     try:
         fs.put_file(local, path)
     except Exception as exc:
-        raise _remote_error(url, exc, "writing the object") from None
+        raise _remote_error(url, exc, "writing the object", timeouts) from None
 
 
 def open_output(url: str, storage_options: dict[str, Any] | None = None) -> Any:
@@ -589,8 +880,8 @@ def open_output(url: str, storage_options: dict[str, Any] | None = None) -> Any:
     -------
     file object
     """
-    fs, path = _filesystem(url, storage_options or {})
+    fs, path, timeouts = _filesystem(url, storage_options or {})
     try:
         return fs.open(path, "wb")
     except Exception as exc:
-        raise _remote_error(url, exc, "opening it for writing") from None
+        raise _remote_error(url, exc, "opening it for writing", timeouts) from None

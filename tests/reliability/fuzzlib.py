@@ -467,10 +467,10 @@ def check_cli_file(path: Path, base: Base, damage: int, rnd: random.Random) -> O
     rc, text, err = run_cli(argv, sleeps_before_ctrl_c=3 if follow else None)
     assert rc in ((0, 1, 130) if follow else (0, 1)), (argv, rc, err)
     assert len(err.splitlines()) <= 2, err
-    if fmt == "ndjson":  # one JSON object per message; header and beacons are /* */ comments
-        shown = [line for line in text.splitlines() if not line.startswith("/*")]
+    if fmt == "ndjson":  # one JSON object per message and nothing else (no header or beacon comments)
+        shown = text.splitlines()
         for line in shown:
-            json.loads(line)
+            assert isinstance(json.loads(line), dict), line
         out.messages = len(shown)
         if not filtered:
             assert len(shown) >= len(intact), f"{argv}: {len(shown)} messages printed, {len(intact)} intact"

@@ -92,7 +92,7 @@ def test_nbkit_cat_follow_prints_100k_messages_exactly_once_in_order(tmp_path, s
     path = tmp_path / "load.ss"
     writer = _start_writer(path, script, child_env)
     cat = subprocess.Popen(
-        [sys.executable, "-m", "nbkit", "cat", "--follow", "--format", "ndjson", str(path)],
+        [sys.executable, "-m", "nbkit", "cat", "--follow", "--format", "ndjson", "--comments", str(path)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         env=child_env,
@@ -102,7 +102,7 @@ def test_nbkit_cat_follow_prints_100k_messages_exactly_once_in_order(tmp_path, s
     try:
         reader.start()
         deadline = time.monotonic() + 10
-        while not lines and time.monotonic() < deadline:  # the header comment: cat has opened the file
+        while not lines and time.monotonic() < deadline:  # the header comment (--comments): cat opened the file
             time.sleep(0.01)
         assert lines and lines[0].startswith(b"/* "), cat.stderr.read()
         started = time.perf_counter()

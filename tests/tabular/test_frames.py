@@ -464,8 +464,8 @@ def test_json_read_in_slices_is_the_read_in_one_go(tmp_path, monkeypatch, twist,
     the slice size, keys kept or payloads met."""
     import warnings
 
-    from nbkit.tabular import frames
     from nbkit.tabular import payloads as payload_module
+    from nbkit.tabular import reader as reader_module
 
     path = tmp_path / "s.ss"
     _slices_file(path, twist)
@@ -480,12 +480,12 @@ def test_json_read_in_slices_is_the_read_in_one_go(tmp_path, monkeypatch, twist,
             frame = read_stream(path, payload="json", on_bad_frames="skip", **options)
         return frame, [str(w.message) for w in caught]
 
-    monkeypatch.setattr(frames, "_SLICE_BYTES", 1 << 40)
+    monkeypatch.setattr(reader_module, "_SLICE_BYTES", 1 << 40)
     whole = {keys: read(keys=keys) for keys in (None, "audit")}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the truncated tail's warning, checked above
         objects = read_stream(path, payload="objects", on_bad_frames="skip")
-    monkeypatch.setattr(frames, "_SLICE_BYTES", slice_bytes)
+    monkeypatch.setattr(reader_module, "_SLICE_BYTES", slice_bytes)
     monkeypatch.setattr(payload_module, "PIECE_BYTES", 200)
     for keys, (want, said) in whole.items():
         got, told = read(keys=keys)
@@ -539,3 +539,38 @@ def test_seq_above_the_signed_range_keeps_uint64_and_warns(tmp_path):
     with pytest.warns(UnsignedFallbackWarning, match="above 2\\*\\*63 - 1"):
         df = read_stream(path)
     assert str(df["seq"].dtype) == "UInt64" and int(df["seq"].iloc[0]) == (1 << 64) - 1
+
+
+@pytest.mark.parametrize("mode", ["json", "objects"])
+def test_fields_some_keys_lack_stay_integers_and_booleans(tmp_path, mode):
+    """A field missing from some records: Int64 / boolean (not float64 / object); with dtype_backend="pyarrow"
+    Arrow types with nulls. Where every record has it, numpy int64 / bool as before."""
+    path = tmp_path / "mixed.ss"
+    with StreamWriter(path) as w:
+        for i in range(6):
+            record = {"order_id": i, "paid": i % 3 == 0, "price": i / 2} if i % 2 else {"note": f"n{i}"}
+            w.write("orders" if i % 2 else "notes", json.dumps(record).encode())
+    df = read_stream(path, payload=mode)
+    assert str(df["payload.order_id"].dtype) == "Int64" and str(df["payload.paid"].dtype) == "boolean"
+    assert df["payload.order_id"].tolist() == [pd.NA, 1, pd.NA, 3, pd.NA, 5]
+    assert df["payload.paid"].tolist() == [pd.NA, False, pd.NA, True, pd.NA, False]
+    assert str(df["payload.price"].dtype) == "float64" and str(df["payload.note"].dtype) == "str"
+    only = read_stream(path, payload=mode, keys="orders")
+    assert str(only["payload.order_id"].dtype) == "int64" and str(only["payload.paid"].dtype) == "bool"
+    if mode == "json":
+        arrow = read_stream(path, payload=mode, dtype_backend="pyarrow")
+        assert str(arrow["payload.order_id"].dtype) == "int64[pyarrow]"
+        assert str(arrow["payload.paid"].dtype) == "bool[pyarrow]"
+        assert arrow["payload.order_id"].tolist() == df["payload.order_id"].tolist()
+    lines = [f"[orders] {json.dumps({'n': 1})}", "[orders] {}", f"[orders] {json.dumps({'n': 3})}"]
+    piped = read_pipe(lines=lines, payload=mode)
+    assert str(piped["payload.n"].dtype) == "Int64" and piped["payload.n"].tolist() == [1, pd.NA, 3]
+
+
+def test_text_mode_is_str_dtype(tmp_path):
+    path = tmp_path / "t.ss"
+    with StreamWriter(path) as w:
+        w.write("k", b"plain")
+        w.write("k", b"\xff bad")
+    df = read_stream(path, payload="text")
+    assert df["payload"].dtype == "str" and df["payload"].tolist() == ["plain", "\ufffd bad"]

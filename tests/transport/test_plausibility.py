@@ -9,12 +9,12 @@ import warnings
 import numpy as np
 import pytest
 
-from nbkit import DamageWarning, read_stream
+from nbkit import DamageWarning, StreamWriter, read_stream
 from nbkit.cli import main
 from nbkit.notebook.production import write_production_file
 from nbkit.transport.damage import SuspectRecordWarning
 from nbkit.transport.file_info import summarize
-from nbkit.transport.plausibility import suspects
+from nbkit.transport.plausibility import TIME_TOLERANCE_MS, suspects
 from nbkit.transport.repair import repair
 
 
@@ -145,3 +145,172 @@ def test_suspects_needs_neighbours_that_agree():
     t = np.array([0, 10**10, 2 * 10**10, 3 * 10**10])  # hours apart, in order: nothing stands out
     z = np.zeros(4, dtype=np.int64)
     assert suspects(["k"], z, z, np.arange(1, 5), t, np.arange(4)) == []
+
+
+# -- the rule: one flipped bit from fitting its own (key, shard) stream; no cry of wolf on healthy files --
+
+DAY = 86_400_000
+T0 = 1_700_000_000_000
+
+
+def _write(path, records, *, created_at_ms=T0):
+    """A stream file of ``(key, shard, seq, timestamp_ms)`` records, in order; appends if the file exists."""
+    with StreamWriter(path, created_at_ms=created_at_ms) as w:
+        for i, (key, shard, seq, ts) in enumerate(records):
+            w.write(key, b'{"i": %d}' % i, shard_id=shard, seq=seq, timestamp_ms=ts)
+
+
+def _run(n, *, t0=T0, seq0=1, keys=("a", "b")):
+    return [(keys[i % len(keys)], 0, seq0 + i // len(keys), t0 + 10 * i) for i in range(n)]
+
+
+def _read_quietly(path):
+    """read_stream with every warning an error: a healthy file must not warn."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        frame = read_stream(path, include_internal=True)
+    assert frame.attrs["suspect"] == []
+    return frame
+
+
+def test_an_eos_mark_written_days_after_the_last_message_is_no_suspect(tmp_path):
+    path = tmp_path / "eos.ss"
+    _write(path, _run(200))
+    with StreamWriter(path, clock_ms=lambda: T0 + 1116 * DAY) as w:  # the stream ends three years later
+        w.write_eos()
+    frame = _read_quietly(path)
+    assert str(frame["stream_key"].iloc[-1]) == "SEA_STREAMER_INTERNAL"
+    assert summarize(path).suspects == ()
+
+
+def test_appends_days_apart_are_no_suspects_whether_numbering_continues_or_restarts(tmp_path):
+    path = tmp_path / "appends.ss"
+    _write(path, _run(100))
+    _write(path, _run(100, t0=T0 + 5 * DAY, seq0=51))  # a later session continuing each key's numbering
+    _write(path, _run(100, t0=T0 + 9 * DAY))  # another, numbering from 1 again
+    _write(path, _run(100, t0=T0 + 2 * DAY, seq0=51))  # one whose clock is days behind the others
+    assert len(_read_quietly(path)) == 400
+
+
+@pytest.mark.parametrize("burst", [1, 3, 50])
+def test_merged_producers_interleaving_their_own_sequences_are_no_suspects(tmp_path, burst):
+    rng = np.random.default_rng(burst)
+    skew = (0, 2_500, -7_300, 1)  # each writer's clock, ms off the first's
+    seqs = np.zeros((4, 2), dtype=np.int64)
+    records, writer = [], 0
+    for i in range(3000):
+        if i % burst == 0:
+            writer = int(rng.integers(4))
+        k = int(rng.integers(2))
+        seqs[writer, k] += 1
+        records.append((("a", "b")[k], 0, int(seqs[writer, k]), T0 + i + skew[writer]))
+    path = tmp_path / "merged.ss"
+    _write(path, records)
+    _read_quietly(path)
+
+
+def test_clock_steps_back_and_forward_are_no_suspects(tmp_path):
+    records = []
+    for key, shard, seq, ts in _run(400):
+        step = 0
+        if seq > 50:
+            step -= 3_600_000  # an hour back
+        if seq > 100:
+            step += DAY  # a day forward
+        if seq > 150:
+            step -= 5  # a few ms back
+        records.append((key, shard, seq, ts + step))
+    path = tmp_path / "steps.ss"
+    _write(path, records)
+    _read_quietly(path)
+
+
+def test_records_stamped_before_they_were_written_are_no_suspects(tmp_path):
+    # one run of seqs whose timestamps were taken before a wait for the file's lock (up to 10 s), or are
+    # the producer's event times arriving up to 30 minutes late
+    rng = np.random.default_rng(5)
+    records = []
+    for i, (key, shard, seq, _) in enumerate(_run(4000)):
+        late = int(rng.integers(10_000)) if i % 50 == 7 else int(rng.integers(1_800_000)) if i % 50 == 31 else 0
+        records.append((key, shard, seq, T0 + 100 * i - late))
+    path = tmp_path / "late.ss"
+    _write(path, records)
+    _read_quietly(path)
+
+
+def test_a_key_over_several_shards_is_no_suspect(tmp_path):
+    rng = np.random.default_rng(7)
+    seqs: dict[tuple[str, int], int] = {}
+    records = []
+    for i in range(600):
+        key, shard = ("a", "b")[i % 2], int(rng.integers(3))
+        seqs[key, shard] = seqs.get((key, shard), 0) + 1
+        records.append((key, shard, seqs[key, shard], T0 + i))
+    records.append(("a", 4, 1, T0 + 600))  # one message alone on its shard (1, 0 and 5 are one bit from 4)
+    records.append(("a", 0, seqs["a", 0] + 1, T0 + 601))
+    path = tmp_path / "shards.ss"
+    _write(path, records)
+    _read_quietly(path)
+
+
+def _flip_field(path, dst, frame, row, field, bit):
+    """Copy ``path`` to ``dst`` with one bit of one record's u64 header field flipped (big-endian)."""
+    at = {"shard_id": 0, "seq": 8, "timestamp": 16}[field]
+    offset, k = _frame_at(frame, row)
+    _flip(path, dst, [offset + 1 + k + at + 7 - bit // 8], bit=1 << (bit % 8))
+    return offset
+
+
+@pytest.mark.parametrize(
+    ("field", "bit"),
+    [("seq", b) for b in (0, 1, 5, 17, 40, 63)]
+    + [("timestamp", b) for b in (22, 26, 29, 41, 46)]
+    + [("shard_id", b) for b in (0, 9, 63)],
+)
+def test_one_flipped_bit_in_seq_timestamp_or_shard_is_flagged(tmp_path, field, bit):
+    path = tmp_path / "ok.ss"
+    _write(path, _run(300, keys=("a", "b", "c")))
+    frame = read_stream(path)
+    bad = tmp_path / "bad.ss"
+    offset = _flip_field(path, bad, frame, 151, field, bit)
+    with pytest.warns(SuspectRecordWarning, match=f"at byte offset {offset}"):
+        got = read_stream(bad)
+    assert [(s["offset"], s["field"]) for s in got.attrs["suspect"]] == [(offset, field)]
+
+
+def test_a_first_record_flipped_before_the_files_creation_is_flagged(tmp_path):
+    path = tmp_path / "ok.ss"
+    _write(path, _run(30), created_at_ms=T0)
+    frame = read_stream(path)
+    bad = tmp_path / "bad.ss"
+    offset = _flip_field(path, bad, frame, 0, "timestamp", 33)  # about 99 days earlier
+    with pytest.warns(SuspectRecordWarning, match="before its neighbours"):
+        got = read_stream(bad)
+    assert [s["offset"] for s in got.attrs["suspect"]] == [offset]
+
+
+def test_a_timestamp_moved_by_less_than_the_tolerance_is_not_flagged(tmp_path):
+    path = tmp_path / "ok.ss"
+    _write(path, _run(60))
+    bad = tmp_path / "bad.ss"
+    _flip_field(path, bad, read_stream(path), 31, "timestamp", 20)  # 17 minutes: below TIME_TOLERANCE_MS
+    assert TIME_TOLERANCE_MS > 2**20
+    assert read_stream(bad).attrs["suspect"] == []
+
+
+def test_internal_keys_are_ignored_unless_asked():
+    keys = ["k", "SEA_STREAMER_INTERNAL"]
+    code = np.array([0, 0, 1, 1, 1, 0, 0])
+    seq = np.array([1, 2, 1, 2 ^ 2**20, 3, 3, 4])  # the internal stream runs 1, 2 ^ 2**20, 3
+    ts = T0 + np.arange(7)
+    z = np.zeros(7, dtype=np.int64)
+    assert suspects(keys, code, z, seq, ts, np.arange(7)) == []
+    flagged = suspects(keys, code, z, seq, ts, np.arange(7), ignore_keys=())
+    assert [(s.stream_key, s.field) for s in flagged] == [("SEA_STREAMER_INTERNAL", "seq")]
+
+
+def test_a_seq_that_fits_no_single_flip_is_not_flagged():
+    z = np.zeros(5, dtype=np.int64)
+    ts = T0 + np.arange(5)
+    assert suspects(["k"], z, z, np.array([1, 2, 3 ^ 0b11, 4, 5]), ts, np.arange(5)) == []  # two bits off
+    assert [s.field for s in suspects(["k"], z, z, np.array([1, 2, 3 ^ 0b10, 4, 5]), ts, np.arange(5))] == ["seq"]

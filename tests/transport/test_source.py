@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import sys
 import warnings
+from http.server import SimpleHTTPRequestHandler
 from pathlib import Path
 
 import pandas as pd
@@ -24,12 +25,16 @@ from nbkit.transport.file_info import summarize
 from nbkit.transport.repair import repair
 from nbkit.transport.source import (
     DEFAULT_BLOCK_SIZE,
+    DEFAULT_TIMEOUTS,
+    RangeIgnoredWarning,
     RemoteSource,
+    check_local_file,
     fetch_totals,
     is_url,
     open_source,
     parse_size,
     parse_storage_options,
+    parse_timeout,
 )
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
@@ -178,23 +183,37 @@ def test_a_server_that_stops_mid_read_is_one_error_naming_the_url(s3: S3, files:
     messages = iter(reader)
     next(messages)
     other.stop()
-    with pytest.raises(FileIOError, match=rf"^{url}: reading bytes \d+-\d+ failed \(.*Could not connect"):
+    with pytest.raises(FileIOError, match=rf"^{url}: connection refused \(reading bytes \d+-\d+\): nothing listens"):
         list(messages)
 
 
-def test_a_server_that_ignores_ranges_is_refused_not_downloaded_again_and_again(files: dict[str, str]) -> None:
-    from http.server import SimpleHTTPRequestHandler
+class _NoRanges(SimpleHTTPRequestHandler):
+    """Python's own ``http.server`` handler: every GET is answered with the whole file (``Range`` ignored)."""
 
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.mark.parametrize("block_size", [None, 4096])
+def test_a_server_that_ignores_ranges_is_read_whole_once_with_a_warning(
+    files: dict[str, str], block_size: int | None
+) -> None:
     from nbkit.transport.http_serve import FolderServer
 
-    class NoRanges(SimpleHTTPRequestHandler):
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = FolderServer(os.path.dirname(files["multi"]), handler=NoRanges)
+    server = FolderServer(os.path.dirname(files["multi"]), handler=_NoRanges)
     try:
-        with pytest.raises(FileIOError, match="the server ignores range requests"):
-            read_stream(server.url("multi.ss"))
+        url = server.url("multi.ss")
+        with pytest.warns(RangeIgnoredWarning, match=r"the server ignores range requests .*whole object in memory"):
+            got = read_stream(url, payload="json", block_size=block_size)
+        pd.testing.assert_frame_equal(got, read_stream(files["multi"], payload="json"))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RangeIgnoredWarning)
+            with StreamReader(url, keys="audit", block_size=block_size) as reader:
+                assert [tuple(m) for m in reader] == [tuple(m) for m in StreamReader(files["multi"], keys="audit")]
+                source = reader.source
+        assert isinstance(source, RemoteSource) and not source.ranges
+        # one download of the whole object, then every read from memory (not one download per block)
+        assert source.requests == 1 and source.bytes_fetched == os.path.getsize(files["multi"])
     finally:
         server.stop()
 
@@ -290,3 +309,133 @@ def test_the_s3_endpoint_is_taken_from_the_environment(
 
     s3fs.S3FileSystem.clear_instance_cache()
     pd.testing.assert_frame_equal(read_stream(url), read_stream(files["rust"]))
+
+
+# -- no read waits for ever: special local files, and URLs that do not answer --------------------------
+
+
+def _special_files(tmp_path: Path) -> dict[str, tuple[str, str]]:
+    """path -> (what the error calls it, error class name) for each kind of non-regular file."""
+    import socket
+
+    fifo = tmp_path / "orders.fifo"
+    os.mkfifo(fifo)
+    folder = tmp_path / "folder.ss"
+    folder.mkdir()
+    sock_path = tmp_path / "s.sock"
+    sock = socket.socket(socket.AF_UNIX)
+    sock.bind(str(sock_path))
+    sock.close()  # the socket file stays
+    return {
+        str(fifo): ("is a named pipe (FIFO), not a stream file", "FileIOError"),
+        str(folder): ("is a directory, not a stream file", "PathIsDirectoryError"),
+        str(sock_path): ("is a socket, not a stream file", "FileIOError"),
+        os.devnull: ("is a character device, not a stream file", "FileIOError"),
+    }
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs and Unix sockets")
+def test_special_local_files_are_refused_before_any_open(tmp_path: Path) -> None:
+    for path, (what, kind) in _special_files(tmp_path).items():
+        for call in (read_stream, StreamReader, summarize, lambda p: repair(p, str(tmp_path / "out.ss"))):
+            with pytest.raises(nbkit.NbkitError) as err:
+                call(path)
+            assert type(err.value).__name__ == kind
+            assert str(err.value).startswith(f"{path}: {what}")
+    assert not (tmp_path / "out.ss").exists()
+    with pytest.raises(MissingFileError, match="no such file"):
+        check_local_file(str(tmp_path / "nowhere.ss"))
+    check_local_file(str(tmp_path / "orders.fifo"), "a capture", pipes=True)  # a pipe capture is read as stdin
+
+
+def test_timeouts_parse_from_numbers_pairs_and_text() -> None:
+    assert DEFAULT_TIMEOUTS == (10.0, 30.0)
+    assert parse_timeout(5) == parse_timeout("5") == (5.0, 5.0)
+    assert parse_timeout((2, 30)) == parse_timeout("2, 30") == parse_timeout([2, 30]) == (2.0, 30.0)
+    assert parse_timeout({"connect": 2}) == (2.0, 30.0)
+    for bad in (0, -1, "soon", "1,2,3", (1,), {"total": 5}, True, float("inf"), None):
+        with pytest.raises(InvalidArgumentError, match="give seconds, more than 0"):
+            parse_timeout(bad)
+    with pytest.raises(InvalidArgumentError, match=r"the timeout option applies to http\(s\):// and s3:// URLs"):
+        read_stream("memory://orders.ss", storage_options={"timeout": 5})
+
+
+def test_a_silent_server_times_out_with_the_timeout_given(files: dict[str, str], tmp_path: Path) -> None:
+    import errno
+
+    from object_store import SilentServer
+
+    with SilentServer() as server:
+        url = server.url("orders.ss")
+        with pytest.raises(FileIOError) as err:
+            read_stream(url, storage_options={"timeout": "2,0.5"})
+    assert err.value.errno == errno.ETIMEDOUT
+    assert str(err.value) == (
+        f"{url}: timed out looking it up: the server accepted the connection but sent nothing for 0.5 s "
+        "(read timeout); check that the server is up, or allow longer with the timeout storage option "
+        "(--timeout on the command line)"
+    )
+    # a server that tells the size, then never sends the bytes: the read of the first block times out
+    (tmp_path / "stall").mkdir()
+    shutil.copy(files["multi"], tmp_path / "stall" / "multi.ss")
+    with http_folder(tmp_path, broken=True) as folder:
+        url = folder.url("stall/multi.ss")
+        with pytest.raises(FileIOError, match=rf"^{url}: timed out reading bytes 0-\d+: .*nothing for 0\.5 s"):
+            read_stream(url, storage_options={"timeout": 0.5})
+
+
+def test_a_refused_connection_and_a_missing_object_say_which(files: dict[str, str]) -> None:
+    import errno
+
+    from object_store import refused_port
+
+    url = f"http://127.0.0.1:{refused_port()}/orders.ss"
+    with pytest.raises(FileIOError) as err:
+        read_stream(url)
+    assert err.value.errno == errno.ECONNREFUSED
+    assert str(err.value) == (
+        f"{url}: connection refused (looking it up): nothing listens at that host and port; check the URL "
+        "and that the server runs"
+    )
+    with http_folder(os.path.dirname(files["multi"])) as server, pytest.raises(MissingFileError) as missing:
+        read_stream(server.url("nowhere.ss"), storage_options={"timeout": 1})
+    assert "the server answered 'not found'" in str(missing.value)
+
+
+def test_a_connection_nobody_accepts_is_a_connect_timeout() -> None:
+    """A listening socket whose backlog is full drops new connections (Linux): the connect timeout ends it."""
+    import socket
+
+    listener = socket.create_server(("127.0.0.1", 0), backlog=0)
+    port = listener.getsockname()[1]
+    fillers = []
+    try:
+        while True:  # fill the backlog until a connection attempt gets no answer
+            probe = socket.socket()
+            probe.settimeout(0.3)
+            fillers.append(probe)
+            try:
+                probe.connect(("127.0.0.1", port))
+            except TimeoutError:
+                break
+            if len(fillers) > 16:
+                pytest.skip("this system answers connections past a full backlog")
+        url = f"http://127.0.0.1:{port}/orders.ss"
+        with pytest.raises(
+            FileIOError, match=rf"^{url}: timed out looking it up: no answer to the connection in 0\.5 s"
+        ):
+            read_stream(url, storage_options={"timeout": "0.5,30"})
+    finally:
+        for probe in fillers:
+            probe.close()
+        listener.close()
+
+
+def test_a_timeout_given_in_the_backends_own_terms_is_kept(s3: S3, files: dict[str, str]) -> None:
+    url = _urls(s3, files)["rust"]
+    assert s3.options["config_kwargs"]["read_timeout"] == 5  # the test options' own, not the default
+    with StreamReader(url, storage_options=s3.options) as reader:
+        assert isinstance(reader.source, RemoteSource) and reader.source.timeouts is None
+    with StreamReader(url, storage_options={**s3.options, "config_kwargs": {}, "timeout": 7}) as reader:
+        assert isinstance(reader.source, RemoteSource) and reader.source.timeouts == (7.0, 7.0)
+        assert reader.source.fs.config_kwargs["read_timeout"] == 7.0
