@@ -45,6 +45,16 @@ if TYPE_CHECKING:
     from nbkit.transport.messages import Message, ReadEnd
     from nbkit.transport.positions import FilePosition
 
+try:  # stream files are locked with fcntl (nbkit/transport/file_lock.py): POSIX only, said at once
+    import fcntl as _fcntl  # noqa: F401
+except ImportError as _exc:
+    import platform as _platform
+
+    raise ImportError(
+        f"nbkit needs a POSIX system (Linux, macOS, BSD): its stream files are locked with fcntl, which "
+        f"Python on {_platform.system() or _platform.platform()} does not have; on Windows, run nbkit in WSL"
+    ) from _exc
+
 #: The one place the version is written: pyproject.toml reads it (``[tool.setuptools.dynamic]``), and
 #: ``nbkit --version`` prints it.
 __version__ = "0.1.0"

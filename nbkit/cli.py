@@ -36,7 +36,9 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 import nbkit
 from nbkit.cli_examples import add_examples
+from nbkit.completion import SHELLS, completion_script
 from nbkit.errors import (
+    TROUBLESHOOTING_URL,
     InvalidArgumentError,
     MissingExtraError,
     MissingFileError,
@@ -869,7 +871,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         if app is None or not app.started:
             raise  # a service that cannot start: one ``nbkit: ...`` line, no summary
         flush_run_logs()
-        _note(" ".join(str(err).split()))
+        _note(_error_line(err))
         status = err.exit_code
     finally:
         flush_run_logs()  # the gathered log lines go out before any ``nbkit: ...`` line about the end
@@ -1245,6 +1247,24 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
     return main(args.folder)
 
 
+# -- completion ----------------------------------------------------------------------------------------
+
+
+def _add_completion(p: argparse.ArgumentParser) -> None:
+    p.add_argument("shell", choices=SHELLS, help="the shell to write the script for")
+    p.epilog = (
+        "bash: source <(nbkit completion bash)  (in ~/.bashrc)\n"
+        "zsh:  source <(nbkit completion zsh)   (in ~/.zshrc, after compinit)\n"
+        "fish: nbkit completion fish > ~/.config/fish/completions/nbkit.fish"
+    )
+
+
+def _cmd_completion(args: argparse.Namespace) -> int:
+    """Print a shell completion script for nbkit (bash, zsh or fish): subcommands, options, files."""
+    sys.stdout.write(completion_script(build_parser(), args.shell))
+    return 0
+
+
 # -- registry and entry point ------------------------------------------------------------------------
 
 #: (name, add_arguments, handler); the handler's docstring's first line is the command's help.
@@ -1261,6 +1281,7 @@ _COMMANDS: list[tuple[str, AddArguments, Handler]] = [
     ("lineage", _add_lineage, _cmd_lineage),
     ("repair", _add_repair, _cmd_repair),
     ("doctor", _add_doctor, _cmd_doctor),
+    ("completion", _add_completion, _cmd_completion),
 ]
 
 
@@ -1331,6 +1352,12 @@ def _core_notice() -> None:
         )
 
 
+def _error_line(err: NbkitError) -> str:
+    """The error as one line; one the troubleshooting page explains ends with that entry's address."""
+    line = " ".join(str(err).split())
+    return f"{line} (see {TROUBLESHOOTING_URL}#{err.troubleshooting})" if err.troubleshooting else line
+
+
 def _silence_stdout() -> None:
     """After EPIPE: point stdout at /dev/null so the interpreter's final flush cannot complain."""
     try:
@@ -1372,7 +1399,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
     except NbkitError as err:
-        _note(" ".join(str(err).split()))
+        _note(_error_line(err))
         return err.exit_code
     except OSError as err:  # I/O trouble outside nbkit's own checks (a full disk, a closed stdin)
         where = f"{err.filename}: " if err.filename else ""

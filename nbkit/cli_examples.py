@@ -81,6 +81,10 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
         "nbkit repair cut.ss repaired.ss  # says what it left out",
         "nbkit repair cut.ss repaired.ss --force  # again, replacing the first copy",
     ),
+    "completion": (
+        "nbkit completion bash > nbkit.bash  # then `source nbkit.bash`: nbkit TAB offers the commands",
+        "nbkit completion fish > nbkit.fish  # for ~/.config/fish/completions/",
+    ),
 }
 
 _COMMENT = re.compile(r"\s+# .*$")

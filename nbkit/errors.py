@@ -48,6 +48,7 @@ from typing import Any
 
 __all__ = [
     "DISTRIBUTION",
+    "TROUBLESHOOTING_URL",
     "AckError",
     "BeaconIntervalError",
     "ByteMarkError",
@@ -99,6 +100,14 @@ class NbkitError(Exception):
     """
 
     exit_code = 1
+    #: The anchor of this error's entry on the troubleshooting page (:data:`TROUBLESHOOTING_URL`), or None;
+    #: the CLI's one error line ends with that address.
+    troubleshooting: str | None = None
+
+
+#: The troubleshooting page (docs/troubleshooting.md) on the documentation site; tests/test_errors.py checks
+#: that every error class's ``troubleshooting`` anchor is a heading there.
+TROUBLESHOOTING_URL = "https://nbkit.readthedocs.io/en/latest/troubleshooting.html"
 
 
 def _where(detail: str, path: str | None, offset: int | None, line: int | None) -> str:
@@ -245,6 +254,8 @@ class ChecksumError(FormatError):
     ...     print(err.offset, err.received != err.computed)
     128 True
     """
+
+    troubleshooting = "a-damaged-file"
 
     def __init__(self, message: str, *, received: int = 0, computed: int = 0, **where: Any) -> None:
         self.received = received
@@ -618,6 +629,8 @@ class RetryDestinationError(ConfigurationError):
     ...     print("name one: out_retry='jobs.retry'")
     name one: out_retry='jobs.retry'
     """
+
+    troubleshooting = "retrydestinationerror-when-a-pipe-stage-starts"
 
 
 class ClosedError(NbkitError, ValueError):

@@ -34,6 +34,23 @@ RUN_NOTEBOOKS = textwrap.dedent(
 )
 
 
+def _pins() -> dict[str, str]:
+    """``name -> version`` of every ``name==version`` line of binder/constraints.txt."""
+    lines = (ROOT / "binder" / "constraints.txt").read_text().splitlines()
+    return dict(line.split("==", 1) for line in lines if "==" in line and not line.startswith("#"))
+
+
+def test_binder_installs_the_jupyterlab_the_viewer_is_built_against():
+    pinned = _pins()["jupyterlab"]
+    for package in (ROOT / "labextension" / "package.json", ROOT / "nbkit" / "lab" / "labextension" / "package.json"):
+        wanted = json.loads(package.read_text())["dependencies"]["@jupyterlab/application"]
+        assert wanted.lstrip("~^") == pinned, (
+            f"{package.relative_to(ROOT)} builds against {wanted}, Binder pins {pinned}"
+        )
+    requirements = (ROOT / "binder" / "requirements.txt").read_text().splitlines()
+    assert "jupyterlab" in requirements and "-c constraints.txt" in requirements
+
+
 @pytest.mark.timeout(900)
 def test_notebooks_run_in_the_binder_environment(tmp_path):
     assert (ROOT / "binder" / "runtime.txt").read_text().strip() == "python-3.11"
@@ -69,6 +86,10 @@ def test_notebooks_run_in_the_binder_environment(tmp_path):
         check=True,
     ).stdout.split()
     assert probe[0].startswith(str(ROOT)) and probe[1] == "3.1.1"
+    lab = subprocess.run(
+        [python, "-c", "import jupyterlab; print(jupyterlab.__version__)"], env=env, capture_output=True, text=True
+    )
+    assert lab.stdout.strip() == _pins()["jupyterlab"], lab.stdout + lab.stderr
     # the stream viewer comes with the install: its prebuilt front end and the config enabling its server side
     viewer = venv / "share" / "jupyter" / "labextensions" / "nbkit-viewer" / "package.json"
     assert json.loads(viewer.read_text())["name"] == "nbkit-viewer"

@@ -10,10 +10,12 @@ from __future__ import annotations
 import importlib
 import inspect
 import os
+import re
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from cli_run import one_error_line
 
 import nbkit.errors as errors
 from nbkit import App, FileBroker, FilePosition, PositionStore, StdioBroker, StreamReader, StreamWriter
@@ -227,3 +229,49 @@ def test_the_cli_prints_one_line_and_exits_with_the_class_status(argv, status, w
     assert main(argv) == status
     err = capsys.readouterr().err
     assert err.startswith("nbkit: ") and err.count("\n") == 1 and word in err, err
+
+
+def _troubleshooting_anchors() -> set[str]:
+    """The anchors of docs/troubleshooting.md's entries, as the site makes them from the headings (MyST's
+    slug: lower case, punctuation dropped, spaces to hyphens)."""
+    page = Path(__file__).resolve().parents[1] / "docs" / "troubleshooting.md"
+    titles = [
+        line[3:].replace("`", "") for line in page.read_text(encoding="utf-8").splitlines() if line.startswith("## ")
+    ]
+    return {re.sub(r"[^\w\- ]", "", title.strip().lower()).replace(" ", "-") for title in titles}
+
+
+def test_each_troubleshooting_pointer_names_an_entry_of_the_page() -> None:
+    pointing = {cls: cls.troubleshooting for cls in CASES if cls.troubleshooting}
+    assert set(pointing) == {errors.ChecksumError, errors.RetryDestinationError}
+    assert set(pointing.values()) <= _troubleshooting_anchors(), pointing
+    assert errors.TROUBLESHOOTING_URL.endswith("/troubleshooting.html")
+
+
+def test_a_cli_error_the_page_explains_ends_with_its_address(tmp_path: Path, capsys) -> None:
+    damaged = _damaged(tmp_path / "bad.ss", b"paid", b"pa1d")
+    assert main(["cat", str(damaged)]) == 1
+    line = one_error_line(capsys.readouterr().err)
+    assert "payload checksum mismatch" in line
+    assert line.endswith(f"(see {errors.TROUBLESHOOTING_URL}#a-damaged-file)")
+    # an error without an entry keeps its line as it was
+    assert main(["cat", str(tmp_path / "nowhere.ss")]) == 1
+    line = one_error_line(capsys.readouterr().err)
+    assert "no such file" in line and "see http" not in line
+
+
+def test_a_pipe_stage_without_out_retry_points_to_its_entry(tmp_path: Path, monkeypatch, capsys) -> None:
+    (tmp_path / "stage_no_retry.py").write_text(
+        "from nbkit import App, StdioBroker\n"
+        "broker = StdioBroker()\n"
+        "@broker.subscriber('jobs')\n"
+        "def work(delivery):\n"
+        "    return None\n"
+        "app = App(broker)\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert main(["run", "stage_no_retry:app"]) == 2
+    line = one_error_line(capsys.readouterr().err)
+    assert "out_retry" in line
+    assert line.endswith(f"(see {errors.TROUBLESHOOTING_URL}#retrydestinationerror-when-a-pipe-stage-starts)")

@@ -28,7 +28,7 @@ TOP = {"__init__", "__main__", "command", "plot", "widgets", "exercises", "dask"
 
 
 #: Modules of a layer that sit beside its module instead of inside a package: the CLI's --help examples.
-BESIDE = {"cli_examples": "cli"}
+BESIDE = {"cli_examples": "cli", "completion": "cli"}
 
 #: The test kit and its pytest plugin are at the top too: a test drives every layer.
 TOP |= {"testing", "testing_plugin"}
