@@ -117,6 +117,54 @@ def test_the_wheel_installs_and_runs_in_a_fresh_venv(release: Path, tmp_path: Pa
         check=True,
     ).stdout
     assert where.startswith(str(venv)), where
+    # the test kit as a user of the wheel meets it: pytest finds the plugin through the wheel's entry point
+    pytest_install = subprocess.run(
+        [str(bindir / "python"), "-m", "pip", "install", "-q", "pytest"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=900,
+    )
+    assert pytest_install.returncode == 0, pytest_install.stderr[-3000:]
+    (run / "test_smoke.py").write_text(SMOKE_TEST)
+    smoke = subprocess.run(
+        [str(bindir / "python"), "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_smoke.py"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=run,
+        timeout=600,
+    )
+    assert smoke.returncode == 0 and "2 passed" in smoke.stdout, smoke.stdout[-3000:] + smoke.stderr[-2000:]
+
+
+#: A user's test of a retrying pipe stage, run in the fresh venv against the installed wheel
+SMOKE_TEST = """
+from nbkit import App, HandlerOutcome, StdioBroker
+from nbkit.testing import TestApp
+
+broker = StdioBroker()
+
+@broker.subscriber("jobs", out_retry="jobs.retry", max_attempts=2, dead_letter="jobs.dead")
+def work(delivery):
+    return HandlerOutcome.retry_after(5)
+
+app = App(broker)
+
+def test_with_the_fixture(nbkit_app, virtual_clock):
+    test = nbkit_app(app)
+    test.publish("jobs", {"id": 1})
+    test.run_until_idle()
+    test.handler(work).assert_called_once_with({"id": 1})
+    test.advance(5)
+    test.expect_published("jobs.retry", 1)  # on a pipe the copy goes out to the next stage
+
+def test_with_the_client():
+    with TestApp(app) as test:
+        test.publish("jobs", "x")
+        test.run_until_idle()
+        assert test.handler(work).call_count == 1
+"""
 
 
 def test_the_sdist_builds_without_a_compiler(release: Path, tmp_path: Path) -> None:
