@@ -7,16 +7,14 @@ Async handlers run on the notebook's own event loop: ``await session.astep()`` /
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import functools
 import html
-import logging
 import math
 import os
 import weakref
 from collections import Counter
-from collections.abc import Awaitable, Callable, Coroutine, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
@@ -48,33 +46,6 @@ ACTIONS = tuple(action.value for action in Action)
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
-
-
-class _LogCapture(logging.Handler):
-    """Collects the runtime's log lines while a Session call runs, instead of printing them."""
-
-    def __init__(self, lines: list[str]) -> None:
-        super().__init__(logging.INFO)
-        self.lines = lines
-
-    def emit(self, record: logging.LogRecord) -> None:
-        # a settlement record ends with its delivery (stream_key=.. seq=.. attempt=..)
-        self.lines.append(f"{record.levelname} {record.name}: {record.getMessage()}{logs.delivery_suffix(record)}")
-
-
-@contextlib.contextmanager
-def _capturing(lines: list[str]) -> Iterator[None]:
-    logger = logging.getLogger("nbkit")
-    handler = _LogCapture(lines)
-    level = logger.level
-    if logger.getEffectiveLevel() > logging.INFO:
-        logger.setLevel(logging.INFO)
-    logger.addHandler(handler)
-    try:
-        yield
-    finally:
-        logger.removeHandler(handler)
-        logger.setLevel(level)
 
 
 def _iso(seconds: float | dt.datetime) -> str:
@@ -221,7 +192,7 @@ def _logged(method: Callable[Concatenate[Session, _P], _R]) -> Callable[Concaten
     @functools.wraps(method)
     def wrapper(self: Session, *args: _P.args, **kwargs: _P.kwargs) -> _R:
         try:
-            with _capturing(self.log):
+            with logs.capture_lines(self.log):
                 return method(self, *args, **kwargs)
         finally:
             self._changed()
@@ -237,7 +208,7 @@ def _alogged(
     @functools.wraps(method)
     async def wrapper(self: Session, *args: _P.args, **kwargs: _P.kwargs) -> _R:
         try:
-            with _capturing(self.log):
+            with logs.capture_lines(self.log):
                 return await method(self, *args, **kwargs)
         finally:
             self._changed()

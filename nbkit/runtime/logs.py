@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, NamedTuple
 
 from nbkit.errors import AckError
@@ -51,6 +52,7 @@ __all__ = [
     "ack_failed",
     "ack_failed_message",
     "as_settled",
+    "capture_lines",
     "delivery_extra",
     "delivery_suffix",
     "emit",
@@ -804,3 +806,32 @@ _UNSUPPORTED = UNSUPPORTED
 _ACK_FAILED_TEXTS: dict[str, str] = {}
 _RUN_HANDLERS: set[RunLogHandler] = set()  # the ones not closed yet, flushed by flush_run_logs()
 os.register_at_fork(before=flush_run_logs)  # a forked child must not write the parent's gathered lines again
+
+
+class _LineCollector(logging.Handler):
+    """The runtime's log lines (INFO and up) as ``nbkit run`` prints them, appended to a list."""
+
+    def __init__(self, lines: list[str]) -> None:
+        super().__init__(logging.INFO)
+        self.lines = lines
+
+    def emit(self, record: logging.LogRecord) -> None:
+        # a settlement record ends with its delivery (stream_key=.. seq=.. attempt=..)
+        self.lines.append(f"{record.levelname} {record.name}: {record.getMessage()}{delivery_suffix(record)}")
+
+
+@contextlib.contextmanager
+def capture_lines(lines: list[str]) -> Iterator[None]:
+    """Keep the runtime's log lines (INFO and up) in ``lines`` meanwhile, as ``nbkit run`` would print them
+    (for a notebook Session and the test client, which show them instead of printing them)."""
+    logger = logging.getLogger("nbkit")
+    handler = _LineCollector(lines)
+    level = logger.level
+    if logger.getEffectiveLevel() > logging.INFO:
+        logger.setLevel(logging.INFO)
+    logger.addHandler(handler)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)

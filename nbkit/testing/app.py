@@ -14,11 +14,10 @@ import contextlib
 import dataclasses
 import datetime as dt
 import json
-import logging
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from types import TracebackType
 from typing import IO, Any
 
@@ -46,17 +45,6 @@ __all__ = [
 #: Deliveries one call of :meth:`TestApp.run_until_idle` or :meth:`TestApp.advance` makes before it
 #: fails the test (a handler that always retries without ``max_attempts`` circulates on a file for ever).
 MAX_DELIVERIES = 10_000
-
-
-class _LogLines(logging.Handler):
-    """The runtime's log lines (INFO and up) as a run prints them, kept in a list."""
-
-    def __init__(self, lines: list[str]) -> None:
-        super().__init__(logging.INFO)
-        self.lines = lines
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.lines.append(f"{record.levelname} {record.name}: {record.getMessage()}{logs.delivery_suffix(record)}")
 
 
 class _Redirected:
@@ -210,7 +198,7 @@ class TestApp:
             raise ConfigurationError("a TestApp starts once: make a new one for the next test")
         self._folder = tempfile.mkdtemp(prefix="nbkit-test-")
         self._capture = stack = contextlib.ExitStack()
-        stack.enter_context(_capturing(self.log))
+        stack.enter_context(logs.capture_lines(self.log))
         try:
             brokers = self.source.brokers
             files: dict[str, str] = {}  # a service file's path -> its stand-in in the test's folder
@@ -604,19 +592,3 @@ class TestApp:
             if reg.declaration.dead_letter is not None
         }
         return {k: v for k, v in self.published_by_key().items() if k in keys}
-
-
-@contextlib.contextmanager
-def _capturing(lines: list[str]) -> Iterator[None]:
-    """Keep the runtime's log lines (INFO and up) in ``lines`` meanwhile."""
-    logger = logging.getLogger("nbkit")
-    handler = _LogLines(lines)
-    level = logger.level
-    if logger.getEffectiveLevel() > logging.INFO:
-        logger.setLevel(logging.INFO)
-    logger.addHandler(handler)
-    try:
-        yield
-    finally:
-        logger.removeHandler(handler)
-        logger.setLevel(level)
