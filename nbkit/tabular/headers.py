@@ -61,7 +61,7 @@ class FrozenHeaders(dict[str, Any]):
     def update(self, *args: Any, **kwargs: Any) -> NoReturn:
         raise TypeError(_READ_ONLY)
 
-    def copy(self) -> dict[str, Any]:  # type: ignore[override]  # a plain dict: the copy is yours to change
+    def copy(self) -> dict[str, Any]:  # a plain dict: the copy is yours to change
         """A plain ``dict`` with the same items, which you can change."""
         return dict(self)
 

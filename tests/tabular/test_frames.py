@@ -13,7 +13,6 @@ import pytest
 from nbkit import App, FileBroker, FilePosition, HandlerOutcome, StdioBroker, StreamWriter
 from nbkit.notebook.session import Session
 from nbkit.tabular import BYTES_DTYPE, FRAME_COLUMNS
-from nbkit.wire import envelope
 from nbkit.tabular.frames import concat_frames, read_pipe, read_stream
 from nbkit.wire import envelope
 
