@@ -12,7 +12,7 @@ and no ``<Axes ...>`` repr is printed.
 
 Three kinds of frame are accepted, told apart by their columns:
 
-- an **events frame** (``session.events``, ``app.events_frame()``; columns ``action``, ``attempt``,
+- an **events frame** (``session.events``, ``nbkit.events_frame(app.events)``; columns ``action``, ``attempt``,
   schema in :mod:`nbkit.runtime.events`): one row per settlement. Every row is a delivery; delays
   are the ``delay`` column of ``copy`` (0 s) and ``delayed-copy`` rows; dead letters are the
   ``dead-letter`` rows, at ``written_at`` (``time`` if the copy was not written).
@@ -811,7 +811,7 @@ def _timeline_steps(data: pd.DataFrame) -> pd.DataFrame:
     reader = STEP_READERS.get(kind)
     if reader is None:
         raise ValueError(
-            f"timeline needs an events frame (session.events or app.events_frame()) or a lineage frame "
+            f"timeline needs an events frame (session.events or nbkit.events_frame(app.events)) or a lineage frame "
             f"(nbkit.lineage(read_stream(...))); a {kind} frame does not say which records are one message"
         )
     return file_lanes_first(reader(data))
@@ -876,7 +876,7 @@ def timeline(events: pd.DataFrame, *, ax: Axes | None = None, max_lanes: int = 3
     Parameters
     ----------
     events : DataFrame
-        An events frame (``session.events``, ``app.events_frame()``); schema in
+        An events frame (``session.events``, ``nbkit.events_frame(app.events)``); schema in
         :mod:`nbkit.runtime.events`. A file's retry copy continues its message's lane when it is
         delivered again; each pipe input line is a lane of its own. Or a lineage frame
         (``nbkit.lineage(read_stream(path))``): one lane per message from the file alone, a marker

@@ -29,6 +29,7 @@ from nbkit.runtime.events import SettlementEvent
 from nbkit.runtime.file_broker import FileBroker
 from nbkit.runtime.settle import Action
 from nbkit.runtime.stdio_broker import StdioBroker
+from nbkit.tabular.events import events_frame
 from nbkit.transport.file_info import summarize
 from nbkit.wire.timestamps import isoformat_z
 
@@ -573,7 +574,7 @@ class Session:
     @property
     def events(self) -> pd.DataFrame:
         """Every settlement so far as a DataFrame, one row per :class:`~nbkit.SettlementEvent`."""
-        return self.app.events_frame()
+        return events_frame(self.app.events)
 
     @property
     def pending(self) -> Pending:

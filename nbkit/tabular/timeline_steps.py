@@ -70,7 +70,7 @@ def steps_from_events(events: pd.DataFrame) -> pd.DataFrame:
     Parameters
     ----------
     events : DataFrame
-        An events frame (``session.events``, ``app.events_frame()``; schema in
+        An events frame (``session.events``, ``nbkit.events_frame(app.events)``; schema in
         :mod:`nbkit.runtime.events`). It needs the columns ``time``, ``transport``, ``stream_key``,
         ``seq``, ``action`` and ``outcome``; the others are read where present.
 
