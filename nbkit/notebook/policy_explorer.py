@@ -28,7 +28,7 @@ import pandas as pd
 from nbkit.notebook.simulate import BACKOFFS, RetryPolicy, Workload, policy_summary, simulate
 from nbkit.notebook.snapshot import StaticSnapshot
 
-__all__ = ["ExplorerResult", "PolicyExplorer", "explore"]
+__all__ = ["ExplorerResult", "PolicyExplorer", "explore", "summary_html"]
 
 #: How many messages the timeline shows (one lane each), the first ones of the workload.
 TIMELINE_MESSAGES = 15
@@ -149,6 +149,62 @@ def explore(
     dashboard = _dashboard_png(events, dpi)
     timeline = _timeline_png(events, timeline_messages, workload.messages, dpi)
     return ExplorerResult(workload, policy, events, summary, dashboard, timeline, time.perf_counter() - started)
+
+
+#: The summary's look: a smaller type, narrow cells and headings wrapped onto several lines, so that all
+#: nine columns (``longest wait (s)`` last) fit a notebook's column and the documentation site's.
+_SUMMARY_TABLE = "border-collapse:collapse;font-size:85%;line-height:1.3;margin:2px 0"
+_SUMMARY_HEAD = "padding:1px 5px;vertical-align:bottom;white-space:normal;border-bottom:1px solid #999"
+_SUMMARY_CELL = "padding:1px 5px;white-space:nowrap"
+
+
+def _summary_value(value: Any) -> str:
+    """One cell of the summary: a count as it is, seconds to at most 3 decimals, ``–`` when unknown."""
+    if value is None or value is pd.NA or (isinstance(value, float) and value != value):
+        return "–"
+    if isinstance(value, float):
+        return str(round(value, 3))
+    return html.escape(str(value))
+
+
+def summary_html(summary: pd.DataFrame) -> str:
+    """The explorer's summary table as HTML that fits a narrow column.
+
+    Every cell is styled inline, so the live widget and the site's still picture look the same; the
+    index's name (``transport``) heads the first column; the table sits in a box that scrolls sideways
+    should a column still not fit.
+
+    Parameters
+    ----------
+    summary : DataFrame
+        What :func:`~nbkit.notebook.simulate.policy_summary` returned.
+
+    Returns
+    -------
+    str
+        ``<div ...><table class="nbkit-explorer-summary" ...>...</table></div>``.
+
+    Examples
+    --------
+    >>> from nbkit import RetryPolicy, Workload, policy_summary, simulate
+    >>> table = summary_html(policy_summary(simulate(Workload(messages=5), RetryPolicy())))
+    >>> "longest wait (s)</th>" in table, "white-space:normal" in table
+    (True, True)
+    """
+    head = f"<th style='{_SUMMARY_HEAD};text-align:left'>{html.escape(str(summary.index.name or ''))}</th>" + "".join(
+        f"<th style='{_SUMMARY_HEAD};text-align:right'>{html.escape(str(column))}</th>" for column in summary.columns
+    )
+    rows = "".join(
+        f"<tr><th style='{_SUMMARY_CELL};text-align:left'>{html.escape(str(label))}</th>"
+        + "".join(f"<td style='{_SUMMARY_CELL};text-align:right'>{_summary_value(v)}</td>" for v in row)
+        + "</tr>"
+        for label, row in zip(summary.index, summary.itertuples(index=False), strict=True)
+    )
+    return (
+        "<div style='max-width:100%;overflow-x:auto'>"
+        f"<table class='nbkit-explorer-summary' style='{_SUMMARY_TABLE}'>"
+        f"<thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table></div>"
+    )
 
 
 def _in_kernel() -> bool:
@@ -286,7 +342,8 @@ class PolicyExplorer(StaticSnapshot, widgets.VBox):
              widgets.HBox([c["capped"], c["max_delay"]]), c["jitter"], c["dead_letter"]]
         )  # fmt: skip
         self.children = [
-            widgets.HBox([workload_box, policy_box]),
+            # the two groups of controls side by side, or one under the other in a narrow column
+            widgets.HBox([workload_box, policy_box], layout=widgets.Layout(flex_flow="row wrap", max_width="100%")),
             self.status,
             self.summary_view,
             self.dashboard,
@@ -382,7 +439,7 @@ class PolicyExplorer(StaticSnapshot, widgets.VBox):
             events = simulate(workload, policy, seed=self.seed)
             summary = policy_summary(events)
             # the table first: it is ready in a fraction of the time the figures take
-            self.summary_view.value = summary.to_html(classes="nbkit-explorer-summary", border=0, na_rep="–")
+            self.summary_view.value = summary_html(summary)
             dashboard = _dashboard_png(events, self.dpi)
             self.dashboard.value = dashboard
             timeline = _timeline_png(events, self.timeline_messages, workload.messages, self.dpi)
