@@ -154,8 +154,8 @@ def explore(
 #: The summary's look: a smaller type, narrow cells and headings wrapped onto several lines, so that all
 #: nine columns (``longest wait (s)`` last) fit a notebook's column and the documentation site's.
 _SUMMARY_TABLE = "border-collapse:collapse;font-size:85%;line-height:1.3;margin:2px 0"
-_SUMMARY_HEAD = "padding:1px 5px;vertical-align:bottom;white-space:normal;border-bottom:1px solid #999"
-_SUMMARY_CELL = "padding:1px 5px;white-space:nowrap"
+_SUMMARY_HEAD = "padding:1px 4px;vertical-align:bottom;white-space:normal;border-bottom:1px solid #999"
+_SUMMARY_CELL = "padding:1px 4px;white-space:nowrap"
 
 
 def _summary_value(value: Any) -> str:
@@ -171,8 +171,8 @@ def summary_html(summary: pd.DataFrame) -> str:
     """The explorer's summary table as HTML that fits a narrow column.
 
     Every cell is styled inline, so the live widget and the site's still picture look the same; the
-    index's name (``transport``) heads the first column; the table sits in a box that scrolls sideways
-    should a column still not fit.
+    rows are named by transport (``file``, ``pipe``) under an empty corner; the table sits in a box that
+    scrolls sideways should a column still not fit.
 
     Parameters
     ----------
@@ -191,7 +191,7 @@ def summary_html(summary: pd.DataFrame) -> str:
     >>> "longest wait (s)</th>" in table, "white-space:normal" in table
     (True, True)
     """
-    head = f"<th style='{_SUMMARY_HEAD};text-align:left'>{html.escape(str(summary.index.name or ''))}</th>" + "".join(
+    head = f"<th style='{_SUMMARY_HEAD}'></th>" + "".join(
         f"<th style='{_SUMMARY_HEAD};text-align:right'>{html.escape(str(column))}</th>" for column in summary.columns
     )
     rows = "".join(
