@@ -25,6 +25,7 @@ from typing import Any
 import ipywidgets as widgets
 import pandas as pd
 
+from nbkit.notebook.layout import FULL_WIDTH, wrapping_row
 from nbkit.notebook.simulate import BACKOFFS, RetryPolicy, Workload, policy_summary, simulate
 from nbkit.notebook.snapshot import StaticSnapshot
 
@@ -331,8 +332,8 @@ class PolicyExplorer(StaticSnapshot, widgets.VBox):
         }  # fmt: skip
         self.status = widgets.HTML()
         self.summary_view = widgets.HTML()
-        self.dashboard = widgets.Image(format="png", layout=widgets.Layout(width="100%", max_width="1000px"))
-        self.timeline = widgets.Image(format="png", layout=widgets.Layout(width="100%", max_width="1000px"))
+        self.dashboard = widgets.Image(format="png", layout=widgets.Layout(width=FULL_WIDTH, max_width="1000px"))
+        self.timeline = widgets.Image(format="png", layout=widgets.Layout(width=FULL_WIDTH, max_width="1000px"))
         workload_box = widgets.VBox(
             [widgets.HTML("<b>Workload</b>"), c["messages"], c["span"], c["failure_rate"],
              widgets.HBox([c["heals"], c["heal_after"]]), c["poison"]]
@@ -343,7 +344,7 @@ class PolicyExplorer(StaticSnapshot, widgets.VBox):
         )  # fmt: skip
         self.children = [
             # the two groups of controls side by side, or one under the other in a narrow column
-            widgets.HBox([workload_box, policy_box], layout=widgets.Layout(flex_flow="row wrap", max_width="100%")),
+            widgets.HBox([workload_box, policy_box], layout=wrapping_row()),
             self.status,
             self.summary_view,
             self.dashboard,

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 import ipywidgets as widgets
 import pandas as pd
 
+from nbkit.notebook.layout import FULL_WIDTH, wrapping_row
 from nbkit.notebook.snapshot import StaticSnapshot
 from nbkit.runtime.intake import loop_running
 from nbkit.tabular.frames import read_stream
@@ -88,11 +89,6 @@ def _png(fig: Figure) -> bytes:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", metadata={"Software": None})
     return buf.getvalue()
-
-
-def _wrapping_row() -> widgets.Layout:
-    """An HBox's layout whose children move to a new line instead of running past the box's right edge."""
-    return widgets.Layout(flex_flow="row wrap", max_width="100%")
 
 
 def _rows(pairs: list[tuple[str, Any]]) -> str:
@@ -190,10 +186,12 @@ class SessionPanel(StaticSnapshot, widgets.VBox):
         gap = "0 2em 0 0"  # views side by side keep their headings apart
         self.pending_view = widgets.HTML(layout=widgets.Layout(min_width="280px", max_width="420px", margin=gap))
         self.counts_view = widgets.HTML(layout=widgets.Layout(min_width="160px", margin=gap))
-        self.log_view = widgets.HTML(layout=widgets.Layout(width="100%"))
+        # the log takes the panel's width less its margins (stretched: width 100% plus the margins would
+        # reach 2 px past the panel's edge and make it scroll sideways)
+        self.log_view = widgets.HTML()
         self.plot = widgets.Image(format="png", layout=widgets.Layout(width="320px"))
         self.plot.add_class("nbkit-panel-attempts")
-        self.timeline = widgets.Image(format="png", layout=widgets.Layout(width="720px", max_width="100%"))
+        self.timeline = widgets.Image(format="png", layout=widgets.Layout(width="720px", max_width=FULL_WIDTH))
         self.timeline.add_class("nbkit-panel-timeline")
         self.show_plot = plot
         actions: dict[str, Callable[[], str]] = {
@@ -212,9 +210,9 @@ class SessionPanel(StaticSnapshot, widgets.VBox):
             button.on_click(self._handler(button.description, actions[name], async_actions.get(name)))
         # Rows wrap instead of widening the panel: a panel wider than the notebook's column scrolls
         # sideways inside its own box, which hid the end of every wrapped log line.
-        controls = widgets.HBox([*self.buttons.values(), self.seconds], layout=_wrapping_row())
+        controls = widgets.HBox([*self.buttons.values(), self.seconds], layout=wrapping_row())
         views = widgets.HBox(
-            [self.counts_view, self.pending_view, *([self.plot] if plot else [])], layout=_wrapping_row()
+            [self.counts_view, self.pending_view, *([self.plot] if plot else [])], layout=wrapping_row()
         )
         self.children = [controls, self.status, views, *([self.timeline] if plot else []), self.log_view]
         self.refresh()
@@ -489,7 +487,9 @@ class StreamBrowser(StaticSnapshot, widgets.VBox):
         self.next_button = widgets.Button(description="Next", icon="arrow-right")
         self.page_label = widgets.HTML()
         self.table = widgets.HTML()
-        self.selector = widgets.Dropdown(description="message", layout=widgets.Layout(width="420px", max_width="100%"))
+        self.selector = widgets.Dropdown(
+            description="message", layout=widgets.Layout(width="420px", max_width=FULL_WIDTH)
+        )
         self.detail = widgets.HTML()
         for w in (self.key, self.seq_min, self.seq_max):
             w.observe(self._filters_changed, names="value")
@@ -497,8 +497,8 @@ class StreamBrowser(StaticSnapshot, widgets.VBox):
         self.prev_button.on_click(lambda _b: self.previous_page())
         self.next_button.on_click(lambda _b: self.next_page())
         self.children = [
-            widgets.HBox([self.key, self.seq_min, self.seq_max], layout=_wrapping_row()),
-            widgets.HBox([self.prev_button, self.next_button, self.page_label], layout=_wrapping_row()),
+            widgets.HBox([self.key, self.seq_min, self.seq_max], layout=wrapping_row()),
+            widgets.HBox([self.prev_button, self.next_button, self.page_label], layout=wrapping_row()),
             self.table,
             self.selector,
             self.detail,

@@ -18,6 +18,7 @@ import pytest
 
 import nbkit.notebook
 from nbkit import RetryPolicy, StreamWriter, Workload, policy_summary, simulate
+from nbkit.notebook.layout import FULL_WIDTH
 from nbkit.notebook.live_monitor import LiveMonitor
 from nbkit.notebook.policy_explorer import PolicyExplorer, summary_html
 from nbkit.notebook.widgets import SessionPanel, StreamBrowser
@@ -136,7 +137,7 @@ def test_the_stream_browser_fits_its_column(stream_file: Path):
     assert all("overflow-wrap:anywhere" in style for style in payloads)  # JSON with no space breaks
     assert all("white-space:nowrap" in style for style in stamps)  # a timestamp stays on one line
     assert "overflow-wrap:anywhere" in browser.detail.value.split("<pre", 1)[1].split(">", 1)[0]
-    assert browser.selector.layout.max_width == "100%"
+    assert browser.selector.layout.max_width == FULL_WIDTH
     browser.close()
 
 
