@@ -192,12 +192,13 @@ def summary_html(summary: pd.DataFrame) -> str:
     >>> "longest wait (s)</th>" in table, "white-space:normal" in table
     (True, True)
     """
-    head = f"<th style='{_SUMMARY_HEAD}'></th>" + "".join(
+    # cells on lines of their own, as pandas writes them: the table's text reads "file 60 0 60 ..."
+    head = f"<th style='{_SUMMARY_HEAD}'></th>\n" + "\n".join(
         f"<th style='{_SUMMARY_HEAD};text-align:right'>{html.escape(str(column))}</th>" for column in summary.columns
     )
-    rows = "".join(
-        f"<tr><th style='{_SUMMARY_CELL};text-align:left'>{html.escape(str(label))}</th>"
-        + "".join(f"<td style='{_SUMMARY_CELL};text-align:right'>{_summary_value(v)}</td>" for v in row)
+    rows = "\n".join(
+        f"<tr><th style='{_SUMMARY_CELL};text-align:left'>{html.escape(str(label))}</th>\n"
+        + "\n".join(f"<td style='{_SUMMARY_CELL};text-align:right'>{_summary_value(v)}</td>" for v in row)
         + "</tr>"
         for label, row in zip(summary.index, summary.itertuples(index=False), strict=True)
     )

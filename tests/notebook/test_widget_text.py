@@ -158,7 +158,7 @@ def test_the_explorer_summary_is_compact_and_its_controls_wrap():
 def test_summary_html_shows_the_summary_values():
     summary = policy_summary(simulate(Workload(messages=6, failure_rate=1.0), RetryPolicy(max_attempts=2)))
     table = summary_html(summary)
-    rows = re.findall(r"<tr><th[^>]*>(\w+)</th>(.*?)</tr>", table)
+    rows = re.findall(r"<tr><th[^>]*>(\w+)</th>(.*?)</tr>", table, re.S)
     assert [name for name, _ in rows] == ["file", "pipe"]
     for name, cells in rows:
         shown = re.findall(r"<td[^>]*>([^<]*)</td>", cells)
