@@ -46,6 +46,7 @@ import numpy as np
 import pandas as pd
 
 from nbkit.runtime.settle import Action
+from nbkit.runtime.vocabulary import END_STATES, STEP_STATES
 from nbkit.tabular.lineage import DeadLetterKeys, dead_letter_predicate
 from nbkit.tabular.timeline_steps import STEP_READERS, file_lanes_first
 
@@ -746,19 +747,9 @@ def _redriven_line(
 
 
 # -- the timeline --------------------------------------------------------------------------------------
-#: How a lane can end, in legend order: each of :data:`nbkit.tabular.timeline_steps.END_STATES` -> (legend
-#: text, marker, colour). "retried" is no end: the copy came back as the lane's next delivery.
-TIMELINE_ENDS = {
-    "handled": ("handled (ack)", "$\\checkmark$", "C2"),  # a tick, not a rotated X: told apart without colour
-    "dropped": ("dropped (drop or exception)", "v", "0.35"),
-    "dead-letter": ("dead letter", "X", "C3"),
-    "rejected": ("rejected (no dead-letter key)", "s", "k"),
-    "lost": ("copy lost (crash or shutdown)", "x", "C4"),
-    "waiting": ("copy written, not yet delivered", ">", "0.5"),
-    "copy-out": ("copy written to stdout (next stage)", ">", "C1"),
-    "pending": ("copy due, not yet written", "o", "0.5"),
-    "no further copy": ("no further copy (handled, dropped, rejected or lost)", "|", "0.35"),
-}
+#: The step states a retry delay line ends in: drawn solid (its copy was written) or dashed (due, or lost).
+_COPY_WRITTEN = [name for name, state in STEP_STATES.items() if state.copy == "written"]
+_COPY_UNWRITTEN = [name for name, state in STEP_STATES.items() if state.copy == "unwritten"]
 _DELIVERY_MARKERS = {"file": "o", "pipe": "D"}
 #: Delivery markers (points) and the attempt digit inside them: large enough to read when projected.
 _DELIVERY_SIZE = 15
@@ -998,8 +989,8 @@ def _draw_delays(ax: Axes, lanes: _Lanes) -> None:
     the copy was written, dashed when it is still due or was lost."""
     for transport in ("file", "pipe"):
         mine = (lanes.transport == transport) & ~np.isnan(lanes.c) & ~np.isnan(lanes.delay)
-        written = mine & np.isin(lanes.state, ("retried", "waiting", "copy-out"))
-        unwritten = mine & np.isin(lanes.state, ("lost", "pending"))
+        written = mine & np.isin(lanes.state, _COPY_WRITTEN)
+        unwritten = mine & np.isin(lanes.state, _COPY_UNWRITTEN)
         y, t, c, color = lanes.y, lanes.t, lanes.c, _TRANSPORT_COLORS[transport]
         if written.any():
             ax.hlines(y[written], t[written], c[written], colors=color, linewidth=2, gid=f"delay-{transport}")
@@ -1025,7 +1016,7 @@ def _draw_delay_labels(ax: Axes, lanes: _Lanes) -> None:
     """Each retry delay's length above the middle of its line (a lost copy's: right of the loss); the
     labels that would overlap are left out (:func:`_apart`)."""
     t, c, y, delays, states = lanes.t, lanes.c, lanes.y, lanes.delay, lanes.state
-    labelled = np.flatnonzero(~np.isnan(delays) & ~np.isnan(c) & (states != "dead-letter"))
+    labelled = np.flatnonzero(~np.isnan(delays) & ~np.isnan(c) & np.isin(states, _COPY_WRITTEN + _COPY_UNWRITTEN))
     for k in _apart(labelled, y, t, c, delays, states, ax=ax):
         lost = states[k] == "lost"  # at the loss, right of its mark: the delay it never finished
         ax.annotate(
@@ -1083,25 +1074,26 @@ def _draw_attempt_numbers(ax: Axes, lanes: _Lanes) -> None:
 
 
 def _draw_ends(ax: Axes, lanes: _Lanes) -> None:
-    """How each lane ended, one artist per kind of end (:data:`TIMELINE_ENDS`), a little right of
-    when it happened (its copy or dead letter; the delivery when there is none)."""
+    """How each lane ended, one artist per kind of end in legend order (the outcome vocabulary's
+    :data:`~nbkit.runtime.vocabulary.END_STATES`), a little right of when it happened (its copy or dead
+    letter; the delivery when there is none)."""
     import matplotlib.transforms as mtransforms
 
     end_shift = mtransforms.offset_copy(ax.transData, fig=_root_figure(ax), x=11, y=0, units="points")
-    for state, (text, marker, color) in TIMELINE_ENDS.items():
+    for state in END_STATES:
         mine = lanes.state == state
         if not mine.any():
             continue
-        hollow = state in ("pending", "waiting", "copy-out")
+        end = STEP_STATES[state]
         ax.plot(
             np.where(np.isnan(lanes.c[mine]), lanes.t[mine], lanes.c[mine]),
             lanes.y[mine],
             linestyle="none",
-            marker=marker,
+            marker=end.marker,
             markersize=9,
-            color=color,
-            markerfacecolor="none" if hollow else color,
-            label=text,
+            color=end.colour,
+            markerfacecolor="none" if end.hollow else end.colour,
+            label=end.legend,
             gid=f"end-{state}",
             transform=end_shift,
             zorder=4,
@@ -1112,9 +1104,9 @@ def _draw_lane_labels(ax: Axes, lanes: _Lanes) -> None:
     """The lanes' names on the left, first message at the top (room above it for its delay label), and
     on the right how each ended, in its end's colour."""
     ends: dict[int, tuple[str, str]] = {}  # lane -> (label, colour) of its end
-    for state, (_text, _marker, color) in TIMELINE_ENDS.items():
+    for state in END_STATES:
         for i in np.flatnonzero(lanes.state == state):
-            ends[int(lanes.y[i])] = (_end_text(state, lanes.destination[i], lanes.note[i]), color)
+            ends[int(lanes.y[i])] = (_end_text(state, lanes.destination[i], lanes.note[i]), STEP_STATES[state].colour)
     shown = range(len(lanes.names))
     ax.set_yticks(shown, lanes.names)
     ax.set_ylim(len(lanes.names) - 0.5, -1.0)
@@ -1155,22 +1147,8 @@ def _draw_legend(ax: Axes) -> None:
 
 def _end_text(state: str, destination: str, note: str) -> str:
     """The right-hand label of a lane that ended in ``state`` (``note``, if any, in brackets)."""
-    text = _end_state_text(state, destination)
+    text = STEP_STATES[state].right_label(destination)
     return f"{text} ({note})" if note else text
-
-
-def _end_state_text(state: str, destination: str) -> str:
-    if state == "dead-letter":
-        return f"dead letter → {destination}" if destination else "dead letter"
-    if state == "waiting":
-        return f"copy waiting in {destination}" if destination else "copy waiting"
-    if state == "copy-out":
-        return f"copy out → {destination}" if destination else "copy written"
-    if state == "pending":
-        return "copy due"
-    if state == "lost":
-        return "copy lost"
-    return state
 
 
 @_share_docs

@@ -547,15 +547,20 @@ def test_attempt_digits_sit_inside_markers_large_enough_to_project(ran):
     assert artist(ax, "deliveries-file").get_markersize() >= 14
 
 
-def test_handled_and_dead_letter_ends_differ_in_shape_not_only_colour(ran):
-    handled, dead = plots.TIMELINE_ENDS["handled"][1], plots.TIMELINE_ENDS["dead-letter"][1]
+def test_handled_and_dead_letter_ends_differ_in_shape_not_only_colour(tmp_path):
+    handled = artist(timeline(end_states.every_end(end_states.first_deliveries(tmp_path)).events), "end-handled")
+    dead = artist(timeline(end_states.loopback_pipe().events), "end-dead-letter")
+    handled, dead = handled.get_marker(), dead.get_marker()
     assert {handled, dead} == {"$\\checkmark$", "X"}  # a tick and a cross, whatever the colours
 
 
-def test_every_end_a_step_can_have_is_drawn_in_the_steps_order():
-    from nbkit.tabular.timeline_steps import END_STATES
+def test_the_ends_are_drawn_in_the_vocabulary_order(tmp_path):
+    from nbkit.runtime.vocabulary import END_STATES
 
-    assert tuple(plots.TIMELINE_ENDS) == END_STATES  # the legend lists the ends in that order
+    session = end_states.every_end(end_states.first_deliveries(tmp_path))
+    drawn = [str(line.get_gid()).removeprefix("end-") for line in timeline(session.events).lines]
+    drawn = [gid for gid in drawn if gid in END_STATES]
+    assert len(drawn) >= 4 and drawn == [s for s in END_STATES if s in drawn]  # the legend lists them in that order
 
 
 def short_delays(tmp_path, delays):
