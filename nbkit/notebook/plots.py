@@ -10,7 +10,8 @@ Axes, ``plt.gca()``) and returns it; :func:`dashboard` returns a Figure. Nothing
 ``plt.show()``: in a notebook end the cell with ``;`` (or ``plt.show()``) so the figure shows once
 and no ``<Axes ...>`` repr is printed.
 
-Three kinds of frame are accepted, told apart by their columns:
+What each plot draws is prepared by :mod:`nbkit.tabular.plot_data` (tested there without matplotlib);
+this module only draws it. Three kinds of frame are accepted, told apart by their columns:
 
 - an **events frame** (``session.events``, ``app.events_frame()``; columns ``action``, ``attempt``,
   schema in :mod:`nbkit.runtime.events`): one row per settlement. Every row is a delivery; delays
