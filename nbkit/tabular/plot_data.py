@@ -20,9 +20,8 @@ Examples
    attempt  delay  is_dead_letter
 0        1    5.0           False
 1        2    NaN            True
->>> retry_delay_counts(events).table
-     file
-0.0     1
+>>> retry_delay_counts(events).table["file"].to_dict()  # copies per distinct delay (s)
+{5.0: 1}
 """
 
 from __future__ import annotations
