@@ -50,10 +50,10 @@ from nbkit.runtime.vocabulary import END_STATES, STEP_STATES
 from nbkit.tabular.lineage import DeadLetterKeys
 from nbkit.tabular.plot_data import (
     RetryDelayCounts,
+    attempt_counts,
     dead_letter_bins,
     deliveries,
     frame_kind,
-    pipe_output_only,
     retry_delay_counts,
     steps_of,
     time_unit,
@@ -266,25 +266,17 @@ def attempts(
     >>> ax = attempts(session.events)                                      # doctest: +SKIP
     >>> ax = attempts(concat_frames(read_stream("orders.ss"), read_pipe(lines=out)))  # doctest: +SKIP
     """
-    d = deliveries(data, dead_letter_keys=dead_letter_keys, by=by)
+    counted = attempt_counts(data, by=by, dead_letter_keys=dead_letter_keys)
     ax = _axes(ax)
     ax.set_title("Deliveries per attempt")
     ax.set_xlabel("attempt number (1 = first delivery)")
     ax.set_ylabel("deliveries (count)")
-    kind = d.attrs["kind"]
-    d = d[d["delivered"] & d["attempt"].notna()]
-    if d.empty:
-        reason = "no delivery in this frame yet" if kind == "events" else "no message outside dead-letter keys"
-        return _no_data(ax, reason)
-    top = int(d["attempt"].max())
-    positions = np.arange(1, top + 1)
-    table = d.groupby(["attempt", "group"])["weight"].sum().unstack("group", fill_value=0)
-    table = table.reindex(positions, fill_value=0)
-    groups = [g for g in d.attrs["group_order"] if g in set(d["group"])]
-    copies_only = kind in ("messages", "lineage") and by == "transport" and "pipe" in groups and pipe_output_only(d)
-    labels = {"pipe": "pipe (stdout: copies only)"} if copies_only else None
-    _grouped_bars(ax, positions.astype(float), table, groups, by, labels=labels)
-    if copies_only:  # say it where the missing bar would be
+    if counted.reason:
+        return _no_data(ax, counted.reason)
+    positions, groups = counted.table.index.to_numpy(), counted.groups
+    labels = {"pipe": "pipe (stdout: copies only)"} if counted.pipe_copies_only else None
+    _grouped_bars(ax, positions.astype(float), counted.table, groups, by, labels=labels)
+    if counted.pipe_copies_only:  # say it where the missing bar would be
         n = len(groups)
         x = 1 + (groups.index("pipe") - (n - 1) / 2) * 0.8 / n
         ax.text(

@@ -4,10 +4,10 @@
 numbers are tested on their own. Three kinds of frame are accepted, told apart by their columns
 (:func:`frame_kind`): an **events frame** (``session.events``), a **messages frame** (``read_stream``,
 ``read_pipe``, a counted ``message_counts`` frame) and a **lineage frame** (``nbkit.lineage``). Every one is
-first read as one small frame of deliveries (:func:`deliveries`); :func:`retry_delay_counts` and
-:func:`dead_letter_bins` condense it into the value their plot draws, and :func:`steps_of` reads an events
-or lineage frame as the timeline's steps. What each action means comes from the outcome vocabulary
-(:mod:`nbkit.runtime.vocabulary`).
+first read as one small frame of deliveries (:func:`deliveries`); :func:`attempt_counts`,
+:func:`retry_delay_counts` and :func:`dead_letter_bins` condense it into the value their plot draws, and
+:func:`steps_of` reads an events or lineage frame as the timeline's steps. What each action means comes from
+the outcome vocabulary (:mod:`nbkit.runtime.vocabulary`).
 
 Examples
 --------
@@ -40,13 +40,14 @@ from nbkit.tabular.timeline_steps import STEP_READERS, file_lanes_first
 __all__ = [
     "MAX_DISTINCT_DELAYS",
     "MAX_DISTINCT_OBSERVED",
+    "AttemptCounts",
     "DeadLetterBins",
     "RetryDelayCounts",
+    "attempt_counts",
     "auto_freq",
     "dead_letter_bins",
     "deliveries",
     "frame_kind",
-    "pipe_output_only",
     "retry_delay_counts",
     "round_bins",
     "steps_of",
@@ -201,7 +202,40 @@ def _events_rows(data: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray
     return is_dead, np.ones(n, dtype=bool), delay, time
 
 
-def pipe_output_only(d: pd.DataFrame) -> bool:
+@dataclass(frozen=True)
+class AttemptCounts:
+    """Deliveries per attempt number, as the attempts plot draws them.
+
+    ``reason``: why there is nothing to draw ("" when there is). ``groups``: the groups drawn, in order.
+    ``table``: one row per attempt 1, 2, ... up to the highest (the index), one column per group.
+    ``pipe_copies_only``: the pipe rows are a captured stdout, copies only (no attempt 1 is there to count).
+    """
+
+    reason: str = ""
+    groups: list[str] = field(default_factory=list)
+    table: pd.DataFrame = field(default_factory=pd.DataFrame)
+    pipe_copies_only: bool = False
+
+
+def attempt_counts(
+    data: pd.DataFrame, *, by: str | None = "transport", dead_letter_keys: DeadLetterKeys = None
+) -> AttemptCounts:
+    """Count the deliveries of a frame per attempt number and group (dead-letter copies are no delivery)."""
+    d = deliveries(data, dead_letter_keys=dead_letter_keys, by=by)
+    kind = d.attrs["kind"]
+    d = d[d["delivered"] & d["attempt"].notna()]
+    if d.empty:
+        return AttemptCounts(
+            "no delivery in this frame yet" if kind == "events" else "no message outside dead-letter keys"
+        )
+    positions = np.arange(1, int(d["attempt"].max()) + 1)
+    table = d.groupby(["attempt", "group"])["weight"].sum().unstack("group", fill_value=0)
+    groups = [g for g in d.attrs["group_order"] if g in set(d["group"])]
+    copies_only = kind in ("messages", "lineage") and by == "transport" and "pipe" in groups and _pipe_output_only(d)
+    return AttemptCounts("", groups, table.reindex(positions, fill_value=0), copies_only)
+
+
+def _pipe_output_only(d: pd.DataFrame) -> bool:
     """True when the pipe rows of :func:`deliveries` hold no first delivery: a pipe's captured stdout,
     which has only the retry copies (and dead letters) the stage wrote, never its input lines."""
     pipe = d[d["transport"] == "pipe"]

@@ -15,11 +15,11 @@ from nbkit import App, FileBroker, FilePosition, HandlerOutcome, Session, read_s
 from nbkit.runtime.redrive import REDRIVEN_FROM_HEADER
 from nbkit.tabular.plot_data import (
     MAX_DISTINCT_DELAYS,
+    attempt_counts,
     auto_freq,
     dead_letter_bins,
     deliveries,
     frame_kind,
-    pipe_output_only,
     retry_delay_counts,
     round_bins,
     steps_of,
@@ -124,9 +124,27 @@ def test_frame_kind_names_what_is_missing(frame, error, match):
         frame_kind(frame)
 
 
-def test_a_pipe_capture_without_first_deliveries_is_output_only():
-    d = pd.DataFrame({"transport": ["file", "pipe", "pipe"], "attempt": pd.array([1, 2, 3], dtype="Int64")})
-    assert pipe_output_only(d) and not pipe_output_only(d.iloc[:1]) and not pipe_output_only(d.assign(attempt=1))
+def test_deliveries_are_counted_per_attempt(orders, tmp_path):
+    counted = attempt_counts(orders.events)
+    assert not counted.reason and counted.groups == ["file"] and not counted.pipe_copies_only
+    assert counted.table.index.tolist() == [1, 2, 3] and counted.table["file"].tolist() == [3, 3, 3]
+    assert attempt_counts(read_stream(tmp_path / "orders.ss")).table["file"].tolist() == [3, 3, 3]  # dead letters not
+
+
+def test_a_pipe_capture_without_first_deliveries_is_copies_only():
+    frame = pd.DataFrame(
+        {
+            "stream_key": ["jobs", "jobs.retry", "jobs.retry"],
+            "transport": ["file", "pipe", "pipe"],
+            "attempt": [1, 2, 3],
+            "retry_count": [0, 1, 2],
+        }
+    )
+    counted = attempt_counts(frame)
+    assert counted.pipe_copies_only and counted.table.index.tolist() == [1, 2, 3]
+    assert counted.table["pipe"].tolist() == [0, 1, 1]
+    assert not attempt_counts(frame.assign(attempt=[1, 1, 2])).pipe_copies_only
+    assert attempt_counts(frame[frame.stream_key == "x"]).reason == "no message outside dead-letter keys"
 
 
 def test_few_distinct_delays_are_counted_per_delay(orders):
