@@ -6,7 +6,6 @@ import contextlib
 import logging
 import os
 import sys
-import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, NamedTuple
@@ -44,12 +43,12 @@ __all__ = [
     "SUBSCRIBER",
     "UNSUBSCRIBED_LINE",
     "UNSUPPORTED",
+    "AckLog",
     "DeliveryFormatter",
     "LogOrderedStream",
     "RunLogHandler",
     "SettledDelivery",
     "SettledLike",
-    "ack_failed",
     "ack_failed_message",
     "as_settled",
     "capture_lines",
@@ -126,41 +125,84 @@ def emit(
     logger: logging.Logger, level: int, text: str, *, delivery: SettledLike | None = None, **fields: object
 ) -> None:
     """Log ``text`` followed by its fields; the fields are also on the record as ``nbkit_fields``, and
-    the settled delivery (when given) as the attributes :data:`DELIVERY_FIELDS`."""
+    the settled delivery (when given) as the attributes :data:`DELIVERY_FIELDS`. The record names the code
+    that called ``emit``."""
     if not logger.isEnabledFor(level):
         return
     rendered = " ".join(f"{k}={_render(v)}" for k, v in fields.items())
-    _log(logger, level, f"{text} {rendered}" if rendered else text, text, fields, delivery)
+    extra = {"nbkit_text": text, "nbkit_fields": fields, **delivery_extra(delivery)}
+    # the record names the runtime code that called emit(), found by logging's own stacklevel walk
+    logger.log(level, f"{text} {rendered}" if rendered else text, extra=extra, stacklevel=2)
 
 
-def ack_failed(logger: logging.Logger, subscription: str, delivery: SettledLike | None = None) -> None:
-    """The WARN an unsupported ack / nack logs (spec 1.3), once per such settlement: the hot path of a
-    file or pipe service, so its text is rendered once per subscription and its record is made from
-    the first one's attributes (:class:`_Records`). When the one place the record would reach is the
-    ``nbkit run`` handler (:class:`RunLogHandler`), the line that handler would write from the record is
-    handed to it directly (:func:`sole_run_handler` says when: nothing else, no filter, no record factory
-    could see the record)."""
-    if not logger.isEnabledFor(logging.WARNING):
-        return
-    message = _ACK_FAILED_TEXTS.get(subscription)
-    if message is None:
-        message = ack_failed_message(subscription)
-    if delivery is not None and _RUN_HANDLERS and (handler := sole_run_handler(logger, logging.WARNING)) is not None:
-        handler.write_settlement(logger.name, logging.WARNING, message, delivery)
-        return
-    frame = sys._getframe(1)  # the runtime code that settled: what findCaller(stacklevel=2) names from here
-    code = frame.f_code
-    extra: dict[str, object] = {
-        "nbkit_text": ACK_FAILED,
-        "nbkit_fields": {"subscription": subscription, "error": _UNSUPPORTED},
-    }
-    if delivery is not None:
-        settled = as_settled(delivery)
-        extra["subscription"], extra["stream_key"], extra["seq"] = settled.subscription, settled.stream_key, settled.seq
-        extra["attempt"], extra["line"] = settled.attempt, settled.line
-    logger.handle(
-        _RECORDS.make(logger, logging.WARNING, code.co_filename, frame.f_lineno, code.co_name, message, extra)
-    )
+class AckLog:
+    """How one subscription's settlements write the ``ack / nack failed`` WARNING an unsupported ack / nack
+    logs (spec 1.3): the line of every ack on a file or a pipe, so the hot path of a service.
+
+    While the ``nbkit run`` handler (:class:`RunLogHandler`) is the only place the line's record would reach,
+    the line goes to that handler's writer (:meth:`writer`) and no record is made; otherwise the settlement
+    logs the record, whose ``extra`` is :meth:`extra`. The writer, and the line's text around its sequence
+    number, are made once per (run handler, stream key, attempt). Logging tells no one when its
+    configuration changes, so :func:`sole_run_handler` is asked per line: a handler, filter or formatter
+    added by a service's handler applies from the next line on, as with records.
+
+    Parameters
+    ----------
+    subscription : str
+        The subscription's name (the line names it).
+    logger : logging.Logger
+        Where the line is logged (the ``nbkit.dispatch`` logger).
+
+    Examples
+    --------
+    >>> import io
+    >>> out = io.StringIO()
+    >>> handler = RunLogHandler(out)
+    >>> logging.getLogger("nbkit").addHandler(handler)
+    >>> logging.getLogger("nbkit").propagate = False
+    >>> write = AckLog("work").writer("orders", 1)
+    >>> write(17)
+    >>> handler.close()
+    >>> logging.getLogger("nbkit").removeHandler(handler)
+    >>> logging.getLogger("nbkit").propagate = True
+    >>> print(out.getvalue().replace(" error=", "\\n    error="), end="")
+    WARNING nbkit.dispatch: ack / nack failed subscription=work
+        error="acknowledgement is not supported by this broker" stream_key=orders seq=17 attempt=1
+    >>> AckLog("work").writer("orders", 1) is None  # no run handler: a record is made
+    True
+    """
+
+    __slots__ = ("logger", "message", "subscription", "_handler", "_stream_key", "_attempt", "_write")
+
+    def __init__(self, subscription: str, logger: logging.Logger = DISPATCH) -> None:
+        self.logger = logger
+        self.subscription = subscription
+        #: the record's message (the text and its fields)
+        self.message = ack_failed_message(subscription)
+        self._handler: RunLogHandler | None = None  # the run handler ``_write`` writes to
+        self._stream_key = ""
+        self._attempt = 0
+        self._write: Callable[[int, int | None], None] | None = None
+
+    def writer(self, stream_key: str, attempt: int) -> Callable[[int, int | None], None] | None:
+        """The writer of the line of a delivery of ``stream_key`` at ``attempt``: ``write(seq, line=None)``
+        (``line``: a pipe delivery's stdin line); None when something other than the run handler could see
+        the record (:func:`sole_run_handler`): then the record is to be logged. Asked per line, for a logger
+        enabled for WARNING."""
+        handler = sole_run_handler(self.logger, logging.WARNING) if _RUN_HANDLERS else None
+        if handler is None:
+            return None
+        if handler is not self._handler or stream_key != self._stream_key or attempt != self._attempt:
+            self._write = handler.settlement_writer(
+                self.logger.name, logging.WARNING, self.message, stream_key, attempt
+            )
+            self._handler, self._stream_key, self._attempt = handler, stream_key, attempt
+        return self._write
+
+    def extra(self, delivery: SettledLike) -> dict[str, object]:
+        """The ``extra`` of the line's record: its text, its fields (``nbkit_fields``) and its delivery."""
+        fields = {"subscription": self.subscription, "error": UNSUPPORTED}
+        return {"nbkit_text": ACK_FAILED, "nbkit_fields": fields, **delivery_extra(delivery)}
 
 
 def ack_failed_message(subscription: str) -> str:
@@ -174,7 +216,7 @@ def ack_failed_message(subscription: str) -> str:
     Returns
     -------
     str
-        ``ack / nack failed subscription=NAME error="..."``, as :func:`ack_failed` logs it.
+        ``ack / nack failed subscription=NAME error="..."``, as :class:`AckLog` logs it.
 
     Examples
     --------
@@ -183,7 +225,7 @@ def ack_failed_message(subscription: str) -> str:
     """
     message = _ACK_FAILED_TEXTS.get(subscription)
     if message is None:
-        message = f"{ACK_FAILED} subscription={_render(subscription)} error={_render(_UNSUPPORTED)}"
+        message = f"{ACK_FAILED} subscription={_render(subscription)} error={_render(UNSUPPORTED)}"
         if len(_ACK_FAILED_TEXTS) < 1024:
             _ACK_FAILED_TEXTS[subscription] = message
     return message
@@ -355,7 +397,6 @@ class RunLogHandler(logging.Handler):
         # made text when written out); ``_size`` counts their characters
         self._lines: list[str | int] = []
         self._size = 0
-        self._prefixes: dict[tuple[str, str, str], tuple[str, str]] = {}  # see write_settlement
         _RUN_HANDLERS.add(self)
 
     def emit(self, record: logging.LogRecord) -> None:
@@ -379,57 +420,17 @@ class RunLogHandler(logging.Handler):
         if self._size >= self.limit or record.levelno >= logging.ERROR:
             self.flush()
 
-    def write_settlement(self, name: str, level: int, message: str, delivery: SettledLike) -> None:
-        """Gather the line :meth:`emit` makes of a settlement record whose message names the subscription.
-
-        That is the line of the record ``logger.log(level, message, extra=delivery_extra(delivery))`` with
-        ``nbkit_fields`` showing the subscription: ``LEVEL name: message stream_key=.. seq=.. attempt=..``.
-        The runtime hands it here when this handler is the only place the record would go
-        (:func:`sole_run_handler`), so no record is made.
-
-        Parameters
-        ----------
-        name : str
-            The logger's name.
-        level : int
-            The record's level.
-        message : str
-            Its message (the text and its fields, as :func:`emit` renders them).
-        delivery : tuple of (str, str, int, int[, int or None])
-            Subscription, stream key, sequence, attempt and (a pipe's) stdin line.
-        """
-        settled = as_settled(delivery)  # (the subscription is in the message)
-        stream_key, seq, attempt, lineno = settled.stream_key, settled.seq, settled.attempt, settled.line
-        if self.ack_rate is not None and not self._ack_allowed(name, level):
-            return
-        levelname = logging.getLevelName(level)
-        key = (name, message, stream_key)
-        cached = self._prefixes.get(key)
-        if cached is None or cached[0] is not levelname:  # (a level renamed with logging.addLevelName)
-            cached = (levelname, _settlement_head(levelname, name, message, stream_key))
-            if len(self._prefixes) >= 1024:
-                self._prefixes.clear()
-            self._prefixes[key] = cached
-        line = (
-            f"{cached[1]}{seq} attempt={attempt}\n"
-            if lineno is None
-            else f"{cached[1]}{seq} attempt={attempt} line={lineno}\n"
-        )
-        self._lines.append(line)  # no lock: one append is atomic, and flush() never drops a line appended meanwhile
-        self._size += len(line)
-        if self._size >= self.limit:
-            self.flush()
-
     def settlement_writer(
         self, name: str, level: int, message: str, stream_key: str, attempt: int
-    ) -> Callable[[int], None]:
-        """:meth:`write_settlement` for many settlements of one stream key and attempt: ``write(seq)`` gathers the
-        line ``write_settlement(name, level, message, (subscription, stream_key, seq, attempt))`` gathers.
+    ) -> Callable[[int, int | None], None]:
+        """Settlement lines of one stream key and attempt without records: ``write(seq)`` gathers the line
+        :meth:`emit` makes of the record ``logger.log(level, message, extra=...)`` of that settlement whose
+        ``nbkit_fields`` show the subscription: ``LEVEL name: message stream_key=.. seq=.. attempt=..``.
 
         The line's text around the sequence number is made once, and the number is made text when the lines
         are written out, so a settlement costs one list extend (atomic, like the append of a line); a level
-        renamed with ``logging.addLevelName`` meanwhile is still seen, line by line. The caller checks, per
-        settlement as for :meth:`write_settlement`, that this handler is the only place the record would go
+        renamed with ``logging.addLevelName`` meanwhile is still seen, line by line. The caller
+        (:meth:`AckLog.writer`) checks per line that this handler is the only place the record would go
         (:func:`sole_run_handler`).
 
         Parameters
@@ -487,7 +488,7 @@ class RunLogHandler(logging.Handler):
                 low, high = (10 ** (digits - 1) if digits > 1 else 0), 10**digits
                 size = len(head) + digits + len(tail)
             if lineno is None:
-                extend((head, seq, tail))  # the whole line in one call: atomic, as write_settlement's append
+                extend((head, seq, tail))  # the whole line in one call: atomic, as emit()'s append
                 self._size += size
             else:  # a pipe delivery: its stdin line number ends the line
                 extend((head, seq, line_tail, lineno, "\n"))
@@ -549,7 +550,7 @@ class RunLogHandler(logging.Handler):
 
 
 def _settlement_head(levelname: str, name: str, message: str, stream_key: str) -> str:
-    """The start of a settlement's run log line, up to its sequence number (:meth:`RunLogHandler.write_settlement`)."""
+    """The start of a settlement's run log line, up to its sequence number (:meth:`RunLogHandler.settlement_writer`)."""
     return f"{levelname} {name}: {message} stream_key={_render(stream_key)} seq="
 
 
@@ -588,7 +589,7 @@ class LogOrderedStream:
     >>> import io
     >>> err = io.StringIO()
     >>> handler = RunLogHandler(err)
-    >>> handler.write_settlement("nbkit.dispatch", logging.WARNING, "gathered", ("w", "jobs", 3, 1))
+    >>> handler.settlement_writer("nbkit.dispatch", logging.WARNING, "gathered", "jobs", 1)(3)
     >>> ordered = LogOrderedStream(err)
     >>> print("printed by the service", file=ordered)
     >>> err.getvalue().splitlines()
@@ -682,119 +683,6 @@ def sole_run_handler(logger: logging.Logger, level: int) -> RunLogHandler | None
     return found
 
 
-#: Frames from :func:`_log` up to the runtime code whose line a record names: _log, emit / ack_failed, the caller.
-_STACKLEVEL = 3
-
-
-def _log(
-    logger: logging.Logger,
-    level: int,
-    message: str,
-    text: str,
-    fields: dict[str, object],
-    delivery: SettledLike | None = None,
-) -> None:
-    """Hand ``logger`` the record ``logger.log(level, message, extra=..., stacklevel=3)`` makes, for an enabled
-    level: it names the runtime code that called :func:`emit` or :func:`ack_failed`, found by logging's own
-    stacklevel walk (``Logger.findCaller``), and is built by :class:`_Records`."""
-    path, lineno, func, _ = logger.findCaller(False, _STACKLEVEL)
-    if delivery is None:
-        extra: dict[str, object] = {"nbkit_text": text, "nbkit_fields": fields}
-    else:
-        settled = as_settled(delivery)
-        extra = {
-            "line": settled.line,
-            "nbkit_text": text,
-            "nbkit_fields": fields,
-            "subscription": settled.subscription,
-            "stream_key": settled.stream_key,
-            "seq": settled.seq,
-            "attempt": settled.attempt,
-        }
-    logger.handle(_RECORDS.make(logger, level, path, lineno, func, message, extra))
-
-
-class _Records:
-    """Makes the ``LogRecord`` that ``Logger.makeRecord`` makes, with less work per record.
-
-    A settling service logs the same WARNING from the same line for every delivery, and most of what
-    ``LogRecord.__init__`` works out is the same each time: the level's name, the file name and module
-    (``os.path`` calls), the process and its name (a multiprocessing lookup). So the first record from a
-    (logger, level, source line) is made by ``makeRecord``, as logging does, and kept as a prototype; each
-    later record is a copy of its attributes with what changes set afresh: the message, the creation time,
-    the thread (and the asyncio task where logging records it) and the caller's ``extra``. A record factory
-    (``logging.setLogRecordFactory``) or a Logger class with its own ``makeRecord`` gets records made by
-    ``makeRecord`` every time; a forked child starts over (its process id and name differ).
-    """
-
-    def __init__(self) -> None:
-        # per (logger, level, path, line, function): the first record's attributes, and its time in ns
-        self._prototypes: dict[tuple[str, int, str, int, str], tuple[dict[str, Any], int]] = {}
-
-    def forget(self) -> None:
-        """Drop every prototype (a forked child's records name another process)."""
-        self._prototypes.clear()
-
-    def make(
-        self,
-        logger: logging.Logger,
-        level: int,
-        path: str,
-        lineno: int,
-        func: str,
-        message: str,
-        extra: dict[str, object],
-    ) -> logging.LogRecord:
-        """The record ``logger.makeRecord(logger.name, level, path, lineno, message, (), None, func, extra)`` makes."""
-        if logging.getLogRecordFactory() is not logging.LogRecord or type(logger).makeRecord is not _MAKE_RECORD:
-            return logger.makeRecord(logger.name, level, path, lineno, message, (), None, func, extra)
-        key = (logger.name, level, path, lineno, func)
-        found = self._prototypes.get(key)
-        if found is None:
-            made = logger.makeRecord(logger.name, level, path, lineno, message, (), None, func, extra)
-            if len(self._prototypes) >= 256:  # a fixed few source lines log through here; stay bounded anyway
-                self._prototypes.clear()
-            prototype = {k: v for k, v in vars(made).items() if k not in extra}
-            self._prototypes[key] = (prototype, round(made.created * 1e9))
-            return made
-        prototype, created_ns = found
-        record = _new_record(logging.LogRecord)
-        attrs = record.__dict__
-        attrs.update(prototype)
-        now_ns = time.time_ns()
-        attrs["msg"] = message
-        attrs["created"] = now_ns / 1e9
-        attrs["msecs"] = (now_ns % 1_000_000_000) // 1_000_000 + 0.0
-        attrs["relativeCreated"] = prototype["relativeCreated"] + (now_ns - created_ns) / 1e6
-        if logging.logThreads:
-            attrs["thread"] = threading.get_ident()
-            attrs["threadName"] = threading.current_thread().name
-        if "taskName" in attrs:  # Python 3.12+
-            attrs["taskName"] = _task_name()
-        attrs.update(extra)
-        return record
-
-
-def _task_name() -> str | None:
-    """The running asyncio task's name, as ``LogRecord`` records it (Python 3.12+, ``logging.logAsyncioTasks``)."""
-    if not getattr(logging, "logAsyncioTasks", False):
-        return None
-    asyncio = sys.modules.get("asyncio")
-    if asyncio is None:
-        return None
-    try:
-        task = asyncio.current_task()
-    except RuntimeError:  # no running loop
-        return None
-    return None if task is None else task.get_name()
-
-
-_MAKE_RECORD = logging.Logger.makeRecord
-_new_record = logging.LogRecord.__new__
-_RECORDS = _Records()
-os.register_at_fork(after_in_child=_RECORDS.forget)
-
-
 def _render(value: object) -> str:
     s = str(value)
     return f'"{s}"' if (" " in s or not s) else s
@@ -802,7 +690,6 @@ def _render(value: object) -> str:
 
 #: Never raised: the error an unsupported ack / nack reports (``error=`` of the ``ack / nack failed`` line).
 UNSUPPORTED = AckError("unsupported")
-_UNSUPPORTED = UNSUPPORTED
 _ACK_FAILED_TEXTS: dict[str, str] = {}
 _RUN_HANDLERS: set[RunLogHandler] = set()  # the ones not closed yet, flushed by flush_run_logs()
 os.register_at_fork(before=flush_run_logs)  # a forked child must not write the parent's gathered lines again

@@ -51,6 +51,13 @@ def _run_stage(outcomes: list[HandlerOutcome | None], clock) -> list[str]:
     return out
 
 
+def _ack_line(subscription: str, seq: int) -> None:
+    """The ``ack / nack failed`` line of delivery ``seq`` of ``jobs``, written as a settlement writes it."""
+    write = logs.AckLog(subscription).writer("jobs", 1)
+    assert write is not None  # the run handler is the only place its record would go
+    write(seq)
+
+
 OUTCOMES = [None, HandlerOutcome.drop(), HandlerOutcome.retry(), HandlerOutcome.retry_after(0), None]
 
 
@@ -79,7 +86,7 @@ def test_lines_are_gathered_until_flushed(clock):
     out = io.StringIO()
     handler = logs.RunLogHandler(out)
     with only_handler(handler):
-        logs.ack_failed(logging.getLogger("nbkit.dispatch"), "w", ("w", "jobs", 3, 1))
+        _ack_line("w", 3)
         assert out.getvalue() == ""
         logs.flush_run_logs()
         assert out.getvalue() == (
@@ -93,12 +100,12 @@ def test_an_error_record_and_a_full_buffer_are_written_at_once(clock):
     handler = logs.RunLogHandler(out, limit=300)
     dispatch = logging.getLogger("nbkit.dispatch")
     with only_handler(handler):
-        logs.ack_failed(dispatch, "w", ("w", "jobs", 0, 1))
+        _ack_line("w", 0)
         assert out.getvalue() == ""
         logs.emit(dispatch, logging.ERROR, "boom", subscription="w")
         assert out.getvalue().splitlines()[-1] == "ERROR nbkit.dispatch: boom subscription=w"
         for seq in range(1, 4):  # ~130 characters each: the third goes over the limit
-            logs.ack_failed(dispatch, "w", ("w", "jobs", seq, 1))
+            _ack_line("w", seq)
         assert [line.rsplit(" ", 2)[1] for line in out.getvalue().splitlines()[2:]] == ["seq=1", "seq=2", "seq=3"]
 
 
@@ -107,7 +114,7 @@ def test_gathered_lines_are_written_before_a_fork():
     out = io.StringIO()
     handler = logs.RunLogHandler(out)
     with only_handler(handler):
-        logs.ack_failed(logging.getLogger("nbkit.dispatch"), "w", ("w", "jobs", 0, 1))
+        _ack_line("w", 0)
         assert out.getvalue() == ""
         pid = os.fork()
         if pid == 0:  # the child: nothing to do
@@ -157,9 +164,10 @@ def test_caplog_and_a_users_handler_still_get_records(clock, caplog):
 
 
 @pytest.mark.parametrize("what", ["logger filter", "handler filter", "formatter", "record factory", "lower logger"])
-def test_records_are_made_when_anything_could_see_them(what):
+def test_records_are_made_when_anything_could_see_them(what, clock):
     dispatch = logging.getLogger("nbkit.dispatch")
-    handler = logs.RunLogHandler(io.StringIO())
+    out = io.StringIO()
+    handler = logs.RunLogHandler(out)
     seen: list[object] = []
 
     def look(record: logging.LogRecord) -> bool:
@@ -181,11 +189,15 @@ def test_records_are_made_when_anything_could_see_them(what):
         }[what]()[1]
         try:
             assert logs.sole_run_handler(dispatch, logging.WARNING) is None
-            logs.ack_failed(dispatch, "w", ("w", "jobs", 0, 1))
+            assert logs.AckLog("w").writer("jobs", 1) is None
+            _run_stage([None], clock)
         finally:
             undo()
-    if what != "formatter" and what != "lower logger":
-        assert len(seen) == 1 and isinstance(seen[0], logging.LogRecord)
+    if what == "formatter":  # the handler's own formatter writes the record
+        assert f'ack / nack failed subscription=worker error="{ACK_TEXT}"' in out.getvalue().splitlines()
+    elif what != "lower logger":
+        acks = [r for r in seen if getattr(r, "nbkit_text", None) == logs.ACK_FAILED]
+        assert len(acks) == 1 and isinstance(acks[0], logging.LogRecord) and acks[0].funcName == "settle"
 
 
 def test_stdout_of_a_stage_waits_for_the_log_lines_before_it(clock):
@@ -285,46 +297,56 @@ def test_the_ordered_stream_hands_everything_else_to_the_stream():
     assert ordered.getvalue() == "a\nb\n" and ordered.wrapped is out
 
 
-def test_a_settlement_writer_gathers_and_writes_what_write_settlement_does():
-    """Line for line and flush for flush (a small limit, sequence numbers gaining digits, a level renamed)."""
+def test_a_settlement_writer_writes_the_line_the_formatter_makes_of_the_record():
+    """Line for line and flush for flush (a small limit, sequence numbers gaining digits, a level renamed, a pipe's
+    stdin line): what ``settlement_writer`` gathers is what the handler gathers from the settlement's record."""
     seqs = [*range(7, 12), *range(97, 103), *range(998, 1003), 10**19, 0]
+    message = logs.ack_failed_message("w")
     seen: dict[str, list[str]] = {}
-    for way in ("write_settlement", "settlement_writer"):
+    for way in ("record", "writer"):
         out = io.StringIO()
         handler = logs.RunLogHandler(out, limit=300)
-        write = handler.settlement_writer("nbkit.dispatch", logging.WARNING, "ack / nack failed", "jobs", 2)
+        write = handler.settlement_writer("nbkit.dispatch", logging.WARNING, message, "jobs", 2)
         seen[way] = []
         try:
             for seq in seqs:
                 if seq == 998:
                     logging.addLevelName(logging.WARNING, "WARN")
-                if way == "write_settlement":
-                    handler.write_settlement(
-                        "nbkit.dispatch", logging.WARNING, "ack / nack failed", ("w", "jobs", seq, 2)
-                    )
+                line = seq + 1 if seq % 2 else None
+                if way == "record":
+                    ack = logs.AckLog("w")
+                    extra = ack.extra(("w", "jobs", seq, 2, line))
+                    handler.handle(logs.DISPATCH.makeRecord(logs.DISPATCH.name, logging.WARNING, "f", 1, message,
+                                                            (), None, extra=extra))  # fmt: skip
                 else:
-                    write(seq)
+                    write(seq, line)
                 seen[way].append(out.getvalue())
         finally:
             logging.addLevelName(logging.WARNING, "WARNING")
         handler.close()
         seen[way].append(out.getvalue())
-    assert seen["settlement_writer"] == seen["write_settlement"]
-    written = seen["write_settlement"]
+    assert seen["writer"][-1] == seen["record"][-1]
+    written = seen["record"]
     assert len(set(written)) > 3 and written[-1].count("\n") == len(seqs)
-    assert "WARN nbkit.dispatch: ack / nack failed stream_key=jobs seq=998 attempt=2\n" in written[-1]
+    assert f"WARN nbkit.dispatch: {message} stream_key=jobs seq=998 attempt=2\n" in written[-1]
+    assert f"WARNING nbkit.dispatch: {message} stream_key=jobs seq=7 attempt=2 line=8\n" in written[-1]
+    # written out at the same lines, or one line later (the writer counts a pipe's line number as 8 characters)
+    flushes = {way: [n for n in range(1, len(seqs)) if seen[way][n] != seen[way][n - 1]] for way in seen}
+    assert len(flushes["record"]) > 4 and len(flushes["writer"]) >= len(flushes["record"]) - 1
+    assert set(flushes["writer"]) <= {n + late for n in flushes["record"] for late in (0, 1)}
 
 
 def test_ack_log_rate_keeps_n_lines_a_second_and_counts_the_rest():
-    """``nbkit run --ack-log-rate N``: at most N ``ack / nack failed`` lines a second, by either way of writing
-    them; one line counts those left out (written at close, or when the next second's first line comes)."""
+    """``nbkit run --ack-log-rate N``: at most N ``ack / nack failed`` lines a second, from its writer or from
+    records; one line counts those left out (written at close, or when the next second's first line comes)."""
     out = io.StringIO()
     handler = logs.RunLogHandler(out, ack_rate=3)
     write = handler.settlement_writer("nbkit.dispatch", logging.WARNING, "ack / nack failed", "jobs", 1)
     for seq in range(6):
         write(seq, seq + 1)
-    for seq in range(6, 10):
-        handler.write_settlement("nbkit.dispatch", logging.WARNING, "ack / nack failed", ("w", "jobs", seq, 1, seq + 1))
+    record = logs.AckLog("w").extra(("w", "jobs", 6, 1, 7))
+    for _ in range(4):
+        handler.handle(logging.makeLogRecord({**record, "name": "nbkit.dispatch", "levelno": logging.WARNING}))
     handler.close()
     lines = out.getvalue().splitlines()
     assert lines == [
