@@ -1,7 +1,8 @@
 """Settlement: one object per subscription turns a delivery and its handler's result into what the runtime does.
 
 :class:`Settlement` is where every way of taking a delivery ends (``App.step``, ``App.astep`` and the
-burst of ready deliveries ``App.run`` settles, :meth:`Settlement.burst`). From the handler's result it
+burst of ready deliveries ``App.run`` settles, :meth:`Settlement.burst`, on a file or a pipe). It calls the
+handler (:meth:`Settlement.handle`, the one place a handler is called). From the handler's result it
 works out the outcome (a raise or a wrong return drops, and is logged), asks the pure rule
 (:func:`~nbkit.runtime.settle.decide`, cached per outcome) for the action and the copy's destination,
 writes the copy now or hands it to :class:`~nbkit.runtime.delayed.DelayedCopies`, logs the settlement's
@@ -10,15 +11,15 @@ lines, and records it: :meth:`Settlement.record` makes the one
 
 The burst is the same settlement written tightly for the commonest case, a first attempt whose outcome
 writes no copy and logs nothing but the ``ack / nack failed`` WARNING (a file or pipe service's every
-ack): that line goes straight to the run log handler's writer when nothing else would see its record,
-and the event is made by the same :meth:`~Settlement.record`. Anything else goes to :meth:`~Settlement.settle`.
+ack): that line is written by the settlement's :class:`~nbkit.runtime.run_log.AckLog`, as :meth:`~Settlement.settle`
+writes it, and the event is made by the same :meth:`~Settlement.record`. Anything else goes to
+:meth:`~Settlement.settle`.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
-from functools import partial
 from typing import Any, Protocol
 
 from nbkit.errors import NbkitError
@@ -30,6 +31,7 @@ from nbkit.runtime.delivery import Delivery
 from nbkit.runtime.events import EventHistory, SettlementEvent, new_record
 from nbkit.runtime.outcome import HandlerOutcome, OutcomeKind, as_outcome
 from nbkit.runtime.redrive import REDRIVEN_FROM_HEADER
+from nbkit.runtime.run_log import AckLog
 from nbkit.runtime.run_summary import RunCounts
 from nbkit.runtime.settle import Action, Decision, decide
 from nbkit.runtime.stopping import Stop
@@ -112,7 +114,7 @@ class Settlement:
         self.delayed = delayed
         self.handler = sub.registration.handler
         #: how this subscription's ``ack / nack failed`` WARNING is written
-        self.ack_log = logs.AckLog(self.name)
+        self.ack_log = AckLog(self.name)
         # per (outcome, delay, at the cap): the decision and its copy's key (None: no copy)
         self._decisions: dict[tuple[OutcomeKind, float | None, bool], tuple[Decision, str | None]] = {}
 
@@ -200,12 +202,9 @@ class Settlement:
                 )
             else:  # the ack / nack WARNING: the burst writes it as here, or hands the delivery here
                 ack_log = self.ack_log
-                if ack_log.logger.isEnabledFor(logging.WARNING):
-                    write = ack_log.writer(delivery.stream_key, attempt)
-                    if write is None:  # something else could see the record: it is made, naming settle()
-                        ack_log.logger.warning(ack_log.message, extra=ack_log.extra(settled))
-                    else:
-                        write(delivery.seq, delivery.line)
+                if not ack_log.write(delivery.stream_key, delivery.seq, attempt, delivery.line):
+                    # something other than the run handler could see the record: made here, naming settle()
+                    ack_log.logger.warning(ack_log.message, extra=ack_log.extra(settled))
         else:
             if action is _DEAD_LETTER and decision.at_cap:
                 logs.emit(
@@ -353,19 +352,16 @@ class Settlement:
         Each delivery is what ``App.step`` would take next, handed to :meth:`handle` and settled as
         :meth:`settle` settles it. Those the reader has scanned already (:meth:`Subscription.ready`) skip the
         polling layers. A HandlerOutcome (or None) on a first attempt whose decision writes no copy and logs
-        only the ``ack / nack failed`` WARNING is settled here: its line goes to the writer
-        :meth:`AckLog.writer <nbkit.runtime.logs.AckLog.writer>` gives (as in :meth:`settle`), and its event is
-        made by :meth:`record`. Anything else goes to :meth:`settle` (or, a result that may be awaitable, to
-        ``driver.complete``).
+        only the ``ack / nack failed`` WARNING is settled here: its line is written by :meth:`AckLog.write
+        <nbkit.runtime.run_log.AckLog.write>` (as in :meth:`settle`), and its event is made by :meth:`record`.
+        Anything else goes to :meth:`settle` (or, a result that may be awaitable, to ``driver.complete``).
         """
         sub = self.sub
         stop = driver.stop
         heap = self.delayed.heap  # (never replaced: a copy held during the burst is seen here)
         handle = self.handle
         record = self.record
-        ack_log = self.ack_log
-        warns = partial(ack_log.logger.isEnabledFor, logging.WARNING)  # asked per delivery, as settle() does
-        ack_writer = ack_log.writer
+        ack_line = self.ack_log.write
         retry_header = RETRY_COUNT_HEADER
         ack = HandlerOutcome.ack()
         # what settling ``last`` records (its outcome and decision); ``quiet``: it writes no copy and logs
@@ -410,17 +406,11 @@ class Settlement:
                 if not quiet or decision is None:
                     self.settle(delivery, result, decided)
                     continue
-                if warns():  # settle()'s ack / nack WARNING
-                    write = ack_writer(delivery.stream_key, 1)
-                    if write is None:  # a record to make, naming settle() as its source: settle() logs it
-                        self.settle(delivery, result, decided)
-                        continue
-                    now = self.clock.now()  # (the app's clock may be replaced meanwhile)
-                    write(delivery.seq, delivery.line)
-                else:
-                    now = self.clock.now()
+                if not ack_line(delivery.stream_key, delivery.seq, 1, delivery.line):  # settle()'s WARNING
+                    self.settle(delivery, result, decided)  # a record to make, naming settle(): settle() logs it
+                    continue
                 quiet_n += 1
-                record(delivery, now, 1, kind, decision)
+                record(delivery, self.clock.now(), 1, kind, decision)  # (the app's clock may be replaced meanwhile)
         finally:
             if quiet_n:
                 counts.outcome(kind, quiet_n)

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from nbkit import App, FileBroker, FilePosition, HandlerOutcome, PositionStore, VirtualClock
-from nbkit.runtime import logs
+from nbkit.runtime import logs, run_log
 
 from .helpers import records, seed
 
@@ -28,10 +28,10 @@ def _seeded(path: Path, n: int = N) -> None:
 
 
 @contextmanager
-def _run_log(limit: int = logs.RUN_BUFFER) -> Iterator[io.StringIO]:
+def _run_log(limit: int = run_log.RUN_BUFFER) -> Iterator[io.StringIO]:
     """A RunLogHandler as the one handler of the ``nbkit`` loggers (as under ``nbkit run``); its text."""
     out = io.StringIO()
-    handler = logs.RunLogHandler(out, limit=limit)
+    handler = run_log.RunLogHandler(out, limit=limit)
     nbkit = logging.getLogger("nbkit")
     nbkit.addHandler(handler)
     nbkit.propagate = False
@@ -230,7 +230,7 @@ def test_prints_come_after_the_lines_of_the_deliveries_before_them(tmp_path):
             print(f"handled {delivery.seq}", file=ordered)
 
     with _run_log() as out:
-        ordered = logs.LogOrderedStream(out)
+        ordered = run_log.LogOrderedStream(out)
         path = tmp_path / "print.ss"
         _seeded(path, 30)
         _app(path, handler, tmp_path).run()
