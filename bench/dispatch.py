@@ -15,8 +15,8 @@ target): what is left of the ratio then is the runtime's own work per delivery.
 
 ``App.run()`` settles the deliveries that are ready one after another (the subscription's
 ``Settlement.burst``): those the reader has scanned already come from its batch (``StreamReader.ready``), and
-an ack's WARNING goes to the run handler's ``settlement_writer`` once ``sole_run_handler`` says, per delivery,
-that nothing else would see a record.
+an ack's WARNING is gathered in the run handler by the settlement's ``AckLog.write`` while, per delivery, nothing
+else would see a record.
 
 The four sides run interleaved (one run of each per round, after one warm-up round), so a change in the
 machine's load falls on all of them; the medians are compared. ``--profile`` then prints cProfile's top

@@ -296,7 +296,7 @@ class AckLog:
     >>> handler = RunLogHandler(out)
     >>> logging.getLogger("nbkit").addHandler(handler)
     >>> logging.getLogger("nbkit").propagate = False
-    >>> AckLog("work").write("orders", 17, 1)  # gathered by the run handler
+    >>> AckLog("work").write("orders", 17, 1)  # gathered by the run handler (nbkit.dispatch logs WARNING)
     True
     >>> handler.close()
     >>> logging.getLogger("nbkit").removeHandler(handler)
@@ -342,20 +342,19 @@ class AckLog:
 
     def write(self, stream_key: str, seq: int, attempt: int, line: int | None = None) -> bool:
         """Gather the line of delivery ``seq`` of ``stream_key`` at ``attempt`` (``line``: a pipe delivery's
-        stdin line) in the run handler, when it is the only place the record would reach.
+        stdin line) in the run handler, when it is the only place the record would reach. The caller has
+        checked that the logger is enabled for WARNING (``logger.isEnabledFor``).
 
         Returns
         -------
         bool
-            True when the line is done with: gathered, left out by ``ack_log_rate``, or not logged at all
-            (the logger is not enabled for WARNING); False when anything else could see the record (another
+            True when the line is done with: gathered, or left out by ``ack_log_rate``; False when anything
+            else could see the record (another
             handler, a filter on the logger or on the handler, a formatter other than the handler's own, a
             record factory or a Logger class of the embedding, or no handler: logging's last resort): then
             the caller logs the record itself, naming itself as its source.
         """
         logger = self.logger
-        if not logger.isEnabledFor(logging.WARNING):
-            return True
         if (
             not _RUN_HANDLERS
             or type(logger) is not logging.Logger

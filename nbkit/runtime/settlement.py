@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
+from functools import partial
 from typing import Any, Protocol
 
 from nbkit.errors import NbkitError
@@ -202,7 +203,9 @@ class Settlement:
                 )
             else:  # the ack / nack WARNING: the burst writes it as here, or hands the delivery here
                 ack_log = self.ack_log
-                if not ack_log.write(delivery.stream_key, delivery.seq, attempt, delivery.line):
+                if ack_log.logger.isEnabledFor(logging.WARNING) and not ack_log.write(
+                    delivery.stream_key, delivery.seq, attempt, delivery.line
+                ):
                     # something other than the run handler could see the record: made here, naming settle()
                     ack_log.logger.warning(ack_log.message, extra=ack_log.extra(settled))
         else:
@@ -362,6 +365,7 @@ class Settlement:
         handle = self.handle
         record = self.record
         ack_line = self.ack_log.write
+        warns = partial(self.ack_log.logger.isEnabledFor, logging.WARNING)  # asked per delivery, as settle() does
         retry_header = RETRY_COUNT_HEADER
         ack = HandlerOutcome.ack()
         # what settling ``last`` records (its outcome and decision); ``quiet``: it writes no copy and logs
@@ -406,7 +410,7 @@ class Settlement:
                 if not quiet or decision is None:
                     self.settle(delivery, result, decided)
                     continue
-                if not ack_line(delivery.stream_key, delivery.seq, 1, delivery.line):  # settle()'s WARNING
+                if warns() and not ack_line(delivery.stream_key, delivery.seq, 1, delivery.line):  # settle()'s line
                     self.settle(delivery, result, decided)  # a record to make, naming settle(): settle() logs it
                     continue
                 quiet_n += 1
