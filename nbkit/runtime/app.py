@@ -18,7 +18,7 @@ import time
 from collections import deque
 
 from nbkit.errors import ConfigurationError, NbkitError
-from nbkit.runtime import logs
+from nbkit.runtime import logs, run_log
 from nbkit.runtime.broker import Broker, Subscription
 from nbkit.runtime.clock import Clock, RealClock
 from nbkit.runtime.delayed import DelayedCopies, PendingCopy
@@ -439,7 +439,7 @@ class App:
 
     def _flush(self) -> None:
         """The app is idle: write out the gathered log lines, then the brokers' buffered output."""
-        logs.flush_run_logs()
+        run_log.flush_run_logs()
         for b in self.brokers:
             if not b.closed and not b.output_closed:
                 try:
