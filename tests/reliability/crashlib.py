@@ -33,6 +33,7 @@ from nbkit.transport.file_writer import StreamWriter
 
 SCRIPT = Path(__file__).resolve().parent / "scripts" / "crash_writer.py"
 _spec = importlib.util.spec_from_file_location("crash_writer", SCRIPT)
+assert _spec is not None and _spec.loader is not None
 crash_writer = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(crash_writer)
 

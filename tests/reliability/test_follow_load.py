@@ -21,6 +21,7 @@ import pytest
 _spec = importlib.util.spec_from_file_location(
     "load_writer", Path(__file__).resolve().parent / "scripts" / "load_writer.py"
 )
+assert _spec is not None and _spec.loader is not None
 load_writer = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(load_writer)
 key_of, payload = load_writer.key_of, load_writer.payload

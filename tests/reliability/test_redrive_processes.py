@@ -33,13 +33,15 @@ def write_dead_letters(path: Path, n: int) -> None:
 
 def redriven_refs(path: Path) -> tuple[list[str], str]:
     """The x-nbkit-redriven-from values under orders, in file order, and how the read ended."""
-    refs = []
+    refs: list[str] = []
     with StreamReader(path, keys=["orders"]) as r:
         for m in r:
             headers, payload = envelope.decode(m.payload)
             if FROM in headers:
-                refs.append(headers[FROM])
-                assert payload == b'{"id": %d}' % int(headers[FROM].split("#")[1])
+                ref = headers[FROM]
+                assert isinstance(ref, str), ref
+                refs.append(ref)
+                assert payload == b'{"id": %d}' % int(ref.split("#")[1])
         end = r.end.reason
     return refs, end
 

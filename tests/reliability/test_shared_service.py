@@ -62,7 +62,9 @@ class Service:
             text=True,
         )
         self.lines: list[str] = []
-        self._reader = threading.Thread(target=lambda: self.lines.extend(self.proc.stdout), daemon=True)
+        out = self.proc.stdout
+        assert out is not None
+        self._reader = threading.Thread(target=lambda: self.lines.extend(out), daemon=True)
         self._reader.start()
         path = folder / "orders.ss"
         deadline = time.monotonic() + 30

@@ -57,6 +57,7 @@ def _start(tmp_path: Path, env) -> subprocess.Popen:
         cwd=tmp_path,
         env=env,
     )
+    assert proc.stdin is not None and proc.stderr is not None
     proc.stdin.write(b"".join(b"[jobs] line %d\n" % i for i in range(LINES)))
     proc.stdin.flush()
     if not select.select([proc.stderr], [], [], 60)[0]:

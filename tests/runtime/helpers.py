@@ -14,8 +14,10 @@ from base64 import b64decode
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from nbkit import StreamReader, StreamWriter, VirtualClock
+from nbkit import SettlementEvent, StreamReader, StreamWriter, VirtualClock
+from nbkit.runtime.broker import Broker
 
 RETRY = "x-ruststream-retry-count"
 SEQ = "stream-sequence"
@@ -143,9 +145,9 @@ class OpenPipe:
             self._w = -1
 
 
-def drain(app, limit: int = 1000) -> list:
+def drain(app, limit: int = 1000) -> list[SettlementEvent]:
     """Step until nothing is ready (delayed copies that are not yet due stay pending)."""
-    events = []
+    events: list[SettlementEvent] = []
     for _ in range(limit):
         ev = app.step()
         if ev is None:
@@ -154,9 +156,9 @@ def drain(app, limit: int = 1000) -> list:
     raise AssertionError(f"still delivering after {limit} steps")
 
 
-def settle_all(app, limit: int = 1000) -> list:
+def settle_all(app, limit: int = 1000) -> list[SettlementEvent]:
     """Step and fire delayed copies (moving the virtual clock) until nothing is ready or pending."""
-    events = []
+    events: list[SettlementEvent] = []
     for _ in range(limit):
         events += drain(app)
         due = app.next_due()
@@ -187,6 +189,7 @@ class Rig:
         self.key = key
         self.injected: set[int] = set()
         self._n = 0
+        self.broker: Broker[Any]
         if transport == "file":
             self.path = tmp_path / "rig.ss"
             self.broker = FileBroker(self.path)

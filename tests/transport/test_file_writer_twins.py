@@ -105,7 +105,7 @@ def _run(path: Path, steps, interval: int, flush_every: int, fsync: bool, compil
             beacon_interval=interval,
             file_name="t.ss",
             created_at_ms=7,
-            clock_ms=lambda: now[0],
+            clock_ms=lambda: now[0],  # type: ignore[arg-type,return-value]  # readings 1.5, None: wrong clocks on purpose
             flush_every=flush_every,
             fsync=fsync,
             exclusive=True,
