@@ -41,7 +41,9 @@ def test_the_file_service_is_fed_while_it_runs(tmp_path: Path) -> None:
         cwd=folder, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     err: list[str] = []
-    drain = threading.Thread(target=lambda: err.extend(service.stderr), daemon=True)
+    stderr = service.stderr
+    assert stderr is not None
+    drain = threading.Thread(target=lambda: err.extend(stderr), daemon=True)
     drain.start()
 
     def paid() -> list[str]:

@@ -44,7 +44,8 @@ def start_writer(path: Path, count: int) -> subprocess.Popen:
 
 def file_counts(path: Path) -> tuple[Counter, Counter]:
     """Messages per key and deliveries per attempt (non-dead-letter keys), read straight from the file."""
-    keys, attempts = Counter(), Counter()
+    keys: Counter[str] = Counter()
+    attempts: Counter[int] = Counter()
     with StreamReader(path) as r:
         for m in r:
             if m.stream_key.startswith("ruststream") or m.stream_key.startswith("SEA_"):

@@ -49,7 +49,9 @@ class Holder:
         ready = self.proc.stdout.readline()
         assert ready.startswith(b"ready"), ready + self.proc.stderr.read()
         self.returned: list[bytes] = []
-        self._drain = threading.Thread(target=lambda: self.returned.extend(self.proc.stdout), daemon=True)
+        out = self.proc.stdout
+        assert out is not None
+        self._drain = threading.Thread(target=lambda: self.returned.extend(out), daemon=True)
         self._drain.start()
 
     @property
@@ -200,7 +202,8 @@ def test_a_killed_writer_leaves_no_stale_lock(holder) -> None:
     with StreamWriter(h.path) as w:  # the kernel released the flock with the process
         for line in h.returned:  # and every write the holder reported is there
             key, seq = line.decode().split()
-            assert w.last_seq(key) >= int(seq)
+            last = w.last_seq(key)
+            assert last is not None and last >= int(seq), (key, seq, last)
 
 
 QUIET_HOLDER = """

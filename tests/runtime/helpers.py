@@ -7,6 +7,7 @@ The decoders here are written from the spec (runtime-semantics §3, §5.2) indep
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import os
 import re
 import struct
@@ -143,6 +144,17 @@ class OpenPipe:
         if self._w >= 0:
             os.close(self._w)
             self._w = -1
+
+
+class KeepRecords(logging.Handler):
+    """A logging handler that keeps every record it is given in ``records`` (the list passed in)."""
+
+    def __init__(self, records: list[logging.LogRecord]) -> None:
+        super().__init__()
+        self.records = records
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
 
 
 def drain(app, limit: int = 1000) -> list[SettlementEvent]:

@@ -8,7 +8,7 @@ import os
 
 from nbkit import App, FileBroker, HandlerOutcome, StdioBroker
 
-from .helpers import ACK_TEXT, drain, seed
+from .helpers import ACK_TEXT, KeepRecords, drain, seed
 
 DECLARATION_PREFIX = "retry declaration; a cap applies to the copies this process publishes"
 
@@ -109,8 +109,7 @@ def _ack_records(clock, n: int) -> list[logging.LogRecord]:
     broker.subscriber("jobs", out_retry="jobs.retry")(lambda d: None)
     app = App(broker, clock=clock)
     records: list[logging.LogRecord] = []
-    handler = logging.Handler()
-    handler.emit = records.append  # type: ignore[method-assign]
+    handler = KeepRecords(records)
     logger = logging.getLogger("nbkit.dispatch")
     logger.addHandler(handler)
     try:
@@ -178,8 +177,7 @@ def test_a_forked_child_records_its_own_process(clock):
     from nbkit.runtime import logs
 
     seen: list[logging.LogRecord] = []
-    handler = logging.Handler()
-    handler.emit = seen.append  # type: ignore[method-assign]
+    handler = KeepRecords(seen)
     logs.APP.addHandler(handler)
     try:
         for _ in range(2):  # the second record is built from the first one's attributes
