@@ -31,7 +31,7 @@ from nbkit.transport.file_writer import StreamWriter
 with StreamWriter("orders.ss") as w:
     for n in range(1, 1000):
         w.write("orders", b'{"n": %d}' % n)
-        time.sleep(0.02)
+        time.sleep(0.02)  # a steady writer: the count grows between the monitor's refreshes
 '''
 writer = subprocess.Popen([sys.executable, "-c", WRITER])"""
 

@@ -90,7 +90,7 @@ def crash_chain(
             truncated = int(ready.split()[1])
             if verified_end:  # the resume cut off exactly the torn bytes, nothing good
                 assert truncated == size_before - verified_end, (truncated, size_before, verified_end)
-            time.sleep(rnd.uniform(0.0, max_delay))
+            time.sleep(rnd.uniform(0.0, max_delay))  # a random moment of its writes: where the kill lands
         os.kill(child.pid, signal.SIGKILL)
         child.wait()
         out = (b"" if early else b"ready 0\n") + child.stdout.read()

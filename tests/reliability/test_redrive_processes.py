@@ -67,7 +67,7 @@ def test_a_redrive_killed_mid_way_and_run_again_redrives_each_dead_letter_once(t
                 os.kill(child.pid, signal.SIGKILL)
                 killed = True
                 break
-            time.sleep(0.0005)
+            time.sleep(0.0005)  # poll interval: the kill follows the file's growth closely
         child.wait()
         child.stderr.close()
         refs, end = redriven_refs(path)

@@ -223,7 +223,7 @@ def test_a_stage_whose_downstream_closes_stops_with_one_summary_and_exits_141(tm
                 break  # it already stopped reading
             if proc.poll() is not None:
                 break
-            time.sleep(0.005)
+            time.sleep(0.005)  # pacing: a line now and then until the stage stops (bounded by the 200 lines)
         try:
             proc.stdin.close()
         except BrokenPipeError:
