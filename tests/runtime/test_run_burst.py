@@ -243,7 +243,7 @@ def test_prints_come_after_the_lines_of_the_deliveries_before_them(tmp_path):
 
 def test_an_async_handler_runs_on_the_apps_loop(tmp_path):
     async def handler(delivery) -> HandlerOutcome:
-        await asyncio.sleep(0)
+        await asyncio.sleep(0)  # the handler awaits (a turn of the loop): what an async handler does
         return HandlerOutcome.drop() if delivery.seq == 2 else HandlerOutcome.ack()
 
     events, text, _, position = _outcome(App.run, handler, tmp_path, "async")
