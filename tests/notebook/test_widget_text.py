@@ -12,6 +12,7 @@ import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import ipywidgets
 import pytest
@@ -67,7 +68,7 @@ def lesson_widgets(scenario, stream_file: Path) -> Iterator[dict[str, ipywidgets
     """The four widgets, each after some work (a panel that has run, an explorer that has simulated)."""
     panel = SessionPanel(scenario.session)
     panel.buttons["run"].click()
-    shown = {
+    shown: dict[str, Any] = {
         "SessionPanel": panel,
         "PolicyExplorer": PolicyExplorer(Workload(messages=40, failure_rate=0.5, poison=0.05), background=False),
         "StreamBrowser": StreamBrowser(stream_file, page_size=5),

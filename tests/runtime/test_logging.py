@@ -7,7 +7,7 @@ import logging
 
 from nbkit import App, FileBroker, HandlerOutcome, StdioBroker
 
-from .helpers import ACK_TEXT, drain, seed
+from .helpers import ACK_TEXT, KeepRecords, drain, seed
 
 DECLARATION_PREFIX = "retry declaration; a cap applies to the copies this process publishes"
 
@@ -108,8 +108,7 @@ def _ack_records(clock, n: int) -> list[logging.LogRecord]:
     broker.subscriber("jobs", out_retry="jobs.retry")(lambda d: None)
     app = App(broker, clock=clock)
     records: list[logging.LogRecord] = []
-    handler = logging.Handler()
-    handler.emit = records.append  # type: ignore[method-assign]
+    handler = KeepRecords(records)
     logger = logging.getLogger("nbkit.dispatch")
     logger.addHandler(handler)
     try:

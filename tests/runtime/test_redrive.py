@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -165,7 +166,7 @@ def _pipe_capture(clock: VirtualClock) -> list[str]:
     """A buggy pipe stage's stdout: retry copies and dead letters (loopback, like a chain of stages)."""
     out: list[str] = []
     broker = StdioBroker(stdin=[], stdout=out, loopback=True)
-    options = {"max_attempts": 2, "dead_letter": "orders.dead", "out_retry": "orders.retry"}
+    options: dict[str, Any] = {"max_attempts": 2, "dead_letter": "orders.dead", "out_retry": "orders.retry"}
     broker.subscriber("orders", **options)(buggy)
     broker.subscriber("orders.retry", name="retries", **options)(buggy)
     app = App(broker, clock=clock)

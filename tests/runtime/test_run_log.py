@@ -20,7 +20,7 @@ from nbkit import App, HandlerOutcome, StdioBroker
 from nbkit.runtime import logs, run_log
 from nbkit.transport.pipe_io import LineSink
 
-from .helpers import ACK_TEXT
+from .helpers import ACK_TEXT, KeepRecords
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -135,8 +135,7 @@ def test_caplog_and_a_users_handler_still_get_records(clock, caplog):
     out = io.StringIO()
     run = run_log.RunLogHandler(out)
     records: list[logging.LogRecord] = []
-    mine = logging.Handler()
-    mine.emit = records.append  # type: ignore[method-assign]
+    mine = KeepRecords(records)
     dispatch = logging.getLogger("nbkit.dispatch")
     dispatch.addHandler(mine)
     logging.getLogger().addHandler(run)
