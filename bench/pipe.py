@@ -189,7 +189,8 @@ def compare(args: argparse.Namespace, tmp: str, size: int | None) -> list[bool]:
             return sum(1 for _ in f)
 
     # interleaved: each round runs every side, so a change in the machine's load hits them alike
-    timings = dict(zip(commands, interleaved([lambda name=name: run(name) for name in commands], args.repeat)))
+    runs = interleaved([lambda name=name: run(name) for name in commands], args.repeat)
+    timings = dict(zip(commands, runs, strict=True))
     t_nb, t_bare = timings["nbkit"], timings["bare"]
     produced = count_lines("nbkit")
     assert count_lines("bare") == n

@@ -3,7 +3,6 @@
 
 Same signatures, results and errors as the pure-Python reference twin:
 
-- :func:`crc16` as :data:`nbkit.wire.crc.crc16` (CRC-16/CDMA2000),
 - :func:`scan_frames` as :func:`nbkit.wire.scan.scan_frames` (the frame scanner),
 - :func:`scan_columns` as :func:`nbkit.wire.scan.scan_columns` (the scanner into column buffers) and
   :func:`split_payloads` / :func:`compact_payloads` / :func:`payload_lines` as their :mod:`nbkit.wire.scan`
@@ -85,20 +84,6 @@ cdef inline void _put64(uint8_t* p, uint64_t v) noexcept nogil:
     cdef int k
     for k in range(8):
         p[k] = <uint8_t>(v >> (56 - 8 * k))
-
-
-def crc16(data, initial=None):
-    """CRC-16/CDMA2000 of a bytes-like ``data`` (``initial``: the register to start from, 0xFFFF)."""
-    if initial is not None and not (type(initial) is int and 0 <= initial <= 0xFFFF):
-        from nbkit.wire.crc import crc16 as pure  # the twin says what is wrong with it
-        return pure(data, initial)
-    cdef uint16_t start = 0xFFFF if initial is None else <uint16_t>initial
-    if type(data) is bytes:
-        return _crc(<const uint8_t*>PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data), start)
-    cdef const uint8_t[::1] view = data
-    if view.shape[0] == 0:
-        return start
-    return _crc(&view[0], view.shape[0], start)
 
 
 cdef struct _Frame:
