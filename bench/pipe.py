@@ -181,6 +181,10 @@ def compare(args: argparse.Namespace, tmp: str, size: int | None) -> list[bool]:
     def run(name: str) -> None:
         command, checkout = commands[name]
         env = dict(os.environ, PYTHONPATH=checkout + os.pathsep + os.environ.get("PYTHONPATH", ""))
+        # bytecode cached (written by the warm-up round, in the temporary folder) as an installed service has it:
+        # without it every run compiles nbkit's modules again, a start-up cost the bare loop does not pay
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        env["PYTHONPYCACHEPREFIX"] = os.path.join(tmp, "pycache", name)
         with open(lines, "rb") as stdin, open(out(name), "wb") as stdout:
             subprocess.run(command, stdin=stdin, stdout=stdout, cwd=tmp, env=env, check=True)
 

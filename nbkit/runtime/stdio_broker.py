@@ -418,6 +418,9 @@ class StdioBroker(Broker[PipeRegistration]):
         if source is None:
             return None
         queue = sub.queue
+        routes = self._routes
+        sole = routes[0] if len(routes) == 1 else None
+        counters = self.decoder.counters
         while not sub.ended:
             try:
                 line = source.poll()
@@ -438,43 +441,27 @@ class StdioBroker(Broker[PipeRegistration]):
             lineno = source.lineno
             # parse, resolve, envelope (compiled twin: one call per line)
             try:
-                made = line_delivery(line, lineno, self.decoder.counters)
+                timestamp_ms, key, seq, shard_id, payload, headers, broadcast = line_delivery(line, lineno, counters)
             except LineParseError as exc:
                 self._bad_line(exc)
                 continue
-            headers = made.headers
             if RETRY_COUNT_HEADER in headers:
                 self._check_retry_count(headers[RETRY_COUNT_HEADER], lineno)
-            timestamp_ms = made.timestamp_ms
             if timestamp_ms is None:  # the line carries no time: the time it was read
                 timestamp_ms = int(round(self.clock.now() * 1000))
-            key = made.stream_key
-            broadcast = made.broadcast
-            routes = self._routes
-            if len(routes) == 1 and (broadcast or routes[0].key == key):  # one subscription: its own headers dict
-                return Delivery(
-                    made.payload,
-                    headers,
-                    key,
-                    made.shard_id,
-                    made.seq,
-                    timestamp_ms,
-                    "pipe",
-                    routes[0].name,
-                    None,
-                    lineno,
-                )
+            if sole is not None and (broadcast or sole.key == key):  # one subscription: its own headers dict
+                return Delivery(payload, headers, key, shard_id, seq, timestamp_ms, "pipe", sole.name, None, lineno)
             first = True
             for route in routes:
                 if broadcast or route.key == key:
                     # each delivery has its own headers: the first takes the decoded dict, the others a copy
                     route.deliver(
                         Delivery(
-                            made.payload,
+                            payload,
                             headers if first else dict(headers),
                             key,
-                            made.shard_id,
-                            made.seq,
+                            shard_id,
+                            seq,
                             timestamp_ms,
                             "pipe",
                             route.name,
@@ -660,7 +647,7 @@ class StdioBroker(Broker[PipeRegistration]):
                 "or check the payload before forwarding it)"
             )
         now = self.clock.now()
-        seq, line = self.formatter.copy(key, headers, data, int(round(now * 1000)))  # the rs1/rs2 envelope's line
+        seq, line = self.formatter.copy(key, headers, data, round(now * 1000))  # the rs1/rs2 envelope's line
         self.sink.write(line)
         if self.loopback and self.source is not None:
             self.source.feed(line[:-1])

@@ -3,6 +3,7 @@ streams, damaged bytes, frames and stdio lines (hypothesis). Skipped where the c
 
 from __future__ import annotations
 
+import gc
 import itertools
 from array import array
 from pathlib import Path
@@ -74,6 +75,31 @@ def test_compiled_frames_carry_the_catalogue_crc():
         payload = bytes(range(n))
         frame, crc = compiled.encode_frame(b"k", 0, 1, 2, payload)
         assert crc == crc16(payload) and frame[-3:-1] == crc.to_bytes(2, "big")
+
+
+# -- records ------------------------------------------------------------------------------------------
+
+
+def test_compiled_records_of_plain_values_are_left_to_reference_counting():
+    from nbkit.runtime.broker import Published
+
+    plain = compiled.new_record(Published, ("k", 1, 2.0))
+    assert plain == ("k", 1, 2.0) and not gc.is_tracked(plain)  # (as CPython untracks such a plain tuple)
+    assert not gc.is_tracked(compiled.new_record(Published, ("k", (1, "a"), None)))
+    assert gc.is_tracked(compiled.new_record(Published, ("k", (1, []), None)))  # a tuple holding a container
+
+    collected = []
+
+    class Sentinel:
+        def __del__(self):
+            collected.append(True)
+
+    holder = compiled.new_record(Published, ("k", {"sentinel": Sentinel()}, 2.0))
+    assert gc.is_tracked(holder)  # a container may be changed later: the record may end up in a cycle
+    holder.seq["me"] = holder
+    del holder
+    gc.collect()
+    assert collected == [True]  # the cycle through the dict was found and collected
 
 
 # -- the frame scanner --------------------------------------------------------------------------------
