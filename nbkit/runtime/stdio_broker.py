@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import NamedTuple
 
 from nbkit.errors import (
@@ -75,10 +75,19 @@ class StdioSubscription(Subscription):
     broker: StdioBroker
     registration: PipeRegistration
 
+    scans_ahead = True  # ready(): the deliveries of the lines read already
+
     def __init__(self, broker: StdioBroker, registration: PipeRegistration, source: LineSource) -> None:
         super().__init__(broker, registration)
         self.source = source
         self.queue: deque[Delivery] = deque()
+
+    def ready(self) -> Iterator[Delivery]:
+        """The deliveries :meth:`poll` would return next without reading stdin: those queued, then those of the
+        lines read already, each made as it is asked for (a settlement loop takes them one after another)."""
+        if self.ended:
+            return iter(())
+        return self.broker._deliveries(self, read=False)
 
     def poll(self) -> Delivery | NeedMore | None:
         queue = self.queue
@@ -411,27 +420,41 @@ class StdioBroker(Broker[PipeRegistration]):
 
     def _pump(self, sub: StdioSubscription) -> Delivery | None:
         """The next delivery for ``sub``: read lines, queueing each line's delivery for every subscription it is
-        for, until ``sub`` has one; None when no line is there now (or stdin has ended: ``source_ended``).
+        for, until ``sub`` has one; None when no line is there now (or stdin has ended: ``source_ended``)."""
+        return next(self._deliveries(sub, read=True), None)
 
-        With one subscription, a line for it is not queued: its delivery is returned at once."""
+    def _deliveries(self, sub: StdioSubscription, *, read: bool) -> Iterator[Delivery]:
+        """``sub``'s deliveries, each made when it is asked for: from its queue, then from the lines read already
+        (:meth:`LineSource.ready`), and with ``read`` from what stdin has now (never waiting); each line's delivery
+        is queued for every other subscription it is for. With one subscription, a line for it is not queued:
+        its delivery is handed out at once. The one place a stdin line becomes deliveries."""
         source = self.source
         if source is None:
-            return None
+            return
         queue = sub.queue
         routes = self._routes
         sole = routes[0] if len(routes) == 1 else None
         counters = self.decoder.counters
+        lines = source.ready()
         while not sub.ended:
-            try:
-                line = source.poll()
-            except (Utf8Error, LineParseError) as exc:  # not UTF-8, or over the line bound
-                self._bad_line(exc)
+            if queue:
+                yield queue.popleft()
                 continue
-            if line is None:
-                self.source_ended = True
-                return None
-            if line is NEED_MORE:
-                return None
+            line = next(lines, None)
+            if line is None:  # none read already: read stdin (or stop here)
+                if not read:
+                    return
+                try:
+                    line = source.poll()
+                except (Utf8Error, LineParseError) as exc:  # not UTF-8, or over the line bound
+                    self._bad_line(exc)
+                    continue
+                if line is None:
+                    self.source_ended = True
+                    return
+                if line is NEED_MORE:
+                    return
+                lines = source.ready()  # the rest of this read
             if self._cleans:
                 if self.strip_cr and line.endswith("\r"):
                     line = line[:-1]
@@ -450,7 +473,8 @@ class StdioBroker(Broker[PipeRegistration]):
             if timestamp_ms is None:  # the line carries no time: the time it was read
                 timestamp_ms = int(round(self.clock.now() * 1000))
             if sole is not None and (broadcast or sole.key == key):  # one subscription: its own headers dict
-                return Delivery(payload, headers, key, shard_id, seq, timestamp_ms, "pipe", sole.name, None, lineno)
+                yield Delivery(payload, headers, key, shard_id, seq, timestamp_ms, "pipe", sole.name, None, lineno)
+                continue
             first = True
             for route in routes:
                 if broadcast or route.key == key:
@@ -473,9 +497,6 @@ class StdioBroker(Broker[PipeRegistration]):
             if first:  # no subscription reads this key
                 self.counts.unsubscribed += 1
                 logs.emit(logs.SUBSCRIBER, logging.DEBUG, logs.UNSUBSCRIBED_LINE, line=lineno, stream_key=key)
-            if queue:
-                return queue.popleft()
-        return None
 
     def _bad_line(self, exc: LineParseError | Utf8Error) -> None:
         """A malformed or non-UTF-8 line: stop there (``on_bad_lines="error"``: the lines not read yet are

@@ -243,6 +243,40 @@ class LineSource:
         """
         self._queue.append(line)
 
+    def ready(self) -> Iterator[str]:
+        """The lines :meth:`poll` would return next without reading the source: those fed back, then those of the
+        last read. Each is taken as it is handed out (``lineno`` counts it), so stopping early leaves the rest to
+        :meth:`poll`; the iterator ends where :meth:`poll` would have to read, or would raise (a line that is not
+        UTF-8 or is over the bound: :meth:`poll` says so).
+
+        Returns
+        -------
+        iterator of str
+            The lines, without their ``\\n``; possibly none.
+
+        Examples
+        --------
+        >>> source = LineSource(b"a\\nb\\n")
+        >>> source.poll(), list(source.ready())  # an iterable source: nothing is read ahead
+        ('a', [])
+        """
+        queue = self._queue
+        while True:
+            if queue:
+                self.lineno += 1
+                yield queue.popleft()
+                continue
+            i = self._next
+            lines = self._lines
+            if i >= len(lines):
+                return
+            line = lines[i]
+            if type(line) is not str:
+                return
+            self._next = i + 1
+            self.lineno += 1
+            yield line
+
     def poll(self) -> str | NeedMore | None:
         """The next line, ``NEED_MORE`` (a pipe has nothing now) or ``None`` (the source has ended).
 
