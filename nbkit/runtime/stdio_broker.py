@@ -433,7 +433,7 @@ class StdioBroker(Broker[PipeRegistration]):
             return
         queue = sub.queue
         routes = self._routes
-        sole = routes[0] if len(routes) == 1 else None
+        sole_key, sole_name = (routes[0].key, routes[0].name) if len(routes) == 1 else (None, "")
         counters = self.decoder.counters
         lines = source.ready()
         while not sub.ended:
@@ -445,15 +445,16 @@ class StdioBroker(Broker[PipeRegistration]):
                 if not read:
                     return
                 try:
-                    line = source.poll()
+                    polled = source.poll()
                 except (Utf8Error, LineParseError) as exc:  # not UTF-8, or over the line bound
                     self._bad_line(exc)
                     continue
-                if line is None:
+                if polled is None:
                     self.source_ended = True
                     return
-                if line is NEED_MORE:
+                if polled is NEED_MORE:
                     return
+                line = polled
                 lines = source.ready()  # the rest of this read
             if self._cleans:
                 if self.strip_cr and line.endswith("\r"):
@@ -472,8 +473,8 @@ class StdioBroker(Broker[PipeRegistration]):
                 self._check_retry_count(headers[RETRY_COUNT_HEADER], lineno)
             if timestamp_ms is None:  # the line carries no time: the time it was read
                 timestamp_ms = int(round(self.clock.now() * 1000))
-            if sole is not None and (broadcast or sole.key == key):  # one subscription: its own headers dict
-                yield Delivery(payload, headers, key, shard_id, seq, timestamp_ms, "pipe", sole.name, None, lineno)
+            if sole_key is not None and (broadcast or sole_key == key):  # one subscription: its own headers dict
+                yield Delivery(payload, headers, key, shard_id, seq, timestamp_ms, "pipe", sole_name, None, lineno)
                 continue
             first = True
             for route in routes:
