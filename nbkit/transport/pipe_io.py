@@ -290,19 +290,16 @@ class LineSource:
         Utf8Error
             If the line read from a descriptor or as bytes is not valid UTF-8.
         """
-        if self._queue:
-            self.lineno += 1
-            return self._queue.popleft()
+        for line in self.ready():  # fed back, or read already and decoded
+            return line
         i = self._next
-        if i < len(self._lines):
+        if i < len(self._lines):  # read already, to decode here (or over the bound): ready() stops before it
             self._next = i + 1
             self.lineno += 1
-            line = self._lines[i]
-            if isinstance(line, str):
-                return line
-            if isinstance(line, _Overlong):
-                raise self._too_long(line.size)
-            return self._decoded(line)
+            raw = self._lines[i]
+            if isinstance(raw, _Overlong):
+                raise self._too_long(raw.size)
+            return raw if isinstance(raw, str) else self._decoded(raw)
         if self._iter is not None:
             try:
                 item = next(self._iter)
