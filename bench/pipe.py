@@ -178,14 +178,14 @@ def compare(args: argparse.Namespace, tmp: str, size: int | None) -> list[bool]:
     def out(name: str) -> str:
         return os.path.join(tmp, f"out-{name}.txt")
 
-    def run(name: str) -> None:
+    def run(name: str, source: str = lines) -> None:
         command, checkout = commands[name]
         env = dict(os.environ, PYTHONPATH=checkout + os.pathsep + os.environ.get("PYTHONPATH", ""))
         # bytecode cached (written by the warm-up round, in the temporary folder) as an installed service has it:
         # without it every run compiles nbkit's modules again, a start-up cost the bare loop does not pay
         env.pop("PYTHONDONTWRITEBYTECODE", None)
         env["PYTHONPYCACHEPREFIX"] = os.path.join(tmp, "pycache", name)
-        with open(lines, "rb") as stdin, open(out(name), "wb") as stdout:
+        with open(source, "rb") as stdin, open(out(name) if source == lines else os.devnull, "wb") as stdout:
             subprocess.run(command, stdin=stdin, stdout=stdout, cwd=tmp, env=env, check=True)
 
     def count_lines(name: str) -> int:
@@ -193,8 +193,15 @@ def compare(args: argparse.Namespace, tmp: str, size: int | None) -> list[bool]:
             return sum(1 for _ in f)
 
     # interleaved: each round runs every side, so a change in the machine's load hits them alike
-    runs = interleaved([lambda name=name: run(name) for name in commands], args.repeat)
-    timings = dict(zip(commands, runs, strict=True))
+    # and each Python side on empty input: its start-up, subtracted for the per-line figures
+    sides = [name for name in commands if name != "cat"]
+    full = [lambda name=name: run(name) for name in commands]
+    runs = interleaved(full + [lambda name=name: run(name, os.devnull) for name in sides], args.repeat)
+    timings = dict(zip(commands, runs[: len(commands)], strict=True))
+    per_line = {
+        name: c.Timing(timings[name].wall - start.wall, timings[name].cpu - start.cpu, [], None)
+        for name, start in zip(sides, runs[len(commands) :], strict=True)
+    }
     t_nb, t_bare = timings["nbkit"], timings["bare"]
     produced = count_lines("nbkit")
     assert count_lines("bare") == n
@@ -207,6 +214,11 @@ def compare(args: argparse.Namespace, tmp: str, size: int | None) -> list[bool]:
         c.row(f"nbkit run, {args.against}", t_ag, n, f"({c.ratio(t_ag, t_bare)} bare)")
     c.row("bare Python loop (regex parse, write back)", t_bare, n)
     c.row("cat (the floor)", timings["cat"], n)
+    print("   start-up subtracted (each side's median run on empty input), the per-line cost:")
+    for name in sides:
+        label = {"nbkit": "nbkit run", "bare": "bare loop", "against": f"nbkit run, {args.against}"}[name]
+        extra = "" if name == "bare" else f"({c.ratio(per_line[name], per_line['bare'])} bare)"
+        c.row(f"  {label}", per_line[name], n, extra)
     results.append(c.verdict(f"every line written back ({what})", produced == n, f"{produced:,} of {n:,}"))
     results.append(
         c.verdict(
