@@ -10,10 +10,15 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterable
 
-from nbkit.wire.crc import crc16, running_update
+from nbkit.wire.crc import crc16
 
 #: (stream_key, shard_id, seq, timestamp_ms, payload)
 Msg = tuple[str, int, int, int, bytes]
+
+
+def running_update(running: int, payload_crc: int) -> int:
+    """Feed one message's payload CRC (as 2 big-endian bytes) into a stream's running checksum (§6)."""
+    return crc16(payload_crc.to_bytes(2, "big"), running)
 
 
 def _num_markers(interval: int) -> int:

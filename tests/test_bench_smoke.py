@@ -28,7 +28,7 @@ TINY = {
     "read": ["--messages", "2000", "--repeat", "1"],
     "write": ["--messages", "2000", "--repeat", "1", "--batch", "64", "--fsync-messages", "200"],
     "dispatch": ["--messages", "2000", "--repeat", "1"],
-    "pipe": ["--messages", "2000", "--repeat", "1"],
+    "pipe": ["--messages", "2000", "--repeat", "1", "--payload-bytes", "75", "1024"],
     "memory": ["--messages", "2000", "--repeat", "1", "--size-mb", "4"],
     "policy_explorer": ["--messages", "100", "--repeat", "1"],
     "lineage": ["--messages", "2000", "--repeat", "1"],

@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 from checkout_env import checkout_env
 from cli_run import one_error_line, run
+from stream_files import iter_messages
 
 from nbkit import cli
 from nbkit.transport.file_info import summarize
-from nbkit.transport.file_reader import iter_messages
 from nbkit.transport.file_writer import StreamWriter
 from nbkit.wire import envelope
 from nbkit.wire.keys import INTERNAL_KEY, PRIMING_KEY

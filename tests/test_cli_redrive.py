@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 from cli_run import one_error_line, run
+from stream_files import iter_messages
 
-from nbkit.transport.file_reader import iter_messages
 from nbkit.transport.file_writer import StreamWriter
 from nbkit.wire import envelope
 from nbkit.wire.stdio_line import format_line, parse_line

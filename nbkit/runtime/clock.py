@@ -26,7 +26,8 @@ class Clock(Protocol):
     """What the runtime needs of time: the time now, how long to wait for a deadline, and its arrival.
 
     Times are seconds since the Unix epoch; the runtime never reads time any other way.
-    :class:`RealClock` and :class:`VirtualClock` implement it; any object with these three methods will do.
+    :class:`RealClock` and :class:`VirtualClock` implement it (their methods are documented here, once);
+    any object with these three methods will do.
 
     Examples
     --------
@@ -82,10 +83,11 @@ class Clock(Protocol):
         ...
 
 
-class RealClock:
+class RealClock(Clock):
     """Wall-clock time (``time.time``): what ``App`` uses unless told otherwise.
 
-    Waiting for a deadline means sleeping until it; when it comes there is nothing to do.
+    :meth:`~Clock.now` is ``time.time()``; :meth:`~Clock.sleep_time` is the time left until the deadline
+    (never negative); :meth:`~Clock.reach` does nothing: real time reaches a deadline by itself.
 
     Examples
     --------
@@ -98,57 +100,13 @@ class RealClock:
     """
 
     def now(self) -> float:
-        """Seconds since the Unix epoch, now.
-
-        Returns
-        -------
-        float
-            ``time.time()``.
-
-        Examples
-        --------
-        >>> RealClock().now() > 1_700_000_000
-        True
-        """
         return time.time()
 
     def sleep_time(self, deadline: float) -> float:
-        """How long to sleep until ``deadline``: the time left, never negative.
-
-        Parameters
-        ----------
-        deadline : float
-            Epoch seconds.
-
-        Returns
-        -------
-        float
-            ``max(0, deadline - now())`` seconds.
-
-        Examples
-        --------
-        >>> clock = RealClock()
-        >>> 0 < clock.sleep_time(clock.now() + 60) <= 60
-        True
-        """
         return max(0.0, deadline - time.time())
 
     def reach(self, deadline: float) -> None:
-        """Nothing: real time reaches a deadline by itself.
-
-        Parameters
-        ----------
-        deadline : float
-            Epoch seconds (unused).
-
-        Returns
-        -------
-        None
-
-        Examples
-        --------
-        >>> RealClock().reach(0.0)
-        """
+        pass
 
     def __repr__(self) -> str:
         return "RealClock()"
@@ -158,11 +116,12 @@ class RealClock:
 DEFAULT_VIRTUAL_START = dt.datetime(2024, 1, 1, tzinfo=dt.UTC)
 
 
-class VirtualClock:
+class VirtualClock(Clock):
     """Time that moves only when told to, so every run is reproducible.
 
-    It moves with :meth:`advance`, :meth:`set`, or when the app reaches a deadline (:meth:`reach`: the
-    clock jumps to it instead of sleeping). It never goes backwards, except to its start on :meth:`reset`.
+    It moves with :meth:`advance`, :meth:`set`, or when the app reaches a deadline (:meth:`~Clock.reach`:
+    the clock jumps to it instead of sleeping, so :meth:`~Clock.sleep_time` is always 0). It never goes
+    backwards, except to its start on :meth:`reset`; :meth:`~Clock.now` is the start plus every move so far.
 
     Parameters
     ----------
@@ -180,6 +139,10 @@ class VirtualClock:
     VirtualClock(2024-01-01T00:01:30+00:00)
     >>> clock.sleep_time(clock.now() + 3600)  # waiting takes no real time: the clock jumps instead
     0.0
+    >>> clock.reach(clock.start + 3600), clock.reach(clock.start)  # the second is already past: no move
+    (None, None)
+    >>> clock.now() - clock.start
+    3600.0
     """
 
     def __init__(self, start: float | dt.datetime = DEFAULT_VIRTUAL_START) -> None:
@@ -191,13 +154,6 @@ class VirtualClock:
         self.start = self._now
 
     def now(self) -> float:
-        """The clock's current time, in epoch seconds.
-
-        Returns
-        -------
-        float
-            The start plus every advance so far.
-        """
         return self._now
 
     def advance(self, seconds: float) -> float:
@@ -263,45 +219,9 @@ class VirtualClock:
         self._now = float(t)
 
     def sleep_time(self, deadline: float) -> float:
-        """No real time: a virtual clock does not wait for a deadline, it jumps to it (:meth:`reach`).
-
-        Parameters
-        ----------
-        deadline : float
-            Epoch seconds (unused).
-
-        Returns
-        -------
-        float
-            Always 0.0.
-
-        Examples
-        --------
-        >>> VirtualClock(100.0).sleep_time(1e9)
-        0.0
-        """
         return 0.0
 
     def reach(self, deadline: float) -> None:
-        """The deadline has come: jump forward to it (a deadline already past leaves the clock where it is).
-
-        Parameters
-        ----------
-        deadline : float
-            Epoch seconds.
-
-        Returns
-        -------
-        None
-
-        Examples
-        --------
-        >>> clock = VirtualClock(100.0)
-        >>> clock.reach(160.0)
-        >>> clock.reach(130.0)  # already past: no move
-        >>> clock.now()
-        160.0
-        """
         if deadline > self._now:
             self._now = deadline
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import NamedTuple
 
 from nbkit.errors import (
@@ -75,10 +75,19 @@ class StdioSubscription(Subscription):
     broker: StdioBroker
     registration: PipeRegistration
 
+    scans_ahead = True  # ready(): the deliveries of the lines read already
+
     def __init__(self, broker: StdioBroker, registration: PipeRegistration, source: LineSource) -> None:
         super().__init__(broker, registration)
         self.source = source
         self.queue: deque[Delivery] = deque()
+
+    def ready(self) -> Iterator[Delivery]:
+        """The deliveries :meth:`poll` would return next without reading stdin: those queued, then those of the
+        lines read already, each made as it is asked for (a settlement loop takes them one after another)."""
+        if self.ended:
+            return iter(())
+        return self.broker._deliveries(self, read=False)
 
     def poll(self) -> Delivery | NeedMore | None:
         queue = self.queue
@@ -411,24 +420,42 @@ class StdioBroker(Broker[PipeRegistration]):
 
     def _pump(self, sub: StdioSubscription) -> Delivery | None:
         """The next delivery for ``sub``: read lines, queueing each line's delivery for every subscription it is
-        for, until ``sub`` has one; None when no line is there now (or stdin has ended: ``source_ended``).
+        for, until ``sub`` has one; None when no line is there now (or stdin has ended: ``source_ended``)."""
+        return next(self._deliveries(sub, read=True), None)
 
-        With one subscription, a line for it is not queued: its delivery is returned at once."""
+    def _deliveries(self, sub: StdioSubscription, *, read: bool) -> Iterator[Delivery]:
+        """``sub``'s deliveries, each made when it is asked for: from its queue, then from the lines read already
+        (:meth:`LineSource.ready`), and with ``read`` from what stdin has now (never waiting); each line's delivery
+        is queued for every other subscription it is for. With one subscription, a line for it is not queued:
+        its delivery is handed out at once. The one place a stdin line becomes deliveries."""
         source = self.source
         if source is None:
-            return None
+            return
         queue = sub.queue
+        routes = self._routes
+        sole_key, sole_name = (routes[0].key, routes[0].name) if len(routes) == 1 else (None, "")
+        counters = self.decoder.counters
+        lines = source.ready()
         while not sub.ended:
-            try:
-                line = source.poll()
-            except (Utf8Error, LineParseError) as exc:  # not UTF-8, or over the line bound
-                self._bad_line(exc)
+            if queue:
+                yield queue.popleft()
                 continue
-            if line is None:
-                self.source_ended = True
-                return None
-            if line is NEED_MORE:
-                return None
+            line = next(lines, None)
+            if line is None:  # none read already: read stdin (or stop here)
+                if not read:
+                    return
+                try:
+                    polled = source.poll()
+                except (Utf8Error, LineParseError) as exc:  # not UTF-8, or over the line bound
+                    self._bad_line(exc)
+                    continue
+                if polled is None:
+                    self.source_ended = True
+                    return
+                if polled is NEED_MORE:
+                    return
+                line = polled
+                lines = source.ready()  # the rest of this read
             if self._cleans:
                 if self.strip_cr and line.endswith("\r"):
                     line = line[:-1]
@@ -438,43 +465,28 @@ class StdioBroker(Broker[PipeRegistration]):
             lineno = source.lineno
             # parse, resolve, envelope (compiled twin: one call per line)
             try:
-                made = line_delivery(line, lineno, self.decoder.counters)
+                timestamp_ms, key, seq, shard_id, payload, headers, broadcast = line_delivery(line, lineno, counters)
             except LineParseError as exc:
                 self._bad_line(exc)
                 continue
-            headers = made.headers
             if RETRY_COUNT_HEADER in headers:
                 self._check_retry_count(headers[RETRY_COUNT_HEADER], lineno)
-            timestamp_ms = made.timestamp_ms
             if timestamp_ms is None:  # the line carries no time: the time it was read
                 timestamp_ms = int(round(self.clock.now() * 1000))
-            key = made.stream_key
-            broadcast = made.broadcast
-            routes = self._routes
-            if len(routes) == 1 and (broadcast or routes[0].key == key):  # one subscription: its own headers dict
-                return Delivery(
-                    made.payload,
-                    headers,
-                    key,
-                    made.shard_id,
-                    made.seq,
-                    timestamp_ms,
-                    "pipe",
-                    routes[0].name,
-                    None,
-                    lineno,
-                )
+            if sole_key is not None and (broadcast or sole_key == key):  # one subscription: its own headers dict
+                yield Delivery(payload, headers, key, shard_id, seq, timestamp_ms, "pipe", sole_name, None, lineno)
+                continue
             first = True
             for route in routes:
                 if broadcast or route.key == key:
                     # each delivery has its own headers: the first takes the decoded dict, the others a copy
                     route.deliver(
                         Delivery(
-                            made.payload,
+                            payload,
                             headers if first else dict(headers),
                             key,
-                            made.shard_id,
-                            made.seq,
+                            shard_id,
+                            seq,
                             timestamp_ms,
                             "pipe",
                             route.name,
@@ -486,9 +498,6 @@ class StdioBroker(Broker[PipeRegistration]):
             if first:  # no subscription reads this key
                 self.counts.unsubscribed += 1
                 logs.emit(logs.SUBSCRIBER, logging.DEBUG, logs.UNSUBSCRIBED_LINE, line=lineno, stream_key=key)
-            if queue:
-                return queue.popleft()
-        return None
 
     def _bad_line(self, exc: LineParseError | Utf8Error) -> None:
         """A malformed or non-UTF-8 line: stop there (``on_bad_lines="error"``: the lines not read yet are
@@ -660,7 +669,7 @@ class StdioBroker(Broker[PipeRegistration]):
                 "or check the payload before forwarding it)"
             )
         now = self.clock.now()
-        seq, line = self.formatter.copy(key, headers, data, int(round(now * 1000)))  # the rs1/rs2 envelope's line
+        seq, line = self.formatter.copy(key, headers, data, round(now * 1000))  # the rs1/rs2 envelope's line
         self.sink.write(line)
         if self.loopback and self.source is not None:
             self.source.feed(line[:-1])

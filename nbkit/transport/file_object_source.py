@@ -1,6 +1,6 @@
 """A stream file's bytes from an open binary file object (``io.BytesIO``, ``open(path, "rb")``, a socket's file).
 
-A :class:`FileObjectSource` satisfies :class:`~nbkit.transport.source.ByteSource`, so a
+A :class:`FileObjectSource` has what a reader needs of a :class:`~nbkit.transport.source.LocalSource`, so a
 :class:`~nbkit.transport.file_reader.StreamReader` (and through it ``read_stream``, ``read_arrow`` and
 :class:`~nbkit.tabular.reader.FrameReader`) reads a file object as it reads a path:
 

@@ -631,16 +631,4 @@ class StreamReader:
             yield item
 
 
-def read_header(path: str | os.PathLike) -> FileHeader:
-    """Read just the header of a stream file."""
-    with StreamReader(path) as r:
-        return r.header
-
-
-def iter_messages(path: str | os.PathLike, **options: Any) -> Iterator[Message]:
-    """Yield every message of a stream file (replay); options as for :class:`StreamReader`."""
-    with StreamReader(path, **options) as r:
-        yield from r
-
-
-__all__ = ["CHUNK", "StreamReader", "iter_messages", "read_header"]
+__all__ = ["CHUNK", "StreamReader"]

@@ -243,6 +243,40 @@ class LineSource:
         """
         self._queue.append(line)
 
+    def ready(self) -> Iterator[str]:
+        """The lines :meth:`poll` would return next without reading the source: those fed back, then those of the
+        last read. Each is taken as it is handed out (``lineno`` counts it), so stopping early leaves the rest to
+        :meth:`poll`; the iterator ends where :meth:`poll` would have to read, or would raise (a line that is not
+        UTF-8 or is over the bound: :meth:`poll` says so).
+
+        Returns
+        -------
+        iterator of str
+            The lines, without their ``\\n``; possibly none.
+
+        Examples
+        --------
+        >>> source = LineSource(b"a\\nb\\n")
+        >>> source.poll(), list(source.ready())  # an iterable source: nothing is read ahead
+        ('a', [])
+        """
+        queue = self._queue
+        while True:
+            if queue:
+                self.lineno += 1
+                yield queue.popleft()
+                continue
+            i = self._next
+            lines = self._lines
+            if i >= len(lines):
+                return
+            line = lines[i]
+            if type(line) is not str:
+                return
+            self._next = i + 1
+            self.lineno += 1
+            yield line
+
     def poll(self) -> str | NeedMore | None:
         """The next line, ``NEED_MORE`` (a pipe has nothing now) or ``None`` (the source has ended).
 
@@ -256,19 +290,16 @@ class LineSource:
         Utf8Error
             If the line read from a descriptor or as bytes is not valid UTF-8.
         """
-        if self._queue:
-            self.lineno += 1
-            return self._queue.popleft()
+        for line in self.ready():  # fed back, or read already and decoded
+            return line
         i = self._next
-        if i < len(self._lines):
+        if i < len(self._lines):  # read already, to decode here (or over the bound): ready() stops before it
             self._next = i + 1
             self.lineno += 1
-            line = self._lines[i]
-            if isinstance(line, str):
-                return line
-            if isinstance(line, _Overlong):
-                raise self._too_long(line.size)
-            return self._decoded(line)
+            raw = self._lines[i]
+            if isinstance(raw, _Overlong):
+                raise self._too_long(raw.size)
+            return raw if isinstance(raw, str) else self._decoded(raw)
         if self._iter is not None:
             try:
                 item = next(self._iter)

@@ -42,7 +42,7 @@ import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, Protocol
+from typing import Any
 
 from nbkit.errors import (
     FileIOError,
@@ -58,7 +58,6 @@ __all__ = [
     "DEFAULT_BLOCK_SIZE",
     "DEFAULT_TIMEOUTS",
     "LOCAL_CHUNK",
-    "ByteSource",
     "FetchTotals",
     "LocalSource",
     "RangeIgnoredWarning",
@@ -160,29 +159,6 @@ def fetch_totals() -> FetchTotals:
     0
     """
     return _TOTALS
-
-
-class ByteSource(Protocol):
-    """What a reader needs of a file: bytes at an offset, the size, and whether it was removed."""
-
-    name: str
-    #: Bytes a sequential read asks for at a time.
-    block_size: int
-    #: Bytes a probe (a beacon during a seek) asks for.
-    probe_size: int
-    #: Where the current read stops, when the reader knows: ahead-reads are cut there (None: no limit).
-    limit: int | None
-    remote: bool
-
-    def pread(self, n: int, offset: int) -> bytes: ...
-
-    def size(self) -> int: ...
-
-    def stamp(self) -> tuple[Any, ...]: ...
-
-    def removed(self) -> bool: ...
-
-    def close(self) -> None: ...
 
 
 class RangeIgnoredWarning(UserWarning):
@@ -516,7 +492,7 @@ def open_source(
         a socket, a device: refused before it is opened), cannot be reached (refused, timed out), or
         needs a backend that is not installed; each message names the path or URL and what happened.
     """
-    if callable(getattr(path, "pread", None)):  # an open ByteSource (file_object_source): read as it is
+    if callable(getattr(path, "pread", None)):  # an open source (a FileObjectSource): read as it is
         return path  # type: ignore[return-value]
     if not is_url(path):
         if storage_options:

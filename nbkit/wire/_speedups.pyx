@@ -3,7 +3,6 @@
 
 Same signatures, results and errors as the pure-Python reference twin:
 
-- :func:`crc16` as :data:`nbkit.wire.crc.crc16` (CRC-16/CDMA2000),
 - :func:`scan_frames` as :func:`nbkit.wire.scan.scan_frames` (the frame scanner),
 - :func:`scan_columns` as :func:`nbkit.wire.scan.scan_columns` (the scanner into column buffers) and
   :func:`split_payloads` / :func:`compact_payloads` / :func:`payload_lines` as their :mod:`nbkit.wire.scan`
@@ -85,20 +84,6 @@ cdef inline void _put64(uint8_t* p, uint64_t v) noexcept nogil:
     cdef int k
     for k in range(8):
         p[k] = <uint8_t>(v >> (56 - 8 * k))
-
-
-def crc16(data, initial=None):
-    """CRC-16/CDMA2000 of a bytes-like ``data`` (``initial``: the register to start from, 0xFFFF)."""
-    if initial is not None and not (type(initial) is int and 0 <= initial <= 0xFFFF):
-        from nbkit.wire.crc import crc16 as pure  # the twin says what is wrong with it
-        return pure(data, initial)
-    cdef uint16_t start = 0xFFFF if initial is None else <uint16_t>initial
-    if type(data) is bytes:
-        return _crc(<const uint8_t*>PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data), start)
-    cdef const uint8_t[::1] view = data
-    if view.shape[0] == 0:
-        return start
-    return _crc(&view[0], view.shape[0], start)
 
 
 cdef struct _Frame:
@@ -853,17 +838,32 @@ cdef extern from "Python.h":
     object PyType_GenericAlloc(type t, Py_ssize_t nitems)
     bint PyType_HasFeature(type t, unsigned long feature)
     unsigned long Py_TPFLAGS_HEAPTYPE
+    bint PyObject_IS_GC(object o)
+    bint PyObject_GC_IsTracked(object o)
+    void PyObject_GC_UnTrack(void* o)
+    ctypedef struct PyTypeObject:
+        Py_ssize_t tp_dictoffset
 
 
 cdef object _named(type cls, tuple values):
     """``tuple.__new__(cls, values)`` for a named tuple class ``cls`` (a tuple subclass made in Python), without
-    the Python call: the record is allocated as ``cls`` and ``values`` are put in it, as ``tuple.__new__`` does."""
+    the Python call: the record is allocated as ``cls`` and ``values`` are put in it, as ``tuple.__new__`` does.
+
+    A record that cannot be part of a reference cycle (no ``__dict__``, and only values that hold no
+    references: strings, numbers, None, untracked tuples) is untracked, as CPython untracks such plain tuples: a run keeps one
+    event per settlement, and the collector's full passes would otherwise walk every one of them."""
     cdef Py_ssize_t i, n = PyTuple_GET_SIZE(values)
+    cdef bint may_cycle = (<PyTypeObject*>cls).tp_dictoffset != 0
     record = PyType_GenericAlloc(cls, n)
     for i in range(n):
         item = <object>PyTuple_GET_ITEM(values, i)
         Py_INCREF(item)  # (SET_ITEM takes the reference it is given)
         PyTuple_SET_ITEM(record, i, item)
+        # (as CPython's rule for tuples: a container may be changed later, only a tuple untracked is final)
+        if not may_cycle and PyObject_IS_GC(item) and (type(item) is not tuple or PyObject_GC_IsTracked(item)):
+            may_cycle = True
+    if not may_cycle:
+        PyObject_GC_UnTrack(<void*>record)
     return record
 
 

@@ -7,15 +7,10 @@ from __future__ import annotations
 
 from fastcrc import crc16 as _crc16
 
-__all__ = ["CRC_INIT", "crc16", "running_update"]
+__all__ = ["CRC_INIT", "crc16"]
 
 CRC_INIT = 0xFFFF
 
 #: ``crc16(data)`` -> the CRC-16/CDMA2000 of ``data`` (poly 0xC867, init 0xFFFF, no reflection);
 #: ``data`` is any bytes-like object.
 crc16 = _crc16.cdma2000
-
-
-def running_update(running: int, payload_crc: int) -> int:
-    """Feed one message's payload CRC (as 2 big-endian bytes) into a stream's running checksum."""
-    return _crc16.cdma2000(payload_crc.to_bytes(2, "big"), running)

@@ -24,8 +24,6 @@ __all__ = [
     "decode",
     "decode_delivery",
     "encode",
-    "fits_on_a_line",
-    "needs_envelope",
     "retry_count",
     "retry_count_problem",
 ]
@@ -154,7 +152,7 @@ def _text_fits(text: str) -> bool:
     return "\n" not in text and text.strip(RUST_WHITESPACE) == text
 
 
-def fits_on_a_line(payload: bytes) -> bool:
+def _fits_on_a_line(payload: bytes) -> bool:
     """True when ``payload`` can travel verbatim on a stdio line: UTF-8, no ``\\n``, not padded."""
     try:
         text = payload.decode("utf-8")
@@ -163,13 +161,13 @@ def fits_on_a_line(payload: bytes) -> bool:
     return _text_fits(text)
 
 
-def needs_envelope(headers: Mapping[str, HeaderValue] | None, payload: bytes, force_text: bool) -> bool:
+def _needs_envelope(headers: Mapping[str, HeaderValue] | None, payload: bytes, force_text: bool) -> bool:
     """True when §3.1 requires an envelope: headers, an ``rs1:``/``rs2:`` look-alike, or unsafe stdio text."""
     if headers:
         return True
     if payload.startswith((_RS1, _RS2)):
         return True
-    return force_text and not fits_on_a_line(payload)
+    return force_text and not _fits_on_a_line(payload)
 
 
 def _survives_a_line(value: HeaderValue) -> bool:
@@ -223,7 +221,7 @@ def encode(headers: Mapping[str, HeaderValue] | None, payload: bytes, *, force_t
     values are UTF-8 encoded, bytes values are kept as-is (only ``rs2:`` preserves non-UTF-8 bytes).
     """
     normalised = _normalise(headers)
-    if not needs_envelope(normalised, payload, force_text):
+    if not _needs_envelope(normalised, payload, force_text):
         return payload
     prefix, block = _build_block(normalised)
     return prefix + b2a_base64(_u32(len(block), "header block") + block + payload, newline=False)

@@ -12,7 +12,6 @@ __all__ = [
     "INTERNAL_KEYS",
     "MAX_KEY_LEN",
     "PRIMING_KEY",
-    "WILDCARD_KEY",
     "is_dead_letter_key",
     "is_valid_key",
     "validate_key",
@@ -22,8 +21,6 @@ __all__ = [
 MAX_KEY_LEN = 249
 #: Key of the end-of-stream mark written by SeaStreamer (payload ``EOS``).
 INTERNAL_KEY = "SEA_STREAMER_INTERNAL"
-#: Reserved subscription key meaning "all streams"; never written to a file.
-WILDCARD_KEY = "SEA_STREAMER_WILDCARD"
 #: Key of the priming message a ruststream FileBroker writes into a fresh file.
 PRIMING_KEY = "ruststream-internal"
 #: Key a stdio line without a header is delivered under.

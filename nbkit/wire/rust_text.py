@@ -6,7 +6,7 @@ must therefore always pass :data:`RUST_WHITESPACE` explicitly.
 
 from __future__ import annotations
 
-__all__ = ["RUST_WHITESPACE", "rust_trim", "rust_trim_end", "rust_trim_start"]
+__all__ = ["RUST_WHITESPACE"]
 
 #: The Unicode ``White_Space`` property, which Rust's ``char::is_whitespace`` tests.
 RUST_WHITESPACE = (
@@ -15,18 +15,3 @@ RUST_WHITESPACE = (
     "\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a"
     "\u2028\u2029\u202f\u205f\u3000"
 )
-
-
-def rust_trim(s: str) -> str:
-    """Strip leading and trailing whitespace exactly like Rust ``str::trim``."""
-    return s.strip(RUST_WHITESPACE)
-
-
-def rust_trim_start(s: str) -> str:
-    """Strip leading whitespace exactly like Rust ``str::trim_start``."""
-    return s.lstrip(RUST_WHITESPACE)
-
-
-def rust_trim_end(s: str) -> str:
-    """Strip trailing whitespace exactly like Rust ``str::trim_end``."""
-    return s.rstrip(RUST_WHITESPACE)

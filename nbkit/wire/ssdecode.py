@@ -18,7 +18,6 @@ from nbkit.wire.ssformat import MAX_U64, FileHeader, Marker
 from nbkit.wire.timestamps import format_log_timestamp, parse_log_timestamp
 
 __all__ = [
-    "TEXT_FORMATS",
     "NdjsonMessage",
     "TextFormat",
     "dumps",
@@ -39,7 +38,6 @@ __all__ = [
 
 #: The formats of ``nbkit cat``.
 TextFormat = Literal["log", "ndjson", "stdio"]
-TEXT_FORMATS: tuple[TextFormat, ...] = ("log", "ndjson", "stdio")
 
 _JSON_SEPARATORS = (",", ":")
 

@@ -29,7 +29,6 @@ __all__ = [
     "EOS_PAYLOAD",
     "FRAME_CRC",
     "FRAME_HEAD",
-    "FRAME_OVERHEAD",
     "FRAME_TAIL_SIZE",
     "HEADER_SIZE",
     "MAGIC",
@@ -63,8 +62,6 @@ VERSION = 1
 DEFAULT_BEACON_INTERVAL = 1 << 20
 #: Readers accept any interval of at least this many bytes.
 MIN_READ_INTERVAL = 128
-#: Frame bytes besides the key and payload: K(1) shard(8) seq(8) ts(8) size(4) crc(2) end(1).
-FRAME_OVERHEAD = 32
 MAX_U64 = (1 << 64) - 1
 #: Upper bound of one marker's size that upstream uses to size beacons (1 + 255 + 24 + 2).
 MAX_MARKER_SIZE = 282

@@ -7,10 +7,10 @@ import json
 from pathlib import Path
 
 import pytest
+from stream_files import iter_messages
 
 from nbkit.errors import ByteMarkError, ChecksumError, NbkitError
 from nbkit.transport.file_info import FileSummary, StreamSummary, iso_utc, summarize
-from nbkit.transport.file_reader import iter_messages
 from nbkit.transport.messages import ReadEnd
 from nbkit.wire.keys import INTERNAL_KEY
 

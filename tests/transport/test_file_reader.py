@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from stream_files import iter_messages, read_header
 
 from nbkit.errors import (
     ChecksumError,
@@ -20,7 +21,7 @@ from nbkit.errors import (
     SeekError,
     TruncatedError,
 )
-from nbkit.transport.file_reader import StreamReader, iter_messages, read_header
+from nbkit.transport.file_reader import StreamReader
 from nbkit.transport.file_writer import StreamWriter
 from nbkit.transport.messages import ReadEnd
 from nbkit.transport.polling import NEED_MORE

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from stream_files import iter_messages
 
 from nbkit.errors import (
     BeaconIntervalError,
@@ -21,7 +22,7 @@ from nbkit.errors import (
     TruncatedError,
     WriterLockedError,
 )
-from nbkit.transport.file_reader import StreamReader, iter_messages
+from nbkit.transport.file_reader import StreamReader
 from nbkit.transport.file_writer import StreamWriter
 from nbkit.transport.writer_state import Written
 from nbkit.wire.keys import INTERNAL_KEY

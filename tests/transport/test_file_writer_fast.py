@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
+from stream_files import iter_messages
 
 from nbkit.errors import FileLimitError, InvalidKeyError, NbkitError
 from nbkit.transport import file_writer, writer_state
-from nbkit.transport.file_reader import iter_messages
 from nbkit.transport.file_writer import StreamWriter
 from nbkit.transport.writer_state import Written
 from nbkit.wire.limits import MAX_TIMESTAMP_MS

@@ -15,8 +15,8 @@ from pathlib import Path
 
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
+from stream_files import iter_messages
 
-from nbkit.transport.file_reader import iter_messages
 from nbkit.transport.file_writer import StreamWriter
 from nbkit.wire.limits import MAX_TIMESTAMP_MS
 

@@ -27,11 +27,11 @@ from types import ModuleType
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
+from stream_files import iter_messages
 from waiting import wait_until
 
 from nbkit.errors import FileIOError
 from nbkit.transport import file_writer, writer_state
-from nbkit.transport.file_reader import iter_messages
 from nbkit.transport.file_writer import StreamWriter
 from nbkit.wire.limits import MAX_TIMESTAMP_MS
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from stream_files import iter_messages, read_header
 
 from nbkit.errors import FormatError
-from nbkit.transport.file_reader import iter_messages, read_header
 from nbkit.transport.ndjson import write_ndjson
 
 HEADER = '/* {"file_name":"orders.ss","created_at":"2023-11-14T22:13:20.0","beacon_interval":2048} */'

@@ -90,6 +90,29 @@ def test_fed_lines_come_first(pipe):
     assert drain(source) == [("fed back", 1), ("from the pipe", 2), NEED_MORE]
 
 
+def test_ready_hands_out_the_lines_read_already_and_leaves_the_rest_to_poll(pipe):
+    source, (w,) = pipe
+    assert list(source.ready()) == []  # nothing read yet: ready() never reads
+    os.write(w, b"one\ntwo\nthree\nfou")
+    assert source.poll() == "one" and source.lineno == 1
+    ready = source.ready()
+    assert next(ready) == "two" and source.lineno == 2  # each line taken as it is handed out
+    source.feed("fed back")
+    assert list(ready) == ["fed back", "three"] and source.lineno == 4  # fed lines first, as poll() gives them
+    assert list(source.ready()) == []  # "fou" is not a line yet
+    os.write(w, b"r\n")
+    assert drain(source) == [("four", 5), NEED_MORE]
+
+
+def test_ready_stops_before_a_line_that_is_not_utf8_and_poll_names_it(pipe):
+    source, (w,) = pipe
+    os.write(w, b"good\n\xff bad\nnever\n")
+    assert source.poll() == "good"
+    assert list(source.ready()) == [] and source.lineno == 1
+    with pytest.raises(Utf8Error, match="stdin line 2 is not valid UTF-8"):
+        source.poll()
+
+
 @pytest.mark.parametrize(
     "given",
     [

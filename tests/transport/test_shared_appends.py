@@ -15,9 +15,10 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from stream_files import iter_messages
 
 from nbkit.errors import WriterLockedError
-from nbkit.transport.file_reader import StreamReader, iter_messages
+from nbkit.transport.file_reader import StreamReader
 from nbkit.transport.file_writer import StreamWriter
 from nbkit.transport.writer_state import Written
 from nbkit.wire.ssformat import HEADER_SIZE

@@ -1,4 +1,4 @@
-"""Tests for the rs1:/rs2: header envelope (runtime-semantics.md §3) and the Rust whitespace helpers."""
+"""Tests for the rs1:/rs2: header envelope (runtime-semantics.md §3) and Rust's whitespace."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from nbkit.wire import envelope
-from nbkit.wire.envelope import RETRY_COUNT_HEADER, decode, encode, fits_on_a_line, needs_envelope
+from nbkit.wire.envelope import RETRY_COUNT_HEADER, decode, encode
 from nbkit.wire.limits import SEQUENCE_HEADER
-from nbkit.wire.rust_text import RUST_WHITESPACE, rust_trim, rust_trim_end, rust_trim_start
+from nbkit.wire.rust_text import RUST_WHITESPACE
 
 
 def u32(n: int) -> bytes:
@@ -56,21 +56,21 @@ def test_rust_whitespace_set_is_exactly_unicode_white_space():
     assert len(RUST_WHITESPACE) == len(expected)
 
 
-def test_rust_trim_keeps_information_separators_that_python_strip_removes():
+def test_rust_whitespace_keeps_information_separators_that_python_strip_removes():
     for cp in range(0x1C, 0x20):
         s = f"{chr(cp)}x{chr(cp)}"
         assert s.strip() == "x"  # the Python pitfall
-        assert rust_trim(s) == s
-        assert rust_trim_start(s) == s
-        assert rust_trim_end(s) == s
+        assert s.strip(RUST_WHITESPACE) == s
+        assert s.lstrip(RUST_WHITESPACE) == s
+        assert s.rstrip(RUST_WHITESPACE) == s
 
 
-def test_rust_trim_variants():
+def test_rust_whitespace_trims_as_str_trim():
     s = "\u3000\t a b \u00a0\r\n\u2028"
-    assert rust_trim(s) == "a b"
-    assert rust_trim_start(s) == "a b \u00a0\r\n\u2028"
-    assert rust_trim_end(s) == "\u3000\t a b"
-    assert rust_trim("\u200b") == "\u200b"  # zero-width space is not White_Space
+    assert s.strip(RUST_WHITESPACE) == "a b"  # str::trim
+    assert s.lstrip(RUST_WHITESPACE) == "a b \u00a0\r\n\u2028"  # str::trim_start
+    assert s.rstrip(RUST_WHITESPACE) == "\u3000\t a b"  # str::trim_end
+    assert "\u200b".strip(RUST_WHITESPACE) == "\u200b"  # zero-width space is not White_Space
 
 
 # ------------------------------------------------------------------------------------ constants
@@ -149,19 +149,16 @@ def test_padded_payload_verbatim_on_file_enveloped_on_stdio():
         (b"\xc3", False),
     ],
 )
-def test_fits_on_a_line(payload, fits):
-    assert fits_on_a_line(payload) is fits
-    assert needs_envelope({}, payload, True) is (not fits)
-    assert needs_envelope({}, payload, False) is False
-    out = encode({}, payload, force_text=True)
-    assert (out is payload) is fits
+def test_a_payload_travels_verbatim_on_a_line_only_when_it_fits(payload, fits):
+    assert (encode({}, payload, force_text=True) is payload) is fits
+    assert encode({}, payload, force_text=False) is payload  # (a file frame takes any bytes)
 
 
-def test_needs_envelope_with_headers():
-    assert needs_envelope({"a": "b"}, b"x", False)
-    assert needs_envelope({"a": "b"}, b"", True)
-    assert not needs_envelope(None, b"x", False)
-    assert not needs_envelope({}, b"x", True)
+def test_headers_always_take_an_envelope():
+    assert encode({"a": "b"}, b"x", force_text=False).startswith(b"rs1:")
+    assert encode({"a": "b"}, b"", force_text=True).startswith(b"rs1:")
+    assert encode(None, b"x", force_text=False) == b"x"
+    assert encode({}, b"x", force_text=True) == b"x"
 
 
 # ------------------------------------------------------------------------------ layout: rs1/rs2
@@ -352,6 +349,15 @@ def _expected_headers(headers: dict) -> list[tuple[str, str | bytes]]:
     return list(out.items())
 
 
+def _fits_on_a_line(payload: bytes) -> bool:
+    """§3.1 item 3: UTF-8, no ``\\n``, and nothing Rust's ``trim`` would remove."""
+    try:
+        text = payload.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return "\n" not in text and text.strip(RUST_WHITESPACE) == text
+
+
 def _survives(x: str | bytes) -> bool:
     if isinstance(x, bytes):
         try:
@@ -366,9 +372,9 @@ def _survives(x: str | bytes) -> bool:
 def test_round_trip(headers, payload, force_text):
     out = encode(headers, payload, force_text=force_text)
     expect_envelope = (
-        bool(headers) or payload.startswith((b"rs1:", b"rs2:")) or (force_text and not fits_on_a_line(payload))
+        bool(headers) or payload.startswith((b"rs1:", b"rs2:")) or (force_text and not _fits_on_a_line(payload))
     )
-    assert needs_envelope(headers, payload, force_text) is expect_envelope
+    assert (out is not payload) is expect_envelope
     decoded, body = decode(out)
     assert body == payload
     if expect_envelope:
@@ -407,8 +413,6 @@ def test_module_exports():
         "decode",
         "decode_delivery",
         "encode",
-        "fits_on_a_line",
-        "needs_envelope",
         "retry_count",
         "retry_count_problem",
     }

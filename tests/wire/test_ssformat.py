@@ -7,6 +7,7 @@ import struct
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from ss_layout import running_update
 
 from nbkit.errors import (
     BeaconIntervalError,
@@ -19,7 +20,7 @@ from nbkit.errors import (
     Utf8Error,
     VersionError,
 )
-from nbkit.wire.crc import CRC_INIT, crc16, running_update
+from nbkit.wire.crc import CRC_INIT, crc16
 from nbkit.wire.keys import INTERNAL_KEY
 from nbkit.wire.limits import MAX_TIMESTAMP_MS
 from nbkit.wire.ssformat import (
