@@ -40,6 +40,11 @@ def test_run_all_twice_in_one_kernel(stem):
                 client.execute_cell(cell, index)  # raises CellExecutionError, naming the cell, on an error
 
 
+#: Exercises asked about the run the cells above make (the capstone's ``ORDERS`` and ``CRASH_AT``, too long to
+#: repeat in the exercise cell): run first, they stop at a NameError for those names.
+AFTER_ITS_RUN = ("09-lost", "09-twice")
+
+
 def _unsolved_exercise_cells(nb) -> list[int]:
     """The cells that ask an exercise (``check(...)`` with ``prediction = None``), solutions excluded."""
     return [
@@ -64,7 +69,9 @@ def test_an_exercise_cell_run_before_the_cells_above_it_prints_its_prompt(stem):
     check literal values or names its own cell binds."""
     nb = jupytext.read(_source(stem))
     nb.metadata["language_info"] = {"name": "python"}
-    asks = _unsolved_exercise_cells(nb)
+    asks = [
+        i for i in _unsolved_exercise_cells(nb) if not any(f'"{name}"' in nb.cells[i].source for name in AFTER_ITS_RUN)
+    ]
     if not asks:
         pytest.skip(f"{stem} asks no exercise")
     client = NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(NOTEBOOKS)}})
