@@ -19,6 +19,7 @@ from nbkit import (
     VirtualClock,
 )
 from nbkit.runtime.redrive import REDRIVEN_AT_HEADER, REDRIVEN_FROM_HEADER, parse_where, redrive, redrive_lines
+from nbkit.tabular.events import events_frame
 
 from .helpers import RETRY, START, file_bytes, records, settle_all
 
@@ -145,7 +146,7 @@ def test_a_running_service_on_the_target_key_handles_the_redriven_messages(dead_
     app.shutdown()
     assert handled == [(i, 1) for i in sorted(BAD)]  # the count was reset: attempt 1 again
     assert [e.redriven for e in events] == [True, True, True] and {e.action for e in events} == {"unsupported"}
-    frame = app.events_frame()
+    frame = events_frame(app.events)
     assert frame["redriven"].tolist() == [True, True, True]
     assert "(redriven)" in events[0].describe()
 
