@@ -51,8 +51,8 @@ __all__ = [
 MIN_PYTHON = (3, 11)
 #: The oldest JupyterLab the lessons and the viewer are tested with (the ``lessons`` extra).
 MIN_JUPYTERLAB = (4, 2)
-#: Free disk lesson 06 needs: its file is about 450 MB; the rest is room for Dask's spill and the Parquet export.
-LESSON_06_BYTES = 1_000_000_000
+#: Free disk lesson 06 needs: its file is about 1 GB; the rest is room for Dask's spill and the Parquet export.
+LESSON_06_BYTES = 2_000_000_000
 #: The JupyterLab front end that draws ipywidgets (the lessons' sliders and live panels).
 WIDGET_MANAGER = "@jupyter-widgets/jupyterlab-manager"
 #: What installs everything the lessons use.
@@ -244,7 +244,7 @@ def check_disk(folder: str | os.PathLike[str] = ".") -> Check:
         "lesson 06: disk",
         False,
         found,
-        f"free {LESSON_06_BYTES / 1e9:.0f} GB there (lesson 06 writes a file of about 450 MB), or run the "
+        f"free {LESSON_06_BYTES / 1e9:.0f} GB there (lesson 06 writes a file of about 1 GB), or run the "
         "lessons from a folder on a larger disk",
         required=False,
     )

@@ -160,6 +160,8 @@ def test_site_pages_in_a_browser(site_url, browser_page, budget, artifacts_dir, 
             diagrams = page.locator("pre.mermaid svg")
             if lesson.startswith("03"):
                 diagrams.first.wait_for(state="visible", timeout=budget.ms(20))  # the cap decision, drawn
+                box = diagrams.first.bounding_box()
+                assert box and box["height"] < 500, f"lesson 03's diagram does not fit a screen: {box}"
                 shot("lesson-03-diagram")
 
         visit("api/generated/nbkit.read_stream.html")

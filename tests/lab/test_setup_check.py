@@ -93,7 +93,7 @@ def test_little_disk_only_warns_and_names_lesson_06(ready, monkeypatch, tmp_path
     monkeypatch.setattr(setup_check.shutil, "disk_usage", lambda _: Usage(10**12, 0, 10**8))
     checks = run_checks(tmp_path)
     disk = _by_item(checks)["lesson 06: disk"]
-    assert not disk.ok and not disk.required and "450 MB" in disk.fix
+    assert not disk.ok and not disk.required and "1 GB" in disk.fix
     report = format_report(checks)
     assert "warn  lesson 06: disk: 0.1 GB free" in report and report.endswith(
         "except lesson 06 (see the warnings above)."

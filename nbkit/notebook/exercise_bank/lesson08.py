@@ -1,14 +1,15 @@
-"""Lesson 08's exercises: lineage of a window that starts in the middle, and the earliest-wins rule for
-identical payloads without ``stream-sequence``."""
+"""Lesson 08's exercises: lineage of a window that starts in the middle, and the history an at-least-once
+service leaves when it is killed during a retry delay and restarted later."""
 
 from __future__ import annotations
 
 import os
 import tempfile
+from typing import Any
 
-from nbkit.notebook.exercises import Count, Exercise, Number, Parts, Sequence, WrongAnswer, register
+from nbkit.notebook.exercises import Count, Exercise, Number, Parts, WrongAnswer, register
 
-__all__ = ["EARLIEST_WINS", "WINDOW"]
+__all__ = ["RESTART", "WINDOW"]
 
 
 def _window_lineage(path: str | os.PathLike, start: str | None) -> tuple[int, int]:
@@ -53,46 +54,83 @@ WINDOW = register(
 )
 
 
-def _earliest_wins_delays(records: list[tuple[float, int]]) -> list[float]:
-    """Observed delays (s) per message, in message order, for identical payloads written at (time, count)."""
+def _restart_history(delay: float, killed_after: float, down_for: float) -> tuple[int, float]:
+    """Order 2's history in the file an at-least-once service leaves when it is killed ``killed_after`` s
+    into a ``delay`` s retry and restarted ``down_for`` s later: (records, observed delay of its copy in s)."""
+    from nbkit.notebook.session import Session
+    from nbkit.runtime.app import App
+    from nbkit.runtime.file_broker import FileBroker
+    from nbkit.runtime.outcome import HandlerOutcome
+    from nbkit.runtime.position_store import PositionStore
     from nbkit.tabular.frames import read_stream
     from nbkit.tabular.lineage import lineage
-    from nbkit.transport.file_writer import StreamWriter
-    from nbkit.wire.envelope import RETRY_COUNT_HEADER, encode
 
     with tempfile.TemporaryDirectory() as tmp:
-        path = os.path.join(tmp, "twins.ss")
-        with StreamWriter(path, created_at_ms=0) as w:
-            for seconds, count in records:
-                data = encode({RETRY_COUNT_HEADER: str(count)}, b"same", force_text=False) if count else b"same"
-                w.write("orders", data, timestamp_ms=round(seconds * 1000))
+        path, store = os.path.join(tmp, "orders.ss"), PositionStore(os.path.join(tmp, "positions.json"))
+
+        def service(clock: Any = None) -> tuple[FileBroker, Session]:
+            broker = FileBroker(path)
+
+            @broker.subscriber("orders", start_at=store.position("orders"), checkpoint=store, at_least_once=True)
+            def pay(delivery: Any) -> Any:
+                if delivery.text == "order 2" and delivery.attempt == 1:
+                    return HandlerOutcome.retry_after(delay)
+                return None
+
+            return broker, Session(App(broker), clock=clock)
+
+        broker, first = service()
+        for i in (1, 2, 3):
+            broker.publish("orders", f"order {i}")
+        first.step(3)
+        first.advance(killed_after)
+        first.crash()
+        first.clock.advance(down_for)
+        _, second = service(clock=first.clock)
+        second.run()
         lin = lineage(read_stream(path))
-    copies = lin[lin["delay"].notna()]
-    return [float(d.total_seconds()) for d in copies.sort_values("message")["delay"]]
+    history = lin[lin["message"] == lin.loc[lin["seq"] == 2, "message"].iloc[0]]
+    return len(history), float(history["delay"].max().total_seconds())
 
 
-EARLIEST_WINS = register(
+RESTART = register(
     Exercise(
-        "08-earliest-wins",
-        Sequence(Number(), "a list of delays in seconds, one per message,"),
-        lambda *, records, **_: _earliest_wins_delays(records),
-        explain="with identical payloads and no stream-sequence header, each copy, in file order, takes the "
-        "earliest original not taken yet, so the file shows different delays from the ones the service "
-        "scheduled: the histories are swapped.",
-        hint="take the copies in file order; each links to the earliest original with the same payload that no "
-        "copy has taken yet. A delay is the copy's time less its original's.",
+        "08-restart",
+        Parts(("records", Count()), ("delay in seconds", Number())),
+        lambda *, delay, killed_after, down_for, **_: _restart_history(delay, killed_after, down_for),
+        explain=lambda right, *, delay, killed_after, down_for, **_: (
+            f"order 2 has {right[0]} records: its original and the one copy the restarted service wrote. The "
+            "delivery after the restart read the original again (as attempt 1) and wrote nothing; the copy "
+            f"pending at the crash died with the process. The copy's delay counts from the original: "
+            f"{killed_after:g} s before the crash, {down_for:g} s down, and a new {delay:g} s retry in full. "
+            "The file shows one clean retry, late: not that the service handled order 2 twice."
+        ),
+        hint="a delay is the time between a copy and the record it copies, both stamped with the clock's time "
+        "when they were written. Which records did each run write, and when?",
         wrong=(
             WrongAnswer(
-                "the file records the scheduled delays",
-                lambda *, scheduled, **_: list(scheduled),
-                "those are the delays the service scheduled; the file does not record them, and without "
-                "stream-sequence lineage cannot tell the twins apart. Which original does each copy take under "
-                "the earliest-wins rule?",
+                "a redelivery after the restart leaves a record",
+                lambda *, delay, killed_after, down_for, **_: (
+                    3,
+                    _restart_history(delay, killed_after, down_for)[1],
+                ),
+                "a delivery reads a record; it writes nothing. Order 2 was delivered as attempt 1 twice, but "
+                "only a retry appends a copy: how many copies did the service manage to write?",
+                matches=lambda answer, right, **_: answer[0] > right[0],
             ),
             WrongAnswer(
-                "a delay counts from the start of the file",
-                lambda *, records, **_: [float(t) for t, count in records if count],
-                "a delay is measured from the copy's original, not from the start of the file.",
+                "the file records the scheduled delay",
+                lambda *, delay, **_: (2, float(delay)),
+                "that is the delay the service asked for; the file does not store it. lineage measures the time "
+                "between the copy's timestamp and its original's: what happened between them?",
+                matches=lambda answer, right, *, delay, **_: abs(float(answer[1]) - delay) < 1e-6,
+            ),
+            WrongAnswer(
+                "the pending copy's timer resumes after the restart",
+                lambda *, delay, killed_after, down_for, **_: (2, float(down_for + delay)),
+                "the pending copy lived only in the process and died with it; nothing resumes its timer. The "
+                "restart reads order 2 again and schedules a new delay, in full. And the original was written "
+                "before the crash: count from it.",
             ),
         ),
     )
