@@ -112,6 +112,20 @@ def decode_beacon_at(buf: Buffer, pos: int, interval: int, *, base: int = 0) -> 
     return decode_beacon(cast(bytes, buf), i, pos)  # any bytes-like: it is only indexed and unpacked
 
 
+def _past_beacon(
+    buf: Buffer, base: int, pos: int, interval: int, phase: int, beacons: list[Beacon] | None
+) -> int | Incomplete:
+    """``pos``, or past the beacon when a boundary is there (appended to ``beacons`` if given)."""
+    if (pos - phase) % interval:
+        return pos
+    beacon = decode_beacon_at(buf, pos, interval, base=base)
+    if isinstance(beacon, Incomplete):
+        return beacon
+    if beacons is not None:
+        beacons.append(beacon)
+    return pos + beacon.size
+
+
 def _gather(
     buf: Buffer, base: int, pos: int, n: int, interval: int, phase: int, beacons: list[Beacon] | None
 ) -> tuple[bytes, int] | Incomplete:
@@ -120,13 +134,10 @@ def _gather(
     parts = []
     size = len(buf)
     while n > 0:
-        if (pos - phase) % interval == 0:
-            beacon = decode_beacon_at(buf, pos, interval, base=base)
-            if isinstance(beacon, Incomplete):
-                return beacon
-            if beacons is not None:
-                beacons.append(beacon)
-            pos += beacon.size
+        after = _past_beacon(buf, base, pos, interval, phase, beacons)
+        if isinstance(after, Incomplete):
+            return after
+        pos = after
         take = min(n, interval - (pos - phase) % interval)
         i = pos - base
         if i + take > size:  # ask for all the bytes still wanted, beacons aside: a frame larger than
@@ -191,14 +202,10 @@ def decode_frame(
     >>> decode_frame(frame[:30], 128, 1 << 20, base=128)
     Incomplete(need=3)
     """
-    if (pos - phase) % interval == 0:
-        beacon = decode_beacon_at(buf, pos, interval, base=base)
-        if isinstance(beacon, Incomplete):
-            return beacon
-        if beacons is not None:
-            beacons.append(beacon)
-        pos += beacon.size
-    start = pos
+    after = _past_beacon(buf, base, pos, interval, phase, beacons)
+    if isinstance(after, Incomplete):
+        return after
+    start = pos = after
     i = pos - base
     n = len(buf)
     if i >= n:
