@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -27,6 +28,12 @@ if "NBKIT_PURE_PYTHON" not in os.environ:
 
     if importlib.util.find_spec("nbkit.wire._speedups") is None:
         os.environ["NBKIT_PURE_PYTHON"] = "1"
+
+# A test run started in the background of a non-interactive shell (`cmd &`) inherits SIGINT ignored, and
+# so would every stage a test starts: the tests that stop a stage with Ctrl-C would then wait for ever. A
+# Python handler here is reset to the default in the children, as a terminal would start them.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 from ss_layout import layout_ss  # noqa: E402
 

@@ -99,6 +99,9 @@ class RealClock(Clock):
     0.0
     """
 
+    def __init__(self) -> None:  # a Protocol's subclass would otherwise show (*args, **kwargs)
+        pass
+
     def now(self) -> float:
         return time.time()
 
