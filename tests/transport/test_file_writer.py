@@ -24,6 +24,7 @@ from nbkit.errors import (
 from nbkit.transport.file_reader import StreamReader, iter_messages
 from nbkit.transport.file_writer import StreamWriter
 from nbkit.transport.writer_state import Written
+from nbkit.wire.core import load_compiled
 from nbkit.wire.keys import INTERNAL_KEY
 from nbkit.wire.limits import MAX_TIMESTAMP_MS
 from nbkit.wire.ssformat import decode_beacon
@@ -395,3 +396,16 @@ def test_append_treats_an_upstream_stale_tail_as_the_end(tmp_path):
     with StreamWriter(path) as w:
         w.write("a", b"three")
     assert [m.payload for m in StreamReader(path)] == [b"one", b"x", b"three"]
+
+
+def test_the_writer_names_the_route_it_chose_when_it_opened(tmp_path: Path) -> None:
+    """Shared writers take the shared route; exclusive ones the compiled route on the compiled core, else the
+    pure one; the seq, shard and timestamp may also be given by position, in write's order."""
+    path = tmp_path / "routes.ss"
+    with StreamWriter(path, clock_ms=lambda: 5) as shared:
+        assert shared.route == "shared"
+        assert shared.write("a", b"one", 7, 1, 9) == Written("a", 1, 7, 9, shared.offset - 36, shared.offset)
+    with StreamWriter(path, exclusive=True) as exclusive:
+        assert exclusive.route == ("compiled" if load_compiled("nbkit.transport._writer") else "pure")
+        assert exclusive.write("a", b"two").seq == 1
+    assert [(m.shard_id, m.seq) for m in iter_messages(path)] == [(1, 7), (0, 1)]
