@@ -182,13 +182,11 @@ class StreamWriter:
         # the write route, chosen once (write_routes); a shared writer's is also kept as _shared (its lock)
         pure = PureRoute(self)
         self._shared = None if exclusive else SharedRoute(self, pure)
-        self._route: WriteRoute = (
-            self._shared
-            if self._shared is not None
-            else pure
-            if compiled is None
-            else compiled.CompiledRoute(self._state, self, pure, now_ms, Written)
-        )
+        self._route: WriteRoute = pure
+        if self._shared is not None:
+            self._route = self._shared
+        elif compiled is not None:
+            self._route = compiled.CompiledRoute(self._state, self, pure, now_ms, Written)
         fd = self._state.fd = open_for_append(self.path, existing_only)
         try:
             take_lock(fd, self.path, lock_timeout, exclusive=exclusive)
