@@ -6,7 +6,7 @@ handler acks; ``app.run()`` replays the file to its end (every frame is read, th
 under "orders" is delivered and settled). Baseline: a loop over ``StreamReader(path)`` that calls
 the same handler on the same messages. Settling an ack logs the upstream WARNING "ack / nack
 failed" per delivery, so the App runs twice: with the logger at its default level (WARNING on,
-written to /dev/null through the handler ``nbkit run`` installs, :class:`~nbkit.runtime.logs.RunLogHandler`)
+written to /dev/null through the handler ``nbkit run`` installs, :class:`~nbkit.runtime.run_log.RunLogHandler`)
 and with ``nbkit.dispatch`` at ERROR. The stdlib ``StreamHandler`` (one format, write and flush per record)
 is timed alone beside it, as is the run handler given a ready-made record per delivery.
 A file subscription reads through ``StreamReader(keys=...)``, which skips the other keys' frames
@@ -15,8 +15,8 @@ target): what is left of the ratio then is the runtime's own work per delivery.
 
 ``App.run()`` settles the deliveries that are ready one after another (the subscription's
 ``Settlement.burst``): those the reader has scanned already come from its batch (``StreamReader.ready``), and
-an ack's WARNING goes to the run handler's ``settlement_writer`` once ``sole_run_handler`` says, per delivery,
-that nothing else would see a record.
+an ack's WARNING is gathered in the run handler by the settlement's ``AckLog.write`` while, per delivery, nothing
+else would see a record.
 
 The four sides run interleaved (one run of each per round, after one warm-up round), so a change in the
 machine's load falls on all of them; the medians are compared. ``--profile`` then prints cProfile's top
@@ -44,7 +44,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) 
 import _common as c  # noqa: E402
 
 from nbkit import App, FileBroker, HandlerOutcome  # noqa: E402
-from nbkit.runtime.logs import RUN_FORMAT, STREAM_ERROR, DeliveryFormatter, RunLogHandler  # noqa: E402
+from nbkit.runtime.logs import STREAM_ERROR, DeliveryFormatter  # noqa: E402
+from nbkit.runtime.run_log import RUN_FORMAT, RunLogHandler  # noqa: E402
 from nbkit.transport.file_reader import StreamReader  # noqa: E402
 
 TARGET = 1.5  # App replay at most this many times the bare loop's time

@@ -182,7 +182,8 @@ def child(workload: str, path: str) -> int:
 
         import dispatch
 
-        from nbkit.runtime.logs import STREAM_ERROR, RunLogHandler
+        from nbkit.runtime.logs import STREAM_ERROR
+        from nbkit.runtime.run_log import RunLogHandler
 
         with open(os.devnull, "w") as devnull:
             sink = RunLogHandler(devnull, skip_texts=(STREAM_ERROR,))  # what `nbkit run` installs, as dispatch.py

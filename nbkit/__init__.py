@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from nbkit.runtime.settle import Action
     from nbkit.runtime.stdio_broker import StdioBroker
     from nbkit.scale.parquet import read_parquet, to_parquet
+    from nbkit.tabular.events import events_frame
     from nbkit.tabular.frames import concat_frames, read_arrow, read_pipe, read_stream
     from nbkit.tabular.lineage import lineage, messages_table, summarize
     from nbkit.transport.damage import DamagedRegion, DamageWarning
@@ -88,6 +89,7 @@ _LAZY = {
     "read_arrow": "nbkit.tabular.frames",
     "read_pipe": "nbkit.tabular.frames",
     "concat_frames": "nbkit.tabular.frames",
+    "events_frame": "nbkit.tabular.events",
     "lineage": "nbkit.tabular.lineage",
     "messages_table": "nbkit.tabular.lineage",
     "summarize": "nbkit.tabular.lineage",
@@ -164,6 +166,7 @@ __all__ = [
     "WriterLockedError",
     "__version__",
     "concat_frames",
+    "events_frame",
     "lineage",
     "messages_table",
     "overview",

@@ -832,7 +832,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     import logging
 
     from nbkit.errors import StdoutClosedError
-    from nbkit.runtime.logs import STREAM_ERROR, LogOrderedStream, RunLogHandler, flush_run_logs
+    from nbkit.runtime.logs import STREAM_ERROR
+    from nbkit.runtime.run_log import LogOrderedStream, RunLogHandler, flush_run_logs
     from nbkit.runtime.stdio_broker import StdioBroker
 
     root = logging.getLogger()

@@ -344,7 +344,7 @@ def test_cat_follow_until_eos(capsys, tmp_path: Path) -> None:
             for i in range(300):
                 w.write("tick", b"t%d" % i, timestamp_ms=1700000000000 + i)
                 if i % 100 == 0:
-                    time.sleep(0.05)
+                    time.sleep(0.05)  # pauses: cat --follow reaches the tip and waits (what is tested)
             w.write_eos()
 
     t = threading.Thread(target=produce)

@@ -3,13 +3,14 @@
 The setup is what :data:`nbkit.cli_examples.HEADING` says: a copy of the repository's ``examples/``
 folder in which ``nbkit demo --out demo-out`` and ``nbkit run service:app`` have run. Each subcommand's
 examples then run in order, in a copy of that folder of their own, through ``bash -o pipefail`` with an
-``nbkit`` command on the PATH that runs this checkout; one that runs ``until Ctrl-C`` must still be
-running after a few seconds and stop on SIGINT with status 130.
+``nbkit`` command on the PATH that runs this checkout; one that runs ``until Ctrl-C`` must open its
+stream file, still be running a while after that, and stop on SIGINT with status 130.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shlex
 import shutil
@@ -21,6 +22,7 @@ from pathlib import Path
 
 import pytest
 from checkout_env import checkout_env
+from waiting import wait_until
 
 from nbkit.cli import build_parser
 from nbkit.cli_examples import EXAMPLES, HEADING, commands
@@ -33,7 +35,8 @@ NAMES = [
     if isinstance(action, argparse._SubParsersAction)
     for name in action.choices
 ]
-CTRL_C_AFTER = 3.0  # seconds a following command must keep running before SIGINT
+#: Seconds a following command must keep running once it has opened its stream file, before SIGINT.
+KEEPS_RUNNING = 1.0
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -56,12 +59,32 @@ def _until_ctrl_c(command: str, folder: Path, env: dict[str, str]) -> subprocess
         ["bash", "-c", command], cwd=folder, env=env, text=True,
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
     )  # fmt: skip
-    time.sleep(CTRL_C_AFTER)
-    still_running = process.poll() is None
-    os.killpg(process.pid, signal.SIGINT)
+    try:
+        wait_until(lambda: process.poll() is not None or _follows(process.pid, folder), what=f"{command!r} to start")
+        if process.poll() is None:
+            time.sleep(KEEPS_RUNNING)  # the thing tested: once following, the command does not end on its own
+        still_running = process.poll() is None
+    finally:
+        with contextlib.suppress(ProcessLookupError):  # ended on its own: said below
+            os.killpg(process.pid, signal.SIGINT)
     out, err = process.communicate(timeout=60)
     assert still_running, f"{command!r} ended on its own ({process.returncode}): {err[-2000:]}"
     return subprocess.CompletedProcess(command, process.returncode, out, err)
+
+
+def _follows(session: int, folder: Path) -> bool:
+    """Whether a process of ``session`` holds a ``.ss`` file of ``folder`` open (it got past its start-up)."""
+    for proc in Path("/proc").iterdir():
+        try:
+            if not proc.name.isdigit() or os.getsid(int(proc.name)) != session:
+                continue
+            for fd in (proc / "fd").iterdir():
+                target = Path(os.readlink(fd))
+                if target.suffix == ".ss" and target.parent == folder.resolve():
+                    return True
+        except OSError:  # the process ended meanwhile
+            continue
+    return False
 
 
 def _run(command: str, folder: Path, env: dict[str, str], *, ctrl_c: bool = False) -> subprocess.CompletedProcess[str]:

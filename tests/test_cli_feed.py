@@ -8,12 +8,12 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 from checkout_env import checkout_env
 from cli_run import one_error_line, run
+from waiting import wait_until
 
 from nbkit import cli
 from nbkit.transport.file_reader import iter_messages
@@ -338,11 +338,7 @@ def test_write_from_a_slow_producer_lets_other_writers_append_between_lines(tmp_
     try:
         proc.stdin.write(b'{"header":{"stream_key":"k"},"payload":"from write"}\n')
         proc.stdin.flush()
-        deadline = 200
-        while not (path.exists() and any(True for _ in iter_messages(path))):
-            deadline -= 1
-            assert deadline > 0, "nbkit write did not flush its first message"
-            time.sleep(0.05)
+        wait_until(lambda: path.exists() and any(True for _ in iter_messages(path)), what="nbkit write's first message")
         with StreamWriter(path, lock_timeout=0) as other:  # the lock is free while write waits for stdin
             assert other.write("k", b"from another writer").seq == 2
         proc.stdin.write(b'{"header":{"stream_key":"k"},"payload":"again"}\n')

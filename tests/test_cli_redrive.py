@@ -128,7 +128,8 @@ def test_a_missing_file_and_a_bad_capture_line_are_one_line(capsys, monkeypatch,
 
 
 def _holder(path: Path, exclusive: bool):
-    """Another process with a StreamWriter open on ``path`` (as a running service's broker has)."""
+    """Another process with a StreamWriter open on ``path`` (as a running service's broker has); it holds it
+    (its 60 s sleep) until the test kills it."""
     import subprocess
 
     holder = subprocess.Popen(

@@ -29,7 +29,7 @@ def _source(module: str) -> ast.Module:
 
 def _assignments(tree: ast.Module) -> list[ast.stmt]:
     """The top-level statements that assign or extend ``__all__``."""
-    found = []
+    found: list[ast.stmt] = []
     for node in tree.body:
         if isinstance(node, ast.Assign):
             targets = node.targets
@@ -111,6 +111,7 @@ def test_a_module_re_exports_nothing_from_another_module_of_the_package() -> Non
         }
         [node] = _assignments(tree)
         assert isinstance(node, ast.Assign | ast.AnnAssign) and node.value is not None
+        assert isinstance(node.value, ast.List | ast.Tuple), ast.unparse(node)
         names = {ast.literal_eval(e) for e in node.value.elts}
         if names & imported:
             leaks[module] = sorted(names & imported)

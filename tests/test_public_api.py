@@ -42,6 +42,7 @@ PUBLIC = {
     "WriterLockedError",
     "__version__",
     "concat_frames",
+    "events_frame",
     "lineage",
     "read_arrow",
     "messages_table",

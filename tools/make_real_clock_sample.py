@@ -23,7 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # this checkout's nbkit
 
-from nbkit import App, FileBroker, FilePosition, HandlerOutcome  # noqa: E402
+from nbkit import App, FileBroker, FilePosition, HandlerOutcome, events_frame  # noqa: E402
 from nbkit.runtime.delivery import Delivery  # noqa: E402
 
 DATA = ROOT / "notebooks" / "data"
@@ -88,7 +88,7 @@ def main() -> int:
     logging.getLogger("nbkit").setLevel(logging.ERROR)  # the per-delivery "ack unsupported" warnings
     DATA.mkdir(parents=True, exist_ok=True)
     app = run()
-    events = app.events_frame()[EVENT_COLUMNS]
+    events = events_frame(app.events)[EVENT_COLUMNS]
     events.to_csv(EVENTS, index=False)
     print(
         f"wrote {STREAM.relative_to(ROOT)} ({STREAM.stat().st_size} bytes) and {EVENTS.relative_to(ROOT)} "

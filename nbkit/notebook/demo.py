@@ -17,11 +17,12 @@ import pandas as pd
 from nbkit.notebook.session import Session
 from nbkit.runtime.app import App
 from nbkit.runtime.delivery import Delivery
-from nbkit.runtime.events import events_frame
 from nbkit.runtime.file_broker import FileBroker
 from nbkit.runtime.outcome import HandlerOutcome
 from nbkit.runtime.settle import Action
 from nbkit.runtime.stdio_broker import StdioBroker
+from nbkit.runtime.vocabulary import COPY_ACTIONS
+from nbkit.tabular.events import events_frame
 from nbkit.transport.positions import FilePosition
 from nbkit.wire.stdio_line import format_line
 
@@ -125,7 +126,7 @@ def summarize(events: pd.DataFrame) -> pd.DataFrame:
                 "transport": transport,
                 "deliveries": len(ev),
                 "first deliveries": int((ev["attempt"] == 1).sum()),
-                "retry copies": int(ev["action"].isin([Action.COPY, Action.DELAYED_COPY]).sum()),
+                "retry copies": int(ev["action"].isin(COPY_ACTIONS).sum()),
                 "dead letters": int((ev["action"] == Action.DEAD_LETTER).sum()),
                 "rejected": int((ev["action"] == Action.REJECTED).sum()),
                 "acked": int((ev["outcome"] == "ack").sum()),

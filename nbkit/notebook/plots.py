@@ -10,9 +10,10 @@ Axes, ``plt.gca()``) and returns it; :func:`dashboard` returns a Figure. Nothing
 ``plt.show()``: in a notebook end the cell with ``;`` (or ``plt.show()``) so the figure shows once
 and no ``<Axes ...>`` repr is printed.
 
-Three kinds of frame are accepted, told apart by their columns:
+What each plot draws is prepared by :mod:`nbkit.tabular.plot_data` (tested there without matplotlib);
+this module only draws it. Three kinds of frame are accepted, told apart by their columns:
 
-- an **events frame** (``session.events``, ``app.events_frame()``; columns ``action``, ``attempt``,
+- an **events frame** (``session.events``, ``nbkit.events_frame(app.events)``; columns ``action``, ``attempt``,
   schema in :mod:`nbkit.runtime.events`): one row per settlement. Every row is a delivery; delays
   are the ``delay`` column of ``copy`` (0 s) and ``delayed-copy`` rows; dead letters are the
   ``dead-letter`` rows, at ``written_at`` (``time`` if the copy was not written).
@@ -45,9 +46,18 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import numpy as np
 import pandas as pd
 
-from nbkit.runtime.settle import Action
-from nbkit.tabular.lineage import DeadLetterKeys, dead_letter_predicate
-from nbkit.tabular.timeline_steps import STEP_READERS, file_lanes_first
+from nbkit.runtime.vocabulary import END_STATES, STEP_STATES
+from nbkit.tabular.lineage import DeadLetterKeys
+from nbkit.tabular.plot_data import (
+    RetryDelayCounts,
+    attempt_counts,
+    dead_letter_bins,
+    deliveries,
+    frame_kind,
+    retry_delay_counts,
+    steps_of,
+    time_unit,
+)
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -58,16 +68,7 @@ _F = TypeVar("_F", bound=Callable[..., Any])
 
 __all__ = ["attempts", "dashboard", "dead_letters", "retry_delays", "timeline"]
 
-#: Up to this many distinct delays are drawn as one bar per delay; more become a histogram.
-MAX_DISTINCT_DELAYS = 12
-#: Observed delays (a lineage frame) get bars only up to this many distinct values: their labels are longer.
-MAX_DISTINCT_OBSERVED = 6
 _TRANSPORT_COLORS = {"file": "C0", "pipe": "C1"}
-_FREQ_LADDER = (
-    "100ms", "1s", "5s", "10s", "30s", "1min", "5min", "15min", "30min",
-    "1h", "3h", "6h", "12h", "1D", "7D", "28D",
-)  # fmt: skip
-_MAX_BINS = 20
 
 _DOCS = {
     "data": """data : DataFrame
@@ -98,191 +99,10 @@ def _share_docs(func: _F) -> _F:
     return func
 
 
-# -- normalising ---------------------------------------------------------------------------------------
-def _frame_kind(data: pd.DataFrame) -> str:
-    if not isinstance(data, pd.DataFrame):
-        raise TypeError(
-            f"expected a DataFrame (session.events, read_stream(...) or read_pipe(...)), not {type(data).__name__}"
-        )
-    cols = set(data.columns)
-    if "attempt" not in cols:
-        raise ValueError(
-            "missing column 'attempt': expected an events frame (session.events) or a read_stream/"
-            f"read_pipe frame; got columns {list(data.columns)}"
-        )
-    if "action" in cols:
-        return "events"
-    if "message" in cols and "final_state" in cols:
-        return "lineage"
-    if "retry_count" in cols:
-        return "messages"
-    raise ValueError(
-        "missing column 'action' (events frame, e.g. session.events) or 'retry_count' "
-        f"(read_stream/read_pipe frame); got columns {list(data.columns)}"
-    )
-
-
-def _require(data: pd.DataFrame, *names: str, kind: str) -> None:
-    for name in names:
-        if name not in data.columns:
-            raise ValueError(f"missing column {name!r} in this {kind} frame; got columns {list(data.columns)}")
-
-
-def _utc(values: pd.Series) -> pd.Series:
-    out = pd.to_datetime(values, utc=True)
-    return out.astype("datetime64[ms, UTC]")
-
-
-def _as_deliveries(
-    data: pd.DataFrame,
-    *,
-    dead_letter_keys: DeadLetterKeys = None,
-    by: str | None = "transport",
-) -> pd.DataFrame:
-    """One small frame for every plot, whichever kind of frame came in.
-
-    Columns: ``transport`` (str), ``group`` (str: the ``by`` column, "all" when by is None),
-    ``attempt`` (Int64), ``delivered`` (bool: counts as a delivery), ``delay`` (float seconds, NaN
-    unless the row scheduled a retry copy), ``is_dead_letter`` (bool), ``time`` (UTC: when the row
-    happened; for a dead letter, when the copy was written), ``redriven`` (bool: a redriven dead
-    letter -- the events' ``redriven`` column, or a message carrying ``x-nbkit-redriven-from``),
-    ``weight`` (int: how many deliveries or messages the row stands for; 1, or a counted messages
-    frame's ``count``).
-    """
-    kind = _frame_kind(data)
-    if kind == "events":
-        _require(data, "time", kind="events")
-    else:
-        _require(data, "stream_key", kind="read_stream/read_pipe")
-    if by is not None and by not in data.columns:
-        raise ValueError(f"missing column {by!r} (by={by!r}); got columns {list(data.columns)}")
-    n = len(data)
-    index = data.index
-    transport = (
-        data["transport"].astype(object).where(data["transport"].notna(), None)
-        if "transport" in data.columns
-        else pd.Series([None] * n, index=index, dtype=object)
-    )
-    attempt = pd.array(data["attempt"], dtype="Int64")
-    if kind == "events":
-        action = data["action"].astype(object)
-        is_dead = (action == Action.DEAD_LETTER).to_numpy(dtype=bool)
-        delivered = np.ones(n, dtype=bool)
-        delay = np.full(n, np.nan)
-        if "delay" in data.columns:
-            raw = pd.to_numeric(data["delay"], errors="coerce").to_numpy(dtype=float, na_value=np.nan)
-            act = action.to_numpy()
-            delay = np.where(act == Action.DELAYED_COPY, raw, delay)
-            delay = np.where(act == Action.COPY, np.nan_to_num(raw, nan=0.0), delay)  # a copy now: 0 s
-        time = _utc(data["time"])
-        if "written_at" in data.columns:
-            written = _utc(data["written_at"])
-            time = written.where(is_dead & written.notna(), time)
-    elif kind == "lineage":  # lineage() already told dead letters apart; delays are the observed ones
-        is_dead = data["dead_letter"].to_numpy(dtype=bool)
-        delivered = ~is_dead
-        observed = pd.to_timedelta(data["delay"]).dt.total_seconds().to_numpy(dtype=float, na_value=np.nan)
-        delay = np.where(is_dead, np.nan, observed)
-        time = _utc(data["timestamp"])
-    else:
-        is_dead_key = dead_letter_predicate(dead_letter_keys)
-        keys = data["stream_key"].astype(object)
-        is_dead = np.array([isinstance(k, str) and is_dead_key(k) for k in keys], dtype=bool)
-        delivered = ~is_dead
-        delay = np.full(n, np.nan)
-        time = (
-            _utc(data["timestamp"])
-            if "timestamp" in data.columns
-            else pd.Series(pd.NaT, index=index, dtype="datetime64[ms, UTC]")
-        )
-    group = pd.Series("all", index=index, dtype=object) if by is None else data[by].astype(object).map(_label)
-    redriven = _redriven(data, kind)
-    weight = _weights(data, kind)
-    out = pd.DataFrame(
-        {
-            "transport": transport,
-            "group": group,
-            "attempt": attempt,
-            "delivered": delivered,
-            "delay": delay,
-            "is_dead_letter": is_dead,
-            "time": time,
-            "redriven": redriven,
-            "weight": weight,
-        },
-        index=index,
-    ).reset_index(drop=True)
-    out.attrs["kind"] = kind
-    out.attrs["group_order"] = _group_order(data, by)
-    out.attrs["span"] = _run_span(data, kind)
-    out.attrs["transports"] = _transports(transport)
-    return out
-
-
-def _weights(data: pd.DataFrame, kind: str) -> np.ndarray:
-    """How many messages each row stands for: a counted messages frame's ``count``, else 1 each."""
-    if kind != "messages" or "count" not in data.columns:
-        return np.ones(len(data), dtype=np.int64)
-    counts = pd.to_numeric(data["count"], errors="coerce")
-    if counts.isna().any() or (counts < 0).any():
-        raise ValueError("the 'count' column of a counted messages frame must hold whole numbers of 0 or more")
-    return counts.to_numpy(dtype=np.int64)
-
-
-def _redriven(data: pd.DataFrame, kind: str) -> np.ndarray:
-    """Which rows are redriven dead letters (see :mod:`nbkit.runtime.redrive`)."""
-    if kind == "messages" and "redriven" in data.columns:  # a counted frame says it per row
-        return data["redriven"].fillna(False).to_numpy(dtype=bool)
-    if kind == "events":
-        if "redriven" not in data.columns:
-            return np.zeros(len(data), dtype=bool)
-        return data["redriven"].fillna(False).to_numpy(dtype=bool)
-    if "headers" not in data.columns:
-        return np.zeros(len(data), dtype=bool)
-    from nbkit.runtime.redrive import REDRIVEN_FROM_HEADER
-
-    return np.array([isinstance(h, dict) and REDRIVEN_FROM_HEADER in h for h in data["headers"]], dtype=bool)
-
-
-def _run_span(data: pd.DataFrame, kind: str) -> tuple[pd.Timestamp, pd.Timestamp] | None:
-    """First and last moment the frame records (settlements and copies written, or message
-    timestamps); None when it records none. Plots over time span this whole run, not only the
-    moments they count."""
-    names = ("time", "written_at") if kind == "events" else ("timestamp",)
-    moments = [_utc(data[name]).dropna() for name in names if name in data.columns]
-    moments = [m for m in moments if len(m)]
-    if not moments:
-        return None
-    every = pd.concat(moments)
-    return every.min(), every.max()
-
-
-def _transports(transport: pd.Series) -> list[str]:
-    """The transports present, file before pipe (then any other, sorted)."""
-    present = {str(t) for t in transport if t is not None}
-    rank = {"file": 0, "pipe": 1}
-    return sorted(present, key=lambda t: (rank.get(t, 2), t))
-
-
+# -- drawing helpers ----------------------------------------------------------------------------------
 def _transport_text(transports: list[str]) -> str:
     """ "file", "pipe", "file and pipe" -- for titles that name only what is drawn."""
     return " and ".join(transports)
-
-
-def _label(value: object) -> str:
-    return "(missing)" if value is None or (not isinstance(value, str) and pd.isna(value)) else str(value)
-
-
-def _group_order(data: pd.DataFrame, by: str | None) -> list[str]:
-    """Groups in a stable order: a categorical's category order, else sorted."""
-    if by is None:
-        return ["all"]
-    col = data[by]
-    present = {_label(v) for v in col.astype(object)}
-    if isinstance(col.dtype, pd.CategoricalDtype):
-        ordered = [str(c) for c in col.cat.categories if str(c) in present]
-        return ordered + sorted(present - set(ordered))
-    return sorted(present)
 
 
 def _colors(groups: list[str], by: str | None) -> dict[str, str]:
@@ -290,13 +110,6 @@ def _colors(groups: list[str], by: str | None) -> dict[str, str]:
         spare = (f"C{i}" for i in range(2, 10_000))
         return {g: _TRANSPORT_COLORS.get(g) or next(spare) for g in groups}
     return {g: f"C{i % 10}" for i, g in enumerate(groups)}
-
-
-def _pipe_output_only(d: pd.DataFrame) -> bool:
-    """True when a messages frame's pipe rows hold no first delivery: a pipe's captured stdout,
-    which has only the retry copies (and dead letters) the stage wrote, never its input lines."""
-    pipe = d[d["transport"] == "pipe"]
-    return bool(len(pipe)) and not (pipe["attempt"] == 1).any()
 
 
 def _axes(ax: Axes | None) -> Axes:
@@ -453,25 +266,17 @@ def attempts(
     >>> ax = attempts(session.events)                                      # doctest: +SKIP
     >>> ax = attempts(concat_frames(read_stream("orders.ss"), read_pipe(lines=out)))  # doctest: +SKIP
     """
-    d = _as_deliveries(data, dead_letter_keys=dead_letter_keys, by=by)
+    counted = attempt_counts(data, by=by, dead_letter_keys=dead_letter_keys)
     ax = _axes(ax)
     ax.set_title("Deliveries per attempt")
     ax.set_xlabel("attempt number (1 = first delivery)")
     ax.set_ylabel("deliveries (count)")
-    kind = d.attrs["kind"]
-    d = d[d["delivered"] & d["attempt"].notna()]
-    if d.empty:
-        reason = "no delivery in this frame yet" if kind == "events" else "no message outside dead-letter keys"
-        return _no_data(ax, reason)
-    top = int(d["attempt"].max())
-    positions = np.arange(1, top + 1)
-    table = d.groupby(["attempt", "group"])["weight"].sum().unstack("group", fill_value=0)
-    table = table.reindex(positions, fill_value=0)
-    groups = [g for g in d.attrs["group_order"] if g in set(d["group"])]
-    copies_only = kind in ("messages", "lineage") and by == "transport" and "pipe" in groups and _pipe_output_only(d)
-    labels = {"pipe": "pipe (stdout: copies only)"} if copies_only else None
-    _grouped_bars(ax, positions.astype(float), table, groups, by, labels=labels)
-    if copies_only:  # say it where the missing bar would be
+    if counted.reason:
+        return _no_data(ax, counted.reason)
+    positions, groups = counted.table.index.to_numpy(), counted.groups
+    labels = {"pipe": "pipe (stdout: copies only)"} if counted.pipe_copies_only else None
+    _grouped_bars(ax, positions.astype(float), counted.table, groups, by, labels=labels)
+    if counted.pipe_copies_only:  # say it where the missing bar would be
         n = len(groups)
         x = 1 + (groups.index("pipe") - (n - 1) / 2) * 0.8 / n
         ax.text(
@@ -536,77 +341,34 @@ def retry_delays(
     >>> ax = retry_delays(session.events)                           # doctest: +SKIP
     >>> ax = retry_delays(session.events, bins=20)                  # doctest: +SKIP
     """
-    d = _as_deliveries(data, by=by)
+    counted = retry_delay_counts(data, by=by, bins=bins)
     ax = _axes(ax)
-    observed = d.attrs["kind"] == "lineage"
-    ax.set_title("Observed retry delays" if observed else "Scheduled retry delays")
-    ax.set_xlabel("observed delay since the previous attempt (s)" if observed else "retry delay (s)")
+    ax.set_title("Observed retry delays" if counted.observed else "Scheduled retry delays")
+    ax.set_xlabel("observed delay since the previous attempt (s)" if counted.observed else "retry delay (s)")
     ax.set_ylabel("retry copies (count)")
-    d = d[d["delay"].notna()]
-    if d.empty:
-        if d.attrs.get("kind") == "messages":
-            reason = "a file or a pipe does not record delays:\nplot session.events to see them"
-        else:
-            reason = "no retry copy was scheduled"
-        return _no_data(ax, reason)
-    groups = [g for g in d.attrs["group_order"] if g in set(d["group"])]
-    distinct = np.sort(d["delay"].unique())
-    if bins is None and len(distinct) <= (MAX_DISTINCT_OBSERVED if observed else MAX_DISTINCT_DELAYS):
-        positions = np.arange(len(distinct), dtype=float)
-        table = d.groupby(["delay", "group"])["weight"].sum().unstack("group", fill_value=0)
-        table = table.reindex(distinct, fill_value=0)
-        table.index = positions
-        _grouped_bars(ax, positions, table, groups, by)
-        ax.set_xticks(positions, [f"{v:g} s" for v in distinct])
+    if counted.reason:
+        return _no_data(ax, counted.reason)
+    if counted.table is not None:
+        positions = np.arange(len(counted.table), dtype=float)
+        _grouped_bars(ax, positions, counted.table.set_axis(positions), counted.groups, by)
+        ax.set_xticks(positions, [f"{v:g} s" for v in counted.table.index])
     else:
-        colors = _colors(groups, by)
-        values = [d.loc[d["group"] == g, "delay"].to_numpy() for g in groups]
-        if bins is None:
-            bins = _round_bins(d["delay"].to_numpy(dtype=float)).tolist() if observed else "auto"
-        ax.hist(
-            values,
-            bins=bins,
-            label=groups,
-            color=[colors[g] for g in groups],
-        )
-        ax.update_datalim([(ax.get_xlim()[0], ax.get_ylim()[1] * 1.3)], updatex=False)  # room for the legend
-        ax.autoscale_view(scalex=False)
-        for k, value in enumerate(sorted(set(scheduled or ()))):
-            ax.axvline(value, color="0.2", linestyle="--", linewidth=1, gid="scheduled",
-                       label="scheduled delay" if k == 0 else None)  # fmt: skip
-        if by is not None:
-            _top_legend(ax, title=None if by == "transport" else by)
+        _delay_histogram(ax, counted, by, scheduled)
     _integer_ticks(ax.yaxis)
     return ax
 
 
-def _round_bins(seconds: np.ndarray) -> np.ndarray:
-    """Histogram edges at multiples of a round width (1 ms, 5 ms, 10 ms, 50 ms, 0.1 s, ... 1 day),
-    the finest giving at most 30 bins over the values, so a bar reads "0.25 to 0.30 s"."""
-    lo, hi = float(np.min(seconds)), float(np.max(seconds))
-    for width in _BIN_WIDTHS:
-        if (hi - lo) / width <= 30:
-            break
-    start = np.floor(lo / width) * width
-    return start + width * np.arange(int(np.ceil((hi - start) / width + 1e-9)) + 1)
-
-
-_BIN_WIDTHS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 300.0, 600.0, 1800.0, 3600.0, 86400.0)
-
-
-def _auto_freq(span: pd.Timedelta) -> str:
-    """The finest round bin width from a ladder that cuts ``span`` into fewer than 20 bins (1 s for
-    a run without duration)."""
-    if span <= pd.Timedelta(0):
-        return "1s"
-    for freq in _FREQ_LADDER:
-        if span / _width(freq) < _MAX_BINS:
-            return freq
-    return _FREQ_LADDER[-1]
-
-
-def _width(freq: str) -> pd.Timedelta:
-    return pd.Timedelta(pd.tseries.frequencies.to_offset(freq))
+def _delay_histogram(ax: Axes, counted: RetryDelayCounts, by: str | None, scheduled: Sequence[float] | None) -> None:
+    """The delays as a histogram over shared bins, a dashed line at each ``scheduled`` delay, the legend on top."""
+    colors = _colors(counted.groups, by)
+    ax.hist(counted.values, bins=counted.bins, label=counted.groups, color=[colors[g] for g in counted.groups])
+    ax.update_datalim([(ax.get_xlim()[0], ax.get_ylim()[1] * 1.3)], updatex=False)  # room for the legend
+    ax.autoscale_view(scalex=False)
+    for k, value in enumerate(sorted(set(scheduled or ()))):
+        ax.axvline(value, color="0.2", linestyle="--", linewidth=1, gid="scheduled",
+                   label="scheduled delay" if k == 0 else None)  # fmt: skip
+    if by is not None:
+        _top_legend(ax, title=None if by == "transport" else by)
 
 
 def _duration_text(width: pd.Timedelta) -> str:
@@ -671,70 +433,33 @@ def dead_letters(
     >>> ax = dead_letters(read_stream("orders.ss"), clock="wall")   # doctest: +SKIP
     >>> ax = dead_letters(read_stream("orders.ss"), freq="1min")    # doctest: +SKIP
     """
-    if freq is not None:
-        try:
-            offset = pd.tseries.frequencies.to_offset(freq)
-        except ValueError as exc:
-            raise ValueError(f"freq takes a pandas frequency such as '1s' or '1min', not {freq!r}: {exc}") from None
-        try:
-            fixed = pd.Timedelta(offset) > pd.Timedelta(0)
-        except ValueError:
-            fixed = False
-        if not fixed:
-            raise ValueError(f"freq={freq!r} is not a fixed bin width (use ms, s, min, h or D)")
     _wants_wall(clock, 0.0)
-    d = _as_deliveries(data, dead_letter_keys=dead_letter_keys, by=by)
+    binned = dead_letter_bins(data, freq=freq, by=by, dead_letter_keys=dead_letter_keys)
     ax = _axes(ax)
     ax.set_title("Dead letters over time")
-    span = d.attrs["span"]
-    kind = d.attrs["kind"]
-    back = d[d["redriven"] & d["time"].notna()]
-    d = d[d["is_dead_letter"] & d["time"].notna()]
-    if d.empty or span is None:
+    if binned.reason or binned.start is None:
         ax.set_xlabel("time")
         ax.set_ylabel("dead letters (count)")
-        if span is None:
-            return _no_data(ax, "nothing recorded yet")
-        if kind == "events":
-            return _no_data(ax, "no dead letter: no message reached\nthe cap with a dead-letter key")
-        return _no_data(ax, "no message on a dead-letter key\n(like orders.dead or jobs.dlq; see dead_letter_keys)")
-    start, end = span
-    width = _width(freq) if freq is not None else _width(_auto_freq(end - start))
-    per, unit = _time_unit(max((end - start).total_seconds(), width.total_seconds()))
-    n_bins = max(1, int(np.floor((end - start) / width)) + 1)
-    which = ((d["time"] - start) // width).astype(int).clip(0, n_bins - 1)
-    groups = [g for g in d.attrs["group_order"] if g in set(d["group"])]
-    counts = (
-        pd.DataFrame({"bin": which.to_numpy(), "group": d["group"].to_numpy(), "weight": d["weight"].to_numpy()})
-        .groupby(["bin", "group"])["weight"]
-        .sum()
-        .unstack("group", fill_value=0)
-        .reindex(range(n_bins), fill_value=0)
-    )
-    step = width.total_seconds() / per
-    centers = (np.arange(n_bins) + 0.5) * step
-    counts.index = centers
-    _overlaid_bars(ax, np.arange(n_bins + 1) * step, counts, groups, by)
-    ax.set_xlim(0, n_bins * step)
-    seconds = n_bins * width.total_seconds()
-    if _wants_wall(clock, (end - start).total_seconds()):
-        ax.set_xlabel(_wall_clock_axis(ax, start, per, seconds))
+        return _no_data(ax, binned.reason)
+    per, unit = time_unit(max(binned.span_seconds, binned.width.total_seconds()))
+    step = binned.width.total_seconds() / per
+    centers = (np.arange(binned.n_bins) + 0.5) * step
+    _overlaid_bars(ax, np.arange(binned.n_bins + 1) * step, binned.counts.set_axis(centers), binned.groups, by)
+    ax.set_xlim(0, binned.n_bins * step)
+    if _wants_wall(clock, binned.span_seconds):
+        ax.set_xlabel(_wall_clock_axis(ax, binned.start, per, binned.n_bins * binned.width.total_seconds()))
     else:
-        ax.set_xlabel(f"time ({unit}) from {start.tz_convert('UTC'):%Y-%m-%d %H:%M:%S} UTC")
-    ax.set_ylabel(f"dead letters per {_duration_text(width)}")
-    if len(back):
-        _redriven_line(ax, back, start, width, n_bins, centers)
+        ax.set_xlabel(f"time ({unit}) from {binned.start.tz_convert('UTC'):%Y-%m-%d %H:%M:%S} UTC")
+    ax.set_ylabel(f"dead letters per {_duration_text(binned.width)}")
+    if binned.redriven is not None:
+        _redriven_line(ax, binned.redriven, centers)
     _integer_ticks(ax.yaxis)
     return ax
 
 
-def _redriven_line(
-    ax: Axes, back: pd.DataFrame, start: pd.Timestamp, width: pd.Timedelta, n_bins: int, centers: np.ndarray
-) -> None:
+def _redriven_line(ax: Axes, per_bin: np.ndarray, centers: np.ndarray) -> None:
     """The redriven rows per bin of :func:`dead_letters`: a dashed black stem with a triangle in each bin
     that has any (none elsewhere: they come back at a moment, not gradually), with its legend entry."""
-    which = ((back["time"] - start) // width).astype(int).clip(0, n_bins - 1)
-    per_bin = np.bincount(which.to_numpy(), weights=back["weight"].to_numpy(), minlength=n_bins).astype(np.int64)
     some = per_bin > 0
     ax.vlines(centers[some], 0, per_bin[some], colors="k", linestyles="dashed", linewidth=1.5)
     ax.plot(centers[some], per_bin[some], color="k", linestyle="none", marker="^", markersize=9,
@@ -746,19 +471,9 @@ def _redriven_line(
 
 
 # -- the timeline --------------------------------------------------------------------------------------
-#: How a lane can end, in legend order: each of :data:`nbkit.tabular.timeline_steps.END_STATES` -> (legend
-#: text, marker, colour). "retried" is no end: the copy came back as the lane's next delivery.
-TIMELINE_ENDS = {
-    "handled": ("handled (ack)", "$\\checkmark$", "C2"),  # a tick, not a rotated X: told apart without colour
-    "dropped": ("dropped (drop or exception)", "v", "0.35"),
-    "dead-letter": ("dead letter", "X", "C3"),
-    "rejected": ("rejected (no dead-letter key)", "s", "k"),
-    "lost": ("copy lost (crash or shutdown)", "x", "C4"),
-    "waiting": ("copy written, not yet delivered", ">", "0.5"),
-    "copy-out": ("copy written to stdout (next stage)", ">", "C1"),
-    "pending": ("copy due, not yet written", "o", "0.5"),
-    "no further copy": ("no further copy (handled, dropped, rejected or lost)", "|", "0.35"),
-}
+#: The step states a retry delay line ends in: drawn solid (its copy was written) or dashed (due, or lost).
+_COPY_WRITTEN = [name for name, state in STEP_STATES.items() if state.copy == "written"]
+_COPY_UNWRITTEN = [name for name, state in STEP_STATES.items() if state.copy == "unwritten"]
 _DELIVERY_MARKERS = {"file": "o", "pipe": "D"}
 #: Delivery markers (points) and the attempt digit inside them: large enough to read when projected.
 _DELIVERY_SIZE = 15
@@ -802,30 +517,6 @@ def _apart(
         kept.append(int(i))
         last_end[lane] = middle + half
     return kept
-
-
-def _timeline_steps(data: pd.DataFrame) -> pd.DataFrame:
-    """Any accepted input as the steps frame the timeline draws (columns in
-    :mod:`nbkit.tabular.timeline_steps`), file lanes first."""
-    kind = _frame_kind(data)
-    reader = STEP_READERS.get(kind)
-    if reader is None:
-        raise ValueError(
-            f"timeline needs an events frame (session.events or app.events_frame()) or a lineage frame "
-            f"(nbkit.lineage(read_stream(...))); a {kind} frame does not say which records are one message"
-        )
-    return file_lanes_first(reader(data))
-
-
-def _time_unit(span_seconds: float) -> tuple[float, str]:
-    """Seconds per unit and its name for an axis spanning ``span_seconds``."""
-    if span_seconds >= 3 * 86400:
-        return 86400.0, "days"
-    if span_seconds >= 3 * 3600:
-        return 3600.0, "h"
-    if span_seconds >= 10 * 60:
-        return 60.0, "min"
-    return 1.0, "s"
 
 
 #: How a time axis is labelled: "elapsed" (seconds, minutes ... since the start), "wall" (UTC clock
@@ -876,7 +567,7 @@ def timeline(events: pd.DataFrame, *, ax: Axes | None = None, max_lanes: int = 3
     Parameters
     ----------
     events : DataFrame
-        An events frame (``session.events``, ``app.events_frame()``); schema in
+        An events frame (``session.events``, ``nbkit.events_frame(app.events)``); schema in
         :mod:`nbkit.runtime.events`. A file's retry copy continues its message's lane when it is
         delivered again; each pipe input line is a lane of its own. Or a lineage frame
         (``nbkit.lineage(read_stream(path))``): one lane per message from the file alone, a marker
@@ -911,7 +602,7 @@ def timeline(events: pd.DataFrame, *, ax: Axes | None = None, max_lanes: int = 3
     if isinstance(max_lanes, bool) or not isinstance(max_lanes, int) or max_lanes < 1:
         raise ValueError(f"max_lanes must be a whole number >= 1, not {max_lanes!r}")
     _wants_wall(clock, 0.0)  # a wrong clock= fails before anything is drawn
-    steps = _timeline_steps(events)
+    steps = steps_of(events)
     ax = _axes(ax)
     ax.set_title("Each message through time")
     if steps.empty:
@@ -974,7 +665,7 @@ class _Lanes:
 
         t, c = since_start(steps["time"]), since_start(steps["copy_at"])
         span = float(np.nanmax(np.concatenate([t, c]))) if len(t) else 0.0
-        per, unit = _time_unit(span)
+        per, unit = time_unit(span)
         return cls(
             names=names,
             start=start,
@@ -998,8 +689,8 @@ def _draw_delays(ax: Axes, lanes: _Lanes) -> None:
     the copy was written, dashed when it is still due or was lost."""
     for transport in ("file", "pipe"):
         mine = (lanes.transport == transport) & ~np.isnan(lanes.c) & ~np.isnan(lanes.delay)
-        written = mine & np.isin(lanes.state, ("retried", "waiting", "copy-out"))
-        unwritten = mine & np.isin(lanes.state, ("lost", "pending"))
+        written = mine & np.isin(lanes.state, _COPY_WRITTEN)
+        unwritten = mine & np.isin(lanes.state, _COPY_UNWRITTEN)
         y, t, c, color = lanes.y, lanes.t, lanes.c, _TRANSPORT_COLORS[transport]
         if written.any():
             ax.hlines(y[written], t[written], c[written], colors=color, linewidth=2, gid=f"delay-{transport}")
@@ -1025,7 +716,7 @@ def _draw_delay_labels(ax: Axes, lanes: _Lanes) -> None:
     """Each retry delay's length above the middle of its line (a lost copy's: right of the loss); the
     labels that would overlap are left out (:func:`_apart`)."""
     t, c, y, delays, states = lanes.t, lanes.c, lanes.y, lanes.delay, lanes.state
-    labelled = np.flatnonzero(~np.isnan(delays) & ~np.isnan(c) & (states != "dead-letter"))
+    labelled = np.flatnonzero(~np.isnan(delays) & ~np.isnan(c) & np.isin(states, _COPY_WRITTEN + _COPY_UNWRITTEN))
     for k in _apart(labelled, y, t, c, delays, states, ax=ax):
         lost = states[k] == "lost"  # at the loss, right of its mark: the delay it never finished
         ax.annotate(
@@ -1083,25 +774,26 @@ def _draw_attempt_numbers(ax: Axes, lanes: _Lanes) -> None:
 
 
 def _draw_ends(ax: Axes, lanes: _Lanes) -> None:
-    """How each lane ended, one artist per kind of end (:data:`TIMELINE_ENDS`), a little right of
-    when it happened (its copy or dead letter; the delivery when there is none)."""
+    """How each lane ended, one artist per kind of end in legend order (the outcome vocabulary's
+    :data:`~nbkit.runtime.vocabulary.END_STATES`), a little right of when it happened (its copy or dead
+    letter; the delivery when there is none)."""
     import matplotlib.transforms as mtransforms
 
     end_shift = mtransforms.offset_copy(ax.transData, fig=_root_figure(ax), x=11, y=0, units="points")
-    for state, (text, marker, color) in TIMELINE_ENDS.items():
+    for state in END_STATES:
         mine = lanes.state == state
         if not mine.any():
             continue
-        hollow = state in ("pending", "waiting", "copy-out")
+        end = STEP_STATES[state]
         ax.plot(
             np.where(np.isnan(lanes.c[mine]), lanes.t[mine], lanes.c[mine]),
             lanes.y[mine],
             linestyle="none",
-            marker=marker,
+            marker=end.marker,
             markersize=9,
-            color=color,
-            markerfacecolor="none" if hollow else color,
-            label=text,
+            color=end.colour,
+            markerfacecolor="none" if end.hollow else end.colour,
+            label=end.legend,
             gid=f"end-{state}",
             transform=end_shift,
             zorder=4,
@@ -1112,9 +804,9 @@ def _draw_lane_labels(ax: Axes, lanes: _Lanes) -> None:
     """The lanes' names on the left, first message at the top (room above it for its delay label), and
     on the right how each ended, in its end's colour."""
     ends: dict[int, tuple[str, str]] = {}  # lane -> (label, colour) of its end
-    for state, (_text, _marker, color) in TIMELINE_ENDS.items():
+    for state in END_STATES:
         for i in np.flatnonzero(lanes.state == state):
-            ends[int(lanes.y[i])] = (_end_text(state, lanes.destination[i], lanes.note[i]), color)
+            ends[int(lanes.y[i])] = (_end_text(state, lanes.destination[i], lanes.note[i]), STEP_STATES[state].colour)
     shown = range(len(lanes.names))
     ax.set_yticks(shown, lanes.names)
     ax.set_ylim(len(lanes.names) - 0.5, -1.0)
@@ -1155,22 +847,8 @@ def _draw_legend(ax: Axes) -> None:
 
 def _end_text(state: str, destination: str, note: str) -> str:
     """The right-hand label of a lane that ended in ``state`` (``note``, if any, in brackets)."""
-    text = _end_state_text(state, destination)
+    text = STEP_STATES[state].right_label(destination)
     return f"{text} ({note})" if note else text
-
-
-def _end_state_text(state: str, destination: str) -> str:
-    if state == "dead-letter":
-        return f"dead letter → {destination}" if destination else "dead letter"
-    if state == "waiting":
-        return f"copy waiting in {destination}" if destination else "copy waiting"
-    if state == "copy-out":
-        return f"copy out → {destination}" if destination else "copy written"
-    if state == "pending":
-        return "copy due"
-    if state == "lost":
-        return "copy lost"
-    return state
 
 
 @_share_docs
@@ -1228,7 +906,7 @@ def dashboard(
     ['Deliveries per attempt', 'Scheduled retry delays', 'Dead letters over time']
     >>> fig.savefig("retries.png")
     """
-    _frame_kind(data)
+    frame_kind(data)
     import matplotlib.pyplot as plt
 
     fig = plt.figure(figsize=figsize, layout="constrained")
@@ -1236,6 +914,6 @@ def dashboard(
     attempts(data, ax=ax_attempts, dead_letter_keys=dead_letter_keys)
     retry_delays(data, ax=ax_delays)
     dead_letters(data, ax=ax_dead, freq=freq, dead_letter_keys=dead_letter_keys, clock=clock)
-    present = _as_deliveries(data, dead_letter_keys=dead_letter_keys).attrs["transports"]
+    present = deliveries(data, dead_letter_keys=dead_letter_keys).attrs["transports"]
     fig.suptitle(f"Retries and dead letters: {_transport_text(present)}" if present else "Retries and dead letters")
     return fig

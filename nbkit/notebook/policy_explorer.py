@@ -25,10 +25,11 @@ from typing import Any
 import ipywidgets as widgets
 import pandas as pd
 
+from nbkit.notebook.layout import FULL_WIDTH, wrapping_row
 from nbkit.notebook.simulate import BACKOFFS, RetryPolicy, Workload, policy_summary, simulate
 from nbkit.notebook.snapshot import StaticSnapshot
 
-__all__ = ["ExplorerResult", "PolicyExplorer", "explore"]
+__all__ = ["ExplorerResult", "PolicyExplorer", "explore", "summary_html"]
 
 #: How many messages the timeline shows (one lane each), the first ones of the workload.
 TIMELINE_MESSAGES = 15
@@ -149,6 +150,63 @@ def explore(
     dashboard = _dashboard_png(events, dpi)
     timeline = _timeline_png(events, timeline_messages, workload.messages, dpi)
     return ExplorerResult(workload, policy, events, summary, dashboard, timeline, time.perf_counter() - started)
+
+
+#: The summary's look: a smaller type, narrow cells and headings wrapped onto several lines, so that all
+#: nine columns (``longest wait (s)`` last) fit a notebook's column and the documentation site's.
+_SUMMARY_TABLE = "border-collapse:collapse;font-size:85%;line-height:1.3;margin:2px 0"
+_SUMMARY_HEAD = "padding:1px 4px;vertical-align:bottom;white-space:normal;border-bottom:1px solid #999"
+_SUMMARY_CELL = "padding:1px 4px;white-space:nowrap"
+
+
+def _summary_value(value: Any) -> str:
+    """One cell of the summary: a count as it is, seconds to at most 3 decimals, ``–`` when unknown."""
+    if value is None or value is pd.NA or (isinstance(value, float) and value != value):
+        return "–"
+    if isinstance(value, float):
+        return str(round(value, 3))
+    return html.escape(str(value))
+
+
+def summary_html(summary: pd.DataFrame) -> str:
+    """The explorer's summary table as HTML that fits a narrow column.
+
+    Every cell is styled inline, so the live widget and the site's still picture look the same; the
+    rows are named by transport (``file``, ``pipe``) under an empty corner; the table sits in a box that
+    scrolls sideways should a column still not fit.
+
+    Parameters
+    ----------
+    summary : DataFrame
+        What :func:`~nbkit.notebook.simulate.policy_summary` returned.
+
+    Returns
+    -------
+    str
+        ``<div ...><table class="nbkit-explorer-summary" ...>...</table></div>``.
+
+    Examples
+    --------
+    >>> from nbkit import RetryPolicy, Workload, policy_summary, simulate
+    >>> table = summary_html(policy_summary(simulate(Workload(messages=5), RetryPolicy())))
+    >>> "longest wait (s)</th>" in table, "white-space:normal" in table
+    (True, True)
+    """
+    # cells on lines of their own, as pandas writes them: the table's text reads "file 60 0 60 ..."
+    head = f"<th style='{_SUMMARY_HEAD}'></th>\n" + "\n".join(
+        f"<th style='{_SUMMARY_HEAD};text-align:right'>{html.escape(str(column))}</th>" for column in summary.columns
+    )
+    rows = "\n".join(
+        f"<tr><th style='{_SUMMARY_CELL};text-align:left'>{html.escape(str(label))}</th>\n"
+        + "\n".join(f"<td style='{_SUMMARY_CELL};text-align:right'>{_summary_value(v)}</td>" for v in row)
+        + "</tr>"
+        for label, row in zip(summary.index, summary.itertuples(index=False), strict=True)
+    )
+    return (
+        "<div style='max-width:100%;overflow-x:auto'>"
+        f"<table class='nbkit-explorer-summary' style='{_SUMMARY_TABLE}'>"
+        f"<thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table></div>"
+    )
 
 
 def _in_kernel() -> bool:
@@ -275,8 +333,8 @@ class PolicyExplorer(StaticSnapshot, widgets.VBox):
         }  # fmt: skip
         self.status = widgets.HTML()
         self.summary_view = widgets.HTML()
-        self.dashboard = widgets.Image(format="png", layout=widgets.Layout(width="100%", max_width="1000px"))
-        self.timeline = widgets.Image(format="png", layout=widgets.Layout(width="100%", max_width="1000px"))
+        self.dashboard = widgets.Image(format="png", layout=widgets.Layout(width=FULL_WIDTH, max_width="1000px"))
+        self.timeline = widgets.Image(format="png", layout=widgets.Layout(width=FULL_WIDTH, max_width="1000px"))
         workload_box = widgets.VBox(
             [widgets.HTML("<b>Workload</b>"), c["messages"], c["span"], c["failure_rate"],
              widgets.HBox([c["heals"], c["heal_after"]]), c["poison"]]
@@ -286,7 +344,8 @@ class PolicyExplorer(StaticSnapshot, widgets.VBox):
              widgets.HBox([c["capped"], c["max_delay"]]), c["jitter"], c["dead_letter"]]
         )  # fmt: skip
         self.children = [
-            widgets.HBox([workload_box, policy_box]),
+            # the two groups of controls side by side, or one under the other in a narrow column
+            widgets.HBox([workload_box, policy_box], layout=wrapping_row()),
             self.status,
             self.summary_view,
             self.dashboard,
@@ -382,7 +441,7 @@ class PolicyExplorer(StaticSnapshot, widgets.VBox):
             events = simulate(workload, policy, seed=self.seed)
             summary = policy_summary(events)
             # the table first: it is ready in a fraction of the time the figures take
-            self.summary_view.value = summary.to_html(classes="nbkit-explorer-summary", border=0, na_rep="–")
+            self.summary_view.value = summary_html(summary)
             dashboard = _dashboard_png(events, self.dpi)
             self.dashboard.value = dashboard
             timeline = _timeline_png(events, self.timeline_messages, workload.messages, self.dpi)

@@ -29,6 +29,8 @@ from nbkit.runtime.events import SettlementEvent
 from nbkit.runtime.file_broker import FileBroker
 from nbkit.runtime.settle import Action
 from nbkit.runtime.stdio_broker import StdioBroker
+from nbkit.runtime.vocabulary import ACTION_TERMS
+from nbkit.tabular.events import events_frame
 from nbkit.transport.file_info import summarize
 from nbkit.wire.timestamps import isoformat_z
 
@@ -71,10 +73,11 @@ def _then(e: SettlementEvent) -> str:
         return f"copy lost: {e.error.removeprefix('copy lost: ')}"
     if e.abandoned:
         return "delayed copy lost (not written)"
-    if e.action in (Action.COPY, Action.DELAYED_COPY):
+    terms = ACTION_TERMS.get(e.action)
+    if terms is not None and terms.copies:
         when = f"written as #{e.copy_seq}" if e.written_at is not None else f"due {_iso(e.due or e.time)}"
         return f"{when}; delivered next as attempt {e.attempt + 1}"
-    if e.action == Action.DEAD_LETTER:
+    if terms is not None and terms.dead_letter:
         return f"retry count {e.attempt} = the attempts made"
     return ""
 
@@ -573,7 +576,7 @@ class Session:
     @property
     def events(self) -> pd.DataFrame:
         """Every settlement so far as a DataFrame, one row per :class:`~nbkit.SettlementEvent`."""
-        return self.app.events_frame()
+        return events_frame(self.app.events)
 
     @property
     def pending(self) -> Pending:

@@ -30,11 +30,11 @@ import pandas as pd
 from nbkit.runtime.app import App
 from nbkit.runtime.clock import VirtualClock
 from nbkit.runtime.delivery import Delivery
-from nbkit.runtime.events import events_frame
 from nbkit.runtime.file_broker import FileBroker
 from nbkit.runtime.outcome import HandlerOutcome
 from nbkit.runtime.settle import Action
 from nbkit.runtime.stdio_broker import StdioBroker
+from nbkit.tabular.events import events_frame
 from nbkit.transport.positions import FilePosition
 from nbkit.wire.stdio_line import format_line
 

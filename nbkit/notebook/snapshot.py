@@ -90,10 +90,7 @@ def snapshot_html(widget: widgets.Widget, *, note: str) -> str:
     >>> "A still picture." in picture, "Step" in picture, "cursor:not-allowed" in picture
     (True, True, True)
     """
-    head = (
-        "<p class='nbkit-snapshot-note' style='margin:0 0 4px 0;font-size:90%;color:#444'>"
-        f"&#128247; {html.escape(note)}</p>"
-    )
+    head = f"<p class='nbkit-snapshot-note' style='margin:0 0 4px 0;font-size:90%;color:#444'>{html.escape(note)}</p>"
     return (
         "<div class='nbkit-snapshot' style='border:1px solid #c8c8c8;border-radius:4px;padding:6px 8px'>"
         f"{head}{_render(widget)}</div>"

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 import ipywidgets as widgets
 import pandas as pd
 
+from nbkit.notebook.layout import FULL_WIDTH, wrapping_row
 from nbkit.notebook.snapshot import StaticSnapshot
 from nbkit.runtime.intake import loop_running
 from nbkit.tabular.frames import read_stream
@@ -42,6 +43,11 @@ __all__ = ["SessionPanel", "StreamBrowser"]
 _CONTROL = {i: f"\\x{i:02x}" for i in [*range(32), 127]}
 _CONTROL_KEEP_LINES = {i: v for i, v in _CONTROL.items() if i not in (9, 10)}
 _CONTROL_ONE_LINE = {**_CONTROL, 9: "\\t", 10: "\\n", 13: "\\r"}
+
+
+#: A block of text that wraps at its box's edge, even inside a token with no space (a JSON payload, a
+#: log line's key=value pairs), instead of running past it.
+_WRAP_PRE = "white-space:pre-wrap;overflow-wrap:anywhere;margin:0"
 
 
 def _iso(value: object) -> str:
@@ -87,7 +93,8 @@ def _png(fig: Figure) -> bytes:
 
 def _rows(pairs: list[tuple[str, Any]]) -> str:
     return "".join(
-        f"<tr><th style='text-align:left;padding-right:1em'>{_e(k)}</th><td style='text-align:left'>{_e(v)}</td></tr>"
+        f"<tr><th style='text-align:left;padding-right:1em'>{_e(k)}</th>"
+        f"<td style='text-align:left;overflow-wrap:anywhere'>{_e(v)}</td></tr>"
         for k, v in pairs
     )
 
@@ -179,10 +186,12 @@ class SessionPanel(StaticSnapshot, widgets.VBox):
         gap = "0 2em 0 0"  # views side by side keep their headings apart
         self.pending_view = widgets.HTML(layout=widgets.Layout(min_width="280px", max_width="420px", margin=gap))
         self.counts_view = widgets.HTML(layout=widgets.Layout(min_width="160px", margin=gap))
-        self.log_view = widgets.HTML(layout=widgets.Layout(width="100%"))
+        # the log takes the panel's width less its margins (stretched: width 100% plus the margins would
+        # reach 2 px past the panel's edge and make it scroll sideways)
+        self.log_view = widgets.HTML()
         self.plot = widgets.Image(format="png", layout=widgets.Layout(width="320px"))
         self.plot.add_class("nbkit-panel-attempts")
-        self.timeline = widgets.Image(format="png", layout=widgets.Layout(width="720px", max_width="100%"))
+        self.timeline = widgets.Image(format="png", layout=widgets.Layout(width="720px", max_width=FULL_WIDTH))
         self.timeline.add_class("nbkit-panel-timeline")
         self.show_plot = plot
         actions: dict[str, Callable[[], str]] = {
@@ -199,8 +208,12 @@ class SessionPanel(StaticSnapshot, widgets.VBox):
         }
         for name, button in self.buttons.items():
             button.on_click(self._handler(button.description, actions[name], async_actions.get(name)))
-        controls = widgets.HBox([*self.buttons.values(), self.seconds])
-        views = widgets.HBox([self.counts_view, self.pending_view, *([self.plot] if plot else [])])
+        # Rows wrap instead of widening the panel: a panel wider than the notebook's column scrolls
+        # sideways inside its own box, which hid the end of every wrapped log line.
+        controls = widgets.HBox([*self.buttons.values(), self.seconds], layout=wrapping_row())
+        views = widgets.HBox(
+            [self.counts_view, self.pending_view, *([self.plot] if plot else [])], layout=wrapping_row()
+        )
         self.children = [controls, self.status, views, *([self.timeline] if plot else []), self.log_view]
         self.refresh()
         self._unwatch = session.watch(self.refresh)  # until close(); held weakly besides
@@ -368,9 +381,7 @@ class SessionPanel(StaticSnapshot, widgets.VBox):
 
         lines = s.log[-self.log_lines :] if self.log_lines > 0 else []
         text = _e("\n".join(lines)) if lines else "(no log lines)"
-        self.log_view.value = (
-            f"{_heading('log')}<pre style='white-space:pre-wrap;overflow-wrap:anywhere;margin:0'>{text}</pre>"
-        )
+        self.log_view.value = f"{_heading('log')}<pre style='{_WRAP_PRE}'>{text}</pre>"
 
         if self.show_plot:
             self._draw_plots()
@@ -414,6 +425,9 @@ def _lanes(events: Iterable[SettlementEvent]) -> int:
 
 # -- the stream browser --------------------------------------------------------------------------------
 _TABLE_COLUMNS = ("stream_key", "seq", "timestamp", "attempt", "size", "payload")
+#: A page cell: left-aligned, at the top of its row. The timestamp never breaks; the payload preview (often
+#: JSON with no space) breaks anywhere, so the table fits the notebook's column instead of running past it.
+_CELL = "text-align:left;vertical-align:top"
 
 
 class StreamBrowser(StaticSnapshot, widgets.VBox):
@@ -473,7 +487,9 @@ class StreamBrowser(StaticSnapshot, widgets.VBox):
         self.next_button = widgets.Button(description="Next", icon="arrow-right")
         self.page_label = widgets.HTML()
         self.table = widgets.HTML()
-        self.selector = widgets.Dropdown(description="message", layout=widgets.Layout(width="420px"))
+        self.selector = widgets.Dropdown(
+            description="message", layout=widgets.Layout(width="420px", max_width=FULL_WIDTH)
+        )
         self.detail = widgets.HTML()
         for w in (self.key, self.seq_min, self.seq_max):
             w.observe(self._filters_changed, names="value")
@@ -481,8 +497,8 @@ class StreamBrowser(StaticSnapshot, widgets.VBox):
         self.prev_button.on_click(lambda _b: self.previous_page())
         self.next_button.on_click(lambda _b: self.next_page())
         self.children = [
-            widgets.HBox([self.key, self.seq_min, self.seq_max]),
-            widgets.HBox([self.prev_button, self.next_button, self.page_label]),
+            widgets.HBox([self.key, self.seq_min, self.seq_max], layout=wrapping_row()),
+            widgets.HBox([self.prev_button, self.next_button, self.page_label], layout=wrapping_row()),
             self.table,
             self.selector,
             self.detail,
@@ -571,7 +587,7 @@ class StreamBrowser(StaticSnapshot, widgets.VBox):
         head_rows = _rows([(f"header {k}", v) for k, v in headers.items()]) or _rows([("headers", "(none)")])
         self.detail.value = (
             f"<div class='nbkit-message'><table>{_rows(pairs)}{head_rows}</table>"
-            f"<b>payload</b><pre style='white-space:pre-wrap;margin:0'>{_e(_full(msg['payload']))}</pre></div>"
+            f"<b>payload</b><pre style='{_WRAP_PRE}'>{_e(_full(msg['payload']))}</pre></div>"
         )
 
     # -- drawing ---------------------------------------------------------------------------------------
@@ -602,21 +618,16 @@ class StreamBrowser(StaticSnapshot, widgets.VBox):
         if rows.empty:
             self.table.value = "<p>(no messages match)</p>"
         else:
-            head = "".join(f"<th style='text-align:left'>{c}</th>" for c in ("row", *_TABLE_COLUMNS))
+            head = "".join(f"<th style='{_CELL}'>{c}</th>" for c in ("row", *_TABLE_COLUMNS))
             body = "".join(
                 "<tr>"
-                + "".join(
-                    f"<td style='text-align:left'>{_e(v)}</td>"
-                    for v in (
-                        label,
-                        r["stream_key"],
-                        r["seq"],
-                        _iso(r["timestamp"]),
-                        r["attempt"],
-                        r["size"],
-                        _preview(r["payload"]),
-                    )
-                )
+                + f"<td style='{_CELL}'>{_e(label)}</td>"
+                + f"<td style='{_CELL}'>{_e(r['stream_key'])}</td>"
+                + f"<td style='{_CELL}'>{_e(r['seq'])}</td>"
+                + f"<td style='{_CELL};white-space:nowrap'>{_e(_iso(r['timestamp']))}</td>"
+                + f"<td style='{_CELL}'>{_e(r['attempt'])}</td>"
+                + f"<td style='{_CELL}'>{_e(r['size'])}</td>"
+                + f"<td style='{_CELL};overflow-wrap:anywhere'>{_e(_preview(r['payload']))}</td>"
                 + "</tr>"
                 for label, r in rows.iterrows()
             )

@@ -16,22 +16,18 @@ import logging
 import select
 import time
 from collections import deque
-from typing import TYPE_CHECKING
 
 from nbkit.errors import ConfigurationError, NbkitError
-from nbkit.runtime import logs
+from nbkit.runtime import logs, run_log
 from nbkit.runtime.broker import Broker, Subscription
 from nbkit.runtime.clock import Clock, RealClock
 from nbkit.runtime.delayed import DelayedCopies, PendingCopy
 from nbkit.runtime.delivery import Delivery
-from nbkit.runtime.events import EventHistory, SettlementEvent, events_frame
+from nbkit.runtime.events import EventHistory, SettlementEvent
 from nbkit.runtime.intake import Intake
 from nbkit.runtime.run_summary import RunCounts, RunSummary
 from nbkit.runtime.settlement import Settlement
 from nbkit.runtime.stopping import BROKEN_PIPE, Stop
-
-if TYPE_CHECKING:
-    import pandas as pd
 
 __all__ = [
     "KEEP_EVENTS",
@@ -212,16 +208,6 @@ class App:
             Each with ``due``, ``destination``, ``subscription`` and ``attempt``.
         """
         return self._delayed.sorted()
-
-    def events_frame(self) -> pd.DataFrame:
-        """The settlement events as a pandas DataFrame (one row per :class:`~nbkit.SettlementEvent`).
-
-        Returns
-        -------
-        pandas.DataFrame
-            The events kept in ``events``, with UTC times.
-        """
-        return events_frame(self.events)
 
     def all_ended(self) -> bool:
         """Every subscription has ended (or, under loopback, can only receive this app's own copies).
@@ -453,7 +439,7 @@ class App:
 
     def _flush(self) -> None:
         """The app is idle: write out the gathered log lines, then the brokers' buffered output."""
-        logs.flush_run_logs()
+        run_log.flush_run_logs()
         for b in self.brokers:
             if not b.closed and not b.output_closed:
                 try:

@@ -156,18 +156,15 @@ class DelayedCopies:
 
     def _fire(self, copy: PendingCopy) -> SettlementEvent:
         """Publish one copy; its event records where it was written (or why it was lost)."""
-        event = copy.event
         try:
             published = copy.broker.publish(copy.destination, copy.payload, copy.headers)
         except NbkitError as exc:
-            event = event._replace(error=copy_lost(self.counts, copy.broker, copy.settled, copy.destination, exc))
-        else:
-            self.counts.copies += 1
-            event = event._replace(written_at=published.time, copy_seq=published.seq)
-            if copy.checkpointer is not None:
-                copy.checkpointer.copy_written(event.stream_key, event.seq)
-        self.history.update(copy.event_number, event)
-        return event
+            error = copy_lost(self.counts, copy.broker, copy.settled, copy.destination, exc)
+            return self.history.copy_lost(copy.event_number, copy.event, error)
+        self.counts.copies += 1
+        if copy.checkpointer is not None:
+            copy.checkpointer.copy_written(copy.event.stream_key, copy.event.seq)
+        return self.history.copy_written(copy.event_number, copy.event, published.time, published.seq)
 
     def abandon(self, *, log: bool = True, reason: str = logs.COPY_ABANDONED) -> int:
         """Give up every pending copy (they are lost), logging one ERROR line each when ``log``; returns how many."""
@@ -186,7 +183,7 @@ class DelayedCopies:
                     destination=copy.destination,
                     attempt=copy.attempt,
                 )
-            self.history.update(copy.event_number, copy.event._replace(abandoned=True, lost_at=self.clock.now()))
+            self.history.copy_abandoned(copy.event_number, copy.event, self.clock.now())
             n += 1
         return n
 

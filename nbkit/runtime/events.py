@@ -1,55 +1,66 @@
 """One record per settlement: the runtime emits it, DataFrames hold it, plots and widgets read it.
 
-Schema (also the column order of :func:`events_frame`):
+The events schema is written once, as the fields of :class:`SettlementEvent`: each field's annotation carries
+its :class:`Column` (the events frame's dtype, what the column means and, for a category with a fixed set, its
+categories). :data:`EVENT_SCHEMA` reads them back, one row per column in field order; the column list
+(:data:`EVENT_COLUMNS`), the table below and the dtypes of the events frame
+(:func:`nbkit.tabular.events.events_frame`) are made from it. A new column is one field of
+:class:`SettlementEvent`, plus its value where :meth:`~nbkit.runtime.settlement.Settlement.record` makes the
+event (or an :class:`EventHistory` operation changes it).
 
-==============  ==========================  =================================================
-column          dtype                       meaning
-==============  ==========================  =================================================
-time            datetime64[ms, UTC]         clock time of the settlement
-transport       category (file, pipe)       where the delivery came from
-subscription    category                    the registration's name
-stream_key      category                    the delivery's stream key
-shard_id        Int64                       its shard
-seq             Int64                       its sequence number
-attempt         Int64                       1 for the first delivery, retry count + 1 after
-outcome         category                    ack, drop, retry, retry_after (an exception drops)
-action          category                    unsupported, copy, delayed-copy, dead-letter, rejected
-delay           Float64                     seconds until the copy (0: written at once), else <NA>
-destination     category                    key the copy goes to, else <NA>
-due             datetime64[ms, UTC]         when the copy is due, else NaT
-written_at      datetime64[ms, UTC]         when the copy was written, else NaT
-copy_seq        Int64                       the copy's sequence number in its destination
-abandoned       bool                        the delayed copy was lost (shutdown timeout)
-error           string                      the handler's exception, if it raised
-redriven        bool                        a redriven dead letter (``x-nbkit-redriven-from`` header)
-lost_at         datetime64[ms, UTC]         when an abandoned copy was given up (crash, shutdown)
-==============  ==========================  =================================================
+In a record, times are epoch seconds on the app's clock and a missing value is None; in the frame they are
+UTC datetimes and missing values are ``<NA>`` (``NaT`` for times).
+
+Schema (also the column order of the events frame):
+
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import html
+import types
 from collections import deque
-from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
+from collections.abc import Mapping
+from typing import Annotated, Any, Literal, NamedTuple, TypeVar, Union, get_args, get_origin, get_type_hints
 
 from nbkit.runtime.outcome import OUTCOME_KINDS, OutcomeKind
 from nbkit.runtime.settle import Action
-
-if TYPE_CHECKING:
-    import pandas as pd
-
 from nbkit.wire.core import pick
 from nbkit.wire.timestamps import isoformat_z
 
 __all__ = [
+    "CATEGORY",
     "EVENT_COLUMNS",
+    "EVENT_SCHEMA",
+    "TIME",
+    "Column",
     "EventHistory",
     "SettlementEvent",
-    "events_frame",
     "new_record",
 ]
+
+#: The dtype of a time column in the events frame (a record holds epoch seconds).
+TIME = "datetime64[ms, UTC]"
+#: The dtype of a categorical column in the events frame.
+CATEGORY = "category"
+
+
+class Column(NamedTuple):
+    """One column of the events schema, as a field of :class:`SettlementEvent` declares it in its annotation.
+
+    ``dtype`` is the events frame's dtype as pandas names it (``str(frame[name].dtype)``), ``doc`` what the
+    column holds, and ``categories`` the fixed categories of a :data:`CATEGORY` column (empty: the values seen).
+
+    Examples
+    --------
+    >>> EVENT_SCHEMA["transport"]
+    Column(dtype='category', doc='where the delivery came from', categories=('file', 'pipe'))
+    """
+
+    dtype: str
+    doc: str
+    categories: tuple[str, ...] = ()
 
 
 #: A named tuple class (what :func:`new_record` makes)
@@ -76,26 +87,8 @@ def new_record(cls: type[T], values: tuple[Any, ...]) -> T:
 new_record_pure = new_record
 new_record = pick("new_record", new_record_pure)  # noqa: F811 (the twin this process runs)
 
-EVENT_COLUMNS = (
-    "time",
-    "transport",
-    "subscription",
-    "stream_key",
-    "shard_id",
-    "seq",
-    "attempt",
-    "outcome",
-    "action",
-    "delay",
-    "destination",
-    "due",
-    "written_at",
-    "copy_seq",
-    "abandoned",
-    "error",
-    "redriven",
-    "lost_at",
-)
+#: The ``action`` categories, in :class:`~nbkit.Action`'s order.
+_ACTIONS = tuple(action.value for action in Action)
 
 
 class SettlementEvent(NamedTuple):
@@ -103,38 +96,12 @@ class SettlementEvent(NamedTuple):
 
     A named tuple: immutable, cheap to make (the runtime makes one per delivery), with the fields
     below in this order; ``event._replace(field=value)`` gives a changed copy. ``App.events`` holds them
-    and ``Session.events`` shows them as a DataFrame.
+    and ``Session.events`` shows them as a DataFrame (:func:`~nbkit.events_frame`). Its fields are the
+    events schema (:data:`~nbkit.runtime.events.EVENT_SCHEMA`): each one's annotation carries its column.
 
     Parameters
     ----------
-    time : float
-        When the delivery was settled.
-    transport : {"file", "pipe"}
-        Where the delivery came from.
-    subscription, stream_key : str
-        The registration's name and the message's key.
-    shard_id, seq, attempt : int
-        The message's shard and sequence number, and the delivery's attempt (from 1).
-    outcome : {"ack", "drop", "retry", "retry_after"}
-        What the handler returned (an exception counts as ``drop``).
-    action : str
-        What the runtime did: an :class:`~nbkit.Action` value (``Action`` members compare equal to it).
-    delay : float, optional
-        Seconds before a delayed copy.
-    destination : str, optional
-        Where the copy went (retry or dead-letter key).
-    due, written_at : float, optional
-        When a delayed copy was due, and when it was written.
-    copy_seq : int, optional
-        The copy's sequence number where it was written.
-    abandoned : bool
-        A delayed copy given up at shutdown (lost).
-    error : str, optional
-        The handler's exception, or why a copy was lost.
-    redriven : bool
-        The delivery is a redriven dead letter.
-    lost_at : float, optional
-        When an abandoned copy was given up: the crash or the shutdown, before it was due.
+    {fields}
 
     Examples
     --------
@@ -150,24 +117,26 @@ class SettlementEvent(NamedTuple):
     ('delayed-copy', 'orders', 5.0)
     """
 
-    time: float
-    transport: str
-    subscription: str
-    stream_key: str
-    shard_id: int
-    seq: int
-    attempt: int
-    outcome: OutcomeKind
-    action: str
-    delay: float | None = None
-    destination: str | None = None
-    due: float | None = None
-    written_at: float | None = None
-    copy_seq: int | None = None
-    abandoned: bool = False
-    error: str | None = None
-    redriven: bool = False
-    lost_at: float | None = None
+    # The events schema: one field per column, in column order. Settlement.record makes the event from its
+    # values in this order (tests/runtime/test_events.py holds it to these names).
+    time: Annotated[float, Column(TIME, "when the delivery was settled")]
+    transport: Annotated[str, Column(CATEGORY, "where the delivery came from", ("file", "pipe"))]
+    subscription: Annotated[str, Column(CATEGORY, "the registration's name")]
+    stream_key: Annotated[str, Column(CATEGORY, "the delivery's stream key")]
+    shard_id: Annotated[int, Column("Int64", "its shard")]
+    seq: Annotated[int, Column("Int64", "its sequence number")]
+    attempt: Annotated[int, Column("Int64", "1 for the first delivery, retry count + 1 after")]
+    outcome: Annotated[OutcomeKind, Column(CATEGORY, "what the handler returned (a raise drops)", OUTCOME_KINDS)]
+    action: Annotated[str, Column(CATEGORY, "what the runtime did: an Action value", _ACTIONS)]
+    delay: Annotated[float | None, Column("Float64", "seconds until the copy (0: written at once)")] = None
+    destination: Annotated[str | None, Column(CATEGORY, "where the copy goes: the retry or dead-letter key")] = None
+    due: Annotated[float | None, Column(TIME, "when the delayed copy is due")] = None
+    written_at: Annotated[float | None, Column(TIME, "when the copy was written")] = None
+    copy_seq: Annotated[int | None, Column("Int64", "the copy's sequence number in its destination")] = None
+    abandoned: Annotated[bool, Column("bool", "the delayed copy was lost (crash, shutdown timeout)")] = False
+    error: Annotated[str | None, Column("string", "the handler's exception, or why a copy was lost")] = None
+    redriven: Annotated[bool, Column("bool", "a redriven dead letter (x-nbkit-redriven-from header)")] = False
+    lost_at: Annotated[float | None, Column(TIME, "when an abandoned copy was given up, before it was due")] = None
 
     def describe(self) -> str:
         """One sentence: what the runtime did.
@@ -222,7 +191,8 @@ class SettlementEvent(NamedTuple):
 
 class EventHistory:
     """An app's settlement events: the most recent ones (at most ``keep`` of them, oldest first) and how many
-    there have been. A delayed copy's event is updated in place when the copy is written or abandoned.
+    there have been. A delayed copy's event is updated in place when the copy is written, lost or abandoned
+    (:meth:`copy_written`, :meth:`copy_lost`, :meth:`copy_abandoned`).
 
     Parameters
     ----------
@@ -244,11 +214,27 @@ class EventHistory:
         self.settled += 1
         return self.settled - 1
 
-    def update(self, number: int, event: SettlementEvent) -> None:
+    def copy_written(self, number: int, event: SettlementEvent, written_at: float, copy_seq: int) -> SettlementEvent:
+        """Settlement ``number``'s delayed copy (``event``, as recorded when it was held) was written at
+        ``written_at`` as ``copy_seq`` in its destination; returns the event that records it."""
+        return self._update(number, event._replace(written_at=written_at, copy_seq=copy_seq))
+
+    def copy_lost(self, number: int, event: SettlementEvent, error: str) -> SettlementEvent:
+        """Settlement ``number``'s delayed copy could not be written (``error`` says why); returns the event
+        that records it."""
+        return self._update(number, event._replace(error=error))
+
+    def copy_abandoned(self, number: int, event: SettlementEvent, lost_at: float) -> SettlementEvent:
+        """Settlement ``number``'s delayed copy was given up at ``lost_at`` (a crash or the shutdown timeout),
+        before it was due: it is lost; returns the event that records it."""
+        return self._update(number, event._replace(abandoned=True, lost_at=lost_at))
+
+    def _update(self, number: int, event: SettlementEvent) -> SettlementEvent:
         """Put the new state of settlement ``number`` into ``events``, if it is still kept there."""
         i = number - (self.settled - len(self.events))
         if i >= 0:
             self.events[i] = event
+        return event
 
     @property
     def keep(self) -> int | None:
@@ -266,40 +252,56 @@ def _show(value: object) -> str:
     return str(value)
 
 
-def events_frame(events: Iterable[SettlementEvent]) -> pd.DataFrame:
-    """The events as a pandas DataFrame with the documented schema (one row per settlement)."""
-    import pandas as pd
-
-    events = list(events)
-    cols = {name: [getattr(e, name) for e in events] for name in EVENT_COLUMNS}
-    frame = pd.DataFrame(
-        {
-            "time": _times(cols["time"]),
-            "transport": pd.Categorical(cols["transport"], categories=["file", "pipe"]),
-            "subscription": pd.Series(cols["subscription"], dtype="category"),
-            "stream_key": pd.Series(cols["stream_key"], dtype="category"),
-            "shard_id": pd.array(cols["shard_id"], dtype="Int64"),
-            "seq": pd.array(cols["seq"], dtype="Int64"),
-            "attempt": pd.array(cols["attempt"], dtype="Int64"),
-            "outcome": pd.Categorical(cols["outcome"], categories=list(OUTCOME_KINDS)),
-            "action": pd.Categorical(cols["action"], categories=[action.value for action in Action]),
-            "delay": pd.array(cols["delay"], dtype="Float64"),
-            "destination": pd.Series(cols["destination"], dtype="category"),
-            "due": _times(cols["due"]),
-            "written_at": _times(cols["written_at"]),
-            "copy_seq": pd.array(cols["copy_seq"], dtype="Int64"),
-            "abandoned": pd.array(cols["abandoned"], dtype="bool"),
-            "error": pd.array(cols["error"], dtype="string"),
-            "redriven": pd.array(cols["redriven"], dtype="bool"),
-            "lost_at": _times(cols["lost_at"]),
-        },
-        columns=list(EVENT_COLUMNS),
-    )
-    return frame
+def _schema(hints: dict[str, Any]) -> Mapping[str, Column]:
+    """The :class:`Column` each field's annotation carries, in field order (the record's type hints)."""
+    schema = {}
+    for name, hint in hints.items():
+        columns = [meta for meta in getattr(hint, "__metadata__", ()) if isinstance(meta, Column)]
+        if len(columns) != 1:
+            raise TypeError(f"SettlementEvent.{name}: its annotation must be Annotated[type, Column(...)]")
+        schema[name] = columns[0]
+    return types.MappingProxyType(schema)
 
 
-def _times(values: list[float | None]) -> pd.DatetimeIndex:
-    import pandas as pd
+def _type_text(hint: Any, categories: tuple[str, ...] = ()) -> str:
+    """A field's Python type as numpy-style docs write it: ``float``, ``str, optional``, ``{"file", "pipe"}``."""
+    hint = get_args(hint)[0] if get_origin(hint) is Annotated else hint
+    args = get_args(hint)
+    if get_origin(hint) in (Union, types.UnionType) and type(None) in args:
+        return _type_text(next(arg for arg in args if arg is not type(None)), categories) + ", optional"
+    if categories or get_origin(hint) is Literal:
+        return "{" + ", ".join(f'"{value}"' for value in categories or args) + "}"
+    return str(getattr(hint, "__name__", hint))
 
-    ms = [None if v is None else round(v * 1000) for v in values]
-    return pd.to_datetime(pd.array(ms, dtype="Int64"), unit="ms", utc=True).astype("datetime64[ms, UTC]")
+
+def _fields_doc(hints: dict[str, Any], schema: Mapping[str, Column]) -> str:
+    """The record's fields as a numpy-style Parameters section (under its rule)."""
+    entries = []
+    for name, hint in hints.items():
+        column = schema[name]
+        meaning = column.doc[0].upper() + column.doc[1:]
+        entries.append(f"{name} : {_type_text(hint, column.categories)}\n        {meaning}.")
+    return "\n    ".join(entries)
+
+
+def _table(schema: Mapping[str, Column]) -> str:
+    """The schema as a reStructuredText table: column, dtype (with the fixed categories), meaning."""
+    rows = [("column", "dtype", "meaning")]
+    for name, column in schema.items():
+        dtype = f"{column.dtype} ({', '.join(column.categories)})" if column.categories else column.dtype
+        rows.append((name, dtype, column.doc))
+    widths = [max(len(row[i]) for row in rows) for i in range(3)]
+    rule = "  ".join("=" * width for width in widths)
+    lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip() for row in rows]
+    return "\n".join([rule, lines[0], rule, *lines[1:], rule, ""])
+
+
+_HINTS = get_type_hints(SettlementEvent, include_extras=True)
+#: The events schema: each column's :class:`Column`, in the order of :class:`SettlementEvent`'s fields (the
+#: events frame's column order), read from the fields' annotations.
+EVENT_SCHEMA: Mapping[str, Column] = _schema(_HINTS)
+#: The events columns, in order.
+EVENT_COLUMNS: tuple[str, ...] = tuple(EVENT_SCHEMA)
+
+__doc__ = f"{__doc__}{_table(EVENT_SCHEMA)}"
+SettlementEvent.__doc__ = (SettlementEvent.__doc__ or "").replace("{fields}", _fields_doc(_HINTS, EVENT_SCHEMA))

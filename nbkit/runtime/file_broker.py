@@ -87,20 +87,7 @@ class FileSubscription(Subscription):
         if msg is None:
             self._finish(self.reader.end.reason if self.reader.end else "end")
             return None
-        seq = msg.seq
-        headers, payload = envelope.decode_delivery(msg.payload, seq)  # with the stream-sequence header
-        # positional, in Delivery's field order (keywords cost more, once per delivery)
-        return Delivery(
-            payload,
-            headers,
-            msg.stream_key,
-            msg.shard_id,
-            seq,
-            msg.timestamp_ms,
-            "file",
-            self.registration.name,
-            msg.offset,
-        )
+        return next(file_deliveries((msg,), self.registration.name, Delivery))  # made as ready() makes them
 
     def ready(self) -> Iterator[Delivery]:
         """The deliveries of the messages the reader has scanned already (:meth:`StreamReader.ready`), made as

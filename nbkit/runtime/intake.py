@@ -1,13 +1,14 @@
-"""Taking deliveries: the next one from the subscriptions, its handler called, then its settlement.
+"""Taking deliveries: the next one from the subscriptions, handed to its subscription's settlement.
 
 :class:`Intake` is how an :class:`~nbkit.App` takes a delivery, whichever way it is driven: one at a time
 (:meth:`Intake.step`, :meth:`Intake.astep`) or the burst of ready deliveries :meth:`Intake.burst` hands to
-the subscription's :meth:`Settlement.burst <nbkit.runtime.settlement.Settlement.burst>`. Each way ends in
-the subscription's :class:`~nbkit.runtime.settlement.Settlement`. Subscriptions take turns (round robin);
-due delayed copies are published before a delivery is taken, and none is taken while ``max_pending``
-copies wait (backpressure). An async handler is awaited on the caller's event loop (``astep``); a
-synchronous ``step`` outside any loop runs it on the intake's own loop, and inside one holds the delivery
-for the next ``astep``. No thread is ever started.
+the subscription's :meth:`Settlement.burst <nbkit.runtime.settlement.Settlement.burst>`. Each way hands the
+delivery to the subscription's :class:`~nbkit.runtime.settlement.Settlement`, which calls the handler
+(:meth:`~nbkit.runtime.settlement.Settlement.handle`, the one place it is called) and settles it.
+Subscriptions take turns (round robin); due delayed copies are published before a delivery is taken, and
+none is taken while ``max_pending`` copies wait (backpressure). An async handler is awaited on the
+caller's event loop (``astep``); a synchronous ``step`` outside any loop runs it on the intake's own loop,
+and inside one holds the delivery for the next ``astep``. No thread is ever started.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ __all__ = ["Intake", "loop_running"]
 
 
 class Intake:
-    """Takes an app's deliveries to their handlers and hands each result to the subscription's settlement.
+    """Takes an app's deliveries to their subscriptions' settlements, which call the handlers and settle them.
 
     Parameters
     ----------
@@ -63,7 +64,7 @@ class Intake:
         self._pending = delayed.heap  # the same list, never replaced: "is a copy pending" at one look-up
         #: the app's stop state: a burst ends when a stop is requested
         self.stop = stop
-        #: the delivery most recently handed to a handler
+        #: the delivery most recently handed to a handler (set by :meth:`Settlement.handle`)
         self.last_delivery: Delivery | None = None
         #: a delivery whose async handler step() could not run (a loop was running): astep() settles it
         self.held: tuple[Subscription, Delivery, Awaitable[Any]] | None = None
@@ -90,14 +91,6 @@ class Intake:
             return sub, item
         return None
 
-    @staticmethod
-    def invoke(sub: Subscription, delivery: Delivery) -> Any:
-        """Call the handler; its result (maybe awaitable) or the exception it raised."""
-        try:
-            return sub.registration.handler(delivery)
-        except Exception as exc:  # a failing handler drops the delivery, like an Err from Rust
-            return exc
-
     def step(self) -> SettlementEvent | None:
         """Publish due copies, then take and settle one delivery; None if none was ready (see ``App.step``)."""
         if self.held is None and not self._pending:  # the usual case, take()'s work inline
@@ -114,18 +107,16 @@ class Intake:
                 if got is None:
                     return None
                 sub, delivery = got
-            self.last_delivery = delivery
-            try:  # invoke(), inline
-                result = sub.registration.handler(delivery)
-            except Exception as exc:  # a failing handler drops the delivery, like an Err from Rust
-                result = exc
+            settlement = self.settlements[sub]
+            result = settlement.handle(self, delivery)
         else:
             taken = self.take()
             if taken is None:
                 return None
             sub, delivery, result = taken
+            settlement = self.settlements[sub]
         if result is None or type(result) is HandlerOutcome:  # the usual results: settled at once
-            return self.settlements[sub].settle(delivery, result)
+            return settlement.settle(delivery, result)
         return self.complete(sub, delivery, result)
 
     async def astep(self) -> SettlementEvent | None:
@@ -163,8 +154,7 @@ class Intake:
         if got is None:
             return None
         sub, delivery = got
-        self.last_delivery = delivery
-        return sub, delivery, self.invoke(sub, delivery)
+        return sub, delivery, self.settlements[sub].handle(self, delivery)
 
     def complete(self, sub: Subscription, delivery: Delivery, result: Any) -> SettlementEvent:
         """:meth:`step` after the handler ran: an async handler's result is awaited on the intake's own loop (or
@@ -196,7 +186,8 @@ class Intake:
 
 
 async def _capture(awaitable: Awaitable[Any]) -> Any:
-    """Await an async handler's result; its exception is returned, as :meth:`Intake.invoke` does for a sync one."""
+    """Await an async handler's result; its exception is returned, as :meth:`Settlement.handle
+    <nbkit.runtime.settlement.Settlement.handle>` does for a sync one."""
     try:
         return await awaitable
     except Exception as exc:

@@ -1,15 +1,15 @@
-"""The runtime's log lines: upstream texts and levels, with ``key=value`` fields as tracing prints them."""
+"""The runtime's log lines: upstream texts and levels, with ``key=value`` fields as tracing prints them.
+
+The loggers, the texts, :func:`emit` (a record whose message is the text and its fields) and the fields naming
+a settled delivery; the handler ``nbkit run`` installs is :mod:`nbkit.runtime.run_log`'s.
+"""
 
 from __future__ import annotations
 
 import contextlib
 import logging
-import os
-import sys
-import threading
-import time
-from collections.abc import Callable, Iterable, Iterator
-from typing import Any, NamedTuple
+from collections.abc import Iterator
+from typing import NamedTuple
 
 from nbkit.errors import AckError
 
@@ -34,8 +34,6 @@ __all__ = [
     "PENDING_FULL",
     "REQUEUE_NOTHING",
     "RETRY",
-    "RUN_BUFFER",
-    "RUN_FORMAT",
     "SHUTDOWN_DRAINING",
     "SHUTDOWN_STOPPING",
     "SHUTDOWN_WAITING",
@@ -45,19 +43,15 @@ __all__ = [
     "UNSUBSCRIBED_LINE",
     "UNSUPPORTED",
     "DeliveryFormatter",
-    "LogOrderedStream",
-    "RunLogHandler",
     "SettledDelivery",
     "SettledLike",
-    "ack_failed",
     "ack_failed_message",
     "as_settled",
     "capture_lines",
     "delivery_extra",
     "delivery_suffix",
     "emit",
-    "flush_run_logs",
-    "sole_run_handler",
+    "render_field",
 ]
 
 
@@ -126,41 +120,14 @@ def emit(
     logger: logging.Logger, level: int, text: str, *, delivery: SettledLike | None = None, **fields: object
 ) -> None:
     """Log ``text`` followed by its fields; the fields are also on the record as ``nbkit_fields``, and
-    the settled delivery (when given) as the attributes :data:`DELIVERY_FIELDS`."""
+    the settled delivery (when given) as the attributes :data:`DELIVERY_FIELDS`. The record names the code
+    that called ``emit``."""
     if not logger.isEnabledFor(level):
         return
-    rendered = " ".join(f"{k}={_render(v)}" for k, v in fields.items())
-    _log(logger, level, f"{text} {rendered}" if rendered else text, text, fields, delivery)
-
-
-def ack_failed(logger: logging.Logger, subscription: str, delivery: SettledLike | None = None) -> None:
-    """The WARN an unsupported ack / nack logs (spec 1.3), once per such settlement: the hot path of a
-    file or pipe service, so its text is rendered once per subscription and its record is made from
-    the first one's attributes (:class:`_Records`). When the one place the record would reach is the
-    ``nbkit run`` handler (:class:`RunLogHandler`), the line that handler would write from the record is
-    handed to it directly (:func:`sole_run_handler` says when: nothing else, no filter, no record factory
-    could see the record)."""
-    if not logger.isEnabledFor(logging.WARNING):
-        return
-    message = _ACK_FAILED_TEXTS.get(subscription)
-    if message is None:
-        message = ack_failed_message(subscription)
-    if delivery is not None and _RUN_HANDLERS and (handler := sole_run_handler(logger, logging.WARNING)) is not None:
-        handler.write_settlement(logger.name, logging.WARNING, message, delivery)
-        return
-    frame = sys._getframe(1)  # the runtime code that settled: what findCaller(stacklevel=2) names from here
-    code = frame.f_code
-    extra: dict[str, object] = {
-        "nbkit_text": ACK_FAILED,
-        "nbkit_fields": {"subscription": subscription, "error": _UNSUPPORTED},
-    }
-    if delivery is not None:
-        settled = as_settled(delivery)
-        extra["subscription"], extra["stream_key"], extra["seq"] = settled.subscription, settled.stream_key, settled.seq
-        extra["attempt"], extra["line"] = settled.attempt, settled.line
-    logger.handle(
-        _RECORDS.make(logger, logging.WARNING, code.co_filename, frame.f_lineno, code.co_name, message, extra)
-    )
+    rendered = " ".join(f"{k}={render_field(v)}" for k, v in fields.items())
+    extra = {"nbkit_text": text, "nbkit_fields": fields, **delivery_extra(delivery)}
+    # the record names the runtime code that called emit(), found by logging's own stacklevel walk
+    logger.log(level, f"{text} {rendered}" if rendered else text, extra=extra, stacklevel=2)
 
 
 def ack_failed_message(subscription: str) -> str:
@@ -174,7 +141,7 @@ def ack_failed_message(subscription: str) -> str:
     Returns
     -------
     str
-        ``ack / nack failed subscription=NAME error="..."``, as :func:`ack_failed` logs it.
+        ``ack / nack failed subscription=NAME error="..."``, as :class:`AckLog` logs it.
 
     Examples
     --------
@@ -183,7 +150,7 @@ def ack_failed_message(subscription: str) -> str:
     """
     message = _ACK_FAILED_TEXTS.get(subscription)
     if message is None:
-        message = f"{ACK_FAILED} subscription={_render(subscription)} error={_render(_UNSUPPORTED)}"
+        message = f"{ACK_FAILED} subscription={render_field(subscription)} error={render_field(UNSUPPORTED)}"
         if len(_ACK_FAILED_TEXTS) < 1024:
             _ACK_FAILED_TEXTS[subscription] = message
     return message
@@ -241,7 +208,7 @@ def delivery_suffix(record: logging.LogRecord) -> str:
         return ""
     shown = getattr(record, "nbkit_fields", None) or {}
     parts = [
-        f"{name}={_render(value)}"
+        f"{name}={render_field(value)}"
         for name in DELIVERY_FIELDS
         if name not in shown and (value := getattr(record, name, None)) is not None
     ]
@@ -274,538 +241,15 @@ class DeliveryFormatter(logging.Formatter):
         return super().formatMessage(record) + delivery_suffix(record)
 
 
-#: The line ``nbkit run`` writes per record: level, logger, message (then the delivery, :class:`DeliveryFormatter`).
-RUN_FORMAT = "%(levelname)s %(name)s: %(message)s"
-#: How much log text :class:`RunLogHandler` holds before it writes (the size of stdout's buffer, too).
-RUN_BUFFER = 1 << 16
-
-
-class RunLogHandler(logging.Handler):
-    """The log handler ``nbkit run`` installs: one line per record, buffered, written out in one piece.
-
-    The line is :class:`DeliveryFormatter`'s with :data:`RUN_FORMAT` (``WARNING nbkit.dispatch: ack / nack
-    failed subscription=... stream_key=orders seq=17 attempt=2``), as the stdlib ``StreamHandler`` wrote
-    it, but lines are gathered and written with one ``write`` + ``flush`` when :data:`RUN_BUFFER` characters
-    have gathered, when a record of level ERROR or above arrives, when the app goes idle, before the pipe
-    stage writes its stdout (so a log line never comes after stdout written later), at the end of the run
-    and at exit (``logging.shutdown``). What a crash may lose: a process killed outright (SIGKILL, os._exit,
-    a segfault) loses the lines gathered since the last of those moments, at most :data:`RUN_BUFFER`
-    characters; they are about deliveries settled after the stage last wrote to stdout, whose own stdout
-    lines (retry copies) are still buffered too and are lost with them. Lines are also written before a
-    fork (a child does not write them again). Text the service writes to stderr itself may come before
-    lines gathered earlier. Records whose ``nbkit_text`` is in ``skip_texts`` are left out.
-
-    Parameters
-    ----------
-    stream : file, optional
-        Where the lines go (default: ``sys.stderr`` at the time of the call).
-    skip_texts : iterable of str
-        Runtime texts (``nbkit_text``) not to write.
-    limit : int
-        Characters gathered before they are written.
-    ack_rate : float, optional
-        At most this many ``ack / nack failed`` WARNING lines per second (``nbkit run --ack-log-rate``);
-        the lines left out are counted, and one line ``ack / nack failed lines left out (ack_log_rate)
-        count=N`` says how many, when the next second's first line is written and at :meth:`close`.
-        None (the default): every line.
-
-    Returns
-    -------
-    RunLogHandler
-        A ``logging.Handler``.
-
-    Examples
-    --------
-    >>> import io, logging
-    >>> out = io.StringIO()
-    >>> handler = RunLogHandler(out)
-    >>> rec = logging.makeLogRecord({"msg": "ack / nack failed", "levelname": "WARNING", "levelno": 30,
-    ...     "name": "nbkit.dispatch", **delivery_extra(("work", "orders", 17, 2))})
-    >>> handler.handle(rec)
-    True
-    >>> out.getvalue()                           # gathered, not written yet
-    ''
-    >>> handler.flush()
-    >>> out.getvalue()
-    'WARNING nbkit.dispatch: ack / nack failed subscription=work stream_key=orders seq=17 attempt=2\\n'
-    """
-
-    def __init__(
-        self,
-        stream: Any = None,
-        *,
-        skip_texts: Iterable[str] = (),
-        limit: int = RUN_BUFFER,
-        ack_rate: float | None = None,
-    ) -> None:
-        super().__init__()
-        if ack_rate is not None and not ack_rate > 0:
-            raise ValueError(f"ack_rate must be > 0 lines per second or None, not {ack_rate!r}")
-        self.ack_rate = ack_rate
-        self._window_end = 0.0  # the end of the second whose lines _in_window counts
-        self._in_window = 0
-        self._left_out = 0  # ack lines left out since the last "left out" line
-        self._left_out_logger = DISPATCH.name
-        self.stream = sys.stderr if stream is None else stream
-        self.skip_texts = frozenset(skip_texts)
-        self.limit = limit
-        self.run_formatter = DeliveryFormatter(RUN_FORMAT)
-        self.setFormatter(self.run_formatter)
-        # the gathered text, in order: lines, and the pieces of settlement lines (a sequence number as an int,
-        # made text when written out); ``_size`` counts their characters
-        self._lines: list[str | int] = []
-        self._size = 0
-        self._prefixes: dict[tuple[str, str, str], tuple[str, str]] = {}  # see write_settlement
-        _RUN_HANDLERS.add(self)
-
-    def emit(self, record: logging.LogRecord) -> None:
-        """Gather the record's line (written out when due, see the class)."""
-        if self.skip_texts and getattr(record, "nbkit_text", None) in self.skip_texts:
-            return
-        if (
-            self.ack_rate is not None
-            and record.levelno == logging.WARNING
-            and getattr(record, "nbkit_text", None) == ACK_FAILED
-            and not self._ack_allowed(record.name, record.levelno)
-        ):
-            return
-        try:
-            line = self.format(record) + "\n"
-        except Exception:
-            self.handleError(record)
-            return
-        self._lines.append(line)
-        self._size += len(line)
-        if self._size >= self.limit or record.levelno >= logging.ERROR:
-            self.flush()
-
-    def write_settlement(self, name: str, level: int, message: str, delivery: SettledLike) -> None:
-        """Gather the line :meth:`emit` makes of a settlement record whose message names the subscription.
-
-        That is the line of the record ``logger.log(level, message, extra=delivery_extra(delivery))`` with
-        ``nbkit_fields`` showing the subscription: ``LEVEL name: message stream_key=.. seq=.. attempt=..``.
-        The runtime hands it here when this handler is the only place the record would go
-        (:func:`sole_run_handler`), so no record is made.
-
-        Parameters
-        ----------
-        name : str
-            The logger's name.
-        level : int
-            The record's level.
-        message : str
-            Its message (the text and its fields, as :func:`emit` renders them).
-        delivery : tuple of (str, str, int, int[, int or None])
-            Subscription, stream key, sequence, attempt and (a pipe's) stdin line.
-        """
-        settled = as_settled(delivery)  # (the subscription is in the message)
-        stream_key, seq, attempt, lineno = settled.stream_key, settled.seq, settled.attempt, settled.line
-        if self.ack_rate is not None and not self._ack_allowed(name, level):
-            return
-        levelname = logging.getLevelName(level)
-        key = (name, message, stream_key)
-        cached = self._prefixes.get(key)
-        if cached is None or cached[0] is not levelname:  # (a level renamed with logging.addLevelName)
-            cached = (levelname, _settlement_head(levelname, name, message, stream_key))
-            if len(self._prefixes) >= 1024:
-                self._prefixes.clear()
-            self._prefixes[key] = cached
-        line = (
-            f"{cached[1]}{seq} attempt={attempt}\n"
-            if lineno is None
-            else f"{cached[1]}{seq} attempt={attempt} line={lineno}\n"
-        )
-        self._lines.append(line)  # no lock: one append is atomic, and flush() never drops a line appended meanwhile
-        self._size += len(line)
-        if self._size >= self.limit:
-            self.flush()
-
-    def settlement_writer(
-        self, name: str, level: int, message: str, stream_key: str, attempt: int
-    ) -> Callable[[int], None]:
-        """:meth:`write_settlement` for many settlements of one stream key and attempt: ``write(seq)`` gathers the
-        line ``write_settlement(name, level, message, (subscription, stream_key, seq, attempt))`` gathers.
-
-        The line's text around the sequence number is made once, and the number is made text when the lines
-        are written out, so a settlement costs one list extend (atomic, like the append of a line); a level
-        renamed with ``logging.addLevelName`` meanwhile is still seen, line by line. The caller checks, per
-        settlement as for :meth:`write_settlement`, that this handler is the only place the record would go
-        (:func:`sole_run_handler`).
-
-        Parameters
-        ----------
-        name : str
-            The logger's name.
-        level : int
-            The records' level.
-        message : str
-            Their message (it names the subscription).
-        stream_key : str
-            The deliveries' stream key.
-        attempt : int
-            Their attempt.
-
-        Returns
-        -------
-        callable
-            ``write(seq, line=None)``: gathers one settlement's line (``line``: a pipe delivery's stdin line).
-
-        Examples
-        --------
-        >>> import io
-        >>> out = io.StringIO()
-        >>> handler = RunLogHandler(out)
-        >>> write = handler.settlement_writer("nbkit.dispatch", logging.WARNING, "ack / nack failed", "orders", 1)
-        >>> write(9)
-        >>> write(10)
-        >>> handler.flush()
-        >>> print(out.getvalue(), end="")
-        WARNING nbkit.dispatch: ack / nack failed stream_key=orders seq=9 attempt=1
-        WARNING nbkit.dispatch: ack / nack failed stream_key=orders seq=10 attempt=1
-        >>> handler.close()
-        """
-        levelname = logging.getLevelName(level)
-        head = _settlement_head(levelname, name, message, stream_key)
-        tail = f" attempt={attempt}\n"
-        line_tail = f" attempt={attempt} line="
-        limited = self.ack_rate is not None
-        allowed = self._ack_allowed
-        extend = self._lines.extend  # flush() empties the list in place: it stays the one to add to
-        low = high = 0  # the sequence numbers with ``digits`` digits: low <= seq < high
-        size = 0  # the characters of a line whose number has ``digits`` digits
-
-        def write(seq: int, lineno: int | None = None) -> None:
-            nonlocal levelname, head, low, high, size
-            if limited and not allowed(name, level):
-                return
-            if logging.getLevelName(level) is not levelname:  # a level renamed with logging.addLevelName
-                levelname = logging.getLevelName(level)
-                head = _settlement_head(levelname, name, message, stream_key)
-                high = 0
-            if not low <= seq < high:  # (sequence numbers grow: a new digit now and then)
-                digits = len(str(seq))
-                low, high = (10 ** (digits - 1) if digits > 1 else 0), 10**digits
-                size = len(head) + digits + len(tail)
-            if lineno is None:
-                extend((head, seq, tail))  # the whole line in one call: atomic, as write_settlement's append
-                self._size += size
-            else:  # a pipe delivery: its stdin line number ends the line
-                extend((head, seq, line_tail, lineno, "\n"))
-                self._size += size + 8
-            if self._size >= self.limit:
-                self.flush()
-
-        return write
-
-    def _ack_allowed(self, name: str, level: int) -> bool:
-        """Whether one more ``ack / nack failed`` line fits this second's ``ack_rate`` (else it is counted)."""
-        now = time.monotonic()
-        if now >= self._window_end:
-            self._window_end = now + 1.0
-            self._in_window = 0
-            self._write_left_out()
-        if self._in_window < self.ack_rate:  # type: ignore[operator]  # only called with a rate set
-            self._in_window += 1
-            return True
-        self._left_out += 1
-        self._left_out_logger = name
-        return False
-
-    def _write_left_out(self) -> None:
-        """Gather the line that counts the ``ack / nack failed`` lines left out since the last one."""
-        if self._left_out:
-            line = (
-                f"{logging.getLevelName(logging.WARNING)} {self._left_out_logger}: {ACK_LINES_LEFT_OUT} "
-                f"count={self._left_out} per_second={self.ack_rate:g}\n"
-            )
-            self._left_out = 0
-            self._lines.append(line)
-            self._size += len(line)
-
-    def flush(self) -> None:
-        """Write the gathered lines in one piece and flush the stream."""
-        with self.lock:  # type: ignore[union-attr]  # created by logging.Handler.__init__
-            lines = self._lines
-            n = len(lines)
-            if not n:
-                return
-            text = "".join(map(str, lines[:n]))  # (an int is a settlement's sequence number)
-            del lines[:n]  # (a line another thread appended meanwhile stays, for the next flush)
-            self._size = 0
-            try:
-                self.stream.write(text)
-                self.stream.flush()
-            except (OSError, ValueError):  # stderr closed or gone: the lines cannot go anywhere
-                pass
-
-    def close(self) -> None:
-        """Write what is gathered, then close the handler (the stream stays open)."""
-        try:
-            self._write_left_out()
-            self.flush()
-        finally:
-            _RUN_HANDLERS.discard(self)
-            super().close()
-
-
-def _settlement_head(levelname: str, name: str, message: str, stream_key: str) -> str:
-    """The start of a settlement's run log line, up to its sequence number (:meth:`RunLogHandler.write_settlement`)."""
-    return f"{levelname} {name}: {message} stream_key={_render(stream_key)} seq="
-
-
-def flush_run_logs() -> None:
-    """Write out the lines every :class:`RunLogHandler` has gathered (the app goes idle, stdout is written).
-
-    Returns
-    -------
-    None
-
-    Examples
-    --------
-    >>> flush_run_logs()
-    """
-    for handler in list(_RUN_HANDLERS):
-        handler.flush()
-
-
-class LogOrderedStream:
-    """A text stream (``sys.stdout`` / ``sys.stderr`` under ``nbkit run``) that writes out the gathered run
-    log lines before each write of its own, so a service's ``print`` never comes before the log lines of
-    deliveries settled earlier. Everything else is the wrapped stream's.
-
-    Parameters
-    ----------
-    stream : file
-        The text stream to wrap.
-
-    Returns
-    -------
-    LogOrderedStream
-        A file-like object.
-
-    Examples
-    --------
-    >>> import io
-    >>> err = io.StringIO()
-    >>> handler = RunLogHandler(err)
-    >>> handler.write_settlement("nbkit.dispatch", logging.WARNING, "gathered", ("w", "jobs", 3, 1))
-    >>> ordered = LogOrderedStream(err)
-    >>> print("printed by the service", file=ordered)
-    >>> err.getvalue().splitlines()
-    ['WARNING nbkit.dispatch: gathered stream_key=jobs seq=3 attempt=1', 'printed by the service']
-    >>> handler.close()
-    """
-
-    def __init__(self, stream: Any) -> None:
-        self.wrapped = stream
-
-    def write(self, text: str) -> int:
-        """Write out the gathered log lines, then ``text``.
-
-        Parameters
-        ----------
-        text : str
-            What to write.
-
-        Returns
-        -------
-        int
-            What the wrapped stream's ``write`` returns.
-        """
-        flush_run_logs()
-        return int(self.wrapped.write(text))
-
-    def writelines(self, lines: Iterable[str]) -> None:
-        """Write out the gathered log lines, then ``lines``.
-
-        Parameters
-        ----------
-        lines : iterable of str
-            What to write.
-        """
-        flush_run_logs()
-        self.wrapped.writelines(lines)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.wrapped, name)
-
-
-def sole_run_handler(logger: logging.Logger, level: int) -> RunLogHandler | None:
-    """The :class:`RunLogHandler` that is the only handler a record of ``logger`` at ``level`` would reach.
-
-    None when anything else could see the record: another handler, a filter on the logger or on the
-    handler, a formatter other than the handler's own, a record factory or a Logger class of the
-    embedding, or no handler at all (logging's last resort). Checked on every call, since handlers
-    come and go (``caplog``, a notebook's).
-
-    Parameters
-    ----------
-    logger : logging.Logger
-        The logger the record is for.
-    level : int
-        Its level (the logger must be enabled for it).
-
-    Returns
-    -------
-    RunLogHandler or None
-
-    Examples
-    --------
-    >>> import logging
-    >>> sole_run_handler(logging.getLogger("nbkit.nowhere"), logging.WARNING) is None
-    True
-    """
-    if (
-        type(logger) is not logging.Logger
-        or logger.disabled
-        or logger.filters
-        or logging.getLogRecordFactory() is not logging.LogRecord
-    ):
-        return None
-    found: RunLogHandler | None = None
-    current: logging.Logger | None = logger
-    while current is not None:  # as Logger.callHandlers walks
-        if current.handlers:
-            for handler in current.handlers:
-                if level >= handler.level:
-                    if (
-                        found is not None
-                        or type(handler) is not RunLogHandler
-                        or handler.filters
-                        or handler.formatter is not handler.run_formatter
-                    ):
-                        return None
-                    found = handler
-        if not current.propagate:
-            return found
-        current = current.parent
-    return found
-
-
-#: Frames from :func:`_log` up to the runtime code whose line a record names: _log, emit / ack_failed, the caller.
-_STACKLEVEL = 3
-
-
-def _log(
-    logger: logging.Logger,
-    level: int,
-    message: str,
-    text: str,
-    fields: dict[str, object],
-    delivery: SettledLike | None = None,
-) -> None:
-    """Hand ``logger`` the record ``logger.log(level, message, extra=..., stacklevel=3)`` makes, for an enabled
-    level: it names the runtime code that called :func:`emit` or :func:`ack_failed`, found by logging's own
-    stacklevel walk (``Logger.findCaller``), and is built by :class:`_Records`."""
-    path, lineno, func, _ = logger.findCaller(False, _STACKLEVEL)
-    if delivery is None:
-        extra: dict[str, object] = {"nbkit_text": text, "nbkit_fields": fields}
-    else:
-        settled = as_settled(delivery)
-        extra = {
-            "line": settled.line,
-            "nbkit_text": text,
-            "nbkit_fields": fields,
-            "subscription": settled.subscription,
-            "stream_key": settled.stream_key,
-            "seq": settled.seq,
-            "attempt": settled.attempt,
-        }
-    logger.handle(_RECORDS.make(logger, level, path, lineno, func, message, extra))
-
-
-class _Records:
-    """Makes the ``LogRecord`` that ``Logger.makeRecord`` makes, with less work per record.
-
-    A settling service logs the same WARNING from the same line for every delivery, and most of what
-    ``LogRecord.__init__`` works out is the same each time: the level's name, the file name and module
-    (``os.path`` calls), the process and its name (a multiprocessing lookup). So the first record from a
-    (logger, level, source line) is made by ``makeRecord``, as logging does, and kept as a prototype; each
-    later record is a copy of its attributes with what changes set afresh: the message, the creation time,
-    the thread (and the asyncio task where logging records it) and the caller's ``extra``. A record factory
-    (``logging.setLogRecordFactory``) or a Logger class with its own ``makeRecord`` gets records made by
-    ``makeRecord`` every time; a forked child starts over (its process id and name differ).
-    """
-
-    def __init__(self) -> None:
-        # per (logger, level, path, line, function): the first record's attributes, and its time in ns
-        self._prototypes: dict[tuple[str, int, str, int, str], tuple[dict[str, Any], int]] = {}
-
-    def forget(self) -> None:
-        """Drop every prototype (a forked child's records name another process)."""
-        self._prototypes.clear()
-
-    def make(
-        self,
-        logger: logging.Logger,
-        level: int,
-        path: str,
-        lineno: int,
-        func: str,
-        message: str,
-        extra: dict[str, object],
-    ) -> logging.LogRecord:
-        """The record ``logger.makeRecord(logger.name, level, path, lineno, message, (), None, func, extra)`` makes."""
-        if logging.getLogRecordFactory() is not logging.LogRecord or type(logger).makeRecord is not _MAKE_RECORD:
-            return logger.makeRecord(logger.name, level, path, lineno, message, (), None, func, extra)
-        key = (logger.name, level, path, lineno, func)
-        found = self._prototypes.get(key)
-        if found is None:
-            made = logger.makeRecord(logger.name, level, path, lineno, message, (), None, func, extra)
-            if len(self._prototypes) >= 256:  # a fixed few source lines log through here; stay bounded anyway
-                self._prototypes.clear()
-            prototype = {k: v for k, v in vars(made).items() if k not in extra}
-            self._prototypes[key] = (prototype, round(made.created * 1e9))
-            return made
-        prototype, created_ns = found
-        record = _new_record(logging.LogRecord)
-        attrs = record.__dict__
-        attrs.update(prototype)
-        now_ns = time.time_ns()
-        attrs["msg"] = message
-        attrs["created"] = now_ns / 1e9
-        attrs["msecs"] = (now_ns % 1_000_000_000) // 1_000_000 + 0.0
-        attrs["relativeCreated"] = prototype["relativeCreated"] + (now_ns - created_ns) / 1e6
-        if logging.logThreads:
-            attrs["thread"] = threading.get_ident()
-            attrs["threadName"] = threading.current_thread().name
-        if "taskName" in attrs:  # Python 3.12+
-            attrs["taskName"] = _task_name()
-        attrs.update(extra)
-        return record
-
-
-def _task_name() -> str | None:
-    """The running asyncio task's name, as ``LogRecord`` records it (Python 3.12+, ``logging.logAsyncioTasks``)."""
-    if not getattr(logging, "logAsyncioTasks", False):
-        return None
-    asyncio = sys.modules.get("asyncio")
-    if asyncio is None:
-        return None
-    try:
-        task = asyncio.current_task()
-    except RuntimeError:  # no running loop
-        return None
-    return None if task is None else task.get_name()
-
-
-_MAKE_RECORD = logging.Logger.makeRecord
-_new_record = logging.LogRecord.__new__
-_RECORDS = _Records()
-os.register_at_fork(after_in_child=_RECORDS.forget)
-
-
-def _render(value: object) -> str:
+def render_field(value: object) -> str:
+    """A field's value as a log line shows it: quoted when empty or when it holds a space (as tracing prints it)."""
     s = str(value)
     return f'"{s}"' if (" " in s or not s) else s
 
 
 #: Never raised: the error an unsupported ack / nack reports (``error=`` of the ``ack / nack failed`` line).
 UNSUPPORTED = AckError("unsupported")
-_UNSUPPORTED = UNSUPPORTED
 _ACK_FAILED_TEXTS: dict[str, str] = {}
-_RUN_HANDLERS: set[RunLogHandler] = set()  # the ones not closed yet, flushed by flush_run_logs()
-os.register_at_fork(before=flush_run_logs)  # a forked child must not write the parent's gathered lines again
 
 
 class _LineCollector(logging.Handler):

@@ -183,14 +183,7 @@ class RunSummary:
         kinds = ", ".join(f"{k} {n}" for k, n in sorted(c.outcomes.items()) if n)
         raised = f", {c.raised} raised" if c.raised else ""
         parts.append(f"{_n(total, 'delivery', 'deliveries')}" + (f" ({kinds}{raised})" if kinds else ""))
-        written = [_n(c.copies, "copy", "copies") + " published"]
-        if c.dead_letters:
-            written.append(_n(c.dead_letters, "dead letter", "dead letters"))
-        if c.rejected:
-            written.append(f"{c.rejected} rejected at the cap")
-        if c.requeued_nothing:
-            written.append(f"{c.requeued_nothing} retry() with no copy")
-        parts.append(", ".join(written))
+        parts.append(", ".join(_written(c)))
         lost = []
         if c.abandoned:
             lost.append(_n(c.abandoned, "copy", "copies") + " abandoned")
@@ -236,6 +229,19 @@ def signal_name(signum: int) -> str:
         return signal.Signals(signum).name
     except ValueError:
         return f"signal {signum}"
+
+
+def _written(c: RunCounts) -> list[str]:
+    """What the run wrote, or wrote nothing for, counted: each counter of the outcome vocabulary once, in its
+    order (copies always, the others when not 0)."""
+    from nbkit.runtime.vocabulary import ACTION_TERMS
+
+    said: list[str] = []
+    for terms in ACTION_TERMS.values():
+        n = getattr(c, terms.counter) if terms.counter and terms.said[0] else 0
+        if n or terms.always_said:
+            said.append((terms.said[0] if n == 1 else terms.said[1]).format(n=n))
+    return said
 
 
 def _n(n: int, one: str, many: str) -> str:

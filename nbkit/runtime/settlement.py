@@ -1,7 +1,8 @@
 """Settlement: one object per subscription turns a delivery and its handler's result into what the runtime does.
 
 :class:`Settlement` is where every way of taking a delivery ends (``App.step``, ``App.astep`` and the
-burst of ready deliveries ``App.run`` settles, :meth:`Settlement.burst`). From the handler's result it
+burst of ready deliveries ``App.run`` settles, :meth:`Settlement.burst`, on a file or a pipe). It calls the
+handler (:meth:`Settlement.handle`, the one place a handler is called). From the handler's result it
 works out the outcome (a raise or a wrong return drops, and is logged), asks the pure rule
 (:func:`~nbkit.runtime.settle.decide`, cached per outcome) for the action and the copy's destination,
 writes the copy now or hands it to :class:`~nbkit.runtime.delayed.DelayedCopies`, logs the settlement's
@@ -10,14 +11,15 @@ lines, and records it: :meth:`Settlement.record` makes the one
 
 The burst is the same settlement written tightly for the commonest case, a first attempt whose outcome
 writes no copy and logs nothing but the ``ack / nack failed`` WARNING (a file or pipe service's every
-ack): that line goes straight to the run log handler's writer when nothing else would see its record,
-and the event is made by the same :meth:`~Settlement.record`. Anything else goes to :meth:`~Settlement.settle`.
+ack): that line is written by the settlement's :class:`~nbkit.runtime.run_log.AckLog`, as :meth:`~Settlement.settle`
+writes it, and the event is made by the same :meth:`~Settlement.record`. Anything else goes to
+:meth:`~Settlement.settle`.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from functools import partial
 from typing import Any, Protocol
 
@@ -30,6 +32,7 @@ from nbkit.runtime.delivery import Delivery
 from nbkit.runtime.events import EventHistory, SettlementEvent, new_record
 from nbkit.runtime.outcome import HandlerOutcome, OutcomeKind, as_outcome
 from nbkit.runtime.redrive import REDRIVEN_FROM_HEADER
+from nbkit.runtime.run_log import AckLog
 from nbkit.runtime.run_summary import RunCounts
 from nbkit.runtime.settle import Action, Decision, decide
 from nbkit.runtime.stopping import Stop
@@ -92,6 +95,8 @@ class Settlement:
         "counts",
         "history",
         "delayed",
+        "handler",
+        "ack_log",
         "_decisions",
     )
 
@@ -108,6 +113,9 @@ class Settlement:
         self.counts = counts
         self.history = history
         self.delayed = delayed
+        self.handler = sub.registration.handler
+        #: how this subscription's ``ack / nack failed`` WARNING is written
+        self.ack_log = AckLog(self.name)
         # per (outcome, delay, at the cap): the decision and its copy's key (None: no copy)
         self._decisions: dict[tuple[OutcomeKind, float | None, bool], tuple[Decision, str | None]] = {}
 
@@ -132,6 +140,16 @@ class Settlement:
             if len(self._decisions) < _MAX_DECISIONS:
                 self._decisions[key] = found
         return found
+
+    def handle(self, driver: Driver, delivery: Delivery) -> Any:
+        """Hand ``delivery`` to the subscription's handler, noting it as ``driver.last_delivery``: the handler's
+        result (maybe awaitable), or the exception it raised. The one place a handler is called: ``App.step``,
+        ``App.astep``, the burst and the pipe all come here."""
+        driver.last_delivery = delivery
+        try:
+            return self.handler(delivery)
+        except Exception as exc:  # a failing handler drops the delivery, like an Err from Rust
+            return exc
 
     def settle(
         self, delivery: Delivery, result: Any, decided: tuple[Decision, str | None] | None = None
@@ -183,8 +201,13 @@ class Settlement:
                     outcome="retry",
                     lost=logs.REQUEUE_NOTHING,
                 )
-            else:
-                logs.ack_failed(logs.DISPATCH, name, settled)
+            else:  # the ack / nack WARNING: the burst writes it as here, or hands the delivery here
+                ack_log = self.ack_log
+                if ack_log.logger.isEnabledFor(logging.WARNING) and not ack_log.write(
+                    delivery.stream_key, delivery.seq, attempt, delivery.line
+                ):
+                    # something other than the run handler could see the record: made here, naming settle()
+                    ack_log.logger.warning(ack_log.message, extra=ack_log.extra(settled))
         else:
             if action is _DEAD_LETTER and decision.at_cap:
                 logs.emit(
@@ -329,23 +352,20 @@ class Settlement:
         """Take and settle the deliveries ready now, one after another, while no stop is requested, no delayed
         copy is pending and no delivery is held: how many.
 
-        Each delivery is what ``App.step`` would take next and is settled as :meth:`settle` settles it. Those
-        the reader has scanned already (:meth:`Subscription.ready`) skip the polling layers. A HandlerOutcome
-        (or None) on a first attempt whose decision writes no copy and logs only the ``ack / nack failed``
-        WARNING is settled here: its line is handed to the run log handler's writer when
-        :func:`~nbkit.runtime.logs.sole_run_handler` says, per delivery, that nothing else would see a record,
-        and its event is made by :meth:`record`. Anything else goes to :meth:`settle` (or, a result that may
-        be awaitable, to ``driver.complete``).
+        Each delivery is what ``App.step`` would take next, handed to :meth:`handle` and settled as
+        :meth:`settle` settles it. Those the reader has scanned already (:meth:`Subscription.ready`) skip the
+        polling layers. A HandlerOutcome (or None) on a first attempt whose decision writes no copy and logs
+        only the ``ack / nack failed`` WARNING is settled here: its line is written by :meth:`AckLog.write
+        <nbkit.runtime.run_log.AckLog.write>` (as in :meth:`settle`), and its event is made by :meth:`record`.
+        Anything else goes to :meth:`settle` (or, a result that may be awaitable, to ``driver.complete``).
         """
         sub = self.sub
         stop = driver.stop
         heap = self.delayed.heap  # (never replaced: a copy held during the burst is seen here)
-        handler = self.registration.handler
+        handle = self.handle
         record = self.record
-        dispatch = logs.DISPATCH
-        warns = partial(dispatch.isEnabledFor, logging.WARNING)  # asked per delivery, as logs.ack_failed() does
-        message = logs.ack_failed_message(self.name)
-        sole_run_handler = logs.sole_run_handler
+        ack_line = self.ack_log.write
+        warns = partial(self.ack_log.logger.isEnabledFor, logging.WARNING)  # asked per delivery, as settle() does
         retry_header = RETRY_COUNT_HEADER
         ack = HandlerOutcome.ack()
         # what settling ``last`` records (its outcome and decision); ``quiet``: it writes no copy and logs
@@ -355,11 +375,8 @@ class Settlement:
         decision: Decision | None = None
         decided: tuple[Decision, str | None] | None = None  # decision() for ``last``
         quiet = False
-        log_handler: logs.RunLogHandler | None = None  # the run log handler ``write`` is for
-        write: Callable[..., None] = _write_nothing
         counts = self.counts
         quiet_n = 0  # quiet settlements of ``kind`` not yet added to counts.outcomes
-        write_key = ""
         scans_ahead = sub.scans_ahead
         ready: Iterator[Delivery] = iter(())
         taken = 0
@@ -374,11 +391,7 @@ class Settlement:
                     if scans_ahead:
                         ready = sub.ready()
                 taken += 1
-                driver.last_delivery = delivery
-                try:  # App.invoke(), inline
-                    result = handler(delivery)
-                except Exception as exc:  # a failing handler drops the delivery, like an Err from Rust
-                    result = exc
+                result = handle(driver, delivery)
                 if result is None:
                     result = ack  # what settle() makes of None
                 if type(result) is not HandlerOutcome or retry_header in delivery.headers:
@@ -397,21 +410,11 @@ class Settlement:
                 if not quiet or decision is None:
                     self.settle(delivery, result, decided)
                     continue
-                if warns():  # logs.ack_failed()'s checks, per delivery
-                    run_handler = sole_run_handler(dispatch, logging.WARNING)
-                    if run_handler is None:  # a record to make, naming settle() as its source: settle() logs it
-                        self.settle(delivery, result, decided)
-                        continue
-                    stream_key = delivery.stream_key
-                    if run_handler is not log_handler or stream_key != write_key:
-                        write = run_handler.settlement_writer(dispatch.name, logging.WARNING, message, stream_key, 1)
-                        log_handler, write_key = run_handler, stream_key
-                    now = self.clock.now()  # (the app's clock may be replaced meanwhile)
-                    write(delivery.seq, delivery.line)
-                else:
-                    now = self.clock.now()
+                if warns() and not ack_line(delivery.stream_key, delivery.seq, 1, delivery.line):  # settle()'s line
+                    self.settle(delivery, result, decided)  # a record to make, naming settle(): settle() logs it
+                    continue
                 quiet_n += 1
-                record(delivery, now, 1, kind, decision)
+                record(delivery, self.clock.now(), 1, kind, decision)  # (the app's clock may be replaced meanwhile)
         finally:
             if quiet_n:
                 counts.outcome(kind, quiet_n)
@@ -425,7 +428,3 @@ def poll(sub: Subscription) -> Delivery | NeedMore | None:
     except NbkitError as exc:
         logs.emit(logs.SUBSCRIBER, logging.ERROR, logs.STREAM_ERROR, subscription=sub.name, error=exc)
         raise
-
-
-def _write_nothing(seq: int, line: int | None = None) -> None:
-    """The settlement writer :meth:`Settlement.burst` starts with: replaced before its first line is due."""

@@ -16,7 +16,7 @@ from nbkit.errors import (
     StdoutClosedError,
     Utf8Error,
 )
-from nbkit.runtime import logs
+from nbkit.runtime import logs, run_log
 from nbkit.runtime.broker import Broker, Published, Subscription, as_payload, new_published, registrator
 from nbkit.runtime.delivery import Delivery
 from nbkit.runtime.registration import Handler, PipeRegistration, check_key, common_options
@@ -229,7 +229,7 @@ class StdioBroker(Broker[PipeRegistration]):
 
     def _new_sink(self, stdout: LineOutput) -> LineSink:
         sink = LineSink(stdout)
-        sink.before_flush = logs.flush_run_logs  # a log line never comes after stdout written later
+        sink.before_flush = run_log.flush_run_logs  # a log line never comes after stdout written later
         sink.on_closed = self._output_gone
         return sink
 

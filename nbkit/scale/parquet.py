@@ -67,7 +67,7 @@ from nbkit.tabular import (
     selection,
     with_fields,
 )
-from nbkit.tabular.builder import empty_headers
+from nbkit.tabular.headers import EMPTY_HEADERS, empty_headers, frozen_headers
 from nbkit.tabular.modes import Mode, payload_mode
 from nbkit.tabular.payloads import BYTES_DTYPE, STR_DTYPE
 from nbkit.transport.damage import check_on_bad_frames
@@ -593,7 +593,11 @@ def _headers(column: Any) -> pd.Series:
         return pd.Series(empty_headers(n), copy=False)
     rows = []
     for pairs in column.to_pylist():
-        rows.append({k: v["text"] if v["text"] is not None else v["bytes"] for k, v in pairs} if pairs else {})
+        rows.append(
+            frozen_headers({k: v["text"] if v["text"] is not None else v["bytes"] for k, v in pairs})
+            if pairs
+            else EMPTY_HEADERS
+        )
     return pd.Series(rows, dtype=object)
 
 
@@ -623,7 +627,7 @@ def _read_v1(path: str, pq: Any, mode: str) -> pd.DataFrame:
         h = dict(pairs) if pairs else {}
         if extra:
             h.update(extra)
-        headers.append(h)
+        headers.append(frozen_headers(h))
     typed = table.select(["shard_id", "seq", "timestamp", "size", "retry_count", "attempt", "offset"]).to_pandas()
     spec = payload_mode(mode)
     if spec.name == "objects":

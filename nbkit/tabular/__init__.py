@@ -19,6 +19,8 @@ reader and the Parquet export (:mod:`nbkit.scale`) share one schema and one buil
   ``concat_frames``), imported from :mod:`nbkit`;
 - :mod:`nbkit.tabular.lineage`: each message's history from a messages frame alone (``lineage``,
   ``messages_table``, ``summarize``);
+- :mod:`nbkit.tabular.events`: the events frame (``events_frame``, imported from :mod:`nbkit`), its columns
+  and dtypes the events schema's (:data:`nbkit.runtime.events.EVENT_SCHEMA`);
 - :mod:`nbkit.tabular.timeline_steps`: the steps frame ``nbkit.plot.timeline`` draws (one row per delivery,
   in lanes), read from an events frame or a lineage frame; imported by its module name, not re-exported here.
 

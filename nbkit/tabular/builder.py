@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from functools import partial
-from itertools import compress, repeat
+from itertools import compress
 from operator import methodcaller
 from typing import Any, Literal, get_args
 
@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from nbkit.tabular.arrow import arrow_module, columns_table
+from nbkit.tabular.headers import EMPTY_HEADERS, empty_headers, frozen_headers
 from nbkit.tabular.modes import CHUNK, Mode, chunked_values, payload_mode
 from nbkit.tabular.payloads import (
     STR_DTYPE,
@@ -54,7 +55,6 @@ __all__ = [
     "FrameBuilder",
     "PayloadMode",
     "UnsignedFallbackWarning",
-    "empty_headers",
     "in_window",
     "payload_separator",
 ]
@@ -206,7 +206,7 @@ class FrameBuilder:
         """Bodies, headers and retry counts: envelopes (payloads starting ``rs``) decoded."""
         raw = self.raw
         n = len(raw)
-        headers: list[dict] = [{} for _ in range(n)]
+        headers: list[dict] = [EMPTY_HEADERS] * n
         counts = [0] * n
         hits = list(compress(range(n), map(_starts_rs, raw)))
         if not hits:
@@ -214,7 +214,7 @@ class FrameBuilder:
         bodies = list(raw)
         for j in hits:
             found, body = envelope.decode(raw[j])
-            headers[j] = found
+            headers[j] = frozen_headers(found)
             bodies[j] = body
             if found:
                 counts[j] = retry_count(found)
@@ -468,9 +468,13 @@ def _buffers_frame(
 
 def _has_envelope(data: bytearray, starts: np.ndarray, sizes: np.ndarray) -> bool:
     """Whether a payload of the buffer starts with ``rs`` (an envelope, or text the envelope decoder judges)."""
-    view = np.frombuffer(data, dtype=np.uint8)  # a view: gone on return, so the buffer can be let go later
-    heads = starts[sizes >= 2]
-    return bool(np.any((view[heads] == 0x72) & (view[heads + 1] == 0x73)))
+    heads = starts if not len(sizes) or sizes.min() >= 2 else starts[sizes >= 2]
+    if not len(heads):
+        return False
+    # each byte with the next as one little-endian number, so one gather reads both (a view: gone on
+    # return, so the buffer can be let go later)
+    pairs = np.ndarray((len(data) - 1,), dtype="<u2", buffer=data, strides=(1,))
+    return bool((pairs[heads] == 0x7372).any())
 
 
 def _layout(cols: ColumnBuffers) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -589,13 +593,6 @@ def _columns(parts: list[ColumnBuffers], transport: str, sizes: np.ndarray, payl
         "offset": _int_view(offset),
         "transport": _transport_column(n, transport),
     }
-
-
-def empty_headers(n: int) -> np.ndarray:
-    """An object array of ``n`` distinct empty dicts (the ``headers`` of messages without an envelope; also
-    the Parquet reader's for rows without headers): one
-    dict per row, so changing one row's headers changes no other row; built by numpy, not a Python loop."""
-    return np.fromiter(map(dict.copy, repeat({}, n)), dtype=object, count=n)
 
 
 #: The largest value of a signed 64-bit integer: ``seq`` and ``shard_id`` above it keep an unsigned dtype.

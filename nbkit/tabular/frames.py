@@ -15,7 +15,7 @@ payload      str, object or binary    ``"json"``: the JSON text (str, Arrow-back
                                       large_binary[pyarrow] (each value reads as bytes)
 retry_count  Int64                    ``x-ruststream-retry-count`` from the envelope, 0 when absent
 attempt      Int64                    retry_count + 1 (first delivery = attempt 1)
-headers      object                   dict of the envelope's headers ({} when none)
+headers      object                   the envelope's headers, a read-only dict ({} when none)
 offset       Int64                    byte offset of the frame (file) or line number (pipe)
 transport    category                 ``file`` or ``pipe``
 ===========  =======================  ===========================================================
@@ -154,7 +154,7 @@ def read_stream(
         One row per message (a :class:`~nbkit.tabular.reader.FrameReader` of such frames with
         ``chunksize``), with the columns ``stream_key`` (category), ``shard_id``, ``seq`` (Int64),
         ``timestamp`` (datetime64[ms, UTC]), ``size`` (payload bytes), ``payload``, ``retry_count``,
-        ``attempt`` (retry_count + 1), ``headers`` (dict), ``offset`` (the frame's byte offset) and
+        ``attempt`` (retry_count + 1), ``headers`` (a read-only dict), ``offset`` (the frame's byte offset) and
         ``transport`` (``"file"``), then any ``payload.<field>`` columns (int64, float64, bool, str or object;
         ``Int64``/``boolean`` for an integer/boolean field some payloads lack).
 

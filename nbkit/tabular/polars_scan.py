@@ -16,12 +16,14 @@ from __future__ import annotations
 import io
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from nbkit.errors import InvalidArgumentError, MissingExtraError, UnknownKeyError, install_hint
 from nbkit.tabular.frames import read_arrow
+from nbkit.tabular.reader import FrameReader
+from nbkit.tabular.selection import Selection
 from nbkit.transport.file_reader import StreamReader
 from nbkit.transport.positions import FilePosition
 
@@ -31,6 +33,9 @@ __all__ = ["Pushdown", "polars_module", "pushdown", "scan_stream"]
 ScanPayload = Literal["text", "bytes"]
 _PAYLOADS: tuple[str, ...] = ("text", "bytes")
 _ON_BAD_FRAMES = ("error", "skip", "warn")
+#: The rows of a chunk read when polars asks for no batch size, and the fewest a row limit reads at once.
+_CHUNK_ROWS = 100_000
+_MIN_CHUNK_ROWS = 16_384
 
 
 def polars_module() -> Any:
@@ -240,8 +245,9 @@ def scan_stream(
     a query gives the rows the eager read filtered the same way gives. Pushed down to the read (with
     literals): ``pl.col("stream_key") == k`` / ``.is_in([...])``, ``pl.col("timestamp")`` compared with a
     timezone-aware time (or ``.is_between``), ``pl.col("seq") >= n``, joined by ``&``. Any other filter is
-    applied to the rows read. The file is read when the query is collected, once per collect; ``head(n)``
-    applies to the rows read (the window is read whole).
+    applied to the rows read. The file is read when the query is collected, once per collect, a chunk of
+    rows at a time (polars' batch size, else 100,000 rows): ``head(n)`` stops the read once ``n`` rows
+    passed the filter.
 
     Parameters
     ----------
@@ -315,36 +321,58 @@ def scan_stream(
             needed |= set(predicate.meta.root_names())
         # bytes: no text check for a column not asked for
         mode: ScanPayload = payload if "payload" in needed else "bytes"
-        table = _read(path, narrowed, mode, options)
-        if table is None:
-            frame = pl.DataFrame(schema=schema)
-        else:
-            frame = pl.from_arrow(table.select([c for c in schema if c in needed]))
-            frame = frame.cast({c: t for c, t in schema.items() if c in frame.columns and frame.schema[c] != t})
-        if predicate is not None:
-            frame = frame.filter(predicate)
-        frame = frame.select(wanted)
+        kept = [c for c in schema if c in needed]
+        # the file is read a chunk at a time: the read stops once the row limit is met, or once polars
+        # stops asking (a limit above a filter, which polars keeps to itself)
+        chunk = batch_size or _CHUNK_ROWS
         if n_rows is not None:
-            frame = frame.head(n_rows)
-        step = batch_size or max(frame.height, 1)
-        for first in range(0, max(frame.height, 1), step):
-            yield frame.slice(first, step)
+            chunk = max(min(chunk, n_rows), _MIN_CHUNK_ROWS)
+        left = n_rows
+        sent = False
+        tables = [] if n_rows == 0 else _read(path, narrowed, mode, options, chunk)
+        try:
+            for table in tables:
+                frame = pl.from_arrow(table.select(kept))
+                frame = frame.cast({c: t for c, t in schema.items() if c in frame.columns and frame.schema[c] != t})
+                if predicate is not None:
+                    frame = frame.filter(predicate)
+                frame = frame.select(wanted)
+                if left is not None:
+                    frame = frame.head(left)
+                    left -= frame.height
+                step = batch_size or max(frame.height, 1)
+                for first in range(0, frame.height, step):
+                    sent = True
+                    yield frame.slice(first, step)
+                if left == 0:
+                    break
+        finally:
+            if isinstance(tables, FrameReader):
+                tables.close()  # a read stopped early lets its file go now
+        if not sent:
+            yield pl.DataFrame(schema=schema).select(wanted)
 
     return register_io_source(
         source, schema=schema, explain_name="nbkit.scan_stream", explain_detail=f"{path} payload={payload}"
     )
 
 
-def _read(path: str, narrowed: Pushdown, payload: ScanPayload, options: dict[str, Any]) -> Any:
-    """``read_arrow`` with the pushed-down bounds (None: no row can match); keys the file does not hold are
+def _read(
+    path: str, narrowed: Pushdown, payload: ScanPayload, options: dict[str, Any], chunksize: int
+) -> Iterable[Any]:
+    """The tables of ``read_arrow`` with the pushed-down bounds, ``chunksize`` rows each (a
+    :class:`~nbkit.tabular.reader.FrameReader`); none when no row can match. Keys the file does not hold are
     dropped, as the eager read filtered would find none of their rows."""
-    if narrowed.keys is not None and not narrowed.keys:
-        return None
-    while True:
+    if narrowed.keys is not None:
+        if not narrowed.keys:
+            return []
+        reading = {k: options[k] for k in ("storage_options", "block_size")}
         try:
-            return read_arrow(path, payload=payload, **narrowed.read_options(), **options)
+            with StreamReader(path, **reading) as reader:  # the beacons first; the whole file only for a key not met
+                Selection(keys=narrowed.keys).check_keys_named(reader)
         except UnknownKeyError as err:
-            kept = (narrowed.keys or frozenset()) - set(err.missing)
-            if not kept or kept == narrowed.keys:
-                return None
+            kept = narrowed.keys - set(err.missing)
+            if not kept:
+                return []
             narrowed = replace(narrowed, keys=kept)
+    return read_arrow(path, payload=payload, chunksize=chunksize, **narrowed.read_options(), **options)

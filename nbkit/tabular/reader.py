@@ -55,6 +55,7 @@ Output = Literal["pandas", "pandas-arrow", "arrow"]
 _SLICE_BYTES = 24 << 20  # file bytes per slice of payload="json" (its fields parse while the next is read)
 _MIN_STEP = 64 << 10  # the smallest slice a row-bounded read asks for
 _GUESS_ROW_BYTES = 256  # bytes per row assumed before the first slice tells
+_FIRST_STEP = 1 << 20  # the largest first slice of a row-bounded read (the rows' size is not known yet)
 
 
 def read_rows(
@@ -501,13 +502,15 @@ class FrameReader:
 
     def _step(self, bytes_read: int) -> int:
         """File bytes for the next slice of a row-bounded read: enough for the rows wanted, by the bytes per
-        row read so far (at least 64 KiB, at most 24 MiB)."""
+        row read so far (at least 64 KiB, at most 24 MiB; the first slice at most 1 MiB, as the rows' size
+        is a guess until then)."""
         want = self.chunksize or 0
         if self.nrows is not None:
             left = self.nrows - self.rows_read
             want = min(want, left) if want else left
-        per_row = bytes_read / self.rows_read if self.rows_read and bytes_read else _GUESS_ROW_BYTES
-        return int(min(_SLICE_BYTES, max(_MIN_STEP, want * per_row * 1.1)))
+        if not (self.rows_read and bytes_read):  # no row read yet: a first slice small enough to learn from
+            return int(min(_FIRST_STEP, max(_MIN_STEP, want * _GUESS_ROW_BYTES * 1.1)))
+        return int(min(_SLICE_BYTES, max(_MIN_STEP, want * bytes_read / self.rows_read * 1.1)))
 
     # -- results ---------------------------------------------------------------------------------------
     def _assemble(self, segments: list[_Segment], *, strict: bool) -> Any:

@@ -2,7 +2,8 @@
 
 The timeline plot accepts an events frame or a lineage frame; both are first turned into one **steps
 frame**, so the drawing code reads a single shape and a new kind of input needs only a new reader.
-This module holds that shape (:data:`STEP_COLUMNS`, :data:`STEP_STATES`), its two readers, of an events frame
+This module holds that shape (:data:`STEP_COLUMNS`; its states are the outcome vocabulary's
+:data:`~nbkit.runtime.vocabulary.STEP_STATES`), its two readers, of an events frame
 (:func:`steps_from_events`) and of a lineage frame (:func:`steps_from_lineage`), found by the frame's kind
 in :data:`STEP_READERS`, and the lane order the plot uses (:func:`file_lanes_first`). Nothing here draws:
 no matplotlib.
@@ -16,13 +17,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from nbkit.runtime.settle import Action
+from nbkit.runtime.vocabulary import ACTION_TERMS, COPY_ACTIONS, OUTCOME_ENDS
 
 __all__ = [
-    "END_STATES",
     "STEP_COLUMNS",
     "STEP_READERS",
-    "STEP_STATES",
     "file_lanes_first",
     "steps_from_events",
     "steps_from_lineage",
@@ -32,23 +31,6 @@ __all__ = [
 STEP_COLUMNS = (
     "message", "transport", "attempt", "time", "delay", "copy_at", "state", "destination", "note",
 )  # fmt: skip
-#: How a lane can end: the ``state`` of a lane's last step.
-END_STATES = (
-    "handled",  # acknowledged
-    "dropped",  # dropped, or the handler raised (note "exception")
-    "dead-letter",  # copied to the dead-letter key
-    "rejected",  # the cap was reached with no dead-letter key: nothing written
-    "lost",  # the copy was given up (crash, shutdown timeout)
-    "waiting",  # a file's copy, written and not yet delivered
-    "copy-out",  # a pipe's copy, written to stdout for the next stage
-    "pending",  # the copy is due and not yet written
-    "no further copy",  # a lineage frame: the file shows nothing after this record
-)
-#: Every ``state`` a step can have: "retried" (its copy is the lane's next delivery) or an end.
-STEP_STATES = ("retried", *END_STATES)
-
-#: The actions that write (or schedule) a retry copy.
-_COPY_ACTIONS = frozenset({Action.COPY, Action.DELAYED_COPY})
 #: The events columns read as Python objects, one list each (absent ones read as None).
 _OBJECT_COLUMNS = (
     "transport", "subscription", "stream_key", "seq", "attempt", "outcome", "action", "destination", "copy_seq",
@@ -70,7 +52,7 @@ def steps_from_events(events: pd.DataFrame) -> pd.DataFrame:
     Parameters
     ----------
     events : DataFrame
-        An events frame (``session.events``, ``app.events_frame()``; schema in
+        An events frame (``session.events``, ``nbkit.events_frame(app.events)``; schema in
         :mod:`nbkit.runtime.events`). It needs the columns ``time``, ``transport``, ``stream_key``,
         ``seq``, ``action`` and ``outcome``; the others are read where present.
 
@@ -86,8 +68,9 @@ def steps_from_events(events: pd.DataFrame) -> pd.DataFrame:
           copy now);
         - ``copy_at`` (UTC: when its copy or dead letter was written, is or was due, or was lost;
           NaT if none);
-        - ``state``: one of :data:`STEP_STATES` -- "retried" (its copy is the lane's next
-          delivery) or how the lane ends (:data:`END_STATES`; only a lane's last row has an end);
+        - ``state``: one of :data:`~nbkit.runtime.vocabulary.STEP_STATES` -- "retried" (its copy is the
+          lane's next delivery) or how the lane ends (:data:`~nbkit.runtime.vocabulary.END_STATES`; only a
+          lane's last row has an end);
         - ``destination`` (the copy's stream key, or "");
         - ``note`` (a word for the end's label: "exception" when a handler raised; or "").
 
@@ -212,7 +195,7 @@ def _lanes(col: dict[str, list[Any]]) -> tuple[list[str], list[int], list[bool]]
             continues[last_row_of_lane[lane]] = True
         lane_ids.append(lane)
         last_row_of_lane[lane] = i
-        copied = col["action"][i] in _COPY_ACTIONS and _present(col["copy_seq"][i])
+        copied = col["action"][i] in COPY_ACTIONS and _present(col["copy_seq"][i])
         if copied and _present(col["attempt"][i]):
             awaited = (transport, reader, col["destination"][i], col["copy_seq"][i], int(col["attempt"][i]) + 1)
             lane_of[awaited] = lane
@@ -227,7 +210,7 @@ def _step_end(
     action, outcome = col["action"][i], col["outcome"][i]
     error = str(col["error"][i]) if _present(col["error"][i]) else ""
     time, due, written, lost_at = (times[name][i] for name in ("time", "due", "written_at", "lost_at"))
-    if action in _COPY_ACTIONS:
+    if action in COPY_ACTIONS:
         d = 0.0 if np.isnan(delay) else delay
         due_at = due if _present(due) else time + pd.Timedelta(seconds=d)
         if col["abandoned"][i] is True or error.startswith("copy lost"):
@@ -237,15 +220,17 @@ def _step_end(
             ended = "copy-out" if col["transport"][i] == "pipe" else "waiting"
             return ("retried" if continued else ended), written, d, ""
         return "pending", due_at, d, ""
-    if action == Action.DEAD_LETTER:
+    terms = ACTION_TERMS.get(action)
+    if terms is not None and terms.dead_letter:
         state = "lost" if error.startswith("copy lost") else "dead-letter"
         return state, written if _present(written) else time, np.nan, ""
-    if action == Action.REJECTED:
-        return "rejected", pd.NaT, np.nan, ""
-    # Action.UNSUPPORTED: acknowledging is not supported upstream; the message is settled
-    if outcome == "ack" and not error:
-        return "handled", pd.NaT, np.nan, ""
-    return "dropped", pd.NaT, np.nan, "exception" if error else ""
+    if terms is not None and terms.end is not None:
+        return terms.end, pd.NaT, np.nan, ""
+    # the action ends nothing itself (unsupported: acknowledging is not supported upstream): the outcome says how
+    # the lane ends; a handler that raised counts as a drop
+    if error:
+        return OUTCOME_ENDS["drop"], pd.NaT, np.nan, "exception"
+    return OUTCOME_ENDS.get(outcome, OUTCOME_ENDS["drop"]), pd.NaT, np.nan, ""
 
 
 def steps_from_lineage(lin: pd.DataFrame) -> pd.DataFrame:

@@ -14,6 +14,7 @@ them when ``CI`` is set: CI installs them with ``.ci/browser-deps.sh``. Screensh
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib.util
 import json
 import os
@@ -30,6 +31,7 @@ from pathlib import Path
 
 import pytest
 from checkout_env import checkout_env
+from waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "test-artifacts" / "browser"
@@ -229,6 +231,18 @@ def _stop(proc: subprocess.Popen, server: LabServer | None) -> None:
                 child.kill()
 
 
+def _answers(server: LabServer, errors: list[str]) -> bool:
+    """Whether a starting server answers /api/status (or has exited: True, the caller says so); keeps the errors."""
+    if server.process.poll() is not None:
+        return True
+    try:
+        server.api("/api/status", timeout=2)
+    except (urllib.error.URLError, ConnectionError, OSError, ValueError) as exc:
+        errors.append(repr(exc))
+        return False
+    return True
+
+
 def _start_lab(base: Path, root_dir: Path, env: dict[str, str], log_path: Path, budget: Budget) -> LabServer:
     token = os.urandom(16).hex()
     last_error = "not started"
@@ -246,19 +260,16 @@ def _start_lab(base: Path, root_dir: Path, env: dict[str, str], log_path: Path, 
         proc = subprocess.Popen(cmd, cwd=base, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
         log.close()
         server = LabServer(f"http://127.0.0.1:{port}", token, root_dir, log_path, proc)
-        deadline = time.monotonic() + budget.left(SERVER_START_TIMEOUT)
-        while time.monotonic() < deadline and proc.poll() is None:
-            try:
-                server.api("/api/status", timeout=2)
-                return server
-            except (urllib.error.URLError, ConnectionError, OSError, ValueError) as exc:
-                last_error = repr(exc)
-                time.sleep(0.25)
-        if proc.poll() is None:
+        errors: list[str] = []
+        try:
+            wait_until(functools.partial(_answers, server, errors), budget.left(SERVER_START_TIMEOUT), interval=0.25)
+        except AssertionError:
             _stop(proc, server)
             raise RuntimeError(
-                f"JupyterLab did not answer /api/status in time ({last_error}); log tail:\n{server.log_tail()}"
-            )
+                f"JupyterLab did not answer /api/status in time ({errors[-1:]}); log tail:\n{server.log_tail()}"
+            ) from None
+        if proc.poll() is None:
+            return server
         last_error = f"exit code {proc.returncode}; log tail:\n{server.log_tail()}"
     raise RuntimeError(f"JupyterLab did not start: {last_error}")
 

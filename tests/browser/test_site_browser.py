@@ -55,6 +55,23 @@ def _lesson_with_widgets() -> str:
     raise AssertionError("no lesson stores widget state and a figure")
 
 
+#: In a still picture: what reaches past its right edge, what scrolls sideways, and characters beyond U+FFFF.
+SNAPSHOT_FITS_JS = """root => {
+    const edge = root.getBoundingClientRect().right;
+    const name = e => `${e.tagName}.${e.className}`;
+    const past = [], scrolled = [];
+    for (const e of root.querySelectorAll('*')) {
+        const box = e.getBoundingClientRect();
+        if (box.width > 0 && box.right > edge + 1) past.push(`${name(e)} ${Math.round(box.right - edge)} px`);
+        if (e.scrollWidth > e.clientWidth + 1 && getComputedStyle(e).overflowX !== 'visible') {
+            scrolled.push(`${name(e)} ${e.scrollWidth - e.clientWidth} px`);
+        }
+    }
+    const astral = [...root.innerText].filter(c => c.codePointAt(0) > 0xFFFF);
+    return {past: past.slice(0, 5), scrolled: scrolled.slice(0, 5), astral};
+}"""
+
+
 def _loaded_images(page, selector: str) -> int:
     return page.eval_on_selector_all(selector, "els => els.filter(e => e.complete && e.naturalWidth > 0).length")
 
@@ -115,13 +132,31 @@ def test_site_pages_in_a_browser(site_url, browser_page, budget, artifacts_dir, 
         rendered.scroll_into_view_if_needed(timeout=budget.ms(5))
         shot("lesson-widget")
 
-        for lesson in ("03-retries-and-dead-letters", "07-retry-policies"):  # the widest lessons
+        for lesson in ("01-stream-files", "03-retries-and-dead-letters", "07-retry-policies"):  # the widest
             visit(f"learn/{lesson}.html")
             cut = page.eval_on_selector_all(
                 "div.cell_input pre, div.cell_output div.output pre",
                 "els => els.filter(e => e.scrollWidth > e.clientWidth + 1).length",
             )
             assert cut == 0, f"{lesson}: {cut} code or output blocks run off the page instead of wrapping"
+            # a widget's still picture holds all it shows inside its box (07's summary once hid its last
+            # column, `longest wait`), and its note has no character beyond U+FFFF (an emoji: a box here)
+            for found in page.eval_on_selector_all(
+                ".cell_output .nbkit-snapshot", f"els => els.map({SNAPSHOT_FITS_JS})"
+            ):
+                assert found == {"past": [], "scrolled": [], "astral": []}, f"{lesson}: {found}"
+            if lesson.startswith("07"):
+                # the policy summaries printed as DataFrames fit too (a wider frame may scroll in its box)
+                hidden = page.eval_on_selector_all(
+                    "div.cell_output table.dataframe",
+                    "els => els.filter(e => e.innerText.includes('longest wait') && e.scrollWidth > e.clientWidth + 1)"
+                    ".length",
+                )
+                assert hidden == 0, f"{lesson}: {hidden} policy summaries hide columns behind a sideways scroll"
+                summary = page.locator(".nbkit-snapshot table.nbkit-explorer-summary").first
+                assert "longest wait (s)" in summary.inner_text()
+                summary.scroll_into_view_if_needed(timeout=budget.ms(5))
+                shot("lesson-07-explorer")
             diagrams = page.locator("pre.mermaid svg")
             if lesson.startswith("03"):
                 diagrams.first.wait_for(state="visible", timeout=budget.ms(20))  # the cap decision, drawn

@@ -82,14 +82,22 @@ def _open_file(page, lab_server, budget, name: str) -> None:
     )
 
 
+#: The theme's base colour, a CSS variable every JupyterLab theme sets: it changes once the theme's styles apply.
+THEME_COLOUR_JS = "() => getComputedStyle(document.body).getPropertyValue('--jp-layout-color0').trim()"
+
+
 def _theme(page, budget, name: str) -> None:
+    """Switch to theme ``name`` (another than the current one) and wait until its styles apply."""
+    before = page.evaluate(THEME_COLOUR_JS)
     page.evaluate(
         "(theme) => { window.jupyterapp.commands.execute('apputils:change-theme', {theme}); return null; }", name
     )
     page.wait_for_function(
-        "(theme) => document.body.dataset.jpThemeName === theme", arg=name, timeout=budget.ms(15), polling=200
+        f"([theme, before]) => document.body.dataset.jpThemeName === theme && ({THEME_COLOUR_JS})() !== before",
+        arg=[name, before],
+        timeout=budget.ms(15),
+        polling=200,
     )
-    time.sleep(0.5)
 
 
 def _write_orders(path: Path, n: int, *, interval: int = 1 << 20) -> None:

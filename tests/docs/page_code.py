@@ -65,7 +65,7 @@ import signal
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
@@ -386,7 +386,10 @@ def run_cell(block: Block, namespace: dict[str, object]) -> str:
     """What a python block prints in this process, then the repr of its last expression (as a cell shows)."""
     name = f"<block at line {block.line}>"
     tree = ast.parse(block.code, filename=name)
-    last = tree.body.pop() if tree.body and isinstance(tree.body[-1], ast.Expr) else None
+    tail = tree.body[-1] if tree.body else None
+    last = tail if isinstance(tail, ast.Expr) else None
+    if last is not None:
+        tree.body.pop()
     buffer = io.StringIO()
     with contextlib.redirect_stdout(buffer):
         exec(compile(tree, name, "exec"), namespace)
@@ -404,7 +407,7 @@ class Output(NamedTuple):
     printed: str
 
 
-def run(blocks: Iterable[Block], folder: Path, mode: Mode) -> Iterator[Output]:
+def run(blocks: Iterable[Block], folder: Path, mode: Mode) -> Generator[Output, None, None]:
     """Run the blocks in order in ``folder`` (which exists), as ``mode`` says; yield each one's output.
 
     Blocks a run does not reach (not tested, directives) are passed over. Close the iterator (or run it

@@ -307,7 +307,7 @@ def replay_copies(tmp_path):
         session = Session(App(broker))
         session.run()
         session.close()
-        return records(broker.path)
+        return records(Path(broker.path))
 
     assert replay(0, "backlog")[-1] == ("jobs", 4, 1)
     assert ("backlog", 2) in seen  # written while the replay had b and c ahead: delivered

@@ -11,12 +11,12 @@ naming the entry, instead of leaving the page wrong.
 
 from __future__ import annotations
 
-import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 from page_code import ROOT, SCRIPTS, Output, Section, collapse_spaces, parse, run, without_time
+from waiting import wait_until
 
 PAGE = parse(ROOT / "docs" / "troubleshooting.md")
 ENTRIES: dict[str, Section] = {heading: s for heading, s in PAGE.sections.items() if heading}  # ``## `` entries
@@ -170,8 +170,4 @@ def test_scripts_mode_runs_each_section_alone_and_each_python_block_as_a_process
     assert all(SCRIPTS.compare(block.expected, printed) for block, printed in outputs["one"])
     assert outputs["two"][0].printed == ""  # a folder of its own: nothing of section one
     sleeper = int((tmp_path / "one" / "sleeper").read_text())
-    for _ in range(50):  # killed when its section's run ended
-        if not _alive(sleeper):
-            break
-        time.sleep(0.1)
-    assert not _alive(sleeper)
+    wait_until(lambda: not _alive(sleeper), what="the section's sleeper to be killed when its run ended")

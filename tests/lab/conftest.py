@@ -14,6 +14,6 @@ pytest.importorskip("pytest_jupyter", reason="the viewer's handler tests need py
 from pytest_jupyter.jupyter_server import *  # noqa: E402,F403
 
 
-@pytest.fixture
+@pytest.fixture  # type: ignore[no-redef]  # replaces the plugin's fixture of that name, on purpose
 def jp_server_config():
     return {"ServerApp": {"jpserver_extensions": {"nbkit.lab": True}}}

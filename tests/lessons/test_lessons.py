@@ -55,6 +55,13 @@ def _is_solution(cell: Any) -> bool:
     return "solution" in cell.metadata.get("tags", [])
 
 
+def _exercise_id(call: ast.Call) -> str:
+    """The id a ``check("id", ...)`` call names (a string constant, as :func:`_check_calls` ensures)."""
+    first = call.args[0]
+    assert isinstance(first, ast.Constant) and isinstance(first.value, str), ast.unparse(call)
+    return first.value
+
+
 def _check_calls(cell: Any) -> list[ast.Call]:
     """The ``check("id", answer, **context)`` calls in a code cell (IPython magics are skipped)."""
     code = "\n".join(line for line in cell.source.splitlines() if not line.lstrip().startswith(("%", "!")))
@@ -101,12 +108,13 @@ def _exercises(source: Path) -> list[tuple[str, int, dict[str, Any]]]:
         if cell.cell_type != "code" or _is_solution(cell):
             continue
         for call in _check_calls(cell):
-            name = call.args[0].value
+            name = _exercise_id(call)
             if name in found:
                 continue
             known = _literal_names(cells[: index + 1])
-            context = {}
+            context: dict[str, Any] = {}
             for keyword in call.keywords:
+                assert keyword.arg is not None, f"{source.name}: check({name!r}, **...) cannot be recomputed"
                 if isinstance(keyword.value, ast.Name) and keyword.value.id in known:
                     context[keyword.arg] = known[keyword.value.id]
                 else:
@@ -245,7 +253,7 @@ def test_solutions_are_hidden_tagged_and_come_after_their_exercise(source):
                 f"cell {index}: a collapsed solution shows its first line; it must give nothing away, not {first!r}"
             )
             for call in _check_calls(cell):
-                name = call.args[0].value
+                name = _exercise_id(call)
                 assert name in asked and asked[name] < index, f"cell {index}: the solution of {name} follows it"
                 solved.add(name)
     assert solved == set(asked), f"exercises without a solution cell: {set(asked) - solved}"
@@ -387,7 +395,7 @@ def test_the_solution_compares_the_prediction_with_a_measurement(source, name, i
     solutions = [
         i
         for i, c in enumerate(cells)
-        if _is_solution(c) and any(call.args[0].value == name for call in _check_calls(c))
+        if _is_solution(c) and any(_exercise_id(call) == name for call in _check_calls(c))
     ]
     assert solutions, f"{name} has no solution cell"
     cell = cells[solutions[0]]

@@ -3,6 +3,8 @@ retry scenario run through real Sessions (used by the plot and widget tests)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import matplotlib
 
 matplotlib.use("Agg")
@@ -12,6 +14,7 @@ import pytest  # noqa: E402
 
 from nbkit import App, FileBroker, FilePosition, HandlerOutcome, StdioBroker  # noqa: E402
 from nbkit.notebook.session import Session  # noqa: E402
+from nbkit.runtime.broker import Broker  # noqa: E402
 from nbkit.wire import envelope  # noqa: E402
 
 
@@ -39,7 +42,7 @@ class RetryScenario:
     """
 
     def __init__(self, tmp_path, *, file: bool = True, pipe: bool = True) -> None:
-        brokers = []
+        brokers: list[Broker[Any]] = []
         self.path = tmp_path / "orders.ss"
         self.out: list[str] = []
         if file:

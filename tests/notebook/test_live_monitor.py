@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from checkout_env import checkout_env
+from waiting import await_until
 
 import nbkit.widgets
 from nbkit.transport.file_reader import StreamReader
@@ -33,9 +34,14 @@ with StreamWriter(path) as w:
         key = "orders.dead" if i % 10 == 9 else "orders"
         headers = {envelope.RETRY_COUNT_HEADER: str(retries)} if retries else {}
         w.write(key, envelope.encode(headers, b'{"n": %d}' % i, force_text=False))
-        if i % 50 == 0:
+        if i % 50 == 0:  # pauses: the file grows in steps, as the test of the refreshes by hand asserts
             time.sleep(0.01)
 """
+
+
+def _other_tasks() -> set[asyncio.Task]:
+    """The tasks on the running loop other than the test's own."""
+    return {t for t in asyncio.all_tasks() if t is not asyncio.current_task()}
 
 
 def start_writer(path: Path, count: int) -> subprocess.Popen:
@@ -44,7 +50,8 @@ def start_writer(path: Path, count: int) -> subprocess.Popen:
 
 def file_counts(path: Path) -> tuple[Counter, Counter]:
     """Messages per key and deliveries per attempt (non-dead-letter keys), read straight from the file."""
-    keys, attempts = Counter(), Counter()
+    keys: Counter[str] = Counter()
+    attempts: Counter[int] = Counter()
     with StreamReader(path) as r:
         for m in r:
             if m.stream_key.startswith("ruststream") or m.stream_key.startswith("SEA_"):
@@ -91,13 +98,14 @@ def test_refreshes_on_the_event_loop_until_stopped(ss: Path) -> None:
         monitor = nbkit.widgets.LiveMonitor(ss, every=0.02)
         assert monitor.running
         writer = start_writer(ss, 300)
-        while writer.poll() is None or monitor.state.offset < ss.stat().st_size:
-            await asyncio.sleep(0.02)  # the loop is free: the monitor refreshes meanwhile
+        await await_until(  # the loop is free while this waits: the monitor refreshes meanwhile
+            lambda: writer.poll() is not None and monitor.state.offset >= ss.stat().st_size,
+            what=lambda: f"the writer to end and the monitor to read all ({monitor.state.offset} bytes read)",
+        )
         messages = monitor.state.messages
         monitor.stop_button.click()
-        await asyncio.sleep(0.05)
-        others = {t for t in asyncio.all_tasks() if t is not asyncio.current_task()}
-        return messages, monitor.running, others
+        await await_until(lambda: not _other_tasks(), what=lambda: f"the monitor's task to end: {_other_tasks()}")
+        return messages, monitor.running, _other_tasks()
 
     messages, running, others = asyncio.run(scenario())
     keys, _ = file_counts(ss)
@@ -108,11 +116,11 @@ def test_refreshes_on_the_event_loop_until_stopped(ss: Path) -> None:
 def test_close_ends_the_task(ss: Path) -> None:
     async def scenario() -> tuple[bool, bool]:
         monitor = nbkit.widgets.LiveMonitor(ss, every=0.01)
-        await asyncio.sleep(0.05)
+        await await_until(lambda: monitor.state.messages == 1, what="the monitor's first refresh")
         was = monitor.running
         monitor.close()
-        await asyncio.sleep(0.03)
-        return was, any(t is not asyncio.current_task() for t in asyncio.all_tasks())
+        await await_until(lambda: not _other_tasks(), what=lambda: f"the monitor's task to end: {_other_tasks()}")
+        return was, monitor.running
 
     assert asyncio.run(scenario()) == (True, False)
 
@@ -121,7 +129,7 @@ def test_close_ends_the_task(ss: Path) -> None:
 def test_rotation_and_removal_are_said_and_stop_the_monitor(ss: Path, tmp_path: Path, change: str) -> None:
     async def scenario() -> nbkit.widgets.LiveMonitor:
         monitor = nbkit.widgets.LiveMonitor(ss, every=0.01)
-        await asyncio.sleep(0.05)
+        await await_until(lambda: monitor.state.messages == 1, what="the monitor's first read of the file")
         if change == "rotated":
             fresh = tmp_path / "new.ss"
             with StreamWriter(fresh) as w:
@@ -129,10 +137,7 @@ def test_rotation_and_removal_are_said_and_stop_the_monitor(ss: Path, tmp_path: 
             os.replace(fresh, ss)
         else:
             ss.unlink()
-        for _ in range(100):
-            if not monitor.running:
-                break
-            await asyncio.sleep(0.01)
+        await await_until(lambda: not monitor.running, what=lambda: f"the monitor to stop ({monitor.state.status})")
         return monitor
 
     monitor = asyncio.run(scenario())

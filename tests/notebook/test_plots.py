@@ -12,8 +12,9 @@ from matplotlib.figure import Figure
 
 import nbkit.plot
 from nbkit.notebook import plots
-from nbkit.notebook.plots import _as_deliveries, attempts, dashboard, dead_letters, retry_delays, timeline
+from nbkit.notebook.plots import attempts, dashboard, dead_letters, retry_delays, timeline
 from nbkit.tabular.frames import concat_frames, read_pipe, read_stream
+from nbkit.tabular.plot_data import MAX_DISTINCT_DELAYS, auto_freq, deliveries
 
 T0 = pd.Timestamp("2024-01-01T00:00:00Z")
 
@@ -41,8 +42,8 @@ def messages(ran) -> pd.DataFrame:
 
 
 # -- the normaliser ------------------------------------------------------------------------------------
-def test_as_deliveries_reads_an_events_frame(ran):
-    d = _as_deliveries(ran.session.events)
+def test_deliveries_reads_an_events_frame(ran):
+    d = deliveries(ran.session.events)
     assert list(d.columns) == [
         "transport", "group", "attempt", "delivered", "delay", "is_dead_letter", "time", "redriven", "weight",
     ]  # fmt: skip
@@ -58,8 +59,8 @@ def test_as_deliveries_reads_an_events_frame(ran):
     assert d.loc[d.is_dead_letter, "delay"].isna().all()  # a dead-letter copy is no scheduled retry
 
 
-def test_as_deliveries_reads_a_messages_frame(ran):
-    d = _as_deliveries(messages(ran))
+def test_deliveries_reads_a_messages_frame(ran):
+    d = deliveries(messages(ran))
     assert d.attrs["kind"] == "messages"
     assert d["delay"].isna().all()
     # orders.dead (3 on file) and orders.dlq (1 on pipe) are the dead letters and not deliveries
@@ -73,7 +74,7 @@ def test_as_deliveries_reads_a_messages_frame(ran):
 )
 def test_dead_letter_keys_option(ran, keys, expected):
     # lambda: orders.dead (3), orders.dlq (1) and orders.retry (3 copies on the pipe)
-    assert _as_deliveries(messages(ran), dead_letter_keys=keys)["is_dead_letter"].sum() == expected
+    assert deliveries(messages(ran), dead_letter_keys=keys)["is_dead_letter"].sum() == expected
 
 
 def test_copy_now_is_a_zero_second_delay(tmp_path):
@@ -86,7 +87,7 @@ def test_copy_now_is_a_zero_second_delay(tmp_path):
     broker.publish("orders", "x")
     session.run()
     assert list(session.events["action"]) == ["copy", "rejected"]
-    d = _as_deliveries(session.events)
+    d = deliveries(session.events)
     assert d["delay"].iloc[0] == 0.0 and np.isnan(d["delay"].iloc[1])
     ax = retry_delays(session.events)
     assert ticks(ax) == ["0 s"] and heights(ax) == [[1.0]]
@@ -205,7 +206,7 @@ def test_retry_delays_histogram_when_bins_are_given(ran):
 def test_retry_delays_histogram_when_delays_are_many(ran):
     ev = ran.session.events.copy()
     ev["delay"] = pd.array(np.where(ev["action"] == "delayed-copy", np.arange(len(ev)) * 0.5, np.nan), "Float64")
-    assert ev["delay"].nunique() == 9 <= plots.MAX_DISTINCT_DELAYS
+    assert ev["delay"].nunique() == 9 <= MAX_DISTINCT_DELAYS
     ax = retry_delays(ev)
     assert len(ticks(ax)) == 9 and all(t.endswith(" s") for t in ticks(ax))
     ev = pd.concat([ev, ev.assign(delay=ev["delay"] + 100)], ignore_index=True)
@@ -295,10 +296,10 @@ def test_dead_letters_chooses_the_bin_from_the_span(ran):
     ax = dead_letters(ran.session.events)
     assert ax.get_ylabel() == "dead letters per 1 s"  # 15 s span -> 16 one-second bins
     assert [len(c) for c in ax.containers] == [16, 16]
-    assert plots._auto_freq(pd.Timedelta(hours=3)) == "15min"
-    assert plots._auto_freq(pd.Timedelta(0)) == "1s"
-    assert plots._auto_freq(pd.Timedelta(milliseconds=300)) == "100ms"
-    assert plots._auto_freq(pd.Timedelta(days=10_000)) == "28D"
+    assert auto_freq(pd.Timedelta(hours=3)) == "15min"
+    assert auto_freq(pd.Timedelta(0)) == "1s"
+    assert auto_freq(pd.Timedelta(milliseconds=300)) == "100ms"
+    assert auto_freq(pd.Timedelta(days=10_000)) == "28D"
     assert [plots._duration_text(pd.Timedelta(x)) for x in ("100ms", "5s", "1min", "3h", "1D", "7D")] == [
         "100 ms", "5 s", "1 min", "3 h", "1 day", "7 days",
     ]  # fmt: skip
@@ -547,15 +548,20 @@ def test_attempt_digits_sit_inside_markers_large_enough_to_project(ran):
     assert artist(ax, "deliveries-file").get_markersize() >= 14
 
 
-def test_handled_and_dead_letter_ends_differ_in_shape_not_only_colour(ran):
-    handled, dead = plots.TIMELINE_ENDS["handled"][1], plots.TIMELINE_ENDS["dead-letter"][1]
+def test_handled_and_dead_letter_ends_differ_in_shape_not_only_colour(tmp_path):
+    handled = artist(timeline(end_states.every_end(end_states.first_deliveries(tmp_path)).events), "end-handled")
+    dead = artist(timeline(end_states.loopback_pipe().events), "end-dead-letter")
+    handled, dead = handled.get_marker(), dead.get_marker()
     assert {handled, dead} == {"$\\checkmark$", "X"}  # a tick and a cross, whatever the colours
 
 
-def test_every_end_a_step_can_have_is_drawn_in_the_steps_order():
-    from nbkit.tabular.timeline_steps import END_STATES
+def test_the_ends_are_drawn_in_the_vocabulary_order(tmp_path):
+    from nbkit.runtime.vocabulary import END_STATES
 
-    assert tuple(plots.TIMELINE_ENDS) == END_STATES  # the legend lists the ends in that order
+    session = end_states.every_end(end_states.first_deliveries(tmp_path))
+    drawn = [str(line.get_gid()).removeprefix("end-") for line in timeline(session.events).lines]
+    drawn = [gid for gid in drawn if gid in END_STATES]
+    assert len(drawn) >= 4 and drawn == [s for s in END_STATES if s in drawn]  # the legend lists them in that order
 
 
 def short_delays(tmp_path, delays):

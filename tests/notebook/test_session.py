@@ -217,7 +217,7 @@ def test_astep_and_arun_await_async_handlers_on_the_running_loop(monkeypatch):
 
     async def handler(d):
         loops.append(asyncio.get_running_loop())
-        await asyncio.sleep(0)
+        await asyncio.sleep(0)  # the handler awaits (a turn of the loop): what an async handler does
         return HandlerOutcome.retry_after(5) if d.text == "b" else None
 
     session = make_async_pipe_session(["[jobs] a", "[jobs] b", "[jobs] c"], handler)

@@ -128,11 +128,12 @@ def test_the_lazy_names_resolve():
     assert nbkit.simulate is simulate and nbkit.Workload is Workload and nbkit.RetryPolicy is RetryPolicy
 
 
+# The cases marked type: ignore[arg-type] pass a wrong type on purpose: the checks made at run time are tested.
 @pytest.mark.parametrize(
     ("make", "message"),
     [
         (lambda: Workload(messages=0), "messages must be a whole number from 1"),
-        (lambda: Workload(messages=2.5), "messages must be a whole number"),
+        (lambda: Workload(messages=2.5), "messages must be a whole number"),  # type: ignore[arg-type]
         (lambda: Workload(span=0), "span must be > 0"),
         (lambda: Workload(failure_rate=-0.1), "failure_rate must be from 0 to 1"),
         (lambda: Workload(heal_after=-1), "heal_after must be >= 0"),
@@ -143,11 +144,11 @@ def test_the_lazy_names_resolve():
         (lambda: RetryPolicy(backoff="expo"), "backoff must be one of 'fixed', 'linear', 'exponential'"),
         (lambda: RetryPolicy(max_delay=-2), "max_delay must be >= 0"),
         (lambda: RetryPolicy(jitter=2), "jitter must be from 0 to 1"),
-        (lambda: RetryPolicy(dead_letter="orders.dead"), "dead_letter must be True or False"),
+        (lambda: RetryPolicy(dead_letter="orders.dead"), "dead_letter must be True or False"),  # type: ignore[arg-type]
         (lambda: simulate(Workload(messages=1), RetryPolicy(), transport="kafka"), "transport must be one of"),
-        (lambda: simulate(Workload(messages=1), RetryPolicy(), seed="x"), "seed must be a whole number"),
-        (lambda: simulate({"messages": 1}, RetryPolicy()), "workload must be an nbkit.Workload"),
-        (lambda: simulate(Workload(messages=1), 3), "policy must be an nbkit.RetryPolicy"),
+        (lambda: simulate(Workload(messages=1), RetryPolicy(), seed="x"), "seed must be a whole number"),  # type: ignore[arg-type]
+        (lambda: simulate({"messages": 1}, RetryPolicy()), "workload must be an nbkit.Workload"),  # type: ignore[arg-type]
+        (lambda: simulate(Workload(messages=1), 3), "policy must be an nbkit.RetryPolicy"),  # type: ignore[arg-type]
         (lambda: policy_summary(pd.DataFrame({"time": []})), "needs the column 'message'"),
     ],
 )

@@ -6,6 +6,7 @@ import asyncio
 import html
 import re
 import threading
+from typing import Any
 
 import ipywidgets
 import pytest
@@ -249,7 +250,9 @@ def async_session(*, lines: int = 2, fail_to_start: bool = False) -> Session:
     """A pipe fed back into itself whose ``async def`` handler awaits, then asks for one retry of each
     message after 2 s (the copy comes back as attempt 2, which is acknowledged)."""
     broker = StdioBroker(stdin=[f"[jobs] job {i}" for i in range(lines)], stdout=[], loopback=True)
-    options = {} if fail_to_start else {"out_retry": "jobs", "max_attempts": 2, "dead_letter": "jobs.dead"}
+    options: dict[str, Any] = (
+        {} if fail_to_start else {"out_retry": "jobs", "max_attempts": 2, "dead_letter": "jobs.dead"}
+    )
 
     @broker.subscriber("jobs", **options)
     async def handle(delivery):

@@ -33,6 +33,7 @@ from nbkit.transport.file_writer import StreamWriter
 
 SCRIPT = Path(__file__).resolve().parent / "scripts" / "crash_writer.py"
 _spec = importlib.util.spec_from_file_location("crash_writer", SCRIPT)
+assert _spec is not None and _spec.loader is not None
 crash_writer = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(crash_writer)
 
@@ -89,7 +90,7 @@ def crash_chain(
             truncated = int(ready.split()[1])
             if verified_end:  # the resume cut off exactly the torn bytes, nothing good
                 assert truncated == size_before - verified_end, (truncated, size_before, verified_end)
-            time.sleep(rnd.uniform(0.0, max_delay))
+            time.sleep(rnd.uniform(0.0, max_delay))  # a random moment of its writes: where the kill lands
         os.kill(child.pid, signal.SIGKILL)
         child.wait()
         out = (b"" if early else b"ready 0\n") + child.stdout.read()

@@ -38,6 +38,7 @@ from nbkit.runtime.clock import VirtualClock
 from nbkit.runtime.file_broker import FileBroker
 from nbkit.runtime.outcome import HandlerOutcome
 from nbkit.runtime.stdio_broker import StdioBroker
+from nbkit.tabular import PayloadMode
 from nbkit.tabular.frames import read_pipe, read_stream
 from nbkit.transport.file_info import summarize
 from nbkit.transport.file_reader import StreamReader
@@ -203,10 +204,10 @@ def mutate(rnd: random.Random, base: Base, kind: str | None = None) -> tuple[str
         return kind, bytes(data), p
     if kind == "random":
         size = rnd.choice([0, 1, 3, 4, 60, 127, 128, 129, 300, 2000, 9000])
-        junk = bytearray(rnd.randbytes(size))
+        noise = bytearray(rnd.randbytes(size))
         prefix = rnd.choice([b"", b"Ss", b"Ss\x01", base.data[:128]])
-        junk[: len(prefix)] = prefix[:size]
-        return kind, bytes(junk), 0
+        noise[: len(prefix)] = prefix[:size]
+        return kind, bytes(noise), 0
     if kind == "header":
         name_len = data[3]
         field = rnd.choice(["magic", "version", "name-length", "name", "created", "interval", "padding"])
@@ -251,26 +252,26 @@ def mutate(rnd: random.Random, base: Base, kind: str | None = None) -> tuple[str
             data[p] = rnd.randrange(256)
         return f"beacon-{field}", bytes(data[:n]), b
     if kind == "frame":
-        m = _frame_at(base, rnd)
-        if m is None:
+        frame = _frame_at(base, rnd)
+        if frame is None:
             return mutate(rnd, base, "bitflip")
-        k = len(m.stream_key)
+        k = len(frame.stream_key)
         field = rnd.choice(["key-length", "size", "size", "timestamp", "checksum"])
         if field == "key-length":
-            data[m.offset] = rnd.choice([0, 1, k + 1, 249, 250, 255])
+            data[frame.offset] = rnd.choice([0, 1, k + 1, 249, 250, 255])
         elif field == "size":
-            size = len(m.payload)
+            size = len(frame.payload)
             new = rnd.choice([0, 1, max(0, size - 1), size + 1, size + 4096, 1 << 20, (1 << 32) - 1])
-            data[m.offset + 25 + k : m.offset + 29 + k] = struct.pack(">I", new)
+            data[frame.offset + 25 + k : frame.offset + 29 + k] = struct.pack(">I", new)
         elif field == "timestamp":
-            data[m.offset + 17 + k : m.offset + 25 + k] = struct.pack(
+            data[frame.offset + 17 + k : frame.offset + 25 + k] = struct.pack(
                 ">Q", rnd.choice([253_402_300_800_000, (1 << 64) - 1])
             )
         else:
-            if m.end % base.interval < 3:  # the checksum may sit after a beacon: flip a payload byte
+            if frame.end % base.interval < 3:  # the checksum may sit after a beacon: flip a payload byte
                 return mutate(rnd, base, "bitflip")
-            data[m.end - 3] ^= 0xFF
-        return f"frame-{field}", bytes(data), m.offset
+            data[frame.end - 3] ^= 0xFF
+        return f"frame-{field}", bytes(data), frame.offset
     raise ValueError(f"unknown mutation {kind!r}")
 
 
@@ -374,7 +375,7 @@ def check_follow(path: Path, base: Base, damage: int, *, errors: str = "raise") 
     return out
 
 
-def check_read_stream(path: Path, base: Base, damage: int, payload: str = "bytes") -> Outcome:
+def check_read_stream(path: Path, base: Base, damage: int, payload: PayloadMode = "bytes") -> Outcome:
     """``read_stream``: a DataFrame holding every intact user message in order, or an NbkitError."""
     out = Outcome()
     try:
@@ -421,7 +422,7 @@ def run_cli(
     if sleeps_before_ctrl_c is not None:
         counter = itertools.count()
 
-        def sleep(seconds: float) -> None:
+        def sleep(seconds: object) -> None:
             if next(counter) >= sleeps_before_ctrl_c:
                 raise KeyboardInterrupt
 
@@ -600,12 +601,13 @@ _FIELDS = (
 _CHARS = "[]|:. -_aZ09T+\t\r\u0085\u00a0\u2028é\x00\x1c"
 
 
+_HEADER_VALUES: list[str | bytes] = ["1", "2", "18446744073709551616", "x", " padded ", "two\nlines", b"\xff\x00"]
+
+
 def _envelope_text(rnd: random.Random) -> str:
-    headers = {}
+    headers: dict[str, str | bytes] = {}
     for _ in range(rnd.randint(0, 3)):
-        headers[rnd.choice(["x-ruststream-retry-count", "tenant", "Bad:Name", " pad"])] = rnd.choice(
-            ["1", "2", "18446744073709551616", "x", " padded ", "two\nlines", b"\xff\x00"]
-        )
+        headers[rnd.choice(["x-ruststream-retry-count", "tenant", "Bad:Name", " pad"])] = rnd.choice(_HEADER_VALUES)
     text = envelope.encode(headers, rnd.randbytes(rnd.randint(0, 20)), force_text=True).decode()
     if text and rnd.random() < 0.4:  # damage the envelope: a flipped character or a cut
         i = rnd.randrange(len(text))

@@ -99,13 +99,14 @@ WRITE_WORDS = {
 def test_bad_files_through_nbkit_write(bad_files, case: str) -> None:
     path = bad_files[case]
     rc, out, err = run_cli(["write", str(path)], stdin=(GOOD_LINE % ("k", '"v"')).encode())
-    if WRITE_WORDS[case] is None:  # a missing or empty file is simply started
+    words = WRITE_WORDS[case]
+    if words is None:  # a missing or empty file is simply started
         assert rc == 0 and err == ""
         with StreamReader(path) as r:
             assert [m.payload for m in r] == [b"v"]
         return
     assert rc == 1 and out == "" and err.count("\n") == 1
-    assert str(path) in err and WRITE_WORDS[case] in err, err
+    assert str(path) in err and words in err, err
     if case in ("not .ss", "short", "version 2"):
         assert any(w in err for w in ("cannot append", "stream file", "header", "version")), err
 

@@ -89,7 +89,7 @@ def test_a_follower_process_sees_every_message_once_across_writer_crashes(tmp_pa
     try:
         assert follower.stdout.readline() == b"following\n", follower.stderr.read()
         for run in range(1, kills + 1):
-            time.sleep(rnd.uniform(0.01, 0.06))
+            time.sleep(rnd.uniform(0.01, 0.06))  # a random moment of its writes: where the kill lands
             os.kill(current.pid, signal.SIGKILL)
             current.wait()
             current.stdout.close()
@@ -97,7 +97,7 @@ def test_a_follower_process_sees_every_message_once_across_writer_crashes(tmp_pa
                 list(r)
                 torn += r.end.reason == "truncated"
             current = writer(run)
-        time.sleep(0.02)
+        time.sleep(0.02)  # the last writer writes a little, then is killed too (where does not matter)
         os.kill(current.pid, signal.SIGKILL)
         current.wait()
         current.stdout.close()

@@ -17,10 +17,12 @@ import time
 from pathlib import Path
 
 import pytest
+from waiting import wait_until
 
 _spec = importlib.util.spec_from_file_location(
     "load_writer", Path(__file__).resolve().parent / "scripts" / "load_writer.py"
 )
+assert _spec is not None and _spec.loader is not None
 load_writer = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(load_writer)
 key_of, payload = load_writer.key_of, load_writer.payload
@@ -101,9 +103,8 @@ def test_nbkit_cat_follow_prints_100k_messages_exactly_once_in_order(tmp_path, s
     reader = threading.Thread(target=lambda: lines.extend(cat.stdout), daemon=True)
     try:
         reader.start()
-        deadline = time.monotonic() + 10
-        while not lines and time.monotonic() < deadline:  # the header comment (--comments): cat opened the file
-            time.sleep(0.01)
+        # the header comment (--comments): cat opened the file
+        wait_until(lambda: lines or cat.poll() is not None, what="cat's first line")
         assert lines and lines[0].startswith(b"/* "), cat.stderr.read()
         started = time.perf_counter()
         _go(writer)

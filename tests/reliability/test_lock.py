@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 import pytest
+from waiting import wait_until
 
 from nbkit import App, FileBroker, FilePosition, HandlerOutcome, VirtualClock
 from nbkit.errors import WriterLockedError
@@ -49,7 +50,9 @@ class Holder:
         ready = self.proc.stdout.readline()
         assert ready.startswith(b"ready"), ready + self.proc.stderr.read()
         self.returned: list[bytes] = []
-        self._drain = threading.Thread(target=lambda: self.returned.extend(self.proc.stdout), daemon=True)
+        out = self.proc.stdout
+        assert out is not None
+        self._drain = threading.Thread(target=lambda: self.returned.extend(out), daemon=True)
         self._drain.start()
 
     @property
@@ -130,6 +133,7 @@ def test_nbkit_write_while_another_process_writes(holder, child_env, tmp_path, e
 
 def test_nbkit_write_appends_beside_a_shared_writer(holder, child_env, tmp_path) -> None:
     h = holder(exclusive=False)
+    wait_until(lambda: h.returned, what="the holder's first write")
     line = b'{"header":{"stream_key":"x"},"payload":"p"}\n'
     done = subprocess.run(
         [sys.executable, "-m", "nbkit", "write", str(h.path)],
@@ -140,7 +144,13 @@ def test_nbkit_write_appends_beside_a_shared_writer(holder, child_env, tmp_path)
         cwd=tmp_path,
     )
     assert done.returncode == 0, done.stderr
-    time.sleep(0.02)
+
+    def holder_went_on() -> bool:
+        with StreamReader(h.path) as r:
+            keys = [m.stream_key for m in r]
+        return keys.count("x") == 3 and keys[-1] != "x"
+
+    wait_until(holder_went_on, what="a write of the holder after ours")
     h.stop()
     with StreamReader(h.path) as r:
         got = list(r)
@@ -153,7 +163,7 @@ def test_nbkit_write_appends_beside_a_shared_writer(holder, child_env, tmp_path)
 
 def test_readers_work_while_a_writer_holds_the_lock(holder, child_env, tmp_path) -> None:
     h = holder()
-    time.sleep(0.05)
+    wait_until(lambda: h.returned, what="the holder's first write")
     with StreamReader(h.path) as r:
         replayed = list(r)
     assert replayed and r.end.reason in ("end", "truncated")
@@ -195,12 +205,13 @@ def test_a_service_cannot_publish_copies_into_a_file_another_process_writes(hold
 
 def test_a_killed_writer_leaves_no_stale_lock(holder) -> None:
     h = holder()
-    time.sleep(0.05)
+    wait_until(lambda: len(h.returned) >= 5, what="5 writes of the holder")
     h.stop(signal.SIGKILL)
     with StreamWriter(h.path) as w:  # the kernel released the flock with the process
         for line in h.returned:  # and every write the holder reported is there
             key, seq = line.decode().split()
-            assert w.last_seq(key) >= int(seq)
+            last = w.last_seq(key)
+            assert last is not None and last >= int(seq), (key, seq, last)
 
 
 QUIET_HOLDER = """

@@ -31,7 +31,7 @@ import signal, sys, time
 signal.signal(signal.SIGINT, signal.SIG_DFL)
 for i in range(int(sys.argv[1])):
     print(f"[orders | {i}] order-{i}", flush=True)
-time.sleep(60)
+time.sleep(60)  # a producer that never ends (the test's SIGINT ends it)
 """
 
 # the consumer survives the signal (as an nbkit stage does) and keeps what reaches it; it says "ready" on
@@ -103,7 +103,7 @@ broker = StdioBroker()
 def work(d):
     if d.seq == 0:
         print("started", flush=True)
-    time.sleep(0.002)
+    time.sleep(0.002)  # a slow handler: the work a delivery takes
 app = App(broker)
 """
 
@@ -313,6 +313,7 @@ def test_two_sigterms_on_a_slow_stage_report_the_lines_read_and_not_delivered(tm
         seen: list[bytes] = []
         _await_line(stage.stderr, b"started", 1, seen)
         stage.send_signal(signal.SIGTERM)
+        # two signals, not one: a pause so they do not merge (signals do not queue); both outcomes are checked
         time.sleep(0.05)
         stage.send_signal(signal.SIGTERM)
         out, err = stage.communicate(timeout=60)

@@ -33,13 +33,15 @@ def write_dead_letters(path: Path, n: int) -> None:
 
 def redriven_refs(path: Path) -> tuple[list[str], str]:
     """The x-nbkit-redriven-from values under orders, in file order, and how the read ended."""
-    refs = []
+    refs: list[str] = []
     with StreamReader(path, keys=["orders"]) as r:
         for m in r:
             headers, payload = envelope.decode(m.payload)
             if FROM in headers:
-                refs.append(headers[FROM])
-                assert payload == b'{"id": %d}' % int(headers[FROM].split("#")[1])
+                ref = headers[FROM]
+                assert isinstance(ref, str), ref
+                refs.append(ref)
+                assert payload == b'{"id": %d}' % int(ref.split("#")[1])
         end = r.end.reason
     return refs, end
 
@@ -65,7 +67,7 @@ def test_a_redrive_killed_mid_way_and_run_again_redrives_each_dead_letter_once(t
                 os.kill(child.pid, signal.SIGKILL)
                 killed = True
                 break
-            time.sleep(0.0005)
+            time.sleep(0.0005)  # poll interval: the kill follows the file's growth closely
         child.wait()
         child.stderr.close()
         refs, end = redriven_refs(path)

@@ -17,10 +17,10 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import pytest
+from waiting import wait_until
 
 from nbkit.transport.file_reader import StreamReader
 from nbkit.wire import envelope
@@ -62,24 +62,25 @@ class Service:
             text=True,
         )
         self.lines: list[str] = []
-        self._reader = threading.Thread(target=lambda: self.lines.extend(self.proc.stdout), daemon=True)
+        out = self.proc.stdout
+        assert out is not None
+        self._reader = threading.Thread(target=lambda: self.lines.extend(out), daemon=True)
         self._reader.start()
         path = folder / "orders.ss"
-        deadline = time.monotonic() + 30
-        while not (path.exists() and path.stat().st_size > 128):  # created and primed
-            assert self.proc.poll() is None, self.proc.stderr.read()
-            assert time.monotonic() < deadline, "the service did not start"
-            time.sleep(0.02)
+        wait_until(lambda: self._alive() and path.exists() and path.stat().st_size > 128, what="the service to start")
+
+    def _alive(self) -> bool:
+        assert self.proc.poll() is None, self.proc.stderr.read()
+        return True
 
     def handled(self) -> list[tuple[str, int]]:
         return [(p[1], int(p[2])) for p in (ln.split() for ln in list(self.lines)) if p and p[0] == "handled"]
 
     def wait_for(self, count: int) -> None:
-        deadline = time.monotonic() + 60
-        while len(self.handled()) < count:
-            assert self.proc.poll() is None, self.proc.stderr.read()
-            assert time.monotonic() < deadline, f"handled {len(self.handled())} of {count}"
-            time.sleep(0.05)
+        wait_until(
+            lambda: self._alive() and len(self.handled()) >= count,
+            what=lambda: f"{count} orders handled ({len(self.handled())} so far)",
+        )
 
     def stop(self) -> str:
         self.proc.send_signal(signal.SIGINT)
@@ -184,15 +185,16 @@ def test_publishers_killed_mid_append_lose_nothing_they_reported(tmp_path: Path,
     final = publisher(tmp_path, child_env, "last", 1)  # the next writer repairs a torn tail, if any
     out, err = final.communicate(timeout=30)
     assert final.returncode == 0, err
-    orders = None
-    deadline = time.monotonic() + 60
-    while True:  # wait until the service has handled every order now in the file
+
+    def ids_in_file() -> set[str]:
         with StreamReader(tmp_path / "orders.ss", errors="stop") as r:
-            ids = {json.loads(envelope.decode(m.payload)[1])["id"] for m in r if m.stream_key == "orders"}
-        if len({h for h, _ in service.handled()}) >= len(ids) and len(service.handled()) >= len(ids):
-            break
-        assert time.monotonic() < deadline, (len(service.handled()), len(ids))
-        time.sleep(0.05)
+            return {json.loads(envelope.decode(m.payload)[1])["id"] for m in r if m.stream_key == "orders"}
+
+    def all_handled() -> bool:  # every order now in the file
+        ids = ids_in_file()
+        return len({h for h, _ in service.handled()}) >= len(ids) and len(service.handled()) >= len(ids)
+
+    wait_until(all_handled, what=lambda: f"{len(ids_in_file())} orders handled ({len(service.handled())} so far)")
     service.stop()
     orders = check_file(tmp_path / "orders.ss", tmp_path, write_ss)
     in_file = {o["id"] for o in orders.values()}

@@ -96,14 +96,16 @@ def _run(tmp_path: Path, target: str, env, *, log_level: str = "INFO") -> subpro
 
 def _await_stderr(proc: subprocess.Popen, prefix: bytes, count: int, deadline: float = 15) -> list[bytes]:
     """Read stderr lines until ``count`` of them start with ``prefix``."""
-    seen, lines = 0, []
+    seen, lines = 0, list[bytes]()
+    stderr = proc.stderr
+    assert stderr is not None
     end = time.monotonic() + deadline
     while seen < count:
         left = end - time.monotonic()
-        if left <= 0 or not select.select([proc.stderr], [], [], left)[0]:
+        if left <= 0 or not select.select([stderr], [], [], left)[0]:
             proc.kill()
             raise AssertionError(f"waited for {count} {prefix!r} lines; stderr so far: {lines}")
-        line = proc.stderr.readline()
+        line = stderr.readline()
         if not line:
             raise AssertionError(f"stderr closed early: {lines}")
         lines.append(line)
@@ -221,7 +223,7 @@ def test_a_stage_whose_downstream_closes_stops_with_one_summary_and_exits_141(tm
                 break  # it already stopped reading
             if proc.poll() is not None:
                 break
-            time.sleep(0.005)
+            time.sleep(0.005)  # pacing: a line now and then until the stage stops (bounded by the 200 lines)
         try:
             proc.stdin.close()
         except BrokenPipeError:

@@ -33,7 +33,7 @@ print("importing", file=sys.stderr, flush=True)
 deadline = time.monotonic() + 60
 while not Path("go").exists():  # the test signals the stage now, then lets its start-up go on
     assert time.monotonic() < deadline, "the test never said go"
-    time.sleep(0.01)
+    time.sleep(0.01)  # poll interval of this wait for the test's "go" (a condition, with its deadline)
 
 from nbkit import App, StdioBroker
 
@@ -57,6 +57,7 @@ def _start(tmp_path: Path, env) -> subprocess.Popen:
         cwd=tmp_path,
         env=env,
     )
+    assert proc.stdin is not None and proc.stderr is not None
     proc.stdin.write(b"".join(b"[jobs] line %d\n" % i for i in range(LINES)))
     proc.stdin.flush()
     if not select.select([proc.stderr], [], [], 60)[0]:

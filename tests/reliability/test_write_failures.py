@@ -139,7 +139,8 @@ def test_a_service_reopens_its_writer_after_a_failed_copy(tmp_path, monkeypatch,
     app.shutdown()
     copies = [e for e in app.events if e.action == "copy"]
     assert len(copies) == 3
-    assert copies[0].error.startswith("copy lost: ") and "No space left on device" in copies[0].error
+    lost = copies[0].error
+    assert lost is not None and lost.startswith("copy lost: ") and "No space left on device" in lost, lost
     assert [e.copy_seq for e in copies[1:]] == [4, 5] and all(e.error is None for e in copies[1:])
     assert caplog.text.count("publishing the retry copy failed; message lost") == 1
     with StreamReader(path) as r:

@@ -7,6 +7,7 @@ The decoders here are written from the spec (runtime-semantics §3, §5.2) indep
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import os
 import re
 import struct
@@ -14,8 +15,10 @@ from base64 import b64decode
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from nbkit import StreamReader, StreamWriter, VirtualClock
+from nbkit import SettlementEvent, StreamReader, StreamWriter, VirtualClock
+from nbkit.runtime.broker import Broker
 
 RETRY = "x-ruststream-retry-count"
 SEQ = "stream-sequence"
@@ -143,9 +146,20 @@ class OpenPipe:
             self._w = -1
 
 
-def drain(app, limit: int = 1000) -> list:
+class KeepRecords(logging.Handler):
+    """A logging handler that keeps every record it is given in ``records`` (the list passed in)."""
+
+    def __init__(self, records: list[logging.LogRecord]) -> None:
+        super().__init__()
+        self.records = records
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+def drain(app, limit: int = 1000) -> list[SettlementEvent]:
     """Step until nothing is ready (delayed copies that are not yet due stay pending)."""
-    events = []
+    events: list[SettlementEvent] = []
     for _ in range(limit):
         ev = app.step()
         if ev is None:
@@ -154,9 +168,9 @@ def drain(app, limit: int = 1000) -> list:
     raise AssertionError(f"still delivering after {limit} steps")
 
 
-def settle_all(app, limit: int = 1000) -> list:
+def settle_all(app, limit: int = 1000) -> list[SettlementEvent]:
     """Step and fire delayed copies (moving the virtual clock) until nothing is ready or pending."""
-    events = []
+    events: list[SettlementEvent] = []
     for _ in range(limit):
         events += drain(app)
         due = app.next_due()
@@ -187,6 +201,7 @@ class Rig:
         self.key = key
         self.injected: set[int] = set()
         self._n = 0
+        self.broker: Broker[Any]
         if transport == "file":
             self.path = tmp_path / "rig.ss"
             self.broker = FileBroker(self.path)

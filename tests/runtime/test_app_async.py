@@ -14,7 +14,7 @@ from .helpers import RETRY, START, drain, lines, records, seed
 
 def _handler(seen):
     async def handler(d):
-        await asyncio.sleep(0)
+        await asyncio.sleep(0)  # the handler awaits (a turn of the loop): what an async handler does
         seen.append((d.payload, d.attempt))
         if d.payload == b"boom":
             raise ValueError("async boom")
@@ -99,7 +99,7 @@ def test_astep_awaits_on_the_running_loop_without_threads(clock, monkeypatch):
 
     async def handler(d):
         loops.append(asyncio.get_running_loop())
-        await asyncio.sleep(0)
+        await asyncio.sleep(0)  # the handler awaits (a turn of the loop): what an async handler does
         return HandlerOutcome.retry_after(2) if d.attempt == 1 else None
 
     def no_threads(*args, **kwargs):

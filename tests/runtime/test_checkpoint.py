@@ -11,9 +11,9 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 
 import pytest
+from waiting import wait_until
 
 from nbkit import App, FileBroker, FilePosition, HandlerOutcome, PositionStore, StreamWriter, VirtualClock
 from nbkit.errors import ConfigurationError
@@ -129,20 +129,15 @@ def _run_until(tmp_path, n_lines, *, slow, saved):
         stderr=subprocess.PIPE,
     )
     handled = tmp_path / "handled.txt"
-    deadline = time.monotonic() + 20
+
+    def there() -> bool:
+        assert proc.poll() is None, "the service ended: " + proc.stderr.read().decode()
+        done = handled.exists() and len(handled.read_text().splitlines()) >= n_lines
+        return done and _saved(tmp_path) == FilePosition.sequence(saved)
+
     try:
-        while time.monotonic() < deadline:
-            done = handled.exists() and len(handled.read_text().splitlines()) >= n_lines
-            if done and _saved(tmp_path) == FilePosition.sequence(saved):
-                return proc
-            if proc.poll() is not None:
-                break
-            time.sleep(0.05)
-        proc.kill()
-        raise AssertionError(
-            f"the service did not handle {n_lines} deliveries and save position {saved} (saved: {_saved(tmp_path)}): "
-            + proc.stderr.read().decode()
-        )
+        wait_until(there, what=lambda: f"{n_lines} deliveries handled and position {saved} saved ({_saved(tmp_path)})")
+        return proc
     except BaseException:
         proc.kill()
         raise

@@ -7,6 +7,8 @@ import pytest
 from nbkit import App, ConfigurationError, HandlerOutcome
 from nbkit.notebook.session import Session
 from nbkit.runtime.app import KEEP_EVENTS
+from nbkit.runtime.events import EventHistory, SettlementEvent
+from nbkit.tabular.events import events_frame
 
 from .helpers import START, drain, settle_all
 
@@ -27,7 +29,7 @@ def test_only_the_latest_events_are_kept_and_all_are_counted(rig):
     events = drain(app)
     assert len(events) == 10 and app.settled == 10
     assert list(app.events) == events[-3:]
-    assert len(app.events_frame()) == 3
+    assert len(events_frame(app.events)) == 3
 
 
 def test_delayed_copies_update_kept_events_and_survive_evicted_ones(rig):
@@ -87,3 +89,23 @@ def test_a_session_keeps_every_event(rig):
     assert session.app.keep_events is None
     session.reset()
     assert session.app.keep_events is None
+
+
+def _held(seq: int) -> SettlementEvent:
+    return SettlementEvent(0.0, "file", "s", "jobs", 0, seq, 1, "retry_after", "delayed-copy", 5.0, "jobs", 5.0)
+
+
+def test_a_delayed_copy_is_recorded_by_name_on_its_settlement():
+    """copy_written, copy_lost and copy_abandoned update the settlement they are given, kept or not."""
+    history = EventHistory(keep=2)
+    held = [_held(seq) for seq in range(3)]
+    numbers = [history.append(event) for event in held]
+    assert numbers == [0, 1, 2]
+    written = history.copy_written(2, held[2], 6.0, 9)
+    assert (written.written_at, written.copy_seq, written.error, written.abandoned) == (6.0, 9, None, False)
+    lost = history.copy_lost(1, held[1], "copy lost: disk full")
+    assert (lost.error, lost.written_at, lost.copy_seq) == ("copy lost: disk full", None, None)
+    assert list(history.events) == [lost, written]
+    gone = history.copy_abandoned(0, held[0], 7.5)  # no longer kept: returned, not stored
+    assert (gone.abandoned, gone.lost_at, gone.seq) == (True, 7.5, 0)
+    assert list(history.events) == [lost, written] and history.settled == 3

@@ -1,24 +1,24 @@
-"""Settlement events and ``events_frame()``: the columns and dtypes documented in
-:mod:`nbkit.runtime.events`, and the values each settlement records."""
+"""Settlement events: the record's fields are the events schema, the module docstring's table and the
+record's Parameters are made from it, and each field holds what the settlement records (the frame's
+columns and dtypes are held to the schema in tests/tabular/test_events.py)."""
 
 from __future__ import annotations
 
 import re
 
-import pandas as pd
 import pytest
+from numpydoc.docscrape import NumpyDocString
 
 import nbkit.runtime.events as events_module
 from nbkit import App, HandlerOutcome, SettlementEvent, StdioBroker
+from nbkit.runtime.events import EVENT_COLUMNS, EVENT_SCHEMA, Column
 from nbkit.wire.envelope import encode
 
 from .helpers import drain
 
-NS = 10**9
 
-
-def _documented_schema() -> list[tuple[str, str]]:
-    """(column, dtype) rows of the table in the module docstring (between its 2nd and 3rd rule)."""
+def _documented_schema() -> list[tuple[str, str, str]]:
+    """(column, dtype, meaning) rows of the table in the module docstring (between its 2nd and 3rd rule)."""
     rows = []
     rules = 0
     for line in events_module.__doc__.splitlines():
@@ -26,21 +26,34 @@ def _documented_schema() -> list[tuple[str, str]]:
             rules += 1
             continue
         if rules == 2 and line.strip():
-            m = re.match(r"^(\w+)\s{2,}(.+?)\s{2,}\S", line)
+            m = re.match(r"^(\w+)\s{2,}(.+?)\s{2,}(\S.*)$", line)
             assert m, line
-            rows.append((m[1], m[2].strip()))
+            rows.append((m[1], m[2].strip(), m[3]))
     return rows
 
 
-def _dtype_name(doc: str) -> str:
-    return "category" if doc.startswith("category") else doc
+def _table_dtype(column: Column) -> str:
+    return f"{column.dtype} ({', '.join(column.categories)})" if column.categories else column.dtype
 
 
-def test_the_docstring_table_is_parsed():
-    schema = _documented_schema()
-    assert len(schema) == 18
-    assert schema[0] == ("time", "datetime64[ms, UTC]")
-    assert schema[-1] == ("lost_at", "datetime64[ms, UTC]")
+def test_the_record_fields_are_the_schema_columns():
+    """The record's fields, in order, are the schema's columns: the settlement makes it from values in that order."""
+    assert SettlementEvent._fields == EVENT_COLUMNS == tuple(EVENT_SCHEMA)
+    assert all(isinstance(column, Column) and column.dtype and column.doc for column in EVENT_SCHEMA.values())
+    assert EVENT_SCHEMA["time"] == Column("datetime64[ms, UTC]", "when the delivery was settled")
+
+
+def test_the_docstring_table_is_the_schema():
+    assert _documented_schema() == [(name, _table_dtype(c), c.doc) for name, c in EVENT_SCHEMA.items()]
+
+
+def test_the_record_parameters_are_the_schema():
+    documented = NumpyDocString(SettlementEvent.__doc__)["Parameters"]
+    assert [p.name for p in documented] == list(EVENT_COLUMNS)
+    assert [" ".join(p.desc).rstrip(".").lower() for p in documented] == [c.doc.lower() for c in EVENT_SCHEMA.values()]
+    types = {p.name: p.type for p in documented}
+    assert types["time"] == "float" and types["delay"] == "float, optional" and types["abandoned"] == "bool"
+    assert types["transport"] == '{"file", "pipe"}' and types["outcome"] == '{"ack", "drop", "retry", "retry_after"}'
 
 
 @pytest.fixture
@@ -79,68 +92,6 @@ def mixed_app(clock):
     return app
 
 
-def test_events_frame_columns_and_dtypes_match_the_docstring(mixed_app):
-    frame = mixed_app.events_frame()
-    schema = _documented_schema()
-    assert list(frame.columns) == [name for name, _ in schema] == list(events_module.EVENT_COLUMNS)
-    assert [(c, str(frame[c].dtype)) for c in frame.columns] == [(n, _dtype_name(d)) for n, d in schema]
-    assert list(frame["transport"].cat.categories) == ["file", "pipe"]
-
-
-def test_an_empty_frame_has_the_same_schema():
-    from nbkit.runtime.events import events_frame
-
-    empty = events_frame([])
-    assert len(empty) == 0
-    assert [(c, str(empty[c].dtype)) for c in empty.columns] == [(n, _dtype_name(d)) for n, d in _documented_schema()]
-
-
-def test_events_frame_values(mixed_app):
-    frame = mixed_app.events_frame()
-    t0 = pd.Timestamp("2024-01-01", tz="UTC")
-    assert frame["outcome"].tolist() == [
-        "ack",
-        "drop",
-        "retry",
-        "retry_after",
-        "retry_after",
-        "retry_after",
-        "retry",
-    ]
-    assert frame["action"].tolist() == [
-        "unsupported",
-        "unsupported",
-        "copy",
-        "delayed-copy",
-        "delayed-copy",
-        "delayed-copy",
-        "dead-letter",
-    ]
-    assert frame["subscription"].tolist() == ["jobs"] * 7
-    assert frame["seq"].tolist() == [0, 1, 2, 3, 4, 5, 6]
-    assert frame["attempt"].tolist() == [1] * 6 + [5]
-    assert frame["delay"].tolist()[2:] == [0.0, 2.5, 100.0, 1.0, 0.0]
-    assert frame["delay"].isna().tolist() == [True, True, False, False, False, False, False]
-    assert frame["destination"].tolist()[2:] == ["jobs.retry"] * 4 + ["jobs.dead"]
-    assert frame["due"].tolist()[3:6] == [
-        t0 + pd.Timedelta(seconds=2.5),
-        t0 + pd.Timedelta(seconds=100),
-        t0 + pd.Timedelta(seconds=1),
-    ]
-    # shutdown_timeout=10 published the 1 s and 2.5 s copies and abandoned the 100 s one
-    assert frame["written_at"].tolist()[2:] == [
-        t0,
-        t0 + pd.Timedelta(seconds=2.5),
-        pd.NaT,
-        t0 + pd.Timedelta(seconds=1),
-        t0,
-    ]
-    assert frame["abandoned"].tolist() == [False] * 4 + [True] + [False] * 2
-    assert frame["copy_seq"].tolist()[2:] == [0, 2, pd.NA, 1, 0]  # per destination key, from 0
-    assert frame["error"].tolist()[:3] == [pd.NA, "KeyError: 'k'", pd.NA]
-    assert (frame["time"] == t0).all()
-
-
 def test_settlement_event_describe():
     ev = SettlementEvent(
         time=0.0,
@@ -167,11 +118,6 @@ def test_settlement_event_describe():
     )
     with pytest.raises(AttributeError):
         ev.seq = 4  # type: ignore[misc]
-
-
-def test_the_event_fields_are_in_the_documented_order():
-    """The app builds each event from its values in field order (``SettlementEvent._make``): pin that order."""
-    assert SettlementEvent._fields == events_module.EVENT_COLUMNS
 
 
 def test_each_event_field_holds_what_its_name_says(mixed_app):
@@ -201,9 +147,11 @@ def _record_twins():
 def test_new_record_is_tuple_new_of_the_class(make):
     from nbkit.runtime.broker import Published
 
-    values = tuple(range(len(SettlementEvent._fields)))
+    values = tuple(range(len(EVENT_SCHEMA)))
     event = make(SettlementEvent, values)
-    assert type(event) is SettlementEvent and event == SettlementEvent(*values) and event.lost_at == 17
+    assert type(event) is SettlementEvent and event == SettlementEvent(*values)
+    # each value lands in the schema's column of its place
+    assert [getattr(event, name) for name in EVENT_SCHEMA] == list(values)
     published = make(Published, ("jobs.retry", 3, 1.5))
     assert type(published) is Published and published.seq == 3
     assert make(Published, ["k", 1, 2.0]) == ("k", 1, 2.0)  # any iterable, as tuple.__new__ takes

@@ -4,11 +4,10 @@ that every record carries."""
 from __future__ import annotations
 
 import logging
-import os
 
 from nbkit import App, FileBroker, HandlerOutcome, StdioBroker
 
-from .helpers import ACK_TEXT, drain, seed
+from .helpers import ACK_TEXT, KeepRecords, drain, seed
 
 DECLARATION_PREFIX = "retry declaration; a cap applies to the copies this process publishes"
 
@@ -109,8 +108,7 @@ def _ack_records(clock, n: int) -> list[logging.LogRecord]:
     broker.subscriber("jobs", out_retry="jobs.retry")(lambda d: None)
     app = App(broker, clock=clock)
     records: list[logging.LogRecord] = []
-    handler = logging.Handler()
-    handler.emit = records.append  # type: ignore[method-assign]
+    handler = KeepRecords(records)
     logger = logging.getLogger("nbkit.dispatch")
     logger.addHandler(handler)
     try:
@@ -131,30 +129,6 @@ def test_a_settlement_record_names_the_app_code_that_settled(clock):
         assert rec.pathname.endswith("nbkit/runtime/settlement.py") and rec.lineno > 0
 
 
-def test_repeated_records_are_the_records_logging_makes(clock):
-    """Later records of one source line are built from the first one's attributes; each must equal what
-    ``Logger.makeRecord`` makes, apart from the time and the message's delivery."""
-    first, *later = _ack_records(clock, 3)
-    logger = logging.getLogger("nbkit.dispatch")
-    for i, rec in enumerate(later, 1):
-        extra = {
-            k: getattr(rec, k)
-            for k in ("nbkit_text", "nbkit_fields", "subscription", "stream_key", "seq", "attempt", "line")
-        }
-        assert rec.seq == i
-        made = logger.makeRecord(
-            logger.name, rec.levelno, rec.pathname, rec.lineno, rec.msg, (), None, rec.funcName, extra
-        )
-        timing = {"created", "msecs", "relativeCreated", "message", "asctime"}  # (the last two: set by formatting)
-        assert {k: v for k, v in vars(rec).items() if k not in timing} == {
-            k: v for k, v in vars(made).items() if k not in timing
-        }
-        assert first.created <= rec.created <= made.created
-        assert abs((rec.relativeCreated - made.relativeCreated) - (rec.created - made.created) * 1000) < 1
-        assert abs(rec.msecs - (rec.created % 1) * 1000) < 1
-        assert rec.getMessage() == first.getMessage()
-
-
 def test_a_record_factory_is_honoured(clock):
     made = []
 
@@ -171,32 +145,3 @@ def test_a_record_factory_is_honoured(clock):
     finally:
         logging.setLogRecordFactory(old)
     assert [r.custom for r in records] == [True] * 3 and made == records
-
-
-def test_a_forked_child_records_its_own_process(clock):
-    """Records are built from the first one of their source line: a forked child must not reuse its parent's."""
-    from nbkit.runtime import logs
-
-    seen: list[logging.LogRecord] = []
-    handler = logging.Handler()
-    handler.emit = seen.append  # type: ignore[method-assign]
-    logs.APP.addHandler(handler)
-    try:
-        for _ in range(2):  # the second record is built from the first one's attributes
-            logs.emit(logs.APP, logging.WARNING, "test record")
-        read, write = os.pipe()
-        pid = os.fork()
-        if pid == 0:  # the child: log once more, report the record's process id and name
-            try:
-                logs.emit(logs.APP, logging.WARNING, "test record")
-                os.write(write, f"{seen[-1].process} {os.getpid()}".encode())
-            finally:
-                os._exit(0)
-        os.close(write)
-        reported = os.read(read, 100).decode().split()
-        os.waitpid(pid, 0)
-        os.close(read)
-    finally:
-        logs.APP.removeHandler(handler)
-    assert [r.process for r in seen] == [os.getpid()] * 2
-    assert reported[0] == reported[1] != str(os.getpid())

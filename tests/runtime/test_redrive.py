@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -19,6 +20,7 @@ from nbkit import (
     VirtualClock,
 )
 from nbkit.runtime.redrive import REDRIVEN_AT_HEADER, REDRIVEN_FROM_HEADER, parse_where, redrive, redrive_lines
+from nbkit.tabular.events import events_frame
 
 from .helpers import RETRY, START, file_bytes, records, settle_all
 
@@ -145,7 +147,7 @@ def test_a_running_service_on_the_target_key_handles_the_redriven_messages(dead_
     app.shutdown()
     assert handled == [(i, 1) for i in sorted(BAD)]  # the count was reset: attempt 1 again
     assert [e.redriven for e in events] == [True, True, True] and {e.action for e in events} == {"unsupported"}
-    frame = app.events_frame()
+    frame = events_frame(app.events)
     assert frame["redriven"].tolist() == [True, True, True]
     assert "(redriven)" in events[0].describe()
 
@@ -164,7 +166,7 @@ def _pipe_capture(clock: VirtualClock) -> list[str]:
     """A buggy pipe stage's stdout: retry copies and dead letters (loopback, like a chain of stages)."""
     out: list[str] = []
     broker = StdioBroker(stdin=[], stdout=out, loopback=True)
-    options = {"max_attempts": 2, "dead_letter": "orders.dead", "out_retry": "orders.retry"}
+    options: dict[str, Any] = {"max_attempts": 2, "dead_letter": "orders.dead", "out_retry": "orders.retry"}
     broker.subscriber("orders", **options)(buggy)
     broker.subscriber("orders.retry", name="retries", **options)(buggy)
     app = App(broker, clock=clock)

@@ -17,10 +17,10 @@ import pytest
 from checkout_env import checkout_env
 
 from nbkit import App, HandlerOutcome, StdioBroker
-from nbkit.runtime import logs
+from nbkit.runtime import logs, run_log
 from nbkit.transport.pipe_io import LineSink
 
-from .helpers import ACK_TEXT
+from .helpers import ACK_TEXT, KeepRecords
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -51,6 +51,11 @@ def _run_stage(outcomes: list[HandlerOutcome | None], clock) -> list[str]:
     return out
 
 
+def _ack_line(subscription: str, seq: int) -> None:
+    """The ``ack / nack failed`` line of delivery ``seq`` of ``jobs``, written as a settlement writes it."""
+    assert run_log.AckLog(subscription).write("jobs", seq, 1)  # the run handler is the only place it would go
+
+
 OUTCOMES = [None, HandlerOutcome.drop(), HandlerOutcome.retry(), HandlerOutcome.retry_after(0), None]
 
 
@@ -58,7 +63,7 @@ def _stdlib_text(clock) -> str:
     """What the stdlib StreamHandler with ``nbkit run``'s formatter writes for the OUTCOMES stage."""
     out = io.StringIO()
     stdlib = logging.StreamHandler(out)
-    stdlib.setFormatter(logs.DeliveryFormatter(logs.RUN_FORMAT))
+    stdlib.setFormatter(logs.DeliveryFormatter(run_log.RUN_FORMAT))
     with only_handler(stdlib):
         _run_stage(OUTCOMES, clock)
     return out.getvalue()
@@ -68,20 +73,19 @@ def test_run_handler_writes_what_the_stdlib_handler_wrote(clock):
     expected = _stdlib_text(clock)
     assert expected.count("ack / nack failed") == 3 and "retry declaration" in expected
     out = io.StringIO()
-    handler = logs.RunLogHandler(out)
+    handler = run_log.RunLogHandler(out)
     with only_handler(handler):
-        assert logs.sole_run_handler(logging.getLogger("nbkit.dispatch"), logging.WARNING) is handler
         _run_stage(OUTCOMES, clock)
     assert out.getvalue() == expected
 
 
 def test_lines_are_gathered_until_flushed(clock):
     out = io.StringIO()
-    handler = logs.RunLogHandler(out)
+    handler = run_log.RunLogHandler(out)
     with only_handler(handler):
-        logs.ack_failed(logging.getLogger("nbkit.dispatch"), "w", ("w", "jobs", 3, 1))
+        _ack_line("w", 3)
         assert out.getvalue() == ""
-        logs.flush_run_logs()
+        run_log.flush_run_logs()
         assert out.getvalue() == (
             f'WARNING nbkit.dispatch: ack / nack failed subscription=w error="{ACK_TEXT}" stream_key=jobs seq=3 '
             "attempt=1\n"
@@ -90,24 +94,24 @@ def test_lines_are_gathered_until_flushed(clock):
 
 def test_an_error_record_and_a_full_buffer_are_written_at_once(clock):
     out = io.StringIO()
-    handler = logs.RunLogHandler(out, limit=300)
+    handler = run_log.RunLogHandler(out, limit=300)
     dispatch = logging.getLogger("nbkit.dispatch")
     with only_handler(handler):
-        logs.ack_failed(dispatch, "w", ("w", "jobs", 0, 1))
+        _ack_line("w", 0)
         assert out.getvalue() == ""
         logs.emit(dispatch, logging.ERROR, "boom", subscription="w")
         assert out.getvalue().splitlines()[-1] == "ERROR nbkit.dispatch: boom subscription=w"
         for seq in range(1, 4):  # ~130 characters each: the third goes over the limit
-            logs.ack_failed(dispatch, "w", ("w", "jobs", seq, 1))
+            _ack_line("w", seq)
         assert [line.rsplit(" ", 2)[1] for line in out.getvalue().splitlines()[2:]] == ["seq=1", "seq=2", "seq=3"]
 
 
 def test_gathered_lines_are_written_before_a_fork():
     """A forked child (a service that starts a process) must not write the parent's gathered lines again."""
     out = io.StringIO()
-    handler = logs.RunLogHandler(out)
+    handler = run_log.RunLogHandler(out)
     with only_handler(handler):
-        logs.ack_failed(logging.getLogger("nbkit.dispatch"), "w", ("w", "jobs", 0, 1))
+        _ack_line("w", 0)
         assert out.getvalue() == ""
         pid = os.fork()
         if pid == 0:  # the child: nothing to do
@@ -118,7 +122,7 @@ def test_gathered_lines_are_written_before_a_fork():
 
 def test_skipped_texts_are_left_out(clock):
     out = io.StringIO()
-    handler = logs.RunLogHandler(out, skip_texts=(logs.STREAM_ERROR,))
+    handler = run_log.RunLogHandler(out, skip_texts=(logs.STREAM_ERROR,))
     with only_handler(handler):
         logs.emit(logs.SUBSCRIBER, logging.ERROR, logs.STREAM_ERROR, subscription="w", error="bad")
         logs.emit(logs.SUBSCRIBER, logging.ERROR, "seek refused", subscription="w", error="bad")
@@ -129,16 +133,15 @@ def test_caplog_and_a_users_handler_still_get_records(clock, caplog):
     """Any other handler (pytest's caplog on root, a handler of the user's) gets the LogRecords as before,
     and the run handler beside them still writes its lines."""
     out = io.StringIO()
-    run = logs.RunLogHandler(out)
+    run = run_log.RunLogHandler(out)
     records: list[logging.LogRecord] = []
-    mine = logging.Handler()
-    mine.emit = records.append  # type: ignore[method-assign]
+    mine = KeepRecords(records)
     dispatch = logging.getLogger("nbkit.dispatch")
     dispatch.addHandler(mine)
     logging.getLogger().addHandler(run)
     try:
         with caplog.at_level(logging.WARNING, logger="nbkit"):
-            assert logs.sole_run_handler(dispatch, logging.WARNING) is None
+            assert not run_log.AckLog("w").write("jobs", 0, 1)  # (caplog's, mine): the records are made
             _run_stage([None, None], clock)
     finally:
         dispatch.removeHandler(mine)
@@ -157,9 +160,10 @@ def test_caplog_and_a_users_handler_still_get_records(clock, caplog):
 
 
 @pytest.mark.parametrize("what", ["logger filter", "handler filter", "formatter", "record factory", "lower logger"])
-def test_records_are_made_when_anything_could_see_them(what):
+def test_records_are_made_when_anything_could_see_them(what, clock):
     dispatch = logging.getLogger("nbkit.dispatch")
-    handler = logs.RunLogHandler(io.StringIO())
+    out = io.StringIO()
+    handler = run_log.RunLogHandler(out)
     seen: list[object] = []
 
     def look(record: logging.LogRecord) -> bool:
@@ -168,7 +172,6 @@ def test_records_are_made_when_anything_could_see_them(what):
 
     factory = logging.getLogRecordFactory()
     with only_handler(handler):
-        assert logs.sole_run_handler(dispatch, logging.WARNING) is handler
         undo = {
             "logger filter": lambda: (dispatch.addFilter(look), lambda: dispatch.removeFilter(look)),
             "handler filter": lambda: (handler.addFilter(look), lambda: handler.removeFilter(look)),
@@ -180,12 +183,15 @@ def test_records_are_made_when_anything_could_see_them(what):
             "lower logger": lambda: (dispatch.addHandler(logging.NullHandler()), lambda: dispatch.handlers.clear()),
         }[what]()[1]
         try:
-            assert logs.sole_run_handler(dispatch, logging.WARNING) is None
-            logs.ack_failed(dispatch, "w", ("w", "jobs", 0, 1))
+            _run_stage([None], clock)
         finally:
             undo()
-    if what != "formatter" and what != "lower logger":
-        assert len(seen) == 1 and isinstance(seen[0], logging.LogRecord)
+    if what == "formatter":  # the handler's own formatter writes the record (the message, no delivery fields)
+        assert f'ack / nack failed subscription=worker error="{ACK_TEXT}"' in out.getvalue().splitlines()
+        assert "stream_key=" not in out.getvalue()
+    elif what != "lower logger":
+        acks = [r for r in seen if getattr(r, "nbkit_text", None) == logs.ACK_FAILED]
+        assert len(acks) == 1 and isinstance(acks[0], logging.LogRecord) and acks[0].funcName == "settle"
 
 
 def test_stdout_of_a_stage_waits_for_the_log_lines_before_it(clock):
@@ -199,7 +205,7 @@ def test_stdout_of_a_stage_waits_for_the_log_lines_before_it(clock):
         assert calls == ["logs"]
         assert reader and writer  # (descriptors closed at the end)
     broker = StdioBroker(stdin=[], stdout=[])
-    assert broker.sink.before_flush is logs.flush_run_logs
+    assert broker.sink.before_flush is run_log.flush_run_logs
 
 
 CRASHING = """
@@ -280,62 +286,64 @@ def test_what_a_service_prints_comes_after_the_log_lines_before_it_and_never_on_
 
 def test_the_ordered_stream_hands_everything_else_to_the_stream():
     out = io.StringIO()
-    ordered = logs.LogOrderedStream(out)
+    ordered = run_log.LogOrderedStream(out)
     ordered.writelines(["a\n", "b\n"])
     assert ordered.getvalue() == "a\nb\n" and ordered.wrapped is out
 
 
-def test_a_settlement_writer_gathers_and_writes_what_write_settlement_does():
-    """Line for line and flush for flush (a small limit, sequence numbers gaining digits, a level renamed)."""
+def test_the_ack_line_is_the_line_the_handler_makes_of_its_record():
+    """Line for line and flush for flush (a small limit, sequence numbers gaining digits, a level renamed, a pipe's
+    stdin line): what ``AckLog.write`` gathers is what the run handler gathers from the settlement's record."""
     seqs = [*range(7, 12), *range(97, 103), *range(998, 1003), 10**19, 0]
+    ack = run_log.AckLog("w")
     seen: dict[str, list[str]] = {}
-    for way in ("write_settlement", "settlement_writer"):
+    for way in ("record", "line"):
         out = io.StringIO()
-        handler = logs.RunLogHandler(out, limit=300)
-        write = handler.settlement_writer("nbkit.dispatch", logging.WARNING, "ack / nack failed", "jobs", 2)
+        handler = run_log.RunLogHandler(out, limit=300)
         seen[way] = []
-        try:
-            for seq in seqs:
-                if seq == 998:
-                    logging.addLevelName(logging.WARNING, "WARN")
-                if way == "write_settlement":
-                    handler.write_settlement(
-                        "nbkit.dispatch", logging.WARNING, "ack / nack failed", ("w", "jobs", seq, 2)
-                    )
-                else:
-                    write(seq)
-                seen[way].append(out.getvalue())
-        finally:
-            logging.addLevelName(logging.WARNING, "WARNING")
-        handler.close()
+        with only_handler(handler):
+            try:
+                for seq in seqs:
+                    if seq == 998:
+                        logging.addLevelName(logging.WARNING, "WARN")
+                    line = seq + 1 if seq % 2 else None
+                    if way == "record":
+                        logs.DISPATCH.warning(ack.message, extra=ack.extra(("w", "jobs", seq, 2, line)))
+                    else:
+                        assert ack.write("jobs", seq, 2, line)
+                    seen[way].append(out.getvalue())
+            finally:
+                logging.addLevelName(logging.WARNING, "WARNING")
         seen[way].append(out.getvalue())
-    assert seen["settlement_writer"] == seen["write_settlement"]
-    written = seen["write_settlement"]
+    assert seen["line"][-1] == seen["record"][-1]
+    written = seen["record"]
     assert len(set(written)) > 3 and written[-1].count("\n") == len(seqs)
-    assert "WARN nbkit.dispatch: ack / nack failed stream_key=jobs seq=998 attempt=2\n" in written[-1]
+    assert f"WARN nbkit.dispatch: {ack.message} stream_key=jobs seq=998 attempt=2\n" in written[-1]
+    assert f"WARNING nbkit.dispatch: {ack.message} stream_key=jobs seq=7 attempt=2 line=8\n" in written[-1]
+    # written out at the same lines, or one line later (a pipe's line number is counted as 8 characters)
+    flushes = {way: [n for n in range(1, len(seqs)) if seen[way][n] != seen[way][n - 1]] for way in seen}
+    assert len(flushes["record"]) > 4 and len(flushes["line"]) >= len(flushes["record"]) - 1
+    assert set(flushes["line"]) <= {n + late for n in flushes["record"] for late in (0, 1)}
 
 
 def test_ack_log_rate_keeps_n_lines_a_second_and_counts_the_rest():
-    """``nbkit run --ack-log-rate N``: at most N ``ack / nack failed`` lines a second, by either way of writing
-    them; one line counts those left out (written at close, or when the next second's first line comes)."""
+    """``nbkit run --ack-log-rate N``: at most N ``ack / nack failed`` lines a second, written as lines or from
+    records; one line counts those left out (written at close, or when the next second's first line comes)."""
     out = io.StringIO()
-    handler = logs.RunLogHandler(out, ack_rate=3)
-    write = handler.settlement_writer("nbkit.dispatch", logging.WARNING, "ack / nack failed", "jobs", 1)
-    for seq in range(6):
-        write(seq, seq + 1)
-    for seq in range(6, 10):
-        handler.write_settlement("nbkit.dispatch", logging.WARNING, "ack / nack failed", ("w", "jobs", seq, 1, seq + 1))
-    handler.close()
+    handler = run_log.RunLogHandler(out, ack_rate=3)
+    ack = run_log.AckLog("w")
+    with only_handler(handler):
+        for seq in range(6):
+            assert ack.write("jobs", seq, 1, seq + 1)
+        for seq in range(6, 10):
+            logs.DISPATCH.warning(ack.message, extra=ack.extra(("w", "jobs", seq, 1, seq + 1)))
     lines = out.getvalue().splitlines()
     assert lines == [
-        *(
-            f"WARNING nbkit.dispatch: ack / nack failed stream_key=jobs seq={n} attempt=1 line={n + 1}"
-            for n in range(3)
-        ),
+        *(f"WARNING nbkit.dispatch: {ack.message} stream_key=jobs seq={n} attempt=1 line={n + 1}" for n in range(3)),
         "WARNING nbkit.dispatch: ack / nack failed lines left out (ack_log_rate) count=7 per_second=3",
     ]
 
 
 def test_ack_log_rate_is_checked():
     with pytest.raises(ValueError, match="ack_rate must be > 0"):
-        logs.RunLogHandler(io.StringIO(), ack_rate=0)
+        run_log.RunLogHandler(io.StringIO(), ack_rate=0)

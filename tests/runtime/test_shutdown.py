@@ -15,6 +15,7 @@ import pytest
 from checkout_env import checkout_env
 
 from nbkit import App, FileBroker, HandlerOutcome
+from nbkit.tabular.events import events_frame
 
 from .helpers import RETRY, START, dispatch_records, drain, file_bytes, lines, records, seed
 
@@ -106,7 +107,7 @@ def test_shutdown_timeout_abandons_and_logs_each_copy(rig, clock, caplog, timeou
     assert all(rec.nbkit_fields["attempt"] == 1 for rec in logged)
     assert len(lost) == abandoned
     assert app.pending == []
-    frame = app.events_frame()
+    frame = events_frame(app.events)
     assert int(frame["abandoned"].sum()) == abandoned
 
 

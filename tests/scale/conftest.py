@@ -65,7 +65,7 @@ def workload(
         else:
             payload = f"text {i} é".encode()
         if headers and rnd.random() < 0.15:
-            hdr = {"x-ruststream-retry-count": str(rnd.randint(1, 3)), "trace": f"t{i}"}
+            hdr: dict[str, str | bytes] = {"x-ruststream-retry-count": str(rnd.randint(1, 3)), "trace": f"t{i}"}
             if rnd.random() < 0.3:
                 hdr["raw"] = b"\xff\xfe"
             payload = envelope.encode(hdr, payload, force_text=False)

@@ -183,12 +183,43 @@ def test_bytes_payload_empty_frame_and_concat(tmp_path):
     assert both["payload"].tolist() == [*payloads, b"hello"]
 
 
-def test_headers_are_one_dict_per_row(tmp_path):
+@pytest.mark.parametrize("payload", ["bytes", "json", "auto"])
+def test_headers_are_read_only_dicts_so_no_row_can_change_another(tmp_path, payload):
     path = tmp_path / "blobs.ss"
     _bytes_sample(path)
+    with StreamWriter(path) as w:
+        w.write("blobs", envelope.encode({"x-ruststream-retry-count": "2"}, b"{}", force_text=False))
+    df = read_stream(path, payload=payload)
+    first, last = df["headers"].iloc[0], df["headers"].iloc[-1]
+    assert isinstance(first, dict) and first == {} and last == {"x-ruststream-retry-count": "2"}
+    for change in (
+        lambda h: h.__setitem__("mine", "1"),
+        lambda h: h.update(mine="1"),
+        lambda h: h.setdefault("mine", "1"),
+        lambda h: h.pop("x-ruststream-retry-count"),
+        lambda h: h.clear(),
+    ):
+        for headers in (first, last):
+            with pytest.raises(TypeError, match=r"read-only: dict\(headers\)"):
+                change(headers)
+    assert df["headers"].tolist() == [{}] * (len(df) - 1) + [{"x-ruststream-retry-count": "2"}]
+    mine = last.copy()  # the copy is a plain dict, yours to change
+    mine["mine"] = "1"
+    assert type(mine) is dict and last == {"x-ruststream-retry-count": "2"}
+
+
+def test_headers_survive_pickle_deepcopy_and_json(tmp_path):
+    import copy
+
+    path = tmp_path / "blobs.ss"
+    _bytes_sample(path)
+    with StreamWriter(path) as w:
+        w.write("blobs", envelope.encode({"k": "v"}, b"x", force_text=False))
     df = read_stream(path, payload="bytes")
-    df["headers"].iloc[0]["mine"] = "1"  # a user changing one row's headers changes no other row
-    assert df["headers"].tolist()[1:] == [{}] * (len(df) - 1)
+    back = pickle.loads(pickle.dumps(df))
+    pd.testing.assert_frame_equal(back, df)
+    assert copy.deepcopy(df["headers"].iloc[-1]) == {"k": "v"}
+    assert json.dumps(df["headers"].tolist()[-2:]) == '[{}, {"k": "v"}]'
 
 
 def test_bad_payload_mode(sample_path):

@@ -475,7 +475,7 @@ def test_every_reader_falls_back_to_the_one_dead_letter_naming_rule(tmp_path):
     """Without ``dead_letter_keys``, lineage, the plots, ``FileWatch`` (``nbkit watch``, ``LiveMonitor``)
     and ``summarize_capture`` (``nbkit info --from stdio``) all call a key a dead-letter key by
     :func:`nbkit.wire.keys.is_dead_letter_key`; naming the keys overrides the rule everywhere."""
-    from nbkit.notebook.plots import _as_deliveries
+    from nbkit.tabular.plot_data import deliveries
     from nbkit.transport.file_watch import FileWatch
     from nbkit.transport.stdio_capture import read_capture, summarize_capture
     from nbkit.wire.keys import is_dead_letter_key
@@ -493,7 +493,7 @@ def test_every_reader_falls_back_to_the_one_dead_letter_naming_rule(tmp_path):
         frame = read_stream(path)
         lin = lineage(frame, dead_letter_keys=dead_letter_keys)
         yield dict(zip(lin["stream_key"].astype(str), lin["dead_letter"], strict=True))
-        plotted = _as_deliveries(frame, dead_letter_keys=dead_letter_keys)
+        plotted = deliveries(frame, dead_letter_keys=dead_letter_keys)
         yield dict(zip(frame["stream_key"].astype(str), plotted["is_dead_letter"], strict=True))
         with FileWatch(path, dead_letter_keys=dead_letter_keys) as watch:
             yield {k: a.dead_letter for k, a in watch.update().keys.items()}

@@ -95,6 +95,23 @@ def test_n_rows(stream_file, eager):
     assert lf.filter(orders).select(pl.len()).collect().item() == eager.filter(orders).height
 
 
+def test_a_row_limit_stops_the_read_before_the_damage_further_on(tmp_path):
+    # the file is damaged far past the first rows: the eager read fails there, a limited scan never reaches it
+    path = tmp_path / "long.ss"
+    with nbkit.StreamWriter(path) as writer:
+        for n in range(400_000):
+            writer.write("orders" if n % 3 else "audit", b'{"n": %d}' % n, timestamp_ms=T0 + n)
+    data = bytearray(path.read_bytes())
+    data[data.index(b'{"n": 380000}') + 7] ^= 0xFF  # a payload byte: that frame's checksum fails
+    path.write_bytes(bytes(data))
+    with pytest.raises(nbkit.NbkitError):
+        nbkit.read_arrow(path)
+    lf = scan_stream(path)
+    assert lf.head(3).select("seq", "payload").collect().rows() == [(1, '{"n": 0}'), (1, '{"n": 1}'), (2, '{"n": 2}')]
+    got = lf.select("seq", "stream_key").head(150_000).collect()  # past the first chunk read
+    assert got.height == 150_000 and got["seq"].max() == 100_000
+
+
 def test_bytes_payloads(stream_file):
     got = scan_stream(stream_file, payload="bytes").filter(pl.col("seq") == 5).collect()
     want = pl.from_arrow(nbkit.read_arrow(stream_file, payload="bytes")).filter(pl.col("seq") == 5)

@@ -11,11 +11,10 @@ import pandas as pd
 import pytest
 
 from nbkit import App, FileBroker, FilePosition, HandlerOutcome, Session, StdioBroker, lineage, read_stream
+from nbkit.runtime.vocabulary import END_STATES, STEP_STATES
 from nbkit.tabular.timeline_steps import (
-    END_STATES,
     STEP_COLUMNS,
     STEP_READERS,
-    STEP_STATES,
     file_lanes_first,
     steps_from_events,
     steps_from_lineage,

@@ -6,11 +6,11 @@ from __future__ import annotations
 import fcntl
 import os
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from waiting import wait_until
 
 from nbkit.errors import WriterLockedError
 from nbkit.transport.file_lock import mark_exclusive, take_lock
@@ -27,13 +27,6 @@ def opened(tmp_path: Path) -> Iterator[list[int]]:
     yield fds
     for fd in fds:
         os.close(fd)
-
-
-def wait_until(condition, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.01)
 
 
 def somebody_queues(fd: int, path: str) -> bool:
@@ -59,7 +52,7 @@ def test_a_writer_that_asks_again_goes_behind_the_one_waiting(opened, tmp_path) 
 
     thread = threading.Thread(target=waiter)
     thread.start()
-    wait_until(lambda: somebody_queues(probe, path))
+    wait_until(lambda: somebody_queues(probe, path), what="the second writer to queue for the lock")
     fcntl.flock(first, fcntl.LOCK_UN)
     take_lock(first, path, 60, exclusive=False)  # at once: before the queued writer's next poll, it used to win
     order.append("first")

@@ -8,7 +8,6 @@ import os
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -412,7 +411,7 @@ with StreamWriter(sys.argv[1], flush_every=7) as w:
             w.write("ticks", b"x" * (i % 97), timestamp_ms=1_700_000_000_000 + batch * 500 + i)
             if i % 125 == 0:
                 w.flush()
-                time.sleep(0.005)
+                time.sleep(0.005)  # pauses: the follower reaches the tip and waits there (what is tested)
         w.flush()
         time.sleep(0.05)
     w.write_eos()
@@ -443,13 +442,11 @@ def test_follow_ends_when_the_file_is_removed(tmp_path: Path, write_ss) -> None:
     path = tmp_path / "gone.ss"
     write_ss(path, [("a", 0, i, i, b"m") for i in range(1, 4)])
     with StreamReader(path, follow=True, poll_max=0.02, idle_timeout=20) as r:
-        timer = threading.Timer(0.2, os.remove, args=(path,))
+        timer = threading.Timer(0.2, os.remove, args=(path,))  # removed while the reader follows
         timer.start()
-        t0 = time.monotonic()
         got = list(r)
         timer.join()
-        assert r.end.reason == "removed"
-        assert time.monotonic() - t0 < 10
+        assert r.end.reason == "removed"  # not "idle": the removal ended it, long before idle_timeout
     assert [m.seq for m in got] == [1, 2, 3]
 
 

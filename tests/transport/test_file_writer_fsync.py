@@ -15,7 +15,12 @@ def _write(path: Path, monkeypatch, **options) -> int:
     """Write 4 messages with ``options``; how many times os.fsync was called meanwhile."""
     calls: list[int] = []
     real = os.fsync
-    monkeypatch.setattr(os, "fsync", lambda fd: (calls.append(fd), real(fd))[1])
+
+    def counted(fd: int) -> None:
+        calls.append(fd)
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", counted)
     with StreamWriter(path, beacon_interval=1024, created_at_ms=0, clock_ms=lambda: 5, file_name="f", **options) as w:
         for i in range(4):
             w.write("k", b"x" * (300 * i))

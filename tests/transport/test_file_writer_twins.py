@@ -27,6 +27,7 @@ from types import ModuleType
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
+from waiting import wait_until
 
 from nbkit.errors import FileIOError
 from nbkit.transport import file_writer, writer_state
@@ -105,7 +106,7 @@ def _run(path: Path, steps, interval: int, flush_every: int, fsync: bool, compil
             beacon_interval=interval,
             file_name="t.ss",
             created_at_ms=7,
-            clock_ms=lambda: now[0],
+            clock_ms=lambda: now[0],  # type: ignore[arg-type,return-value]  # readings 1.5, None: wrong clocks on purpose
             flush_every=flush_every,
             fsync=fsync,
             exclusive=True,
@@ -283,7 +284,8 @@ class _Stop(Exception):
 
 def _interrupted(tmp_path: Path, compiled: bool, raising: bool) -> tuple[object, bytes]:
     """A blocking pipe, full: the write blocks; SIGALRM interrupts it (EINTR or a short write, the
-    handler raising ``_Stop`` when ``raising``) while a thread drains the pipe slowly."""
+    handler raising ``_Stop`` when ``raising``): the first alarm once the write is blocked with nothing
+    written, the others while a thread drains the pipe slowly."""
     path = tmp_path / f"signal{compiled}{raising}.ss"
     with route(compiled):
         w = StreamWriter(path, file_name="f.ss", created_at_ms=1, clock_ms=lambda: 5, exclusive=True)
@@ -298,12 +300,16 @@ def _interrupted(tmp_path: Path, compiled: bool, raising: bool) -> tuple[object,
         if raising and alarms[0] == 1:
             raise _Stop("stop")
 
+    writer = threading.get_native_id()
+
     def drain() -> None:
         signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGALRM])
-        time.sleep(0.05)
+        _wait_blocked_in_write(writer)
+        signal.setitimer(signal.ITIMER_REAL, 0.001, 0.005)  # the alarms go to the writing thread
+        wait_until(lambda: alarms[0] >= 1, what="the first alarm")  # it lands while nothing is written yet
         while chunk := os.read(r, 512):
             got.extend(chunk)
-            time.sleep(0.001)
+            time.sleep(0.001)  # the thing tested: a slow reader, so that alarms land during the write
 
     old = signal.signal(signal.SIGALRM, handler)
     drainer = threading.Thread(target=drain)
@@ -313,7 +319,6 @@ def _interrupted(tmp_path: Path, compiled: bool, raising: bool) -> tuple[object,
         _fail_with(wr, w)
         drainer.start()
         try:
-            signal.setitimer(signal.ITIMER_REAL, 0.01, 0.005)
             outcome = w.write("a", b"p" * 20_000)
             signal.setitimer(signal.ITIMER_REAL, 0)
         except _Stop:  # from the write (EINTR), or just after it (a short write), on either route
@@ -326,6 +331,19 @@ def _interrupted(tmp_path: Path, compiled: bool, raising: bool) -> tuple[object,
         drainer.join()
         os.close(r)
     return outcome, bytes(got[4096:])
+
+
+def _wait_blocked_in_write(tid: int) -> None:
+    """Wait until thread ``tid`` of this process sleeps in ``write(2)`` on a full pipe (its wait channel)."""
+    task = Path(f"/proc/self/task/{tid}")
+
+    def blocked() -> bool:
+        wchan = (task / "wchan").read_text()
+        if wchan in ("", "0"):  # a kernel that hides wait channels: the thread sleeps, at least
+            return (task / "stat").read_text().rsplit(")", 1)[1].split()[0] == "S"
+        return "pipe_write" in wchan
+
+    wait_until(blocked, what=f"thread {tid} to block writing to the full pipe")
 
 
 @pytest.mark.parametrize("raising", [False, True])
@@ -351,9 +369,10 @@ def test_a_blocked_write_lets_other_threads_run(tmp_path: Path) -> None:
     r, wr = os.pipe()
     fcntl.fcntl(wr, fcntl.F_SETPIPE_SZ, 4096)
     got = bytearray()
+    writer = threading.get_native_id()
 
     def drain() -> None:
-        time.sleep(0.02)  # the write below is blocked by then
+        _wait_blocked_in_write(writer)  # so the write below can only finish if this thread runs meanwhile
         while chunk := os.read(r, 4096):
             got.extend(chunk)
 

@@ -26,7 +26,7 @@ _plain = st.text(st.sampled_from(list("abcxyz0123-_.~!/")), max_size=12)
 _padded = st.one_of(_plain.map(lambda t: f" {t}"), _plain.map(lambda t: f"{t} "))
 _names = st.one_of(_plain, _plain.map(str.upper), _padded, _text, st.just(""))
 _values = st.one_of(_plain, _padded, _text, st.binary(max_size=6), st.just(""))
-_headers = st.one_of(
+_headers: st.SearchStrategy[dict[str, str | bytes] | None] = st.one_of(
     st.none(),
     st.just({}),
     st.dictionaries(_plain, _plain, max_size=4),  # the compiled case

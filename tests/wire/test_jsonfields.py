@@ -15,7 +15,7 @@ from nbkit.wire import core, jsonfields
 from nbkit.wire.jsonfields import MAX_FIELDS, NUMBER_LIMIT, flat_columns, flat_columns_pure
 
 try:
-    from nbkit.wire import _jsonfields as compiled
+    import nbkit.wire._jsonfields as compiled
 except ImportError:  # built only where a C compiler is
     compiled = None
 

@@ -146,7 +146,7 @@ def test_payload_bytes_inverts_json_payload() -> None:
 
 
 def test_captured_messages_show_their_opened_envelope() -> None:
-    headers = {"x-ruststream-retry-count": "1", "raw": b"\xff\n"}
+    headers: dict[str, str | bytes] = {"x-ruststream-retry-count": "1", "raw": b"\xff\n"}
     args = (7, "jobs", 0, 2, None, headers, b"a\nb")
     assert format_captured("log", *args) == "[- | jobs | 2 | 0] {x-ruststream-retry-count=1 raw=\\xff\\n} a\\nb\n"
     assert (

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from nbkit.errors import (
     BeaconIntervalError,
     ByteMarkError,
-    NbkitError,
+    FormatError,
     PayloadTooLargeError,
     StreamKeyError,
     TimestampRangeError,
@@ -146,7 +146,7 @@ def test_header_reader_limits() -> None:
         (_raw_header(b"a", created=MAX_TIMESTAMP_MS + 1), TimestampRangeError),
     ],
 )
-def test_header_errors(raw: bytes, error: type[NbkitError]) -> None:
+def test_header_errors(raw: bytes, error: type[FormatError]) -> None:
     with pytest.raises(error) as info:
         decode_header(raw)
     assert info.value.offset is not None  # every format error says where

@@ -231,7 +231,7 @@ def _read_everything(path: Path, twin, monkeypatch):
     scan, scan_cols = twin
     monkeypatch.setattr(frame_decode, "scan_frames", scan)  # where the reader goes down to the scanner
     monkeypatch.setattr(frame_decode, "scan_columns", scan_cols)
-    out = []
+    out: list[tuple[object, ...]] = []
     for mode in ("iterate", "columns", "buffers", "salvage"):
         try:
             with StreamReader(path, errors="raise", on_bad_frames="skip" if mode == "salvage" else "error") as r:

@@ -45,7 +45,7 @@ def main() -> None:
         writer.write(key, payload(key, seq))
         os.write(1, b"%s %d\n" % (key.encode(), seq))
         if pause:
-            time.sleep(pause)
+            time.sleep(pause)  # a slow, steady writer (the lock tests' holder)
 
 
 if __name__ == "__main__":

@@ -70,7 +70,7 @@ def main() -> None:
             for m in r:
                 if not m.is_eos:
                     check.see(m.stream_key, m.seq, m.payload)
-            end = r.end.reason if r.end else None
+            end: str | None = r.end.reason if r.end else None
     else:
         import logging
 
