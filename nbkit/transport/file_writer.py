@@ -374,22 +374,45 @@ class StreamWriter:
 
     def _send(self, data: bytes, count: int) -> None:
         """Write ``data`` (the bytes of ``count`` messages, up to ``self._state.offset``) to the file."""
+        start = self._state.offset - len(data)
         try:
             n = os.write(self._state.fd, data)
         except OSError as exc:
-            self._failed(exc, count, self._state.offset - len(data))
+            self._failed(exc, count, start)
+        except BaseException:  # a signal handler's exception: the batch goes out whole first, then it propagates
+            self._send_rest(data, self._reached(start, len(data)), count, start)
+            raise
         if n != len(data):
-            self._send_rest(data, n, count, self._state.offset - len(data))
+            self._send_rest(data, n, count, start)
 
     def _send_rest(self, data: bytes, n: int, count: int, start: int) -> None:
-        """After a short write (rare) of ``data``, which starts at offset ``start``: hand over the rest."""
+        """After a short write (rare) of ``data``, which starts at offset ``start``: hand over the rest.
+
+        A signal handler's exception on the way is held until the rest is written (from where the file says
+        the bytes stopped, so none is written twice), then raised."""
         view = memoryview(data)[n:]
-        try:
-            while view:
+        interrupted: BaseException | None = None
+        while view:
+            try:
                 n = os.write(self._state.fd, view)
-                view = view[n:]
-        except OSError as exc:
-            self._failed(exc, count, start)
+            except OSError as exc:
+                self._failed(exc, count, start)
+            except BaseException as exc:
+                interrupted = interrupted or exc
+                view = memoryview(data)[self._reached(start, len(data)) :]
+                continue
+            view = view[n:]
+        if interrupted is not None:
+            raise interrupted
+
+    def _reached(self, start: int, size: int) -> int:
+        """How many of the ``size`` bytes written from offset ``start`` are in the file (a write cut short by a
+        signal handler's exception does not say): the descriptor's position tells on a regular file; where it
+        cannot (a pipe), none is assumed."""
+        try:
+            return min(size, max(0, os.lseek(self._state.fd, 0, os.SEEK_CUR) - start))
+        except OSError:
+            return 0
 
     def _failed(self, exc: OSError, count: int, synced: int) -> NoReturn:
         """A write failed part-way (a full disk, an I/O error): cut the file back to its last complete

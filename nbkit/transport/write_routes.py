@@ -112,8 +112,9 @@ class PureRoute:
                 n = os.write(ws.fd, frame)
             except OSError as exc:
                 self.writer._failed(exc, 1, start)
-            except BaseException:  # a signal handler's exception (os.write retries EINTR otherwise):
-                self.writer._send_rest(frame, 0, 1, start)  # the frame goes out whole first, then it propagates
+            except BaseException:  # a signal handler's exception (os.write retries EINTR otherwise): the
+                # frame goes out whole first, from where the file says it stopped, then it propagates
+                self.writer._send_rest(frame, self.writer._reached(start, len(frame)), 1, start)
                 raise
             if n != end - start:
                 self.writer._send_rest(frame, n, 1, start)
