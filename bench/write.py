@@ -6,7 +6,7 @@ the default sequence numbers and clock. Baseline (the syscall bound): a loop of 
 handing the OS exactly the bytes nbkit wrote for each message (frame, plus a beacon where one falls),
 prepared in advance. Also batched mode (flush_every=N) against os.write of the same N-message blocks.
 The target is checked with ``exclusive=True`` (the lock taken once, for the writer's life): the write
-path itself, which on the compiled core runs StreamWriter's compiled short route
+path itself, which on the compiled core runs StreamWriter's compiled write route
 (nbkit/transport/_writer.pyx); the same writes on the pure-Python route (its reference twin) are
 timed beside it. The same writes in the default shared mode (a lock, an fstat and an unlock around each
 append, the others' frames read first when the file grew) are timed beside them. These runs are
@@ -58,9 +58,9 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     n = args.messages
     c.banner("write: StreamWriter.write vs os.write", args)
-    compiled_route = file_writer._COMPILED is not None  # the short route of exclusive writers
+    compiled_route = file_writer._COMPILED is not None  # the compiled route of exclusive writers
     print(
-        f"   nbkit core: {core.core_description()}; exclusive writers' short route: "
+        f"   nbkit core: {core.core_description()}; exclusive writers' route: "
         f"{'compiled (nbkit.transport._writer)' if compiled_route else 'pure-Python'}"
     )
     items = [(c.KEYS[i % len(c.KEYS)], c.message_fields(i)[3]) for i in range(n)]

@@ -1,7 +1,10 @@
-"""Types of the compiled short route of StreamWriter (nbkit/transport/_writer.pyx), for mypy."""
+"""Types of the compiled write route of StreamWriter (nbkit/transport/_writer.pyx), for mypy."""
 
 from collections.abc import Callable
-from typing import Any
+
+from nbkit.transport.file_writer import StreamWriter
+from nbkit.transport.write_routes import PureRoute
+from nbkit.transport.writer_state import Written
 
 class StreamState:
     seq: int
@@ -24,16 +27,12 @@ class WriterState:
     flush_every: int
     def __init__(self, clock: Callable[[], int]) -> None: ...
 
-class ShortRoute:
+class CompiledRoute:
+    name: str
     state: WriterState
-    def __init__(self, state: WriterState, default_clock: Callable[[], int], written: type) -> None: ...
-    def attach(self, owner: Any, pure: Callable[..., Any]) -> None: ...
+    def __init__(
+        self, state: WriterState, owner: StreamWriter, pure: PureRoute, default_clock: Callable[[], int], written: type
+    ) -> None: ...
     def write(
-        self,
-        stream_key: str,
-        payload: bytes,
-        *,
-        seq: int | None = None,
-        shard_id: int = 0,
-        timestamp_ms: int | None = None,
-    ) -> Any: ...
+        self, stream_key: str, payload: bytes, seq: int | None, shard_id: int, timestamp_ms: int | None, /
+    ) -> Written: ...

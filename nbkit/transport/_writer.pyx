@@ -1,18 +1,18 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
-"""The compiled twin of :class:`nbkit.transport.file_writer.StreamWriter`'s short route, and of its state.
+"""The compiled write route of an exclusive :class:`nbkit.transport.file_writer.StreamWriter`, and its state.
 
 An exclusive writer on the compiled core keeps what ``write`` reads on every message in a
 :class:`WriterState` and its streams' states in :class:`StreamState` (the pure twins, with the same
-attributes, are in :mod:`nbkit.transport.writer_state`); both routes of ``write`` use that one state
-object directly. :class:`ShortRoute` is the route: ``ShortRoute.write`` handles the
+attributes, are in :mod:`nbkit.transport.writer_state`). :class:`CompiledRoute` is its write route (the
+``compiled`` :class:`~nbkit.transport.write_routes.WriteRoute`): ``CompiledRoute.write`` handles the
 common message (a key written before on shard 0, the default sequence number, a bytes payload, a
 frame reaching no beacon boundary, checksum fold or size limit) in C: the clock,
 the stream bookkeeping, the frame (encoded by the wire's compiled encoder, ``encode_into`` of
 nbkit/wire/_speedups.pxd, into a scratch buffer), the ``write(2)`` call (the GIL released as
 ``os.write`` does when other threads exist, partial writes completed, EINTR retried; with ``flush_every > 1`` or ``fsync`` the frame joins
 the pending batch instead) and the ``Written`` result. Every other write, and every
-error, is handed to the pure ``StreamWriter.write`` before anything changed, so both routes give
-the same files, results and errors (tests/transport/test_file_writer_twins.py).
+error, is handed to the writer's pure route (:class:`~nbkit.transport.write_routes.PureRoute`) before anything
+changed, so both routes give the same files, results and errors (tests/transport/test_file_writer_twins.py).
 
 This module does I/O, so it lives in the transport layer; the wire's compiled core
 (``nbkit.wire._speedups``) stays pure codecs.
@@ -145,12 +145,12 @@ cdef class WriterState:
         self.flush_every = 1
 
 
-cdef class ShortRoute:
-    """An exclusive writer's short route in C, on the writer's :class:`WriterState` (``state``).
+cdef class CompiledRoute:
+    """An exclusive writer's write route in C (see the module doc), on the writer's :class:`WriterState`
+    (``state``); ``owner`` is the writer (its ``flush`` and its cut-back of a failed write), ``pure`` its
+    pure route, which takes every write this route does not and every frame that reaches a mark."""
 
-    ``attach`` gives the route its writer and the pure ``write`` (the reference route, which takes every
-    write the short route does not).
-    """
+    name = "compiled"
 
     cdef readonly WriterState state
     cdef object _default_clock
@@ -160,7 +160,7 @@ cdef class ShortRoute:
     cdef uint8_t* _scratch
     cdef long long _ts_value  # the last default clock reading, and its int
     cdef object _ts_obj
-    cdef long long _end_value  # the last short-route message's end, and its int
+    cdef long long _end_value  # the last compiled-route message's end, and its int
     cdef object _end_obj
 
     def __cinit__(self):
@@ -171,20 +171,17 @@ cdef class ShortRoute:
     def __dealloc__(self):
         free(self._scratch)
 
-    def __init__(self, WriterState state not None, default_clock, type written not None):
+    def __init__(self, WriterState state not None, owner, pure, default_clock, type written not None):
         self.state = state
+        self._owner = owner
+        self._pure = pure
         self._ts_value = self._end_value = -1
         self._default_clock = default_clock
         self._written = written
 
-    def attach(self, owner, pure):
-        """Give the route its writer and the pure ``write`` bound to it."""
-        self._owner = owner
-        self._pure = pure
-
-    def write(self, stream_key, payload, *, seq=None, shard_id=0, timestamp_ms=None):
-        """``StreamWriter.write`` (same parameters, result and errors): the short route in C, every
-        other write handed to the pure route."""
+    def write(self, stream_key, payload, seq, shard_id, timestamp_ms, /):
+        """``StreamWriter.write`` (its arguments, all of them in its order; its result and errors): the
+        common message in C, every other write handed to the pure route."""
         cdef PyObject* item
         cdef StreamState state
         cdef unsigned long long next_seq
@@ -197,14 +194,14 @@ cdef class ShortRoute:
         cdef WriterState st = self.state
         if (seq is not None or type(payload) is not bytes or type(stream_key) is not str
                 or type(shard_id) is not int or shard_id != 0):
-            return self._hand_over(stream_key, payload, seq, shard_id, timestamp_ms)
+            return self._pure.write(stream_key, payload, seq, shard_id, timestamp_ms)
         item = PyDict_GetItem(st.hot, stream_key)
         if item is NULL:
-            return self._hand_over(stream_key, payload, seq, shard_id, timestamp_ms)
+            return self._pure.write(stream_key, payload, seq, shard_id, timestamp_ms)
         raw_key = <bytes>(<tuple>item)[0]
         state = <StreamState?>(<tuple>item)[1]
         if state.seq == _MAX_SEQ:  # the next one does not fit: the pure route says so
-            return self._hand_over(stream_key, payload, seq, shard_id, timestamp_ms)
+            return self._pure.write(stream_key, payload, seq, shard_id, timestamp_ms)
         next_seq = state.seq + 1
         if timestamp_ms is None:
             if st.clock is self._default_clock:  # time.time_ns() // 1_000_000, as _now_ms reads it
@@ -213,24 +210,24 @@ cdef class ShortRoute:
             else:
                 timestamp_ms = st.clock()  # read once: a bad reading goes to the pure route as given
                 if type(timestamp_ms) is not int or not 0 <= timestamp_ms <= _MAX_TS:
-                    return self._hand_over(stream_key, payload, seq, shard_id, timestamp_ms)
+                    return self._pure.write(stream_key, payload, seq, shard_id, timestamp_ms)
                 ts = timestamp_ms
         elif type(timestamp_ms) is int and 0 <= timestamp_ms <= _MAX_TS:
             ts = timestamp_ms
         else:
-            return self._hand_over(stream_key, payload, seq, shard_id, timestamp_ms)
+            return self._pure.write(stream_key, payload, seq, shard_id, timestamp_ms)
         k = PyBytes_GET_SIZE(raw_key)
         size = PyBytes_GET_SIZE(payload)
         start = st.offset
         end = start + 32 + k + size
         if end >= st.stop or end - start > _SCRATCH or not st.direct:
             # a beacon boundary, a fold or the size limit, a large frame or a batch: the frame as bytes
-            # (the marks for the pure route's _write_at_mark, a batch for the pending list)
+            # (the marks for the pure route's write_at_mark, a batch for the pending list)
             frame = PyBytes_FromStringAndSize(NULL, end - start)
             crc = encode_into(<uint8_t*>PyBytes_AS_STRING(frame), <const uint8_t*>PyBytes_AS_STRING(raw_key), k,
                               0, next_seq, ts, <const uint8_t*>PyBytes_AS_STRING(payload), size)
             if end >= st.stop:
-                return self._owner._write_at_mark(frame, crc, stream_key, 0, next_seq, ts, raw_key, state)
+                return self._pure.write_at_mark(frame, crc, stream_key, 0, next_seq, ts, raw_key, state)
             data = <const char*>PyBytes_AS_STRING(frame)
         else:
             crc = encode_into(self._scratch, <const uint8_t*>PyBytes_AS_STRING(raw_key), k,
@@ -249,12 +246,6 @@ cdef class ShortRoute:
             if st.pending_count >= st.flush_every:
                 self._owner.flush()
         return self._result(stream_key, next_seq, ts, timestamp_ms, start, end)
-
-    cdef object _hand_over(self, stream_key, payload, seq, shard_id, timestamp_ms):
-        """The pure route's ``write``, for everything the short route does not take."""
-        if seq is None and timestamp_ms is None and type(shard_id) is int and shard_id == 0:
-            return self._pure(stream_key, payload)
-        return self._pure(stream_key, payload, seq=seq, shard_id=shard_id, timestamp_ms=timestamp_ms)
 
     cdef object _result(self, stream_key, unsigned long long seq, long long ts, object ts_given, long long start,
                         long long end):

@@ -13,29 +13,32 @@ in another process sees it at once. Writers coordinate with an advisory lock (``
 
 A program that appends without taking the lock (the Rust writer) is outside both guarantees.
 
-On the compiled core an exclusive writer's ``write`` runs a compiled short route
-(:mod:`nbkit.transport._writer`, built next to ``nbkit.wire._speedups``): the common message (a known
-key on shard 0, the default sequence number, a bytes payload, a frame reaching no beacon boundary)
-is accounted, encoded and handed to ``write(2)`` in C; every other write, and every error, goes to
-the pure-Python ``StreamWriter.write`` below, its reference twin (same files, results and errors:
+The writer chooses one write route when it opens the file, and ``write`` hands every message to it
+(:mod:`nbkit.transport.write_routes`): a shared writer's appends take the ``shared`` route
+(:class:`~nbkit.transport.shared_appends.SharedRoute`: the lock and the catch-up around the pure append);
+an exclusive writer takes the ``compiled`` route on the compiled core (``CompiledRoute`` of
+:mod:`nbkit.transport._writer`, built next to ``nbkit.wire._speedups``: the common message in C, every
+other write and every error handed to the pure route), else the ``pure`` one
+(:class:`~nbkit.transport.write_routes.PureRoute`, the reference twin: same files, results and errors,
 tests/transport/test_file_writer_twins.py). ``NBKIT_PURE_PYTHON=1`` or a missing build gives the pure
-route everywhere; shared writers always take it.
+route to exclusive writers.
 
-Both routes read and update one state object (:class:`~nbkit.transport.writer_state.WriterState`, or its
-compiled twin); the shared route's lock and catch-up are :mod:`nbkit.transport.shared_appends`, resuming an
-existing file :mod:`nbkit.transport.writer_resume`, and opening and locking it :mod:`nbkit.transport.file_lock`.
+Every route reads and updates one state object (:class:`~nbkit.transport.writer_state.WriterState`, or its
+compiled twin); the writer hands their bytes to the OS (``flush``, the cut-back of a failed write), resumes an
+existing file with :mod:`nbkit.transport.writer_resume` and opens and locks it with
+:mod:`nbkit.transport.file_lock`.
 """
 
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Callable
-from typing import Any, NoReturn
+from typing import NoReturn
 
-from nbkit.errors import ClosedError, FileIOError, FileLimitError, FormatError, NbkitError
+from nbkit.errors import FileIOError, NbkitError
 from nbkit.transport.file_lock import mark_exclusive, open_for_append, take_lock
-from nbkit.transport.shared_appends import SharedAppends
+from nbkit.transport.shared_appends import SharedRoute
+from nbkit.transport.write_routes import PureRoute, WriteRoute
 from nbkit.transport.writer_resume import resume_exclusive
 from nbkit.transport.writer_state import (
     COMPILED,
@@ -46,7 +49,7 @@ from nbkit.transport.writer_state import (
     Written,
     now_ms,
 )
-from nbkit.wire.keys import INTERNAL_KEY, validate_key
+from nbkit.wire.keys import INTERNAL_KEY
 from nbkit.wire.ssformat import (
     DEFAULT_BEACON_INTERVAL,
     EOS_PAYLOAD,
@@ -54,7 +57,6 @@ from nbkit.wire.ssformat import (
     FileHeader,
     check_write_interval,
     encode_beacon,
-    encode_frame,
     encode_header,
 )
 
@@ -64,20 +66,12 @@ __all__ = ["DEFAULT_SIZE_LIMIT", "StreamWriter"]
 DEFAULT_SIZE_LIMIT = 16 << 30
 
 
-#: The compiled short route's module (None: exclusive writers run on the pure route too); a module global
+#: The compiled route's module (None: exclusive writers take the pure route too); a module global
 #: that the twin tests and the write benchmark set to None to compare the routes.
 _COMPILED = COMPILED
-_tuple_new = tuple.__new__  # builds a Written without its __new__'s argument handling (one per message)
 
 
-def _as_payload(payload: object) -> bytes:
-    """A bytes-like payload as bytes (a memoryview's bytes, not its items); anything else is refused."""
-    if not isinstance(payload, (bytes, bytearray, memoryview)):
-        raise TypeError(f"payload must be bytes, not {type(payload).__name__}")
-    return bytes(payload)
-
-
-class StreamWriter(SharedAppends):
+class StreamWriter:
     """Append messages to a ``.ss`` file, creating it (with its header) when it does not exist.
 
     When the file exists, the writer keeps its beacon interval, resumes after the last complete
@@ -170,14 +164,12 @@ class StreamWriter(SharedAppends):
         if flush_every < 1:
             raise ValueError(f"flush_every must be at least 1, not {flush_every}")
         compiled = _COMPILED if exclusive else None  # a shared writer's appends take the pure route
-        #: what ``write`` reads on every message; the compiled short route, if any, works on it too
-        self._state: Any = WriterState(clock_ms) if compiled is None else compiled.WriterState(clock_ms)
-        short = None if compiled is None else compiled.ShortRoute(self._state, now_ms, Written)
+        #: what ``write`` reads on every message (the pure class, or its compiled twin with the same attributes)
+        self._state: WriterState = WriterState(clock_ms) if compiled is None else compiled.WriterState(clock_ms)
         self._state.flush_every = flush_every
         self._size_limit = size_limit
         #: every stream's state, and the beacons' marker count
         self._book = StreamBook(StreamState if compiled is None else compiled.StreamState)
-        self._prefixes: dict[str, bytes] = {}  # key -> its frame prefix (length byte + key), once validated
         # the state's ``hot``: key -> (its ASCII bytes, its stream's state on shard 0) for a key this writer
         # has written on shard 0: what ``write`` need not look up or check again; emptied when it closes
         self._state.direct = flush_every == 1 and not self.fsync  # each frame straight to the OS (nothing pending)
@@ -187,14 +179,21 @@ class StreamWriter(SharedAppends):
         self.exclusive = exclusive
         self.lock_timeout = lock_timeout
         self.strict_seq = strict_seq
-        self._held = False  # shared mode: this writer holds the lock (during an append or a batch)
-        self._eos_last = False  # shared mode: the last message this writer wrote is the EOS mark
+        # the write route, chosen once (write_routes); a shared writer's is also kept as _shared (its lock)
+        pure = PureRoute(self)
+        self._shared = None if exclusive else SharedRoute(self, pure)
+        self._route: WriteRoute = pure
+        if self._shared is not None:
+            self._route = self._shared
+        elif compiled is not None:
+            self._route = compiled.CompiledRoute(self._state, self, pure, now_ms, Written)
         fd = self._state.fd = open_for_append(self.path, existing_only)
         try:
             take_lock(fd, self.path, lock_timeout, exclusive=exclusive)
-            if exclusive:
+            if self._shared is not None:
+                self._shared.held = True
+            else:
                 mark_exclusive(fd)  # so a writer that waits in vain can say the lock is held for good
-            self._held = True
             size = os.fstat(fd).st_size
             if size == 0:
                 name = file_name if file_name is not None else os.path.basename(self.path)
@@ -206,13 +205,13 @@ class StreamWriter(SharedAppends):
                 if self._state.offset % beacon_interval == 0:
                     os.write(fd, encode_beacon(0, ()))
                     self._state.offset += 7
-            elif exclusive:
+            elif self._shared is None:
                 found = resume_exclusive(self.path, fd, size, self._book)
                 self.header, self._state.offset, self.truncated_bytes = found
                 self.appended = True
             else:
                 self._state.offset = HEADER_SIZE
-                self._catch_up(size)
+                self._shared.catch_up(size)
                 self.appended = True
         except NbkitError:  # e.g. WriterLockedError, itself an OSError: as it is
             self.close()
@@ -227,16 +226,8 @@ class StreamWriter(SharedAppends):
             raise
         self._fold_at = self._state.offset + FOLD_BYTES
         self._restop()
-        if not exclusive:
-            self._release()
-            self._pure_write = StreamWriter.write  # the shared route's append (the function, see SharedAppends)
-            # every append goes through _shared_write (lock, catch up, write, unlock); an instance
-            # attribute, so the exclusive writer's ``write`` is the method itself, with no check of the mode
-            self.write = self._shared_write  # type: ignore[method-assign]
-        elif short is not None:
-            # the compiled short route; it hands every other write (and every error) to StreamWriter.write
-            short.attach(self, StreamWriter.write.__get__(self))
-            self.write = short.write  # type: ignore[method-assign]
+        if self._shared is not None:
+            self._shared.release()
 
     @property
     def offset(self) -> int:
@@ -279,16 +270,6 @@ class StreamWriter(SharedAppends):
         interval = self.header.beacon_interval
         self._state.stop = min(offset - offset % interval + interval, self._fold_at, self._size_limit - 6)
 
-    # -- writing ---------------------------------------------------------------------------------
-    def _key_prefix(self, stream_key: str) -> bytes:
-        """The first bytes of a frame of ``stream_key`` (its length and ASCII bytes); the key is
-        validated the first time this writer sees it."""
-        if stream_key != INTERNAL_KEY:
-            validate_key(stream_key)
-        raw = stream_key.encode("ascii")
-        prefix = self._prefixes[stream_key] = bytes((len(raw),)) + raw
-        return prefix
-
     def next_seq(self, stream_key: str, shard_id: int = 0) -> int:
         """The sequence number the next message of this stream gets by default (1 in a fresh file).
 
@@ -329,7 +310,6 @@ class StreamWriter(SharedAppends):
         self,
         stream_key: str,
         payload: bytes,
-        *,
         seq: int | None = None,
         shard_id: int = 0,
         timestamp_ms: int | None = None,
@@ -361,125 +341,16 @@ class StreamWriter(SharedAppends):
         FileLimitError
             If the frame would take the file past ``size_limit`` (nothing is written).
         """
-        # One path for every message; the first message of a stream (on shard 0, with the default seq)
-        # puts its key in the state's hot, and the next ones skip what that proved: the key is valid, the stream
-        # has its state, no strict_seq check applies. The frame encoder checks every field, and a
-        # frame ending before the state's stop reaches no beacon boundary, checksum fold or size limit.
-        ws = self._state
-        try:
-            hot = ws.hot.get(stream_key) if seq is None and shard_id == 0 else None
-        except TypeError:  # not a key (unhashable): _stream_of says what is wrong
-            hot = None
-        if hot is None:
-            raw_key, state, seq = self._stream_of(stream_key, shard_id, seq)
-        else:
-            raw_key, state = hot
-            seq = state.seq + 1
-        if payload.__class__ is not bytes:
-            payload = _as_payload(payload)
-        if timestamp_ms is None:
-            clock = ws.clock
-            timestamp_ms = time.time_ns() // 1_000_000 if clock is now_ms else clock()
-        try:  # the wire encoder (compiled when the compiled core is active); it says which field is wrong
-            frame, crc = encode_frame(raw_key, shard_id, seq, timestamp_ms, payload)
-        except FormatError as exc:
-            raise exc.located(path=self.path) from None
-        start = ws.offset
-        end = start + len(frame)
-        if state is None or end >= ws.stop:
-            return self._write_at_mark(frame, crc, stream_key, shard_id, seq, timestamp_ms, raw_key, state)
-        if seq > state.seq:  # an explicit seq may be lower (without strict_seq)
-            state.seq = seq
-        if timestamp_ms > state.ts:
-            state.ts = timestamp_ms
-        state.crcs.append(crc)  # folded every FOLD_BYTES (stop) into the running checksum
-        ws.offset = end
-        if ws.direct:  # the default: straight to the OS
-            try:
-                n = os.write(ws.fd, frame)
-            except OSError as exc:
-                self._failed(exc, 1, start)
-            except BaseException:  # a signal handler's exception (os.write retries EINTR otherwise):
-                self._send_rest(frame, 0, 1, start)  # the frame goes out whole first, then it propagates
-                raise
-            if n != end - start:
-                self._send_rest(frame, n, 1, start)
-        else:
-            ws.pending.append(frame)
-            ws.pending_count += 1
-            if ws.pending_count >= ws.flush_every:
-                self.flush()
-        return _tuple_new(Written, (stream_key, shard_id, seq, timestamp_ms, start, end))
+        # the route chosen at open; seq, shard_id and timestamp_ms are not keyword-only (though best given by
+        # keyword) because CPython 3.11 calls a function with keyword-only parameters on a slower path:
+        # that costs this extra call about 450 more instructions per message
+        return self._route.write(stream_key, payload, seq, shard_id, timestamp_ms)
 
-    def _stream_of(self, stream_key: str, shard_id: int, seq: int | None) -> tuple[bytes, StreamState | None, int]:
-        """For ``write`` of a key not in the hot keys: refuse a closed writer, an invalid key and (``strict_seq``)
-        a seq that does not increase; return the key's bytes, the stream's state (None for a new
-        stream) and the sequence number."""
-        if self._state.fd < 0:
-            raise ClosedError(f"{self.path}: the writer is closed")
-        prefix = self._prefixes.get(stream_key) if type(stream_key) is str else None
-        if prefix is None:
-            prefix = self._key_prefix(stream_key)
-        state = self._book.streams.get((stream_key, shard_id))
-        if seq is None:
-            if state is None:
-                seq = 1
-            else:
-                seq = state.seq + 1
-                if shard_id == 0:  # a stream read from the file (resumed, caught up): hot from now on
-                    self._state.hot[stream_key] = (prefix[1:], state)
-        elif self.strict_seq and stream_key != INTERNAL_KEY:
-            self._check_increasing(stream_key, shard_id, seq)
-        return prefix[1:], state, seq
-
-    def _write_at_mark(
-        self,
-        frame: bytes,
-        crc: int,
-        stream_key: str,
-        shard_id: int,
-        seq: int,
-        ts: int,
-        raw_key: bytes,
-        state: StreamState | None,
-    ) -> Written:
-        """``write`` of an encoded frame that starts a stream or reaches ``stop``: check the size limit,
-        account the message, cut the frame at each beacon boundary it reaches (§6), fold the running
-        checksums once ``FOLD_BYTES`` went by, and give a stream on shard 0 its hot entry."""
-        start = self._state.offset
-        total = len(frame)
-        if start + total + 7 > self._size_limit:
-            raise FileLimitError(
-                f"writing {total} more bytes would pass the size limit of {self._size_limit} bytes; start a new file",
-                path=self.path,
-                offset=start,
-            )
-        if state is None:
-            state = self._book.account(stream_key, shard_id, seq, ts, b"", crc)
-        else:
-            state.note(seq, ts, crc)
-        end, self._state.offset = self._book.cut(frame, start, self.header.beacon_interval, self._state.pending)
-        if self._state.offset >= self._fold_at:
-            self._book.fold()
-            self._fold_at = self._state.offset + FOLD_BYTES
-        self._restop()
-        if shard_id == 0 and type(stream_key) is str and stream_key not in self._state.hot:
-            self._state.hot[stream_key] = (raw_key, state)
-        self._state.pending_count += 1
-        if self._state.pending_count >= self._state.flush_every:
-            self.flush()
-        return _tuple_new(Written, (stream_key, shard_id, seq, ts, start, end))
-
-    def _check_increasing(self, stream_key: str, shard_id: int, seq: object) -> None:
-        """``strict_seq``: refuse an explicit sequence number that does not pass the stream's last."""
-        known = self._book.streams.get((stream_key, shard_id))
-        if known is not None and isinstance(seq, int) and seq <= known.seq:
-            shard = f" shard {shard_id}" if shard_id else ""
-            raise FormatError(
-                f"sequence {seq} of stream {stream_key!r}{shard} does not increase: the file's last is "
-                f"{known.seq}; leave the sequence out to get {known.seq + 1}",
-                path=self.path,
-            )
+    @property
+    def route(self) -> str:
+        """The name of the write route ``write`` hands every message to (chosen when the writer opened the file):
+        ``"shared"``, or for an exclusive writer ``"compiled"`` (on the compiled core) or ``"pure"``."""
+        return self._route.name
 
     def flush(self) -> None:
         """Hand every buffered byte to the OS (readers in other processes then see it).
@@ -498,34 +369,58 @@ class StreamWriter(SharedAppends):
         self._send(data, count)
         if self.fsync:
             os.fsync(self._state.fd)
-        if not self.exclusive:
-            self._release()  # a shared writer held the lock while the batch waited
+        if self._shared is not None:
+            self._shared.release()  # a shared writer held the lock while the batch waited
 
     def _send(self, data: bytes, count: int) -> None:
         """Write ``data`` (the bytes of ``count`` messages, up to ``self._state.offset``) to the file."""
+        start = self._state.offset - len(data)
         try:
             n = os.write(self._state.fd, data)
         except OSError as exc:
-            self._failed(exc, count, self._state.offset - len(data))
+            self._failed(exc, count, start)
+        except BaseException:  # a signal handler's exception: the batch goes out whole first, then it propagates
+            self._send_rest(data, self._reached(start, len(data)), count, start)
+            raise
         if n != len(data):
-            self._send_rest(data, n, count, self._state.offset - len(data))
+            self._send_rest(data, n, count, start)
 
     def _send_rest(self, data: bytes, n: int, count: int, start: int) -> None:
-        """After a short write (rare) of ``data``, which starts at offset ``start``: hand over the rest."""
+        """After a short write (rare) of ``data``, which starts at offset ``start``: hand over the rest.
+
+        A signal handler's exception on the way is held until the rest is written (from where the file says
+        the bytes stopped, so none is written twice), then raised."""
         view = memoryview(data)[n:]
-        try:
-            while view:
+        interrupted: BaseException | None = None
+        while view:
+            try:
                 n = os.write(self._state.fd, view)
-                view = view[n:]
-        except OSError as exc:
-            self._failed(exc, count, start)
+            except OSError as exc:
+                self._failed(exc, count, start)
+            except BaseException as exc:
+                interrupted = interrupted or exc
+                view = memoryview(data)[self._reached(start, len(data)) :]
+                continue
+            view = view[n:]
+        if interrupted is not None:
+            raise interrupted
+
+    def _reached(self, start: int, size: int) -> int:
+        """How many of the ``size`` bytes written from offset ``start`` are in the file (a write cut short by a
+        signal handler's exception does not say): the descriptor's position tells on a regular file; where it
+        cannot (a pipe), none is assumed."""
+        try:
+            return min(size, max(0, os.lseek(self._state.fd, 0, os.SEEK_CUR) - start))
+        except OSError:
+            return 0
 
     def _failed(self, exc: OSError, count: int, synced: int) -> NoReturn:
         """A write failed part-way (a full disk, an I/O error): cut the file back to its last complete
         frame (``synced``, where the failed bytes start) and close, so no later write lands after a
         partial frame; then raise."""
         self._state.hot.clear()
-        self._held = False  # closing the descriptor releases the lock
+        if self._shared is not None:
+            self._shared.held = False  # closing the descriptor releases the lock
         try:
             os.ftruncate(self._state.fd, synced)
         except OSError:
@@ -572,7 +467,8 @@ class StreamWriter(SharedAppends):
             if self._state.fd >= 0:  # a failed flush has closed it already
                 os.close(self._state.fd)
                 self._state.fd = -1
-            self._held = False
+            if self._shared is not None:
+                self._shared.held = False
 
     @property
     def closed(self) -> bool:

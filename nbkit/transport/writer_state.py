@@ -3,10 +3,10 @@
 One :class:`WriterState` per writer holds the descriptor, the offset, the next mark (``stop``), whether
 frames go straight to the OS (``direct``), the clock, the known keys (``hot``) and the batch (``pending``
 frames, ``pending_count`` messages, ``flush_every``); one :class:`StreamState` per stream holds its last
-sequence number and timestamp and its running checksum. Both routes of ``write`` use the same objects
-directly: the pure-Python route (``StreamWriter.write``) and, for an exclusive writer on the compiled core,
-the compiled short route (:mod:`nbkit.transport._writer`, whose ``WriterState`` and ``StreamState`` are
-the compiled twins of these classes, with the same attributes).
+sequence number and timestamp and its running checksum. Every write route
+(:mod:`nbkit.transport.write_routes`) uses the same objects directly: the pure-Python routes and, for an
+exclusive writer on the compiled core, the compiled route (:mod:`nbkit.transport._writer`, whose
+``WriterState`` and ``StreamState`` are the compiled twins of these classes, with the same attributes).
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ import time
 from collections import namedtuple
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from nbkit.wire.core import load_compiled
 from nbkit.wire.crc import CRC_INIT, crc16
@@ -90,7 +89,7 @@ class WriterState:
         self.stop = 0
         self.direct = False
         self.clock = clock
-        self.hot: dict[str, tuple[bytes, Any]] = {}
+        self.hot: dict[str, tuple[bytes, StreamState]] = {}
         self.pending: list[bytes] = []
         self.pending_count = 0
         self.flush_every = 1
@@ -105,12 +104,12 @@ class StreamBook:
 
     __slots__ = ("State", "beacon_count", "streams")
 
-    def __init__(self, State: type) -> None:  # noqa: N803 (a class)
+    def __init__(self, State: type[StreamState]) -> None:  # noqa: N803 (a class)
         self.State = State
-        self.streams: dict[tuple[str, int], Any] = {}
+        self.streams: dict[tuple[str, int], StreamState] = {}
         self.beacon_count = 0
 
-    def account(self, key: str, shard: int, seq: int, ts: int, payload: bytes, crc: int | None = None) -> Any:
+    def account(self, key: str, shard: int, seq: int, ts: int, payload: bytes, crc: int | None = None) -> StreamState:
         """Note one message of (key, shard) (its payload's CRC computed unless given); its stream's state."""
         state = self.streams.get((key, shard))
         if state is None:
@@ -203,5 +202,5 @@ def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-#: The compiled short route's module, or None: exclusive writers then run on the pure twins.
+#: The compiled write route's module, or None: exclusive writers then run on the pure twins.
 COMPILED = load_compiled("nbkit.transport._writer")

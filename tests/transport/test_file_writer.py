@@ -25,6 +25,7 @@ from nbkit.errors import (
 from nbkit.transport.file_reader import StreamReader
 from nbkit.transport.file_writer import StreamWriter
 from nbkit.transport.writer_state import Written
+from nbkit.wire.core import load_compiled
 from nbkit.wire.keys import INTERNAL_KEY
 from nbkit.wire.limits import MAX_TIMESTAMP_MS
 from nbkit.wire.ssformat import decode_beacon
@@ -396,3 +397,58 @@ def test_append_treats_an_upstream_stale_tail_as_the_end(tmp_path):
     with StreamWriter(path) as w:
         w.write("a", b"three")
     assert [m.payload for m in StreamReader(path)] == [b"one", b"x", b"three"]
+
+
+def test_the_writer_names_the_route_it_chose_when_it_opened(tmp_path: Path) -> None:
+    """Shared writers take the shared route; exclusive ones the compiled route on the compiled core, else the
+    pure one; the seq, shard and timestamp may also be given by position, in write's order."""
+    path = tmp_path / "routes.ss"
+    with StreamWriter(path, clock_ms=lambda: 5) as shared:
+        assert shared.route == "shared"
+        assert shared.write("a", b"one", 7, 1, 9) == Written("a", 1, 7, 9, shared.offset - 36, shared.offset)
+    with StreamWriter(path, exclusive=True) as exclusive:
+        assert exclusive.route == ("compiled" if load_compiled("nbkit.transport._writer") else "pure")
+        assert exclusive.write("a", b"two").seq == 1
+    assert [(m.shard_id, m.seq) for m in iter_messages(path)] == [(1, 7), (0, 1)]
+
+
+class _CutWrite:
+    """``os.write`` that, once, writes the first ``keep`` bytes to the stream file and then raises as a signal
+    handler would (KeyboardInterrupt after the system call returned a short count)."""
+
+    def __init__(self, fd_path: Path, keep: int) -> None:
+        self.real = os.write
+        self.path = fd_path
+        self.keep = keep
+        self.fired = False
+
+    def __call__(self, fd: int, data) -> int:
+        if not self.fired and len(data) > self.keep and os.path.samefile(f"/proc/self/fd/{fd}", self.path):
+            self.fired = True
+            self.real(fd, bytes(data)[: self.keep])
+            raise KeyboardInterrupt
+        return self.real(fd, data)
+
+
+@pytest.mark.parametrize("flush_every", [1, 3])
+@pytest.mark.parametrize("keep", [0, 1, 10, 40])
+def test_a_signal_during_a_write_leaves_the_frame_whole_and_written_once(tmp_path, monkeypatch, flush_every, keep):
+    # a handler's exception right after a short write: the writer finishes the frame from where the file says
+    # it stopped (not from its start again), then the exception propagates; the file reads back intact
+    path = tmp_path / "cut.ss"
+    with StreamWriter(path, flush_every=flush_every) as writer:
+        writer.write("orders", b"first")
+        writer.flush()
+        cut = _CutWrite(path, keep)
+        monkeypatch.setattr(os, "write", cut)
+        with pytest.raises(KeyboardInterrupt):
+            for n in range(3):
+                writer.write("orders", b"payload number %d, long enough to be cut" % n)
+        monkeypatch.undo()
+        assert cut.fired
+        writer.write("orders", b"after")
+    got = [(m.seq, m.payload) for m in iter_messages(path) if m.stream_key == "orders"]
+    payloads = [p for _, p in got]
+    assert payloads[0] == b"first" and payloads[-1] == b"after"
+    assert [seq for seq, _ in got] == list(range(1, len(got) + 1))
+    assert len(set(payloads)) == len(payloads)  # nothing written twice

@@ -20,6 +20,7 @@ from stream_files import iter_messages
 from nbkit.errors import FileLimitError, InvalidKeyError, NbkitError
 from nbkit.transport import file_writer, writer_state
 from nbkit.transport.file_writer import StreamWriter
+from nbkit.transport.write_routes import PureRoute
 from nbkit.transport.writer_state import Written
 from nbkit.wire.limits import MAX_TIMESTAMP_MS
 from nbkit.wire.ssformat import decode_beacon
@@ -119,13 +120,13 @@ def test_running_checksums_survive_the_fold(tmp_path: Path, layout, monkeypatch)
     """Past ``_FOLD_BYTES`` of fast writes, the pending payload CRCs are folded: beacons keep matching."""
     path = tmp_path / "fold.ss"
     checked = []
-    real_write = StreamWriter._write_at_mark
+    real_write = PureRoute.write_at_mark
 
     def counting(self, *args):
         checked.append(args[0])
         return real_write(self, *args)
 
-    monkeypatch.setattr(StreamWriter, "_write_at_mark", counting)
+    monkeypatch.setattr(PureRoute, "write_at_mark", counting)
     # I = 1024 puts one marker in each beacon, round robin over 200 streams: "a", written most of the
     # time, is a marker once in 200 beacons; meanwhile its payload CRCs wait, folded every _FOLD_BYTES
     others = [f"s{i:03d}" for i in range(199)]

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from stream_files import iter_messages
 
 from nbkit.transport.file_writer import StreamWriter
+from nbkit.transport.write_routes import PureRoute
 from nbkit.wire.limits import MAX_TIMESTAMP_MS
 
 HYPO = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -109,13 +110,13 @@ def test_streams_read_from_the_file_take_the_short_route(tmp_path: Path, monkeyp
         for key in ("a", "b"):
             w.write(key, b"first")
     looked_up = []
-    real = StreamWriter._stream_of
+    real = PureRoute._stream_of
 
     def counting(self, key, *args):
         looked_up.append(key)
         return real(self, key, *args)
 
-    monkeypatch.setattr(StreamWriter, "_stream_of", counting)
+    monkeypatch.setattr(PureRoute, "_stream_of", counting)
     for exclusive in (True, False):
         looked_up.clear()
         with StreamWriter(path, clock_ms=lambda: 2, exclusive=exclusive) as w:
