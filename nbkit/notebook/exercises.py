@@ -27,6 +27,7 @@ Writing one (a new lesson's module ``nbkit/notebook/exercise_bank/lessonNN.py``)
             WrongAnswer("...", lambda **c: ..., "...", matches=lambda answer, right, **c: answer[0] == 0),
         ),
         scenario=None,  # for a debugging exercise: scenario(folder, **context) -> Evidence (files and log)
+        context={},     # the lesson's own values, for an exercise about the run its cells make (see below)
     ))
 
 The lesson then has an exercise cell ``prediction = None`` / ``check("09-lost-copies", prediction, kill_at=12)``
@@ -34,6 +35,12 @@ and, right after it, a solution cell tagged ``solution`` and ``hide-cell`` with 
 ``jupyter.outputs_hidden`` set, whose first line is ``# Solution (open to compare with your prediction)`` and
 which ends with ``check("09-lost-copies", prediction, measured=..., kill_at=12)`` (``reveal=True`` when the
 solution reasons from evidence instead of measuring). ``tests/lessons`` holds every lesson to this.
+
+An exercise cell must work when a learner runs it first, before the cells above it: it passes literal values
+(or names it binds itself), never a name an earlier cell defines. An exercise about the run the lesson's own
+cells make (the capstone's shop and its crash) keeps those values in its ``context=``, which :func:`check`
+uses for whatever the call leaves out: the exercise cell passes nothing, and the solution, which measures
+the lesson's run, passes the lesson's names (``tests/lessons`` checks that they hold the same values).
 
 >>> from nbkit.exercises import check
 >>> check("02-resume-position", None, last_processed=7)
@@ -463,6 +470,10 @@ class Exercise:
     scenario : callable, optional
         For a debugging exercise: ``scenario(folder, **context)`` runs the runtime into ``folder`` and
         returns the :class:`Evidence` (files and log) the learner reads; see :func:`evidence`.
+    context : mapping, optional
+        The lesson's own values for the context (``{"crash_at": 15}``), for an exercise about the run the
+        lesson's cells make: :func:`check` uses them for any the call leaves out, so that the exercise cell
+        needs no name an earlier cell defines and works when a learner runs it first.
     """
 
     name: str
@@ -474,6 +485,11 @@ class Exercise:
     accept: Callable[..., str | None] | None = None
     prompt: str | None = None
     scenario: Callable[..., Evidence] | None = None
+    context: Mapping[str, Any] = field(default_factory=dict, hash=False)
+
+    def with_context(self, context: Mapping[str, Any]) -> dict[str, Any]:
+        """The context a check of this exercise runs in: its own :attr:`context`, then what the call passes."""
+        return {**self.context, **context}
 
     def __post_init__(self) -> None:
         if len(self.name) < 4 or not self.name[:2].isdigit() or self.name[2] != "-":
@@ -594,7 +610,7 @@ def expected(name: str, **context: Any) -> Any:
     [1, 1]
     """
     item = exercise(name)
-    return item.shape.present(item.shape.coerce(item.solve(**context)))
+    return item.shape.present(item.shape.coerce(item.solve(**item.with_context(context))))
 
 
 def wrong_answers(name: str, **context: Any) -> list[tuple[Any, str]]:
@@ -619,6 +635,7 @@ def wrong_answers(name: str, **context: Any) -> list[tuple[Any, str]]:
     [[1, 2], [0, 0]]
     """
     item = exercise(name)
+    context = item.with_context(context)
     return [(w.example(**context), check(name, w.example(**context), **context).message) for w in item.wrong]
 
 
@@ -660,7 +677,7 @@ def evidence(name: str, folder: str | Path, **context: Any) -> Evidence:
     item = exercise(name)
     if item.scenario is None:
         raise ValueError(f"exercise {name!r} has no scenario: it is not a debugging exercise")
-    return item.scenario(Path(folder), **context)
+    return item.scenario(Path(folder), **item.with_context(context))
 
 
 def _say(text: Text, right: Any, context: Mapping[str, Any]) -> str:
@@ -735,7 +752,8 @@ def check(
         For a solution that reasons from evidence rather than measuring (a debugging exercise, a policy):
         compare the prediction with the right answer as if it had been measured.
     **context
-        What the check needs from the lesson (a path, the workload, the cap...).
+        What the check needs from the lesson (a path, the workload, the cap...); what it leaves out comes
+        from the exercise's own ``context`` (see :class:`Exercise`).
 
     Returns
     -------
@@ -759,6 +777,7 @@ def check(
     move the count.
     """
     item = exercise(name)
+    context = item.with_context(context)
     shown: Kind = "measured"
     if reveal and measured is NOT_MEASURED:
         measured, shown = item.solve(**context), "answer"

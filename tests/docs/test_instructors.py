@@ -2,13 +2,16 @@
 
 Every lesson and the self-check has a row in the timing table, marked core or optional, whose teaching
 estimate is the lesson's own "Time needed" line, and a section of its own with key points, timings, where
-learners get stuck, the misconceptions its exercises target and what to cut. The three-hour path fits in 180
-minutes, setup and breaks included, and teaches exactly the core lessons; every exercise misconception the
-hints are written against is named in its lesson's section.
+learners get stuck, the misconceptions its exercises target and what to cut. A lesson's key points are its
+recap, word for word (the recap is the source: learners read it in JupyterLab and on the lesson's page, the
+teacher in the guide). The three-hour path fits in 180 minutes, setup and breaks included, and teaches
+exactly the core lessons; every exercise misconception the hints are written against is named in its
+lesson's section.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -74,6 +77,49 @@ def test_every_lesson_has_its_section(stem):
     if stem != "self-check":
         for heading in HEADINGS:
             assert heading in section, f"{stem}: no {heading}"
+
+
+def _items(lines: list[str]) -> list[str]:
+    """The items of the Markdown bullet list the lines start with (``- ...``, indented continuation lines
+    joined, spaces collapsed); the first line that is neither ends it."""
+    items: list[str] = []
+    for line in lines:
+        if line.startswith("- "):
+            items.append(line[2:])
+        elif line.startswith(" ") and line.strip() and items:
+            items[-1] += " " + line.strip()
+        elif line.strip():
+            break
+    return [" ".join(item.split()) for item in items]
+
+
+def _recap(stem: str) -> list[str]:
+    """The bullets of the lesson's "## Recap" cell, from the notebook JupyterLab opens and the site renders."""
+    cells = json.loads((ROOT / "notebooks" / f"{stem}.ipynb").read_text(encoding="utf-8"))["cells"]
+    texts = ["".join(c["source"]) for c in cells if c["cell_type"] == "markdown"]
+    (recap,) = [t for t in texts if t.startswith("## Recap")]
+    return _items(recap.splitlines()[1:])
+
+
+def _key_points(number: str) -> list[str]:
+    """The bullets nested under "**Key points:**" in the lesson's section of the guide."""
+    lines = _section(number).split("- **Key points:**", 1)[1].splitlines()[1:]
+    nested = []
+    for line in lines:
+        if not line.startswith("  "):  # the section's next item (Timing...), or its end
+            break
+        nested.append(line[2:])
+    return _items(nested)
+
+
+@pytest.mark.parametrize("stem", [stem for stem in LESSONS if stem != "self-check"])
+def test_key_points_are_the_lessons_recap_word_for_word(stem):
+    points, recap = _key_points(stem[:2]), _recap(stem)
+    assert recap, f"{stem} has no recap bullets"
+    assert points == recap, (
+        f"lesson {stem[:2]}: the guide's key points differ from the lesson's recap; the recap is the source. "
+        "Put these under **Key points:** (indented two spaces):\n" + "\n".join(f"  - {item}" for item in recap)
+    )
 
 
 def test_the_three_hour_path_fits_and_teaches_the_core_lessons():

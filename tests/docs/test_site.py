@@ -92,6 +92,40 @@ def test_the_self_check_is_listed_after_the_lessons_and_links_this_sites_pages(b
     assert not published, f"links to the published site left in the site's copy: {published[:5]}"
 
 
+def _recap_items(notebook: Path) -> list[str]:
+    """The bullets of a lesson's "## Recap" cell (continuation lines joined)."""
+    cells = json.loads(notebook.read_text(encoding="utf-8"))["cells"]
+    (recap,) = [
+        "".join(c["source"])
+        for c in cells
+        if c["cell_type"] == "markdown" and "".join(c["source"]).startswith("## Recap")
+    ]
+    items: list[str] = []
+    for line in recap.splitlines()[1:]:
+        if line.startswith("- "):
+            items.append(line[2:])
+        elif line.startswith(" ") and items:
+            items[-1] += " " + line.strip()
+        elif line.strip():
+            break
+    return items
+
+
+@pytest.mark.parametrize("notebook", LESSONS, ids=lambda p: p.stem)
+def test_the_instructor_guide_shows_each_lessons_recap_as_its_key_points(built_site, notebook):  # noqa: F811
+    """Key points and recap match on the lesson's page and on the guide's (tests/docs/test_instructors.py holds
+    the guide's Markdown to the recap word for word; this checks what the site renders from both)."""
+    lesson = squash(page(built_site, f"learn/{notebook.stem}.html"))
+    guide = page(built_site, "learn/instructors.html")
+    section = re.search(rf"<h3>{notebook.stem[:2]} (.*?)</section>", guide, flags=re.S)  # a lesson's own section
+    assert section, f"the guide has no section for {notebook.stem}"
+    items = _recap_items(notebook)
+    assert items, f"{notebook.stem} has no recap"
+    for item in items:
+        assert squash(item) in lesson, f"{notebook.stem}: its page does not show the recap's {item!r}"
+        assert squash(item) in squash(section.group(1)), f"{notebook.stem}: the guide does not show {item!r}"
+
+
 @pytest.mark.parametrize("notebook", LESSONS, ids=lambda p: p.stem)
 def test_every_solution_is_behind_a_click_to_show_toggle(built_site, notebook):  # noqa: F811
     """myst-nb renders a ``hide-cell`` cell inside a closed ``<details>``: code and output behind one click."""

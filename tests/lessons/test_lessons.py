@@ -410,6 +410,40 @@ def test_the_solution_compares_the_prediction_with_a_measurement(source, name, i
     ), f"{name}: the solution compares the learner's own prediction"
 
 
+def _context(call: ast.Call, known: dict[str, Any], where: str) -> dict[str, Any]:
+    """The context a ``check(...)`` call passes (``measured=`` and ``reveal=`` left out), as literal values."""
+    context: dict[str, Any] = {}
+    for keyword in call.keywords:
+        if keyword.arg in ("measured", "reveal"):
+            continue
+        assert keyword.arg is not None, f"{where}: check(**...) cannot be recomputed"
+        if isinstance(keyword.value, ast.Name) and keyword.value.id in known:
+            context[keyword.arg] = known[keyword.value.id]
+        else:
+            try:
+                context[keyword.arg] = ast.literal_eval(keyword.value)
+            except ValueError:
+                pytest.fail(f"{where}: {keyword.arg}= is not a literal (nor a name bound to one in an earlier cell)")
+    return context
+
+
+@pytest.mark.parametrize(("source", "name", "index", "context"), EXERCISES, ids=[e[1] for e in EXERCISES])
+def test_the_exercise_and_its_solution_check_the_same_situation(source, name, index, context):
+    """The exercise cell may pass no context and rely on the exercise's own (so that it works run first);
+    its solution, which measures the lesson's run, passes the lesson's names: both mean the same values."""
+    cells = _source_cells(source)
+    asked = exercise(name).with_context(context)
+    for at, cell in enumerate(cells):
+        if not _is_solution(cell):
+            continue
+        for call in _check_calls(cell):
+            if _exercise_id(call) == name:
+                solved = exercise(name).with_context(_context(call, _literal_names(cells[: at + 1]), source.name))
+                assert {k: _freeze(v) for k, v in solved.items()} == {k: _freeze(v) for k, v in asked.items()}, (
+                    f"{source.name}: cell {index} asks {name} in {asked}, its solution (cell {at}) checks {solved}"
+                )
+
+
 # -- where the lessons are listed -----------------------------------------------------------------------
 
 

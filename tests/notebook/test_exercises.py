@@ -108,6 +108,30 @@ def test_wrong_answers_lists_each_with_its_own_hint():
     ]
 
 
+_TOY_IN_CONTEXT = register(
+    Exercise(
+        "99-toy-own-context",
+        Count(),
+        lambda *, n, **_: n + 1,
+        explain=lambda right, *, n, **_: f"{n} failures, then one success.",
+        hint="count the success too.",
+        wrong=(WrongAnswer("the success is not a delivery", lambda *, n, **_: n, "the success is delivered too."),),
+        context={"n": 3},
+    )
+)
+
+
+def test_an_exercise_with_its_own_context_is_checked_in_it_unless_the_call_says_otherwise():
+    """An exercise cell that passes no context (it must work run before the cells that define the lesson's
+    values) is checked in the exercise's own; a value the call passes wins."""
+    assert check("99-toy-own-context", None).kind == "prompt"
+    assert check("99-toy-own-context", 4) and not check("99-toy-own-context", 4, n=5)
+    assert expected("99-toy-own-context") == 4 and expected("99-toy-own-context", n=5) == 6
+    assert wrong_answers("99-toy-own-context") == [(3, "The success is delivered too.")]
+    assert check("99-toy-own-context", 6, measured=6, n=5)
+    assert "5 failures" in check("99-toy-own-context", None, measured=6, n=5).message
+
+
 def test_registration_rules():
     with pytest.raises(ValueError, match="registered twice"):
         register(Exercise("99-toy-pair", Count(), lambda **_: 1, explain="", hint=""))
@@ -285,6 +309,14 @@ def test_a_crash_loses_the_orders_whose_copies_were_waiting(crash_at, lost):
     assert expected("09-lost", orders=SHOP, crash_at=crash_at) == lost
     if lost:
         assert check("09-lost", list(reversed(lost)), orders=SHOP, crash_at=crash_at)  # any order
+
+
+def test_the_capstone_exercises_know_the_lessons_shop_so_their_cells_run_first():
+    """09's exercise cells pass no context: the shop and crash they ask about are the exercises' own."""
+    assert check("09-lost", None).kind == "prompt" and check("09-twice", None).kind == "prompt"
+    assert expected("09-lost") == expected("09-lost", orders=SHOP, crash_at=15) == [2, 3, 5, 7]
+    assert expected("09-twice") == [4, 6, 8]
+    assert expected("09-lost", crash_at=35) == []
 
 
 def test_at_least_once_pays_again_what_follows_the_kept_position():

@@ -5,6 +5,10 @@ growing: a redrive loop).
 The pipeline is the lesson's: stage 1 pays for orders read from ``shop.ss`` (``checkpoint=``, three
 attempts, dead-letter key ``orders.dead``) and publishes each paid order to ``shipping.ss``, where stage 2
 ships it. :func:`run_day` runs it with a crash ``crash_at`` seconds in, restarts it and runs it to the end.
+
+The two exercises about the lesson's own run (``09-lost``, ``09-twice``) hold its shop (:data:`SHOP`, the
+lesson's ``ORDERS``) and :data:`CRASH_AT` as their ``context``, so their exercise cells pass nothing and work
+when a learner runs them before the cells that define those names.
 """
 
 from __future__ import annotations
@@ -21,10 +25,21 @@ from typing import Any
 from nbkit.notebook.exercise_bank.runs import fresh_path
 from nbkit.notebook.exercises import Choice, Count, Evidence, Exercise, Sequence, WrongAnswer, register
 
-__all__ = ["LOST", "REDRIVE_LOOP", "TWICE", "Ids", "run_day"]
+__all__ = ["CRASH_AT", "LOST", "REDRIVE_LOOP", "SHOP", "TWICE", "Ids", "run_day"]
 
 #: One order: (id, currency, card); the card is "ok" or "declined-once" (the bank says "try later" once).
 Order = tuple[int, str, str]
+
+#: The lesson's ``ORDERS``: two yen orders (never paid, dead-lettered at 20 s), two cards declined once (paid
+#: at 30 s), four paid at once.
+SHOP: tuple[Order, ...] = (
+    (1, "EUR", "ok"), (2, "JPY", "ok"), (3, "USD", "declined-once"), (4, "EUR", "ok"),
+    (5, "JPY", "ok"), (6, "GBP", "ok"), (7, "USD", "declined-once"), (8, "EUR", "ok"),
+)  # fmt: skip
+#: The lesson's ``CRASH_AT``: the process dies this many seconds after the orders arrived.
+CRASH_AT = 15
+#: The context of the exercises about the lesson's own run.
+_LESSON_RUN = {"orders": SHOP, "crash_at": CRASH_AT}
 
 
 class Ids(Sequence):
@@ -179,6 +194,7 @@ LOST = register(
                 "Which orders had a copy waiting in the process when it died?",
             ),
         ),
+        context=_LESSON_RUN,
     )
 )
 
@@ -229,6 +245,7 @@ TWICE = register(
                 "pending. Is the first order after it?",
             ),
         ),
+        context=_LESSON_RUN,
     )
 )
 
