@@ -79,7 +79,7 @@ def message_counts(frame: DaskDataFrame, *, freq: str = "1min") -> pd.DataFrame:
     >>> with nbkit.StreamWriter("counted.ss", beacon_interval=1024) as writer:
     ...     for n in range(100):
     ...         _ = writer.write("orders" if n % 4 else "orders.dead", b'{"id": %d}' % n)
-    >>> counts = nbkit.dask.message_counts(nbkit.dask.read_stream("counted.ss", partition_size=1024))
+    >>> counts = nbkit.dask.message_counts(nbkit.dask.read_stream("counted.ss", blocksize=1024))
     >>> counts.groupby("stream_key")["count"].sum().to_dict()
     {'orders': 75, 'orders.dead': 25}
     >>> fig = nbkit.plot.dashboard(counts)

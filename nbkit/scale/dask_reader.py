@@ -4,7 +4,7 @@ Public name: ``nbkit.dask.read_stream`` (this module needs the ``scale`` extra).
 
 Design (details in :mod:`nbkit.scale.partitions`):
 
-- **Partitions** are byte ranges of about ``blocksize`` bytes (``partition_size``, its older name, is
+- **Partitions** are byte ranges of about ``blocksize`` bytes (``partition_size``, its deprecated older name, is
   still taken) whose boundaries are beacon offsets.
   A partition resynchronises at its first beacon (format spec §6.5; frames cut by several beacons are
   skipped whole) and reads every frame that *starts* in its range, the last one whole even when it
@@ -122,7 +122,7 @@ def plan(
     storage_options, block_size
         As for :func:`read_stream`.
     partition_size : int or str, optional
-        The older name of ``blocksize``.
+        Deprecated: the older name of ``blocksize`` (warns; not with ``blocksize``).
 
     Returns
     -------
@@ -145,16 +145,26 @@ def plan(
 
 
 def _partition_bytes(blocksize: int | str | None, partition_size: int | str | None) -> int | str:
-    """The bytes per partition from ``blocksize`` (Dask's name) or ``partition_size`` (the older one)."""
+    """The bytes per partition from ``blocksize`` (Dask's name) or ``partition_size`` (its deprecated older
+    name, which warns at the caller's line)."""
     if blocksize is not None and partition_size is not None:
         raise InvalidArgumentError(
             "blocksize and partition_size are one option (bytes of file per partition; partition_size is its "
             "older name): pass blocksize only"
         )
+    if partition_size is not None:
+        warnings.warn(
+            f"partition_size= is deprecated: pass blocksize={partition_size!r} (Dask's name for bytes of file "
+            "per partition, as in dask.dataframe.read_csv); partition_size will be removed in nbkit 2.0",
+            DeprecationWarning,
+            stacklevel=3,
+        )
+        _nbytes(partition_size, "partition_size")
+        return partition_size
     if blocksize is not None:
         _nbytes(blocksize, "blocksize")
         return blocksize
-    return DEFAULT_PARTITION_SIZE if partition_size is None else partition_size
+    return DEFAULT_PARTITION_SIZE
 
 
 def _plan(
@@ -234,7 +244,8 @@ def read_stream(
         Add a categorical column naming each row's file (``True``: ``"path"``; a str: that name), as in
         ``dask.dataframe.read_csv``.
     partition_size : int or str, optional
-        The older name of ``blocksize`` (still taken; not with ``blocksize``).
+        Deprecated: the older name of ``blocksize`` (still taken, with a ``DeprecationWarning``; not with
+        ``blocksize``).
 
     Returns
     -------

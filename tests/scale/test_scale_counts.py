@@ -55,7 +55,7 @@ def _bar_heights(fig):
 
 
 def test_counts_sum_to_every_message_per_key_attempt_and_bin(served_file):
-    counts = nbkit.dask.message_counts(nbkit.dask.read_stream(served_file, partition_size="2KiB"), freq="30s")
+    counts = nbkit.dask.message_counts(nbkit.dask.read_stream(served_file, blocksize="2KiB"), freq="30s")
     frame = read_stream(served_file)
     assert list(counts.columns) == COUNT_COLUMNS
     assert counts["count"].sum() == len(frame)
@@ -72,7 +72,7 @@ def test_counts_sum_to_every_message_per_key_attempt_and_bin(served_file):
 
 
 def test_dashboard_of_counts_is_the_dashboard_of_rows(served_file):
-    ddf = nbkit.dask.read_stream(served_file, partition_size="2KiB")
+    ddf = nbkit.dask.read_stream(served_file, blocksize="2KiB")
     counts = nbkit.dask.message_counts(ddf, freq="1min")
     rows = read_stream(served_file)
     by_rows = nbkit.plot.dashboard(rows, freq="1min")
@@ -85,7 +85,7 @@ def test_dashboard_of_counts_is_the_dashboard_of_rows(served_file):
 
 
 def test_attempts_of_counts_with_a_log_scale(served_file):
-    counts = nbkit.dask.message_counts(nbkit.dask.read_stream(served_file, partition_size="2KiB"))
+    counts = nbkit.dask.message_counts(nbkit.dask.read_stream(served_file, blocksize="2KiB"))
     _, ax = plt.subplots()
     nbkit.plot.attempts(counts, ax=ax)
     ax.set_yscale("log")

@@ -22,10 +22,15 @@ def _write(path, n, key):
 
 def test_blocksize_is_the_partition_size(scale_file, same_rows):
     by_blocksize = nbkit.dask.read_stream(scale_file, blocksize="4KiB")
-    by_old_name = nbkit.dask.read_stream(scale_file, partition_size="4KiB")
+    with pytest.warns(DeprecationWarning, match=r"partition_size= is deprecated: pass blocksize='4KiB'") as seen:
+        by_old_name = nbkit.dask.read_stream(scale_file, partition_size="4KiB")
+    assert seen[0].filename == __file__  # the warning points at the caller's line
     assert by_blocksize.npartitions == by_old_name.npartitions > 1
-    assert nbkit.dask.plan(scale_file, blocksize="4KiB") == nbkit.dask.plan(scale_file, partition_size="4KiB")
+    with pytest.warns(DeprecationWarning, match="partition_size"):
+        old_plan = nbkit.dask.plan(scale_file, partition_size="4KiB")
+    assert nbkit.dask.plan(scale_file, blocksize="4KiB") == old_plan
     same_rows(by_blocksize.compute(scheduler="sync"), nbkit.read_stream(scale_file))
+    same_rows(by_old_name.compute(scheduler="sync"), nbkit.read_stream(scale_file))
     with pytest.raises(ValueError, match="pass blocksize only"):
         nbkit.dask.read_stream(scale_file, blocksize="4KiB", partition_size="4KiB")
     with pytest.raises(ValueError, match="blocksize"):

@@ -121,7 +121,7 @@ def test_pipe_frame_round_trip(tmp_path):
 def test_dask_frame_export(tmp_path, scale_file):
     dd = pytest.importorskip("nbkit.dask")
     out = tmp_path / "dask.parquet"
-    ddf = dd.read_stream(scale_file, partition_size="4KiB")
+    ddf = dd.read_stream(scale_file, blocksize="4KiB")
     assert to_parquet(ddf, out) == 400
     pd.testing.assert_frame_equal(read_parquet(out), read_stream(scale_file))
 

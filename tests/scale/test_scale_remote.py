@@ -69,14 +69,14 @@ def test_each_partition_fetches_about_its_own_range(s3, big):
 def test_planning_a_url_fetches_a_few_small_ranges_not_the_file(s3, big):
     url = s3.put_file(big)
     before = fetch_totals().bytes
-    plan = nbkit.dask.plan(url, partition_size="64KiB", storage_options=s3.options, block_size="16KiB")
+    plan = nbkit.dask.plan(url, blocksize="64KiB", storage_options=s3.options, block_size="16KiB")
     assert fetch_totals().bytes - before < 5 * (16 << 10)
     assert plan.size == os.path.getsize(big)
 
 
 def test_dask_read_of_s3_equals_the_local_read(s3, big, same_rows):
     url = s3.put_file(big)
-    ddf = nbkit.dask.read_stream(url, partition_size="64KiB", payload="json", storage_options=s3.options)
+    ddf = nbkit.dask.read_stream(url, blocksize="64KiB", payload="json", storage_options=s3.options)
     same_rows(ddf.compute(scheduler="sync"), read_stream(big, payload="json"))
 
 
@@ -87,9 +87,9 @@ def test_dask_stops_at_the_end_of_stream_mark_on_s3(s3, tmp_path, same_rows):
             writer.write("orders", b'{"id": %d}' % n)
         writer.write_eos()
     url = s3.put_file(path)
-    plan = nbkit.dask.plan(url, partition_size="2KiB", storage_options=s3.options)
-    assert plan.eos == nbkit.dask.plan(path, partition_size="2KiB").eos is not None
-    got = nbkit.dask.read_stream(url, partition_size="2KiB", storage_options=s3.options).compute(scheduler="sync")
+    plan = nbkit.dask.plan(url, blocksize="2KiB", storage_options=s3.options)
+    assert plan.eos == nbkit.dask.plan(path, blocksize="2KiB").eos is not None
+    got = nbkit.dask.read_stream(url, blocksize="2KiB", storage_options=s3.options).compute(scheduler="sync")
     same_rows(got, read_stream(path))
 
 
@@ -125,7 +125,7 @@ def test_a_cluster_of_worker_processes_in_another_folder_reads_the_url(s3, big, 
                 cwd = client.run(os.getcwd)
                 assert set(cwd.values()) == {str(elsewhere)}
                 assert client.run(os.path.exists, big) == dict.fromkeys(cwd, True)  # same machine: hide it below
-                ddf = nbkit.dask.read_stream(url, partition_size="128KiB", payload="json", storage_options=s3.options)
+                ddf = nbkit.dask.read_stream(url, blocksize="128KiB", payload="json", storage_options=s3.options)
                 before = client.run(lambda: fetch_totals().bytes)
                 start = time.perf_counter()
                 got = ddf.compute()

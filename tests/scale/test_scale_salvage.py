@@ -31,10 +31,10 @@ def damaged_file(tmp_path, scale_file):
 def test_partitions_equal_the_sequential_salvage_read(damaged_file, partition_size, same_rows):
     want = read_stream(damaged_file, on_bad_frames="skip")
     assert len(want.attrs["damaged"]) >= 2
-    got = nbkit.dask.read_stream(damaged_file, partition_size=partition_size, on_bad_frames="skip").compute()
+    got = nbkit.dask.read_stream(damaged_file, blocksize=partition_size, on_bad_frames="skip").compute()
     same_rows(got, want)
 
 
 def test_default_raises(damaged_file):
     with pytest.raises((ChecksumError, FormatError)):
-        nbkit.dask.read_stream(damaged_file, partition_size="1KiB").compute()
+        nbkit.dask.read_stream(damaged_file, blocksize="1KiB").compute()
