@@ -214,6 +214,11 @@ def verdict(label: str, ok: bool, detail: str) -> bool:
     return ok
 
 
+def within(label: str, t: Timing, base: Timing, target: float) -> bool:
+    """The verdict that ``t`` takes at most ``target`` times ``base`` (wall clock), with their :func:`ratio`."""
+    return verdict(label, t.wall / base.wall <= target, ratio(t, base))
+
+
 def bar_chart(path: str, title: str, seconds: dict[str, float], group: Callable[[str], str], note: str) -> None:
     """Write a PNG of one horizontal bar per entry of ``seconds`` (fastest at the top), labelled with its time
     and coloured by ``group(name)`` (one legend entry per group, in the order groups first appear in

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import heapq
 import json
+import math
 import os
 import sys
 from typing import cast
@@ -62,24 +63,10 @@ def write_service_file(path: str, n: int) -> tuple[int, int]:
         else:
             heapq.heappush(pending, (ts + 1000 * DELAYS_S[count], order, key, count + 1, seq, body, left - 1))
 
-    with StreamWriter(path, file_name="lineage.ss", created_at_ms=c.T0_MS, flush_every=4096) as w:
-        for i in range(n):
-            ts = c.T0_MS + i
-            while pending and pending[0][0] <= ts:
-                due, _, key, count, prev_seq, body, left = heapq.heappop(pending)
-                headers = {envelope.SEQUENCE_HEADER: str(prev_seq), envelope.RETRY_COUNT_HEADER: str(count)}
-                target = "orders.dead" if left == 0 and count == 3 else key
-                seq = write(w, target, envelope.encode(headers, body, force_text=False), due)
-                records += 1
-                copies += 1
-                if target == key:
-                    schedule(w, key, body, due, seq, count, left)
-            key = c.KEYS[i % len(c.KEYS)]
-            body = json.dumps(c.payload(i if i % 50 else i - 50 if i >= 50 else 0), separators=(",", ":")).encode()
-            seq = write(w, key, body, ts)
-            records += 1
-            schedule(w, key, body, ts, seq, 0, plan(i))
-        while pending:
+    def write_due(w: StreamWriter, until: float) -> None:
+        """Write the pending copies due by ``until`` (ms) in due order, scheduling each one's next copy."""
+        nonlocal records, copies
+        while pending and pending[0][0] <= until:
             due, _, key, count, prev_seq, body, left = heapq.heappop(pending)
             headers = {envelope.SEQUENCE_HEADER: str(prev_seq), envelope.RETRY_COUNT_HEADER: str(count)}
             target = "orders.dead" if left == 0 and count == 3 else key
@@ -88,6 +75,17 @@ def write_service_file(path: str, n: int) -> tuple[int, int]:
             copies += 1
             if target == key:
                 schedule(w, key, body, due, seq, count, left)
+
+    with StreamWriter(path, file_name="lineage.ss", created_at_ms=c.T0_MS, flush_every=4096) as w:
+        for i in range(n):
+            ts = c.T0_MS + i
+            write_due(w, ts)
+            key = c.KEYS[i % len(c.KEYS)]
+            body = json.dumps(c.payload(i if i % 50 else i - 50 if i >= 50 else 0), separators=(",", ":")).encode()
+            seq = write(w, key, body, ts)
+            records += 1
+            schedule(w, key, body, ts, seq, 0, plan(i))
+        write_due(w, math.inf)
     return records, copies
 
 

@@ -34,7 +34,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) 
 
 import _common as c  # noqa: E402
 import pandas as pd  # noqa: E402
-from read import compare, write_ndjson  # noqa: E402
+from read import compare, write_pair  # noqa: E402
 
 from nbkit.tabular.frames import read_arrow, read_stream  # noqa: E402
 from nbkit.wire import core  # noqa: E402
@@ -165,11 +165,7 @@ def main(argv: list[str] | None = None) -> int:
 
     results: list[bool] = []
     with c.workdir(args, "peers") as tmp:
-        ss = os.path.join(tmp, "bench.ss")
-        nd = os.path.join(tmp, "bench.ndjson")
-        ss_size = c.write_stream(ss, n, args.shape)
-        nd_size = write_ndjson(nd, n, args.shape)
-        print(f"   data: {ss_size / 1e6:,.1f} MB stream file, {nd_size / 1e6:,.1f} MB NDJSON")
+        ss, nd, ss_size, nd_size = write_pair(tmp, n, args.shape)
 
         def file_bytes() -> int:
             with open(ss, "rb") as f:

@@ -36,6 +36,17 @@ def write_ndjson(path: str, n: int, shape: str = "orders") -> int:
     return os.path.getsize(path)
 
 
+def write_pair(folder: str, n: int, shape: str = "orders", note: str = "") -> tuple[str, str, int, int]:
+    """Write ``n`` messages to ``folder``/bench.ss and the same records to bench.ndjson, and print their sizes
+    (``note`` after them); returns (stream path, NDJSON path, stream bytes, NDJSON bytes)."""
+    ss = os.path.join(folder, "bench.ss")
+    nd = os.path.join(folder, "bench.ndjson")
+    ss_size = c.write_stream(ss, n, shape)
+    nd_size = write_ndjson(nd, n, shape)
+    print(f"   data: {ss_size / 1e6:,.1f} MB stream file, {nd_size / 1e6:,.1f} MB NDJSON{note}")
+    return ss, nd, ss_size, nd_size
+
+
 def as_ms(series: pd.Series) -> list[int]:
     values = series.dt.tz_localize(None) if series.dt.tz is not None else series
     return values.astype("datetime64[ms]").astype("int64").tolist()
@@ -70,11 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     c.banner("read: read_stream vs pandas.read_json", args)
     results = []
     with c.workdir(args, "read") as tmp:
-        ss = os.path.join(tmp, "bench.ss")
-        nd = os.path.join(tmp, "bench.ndjson")
-        ss_size = c.write_stream(ss, n)
-        nd_size = write_ndjson(nd, n)
-        print(f"   data: {ss_size / 1e6:,.1f} MB stream file, {nd_size / 1e6:,.1f} MB NDJSON")
+        ss, nd, ss_size, nd_size = write_pair(tmp, n)
 
         t_nb = c.time_it(lambda: read_stream(ss, payload="json", progress=False), args.repeat)
         t_pd = c.time_it(lambda: pd.read_json(nd, lines=True), args.repeat)

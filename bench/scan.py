@@ -22,7 +22,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # this checkout's nbkit
 
 import _common as c  # noqa: E402
-from read import write_ndjson  # noqa: E402
+from read import write_pair  # noqa: E402
 
 import nbkit  # noqa: E402
 
@@ -37,11 +37,7 @@ def main(argv: list[str] | None = None) -> int:
     c.banner("scan: nbkit.polars.scan_stream vs the eager read vs polars.read_ndjson", args)
     results = []
     with c.workdir(args, "scan") as tmp:
-        ss = os.path.join(tmp, "bench.ss")
-        nd = os.path.join(tmp, "bench.ndjson")
-        ss_size = c.write_stream(ss, n)
-        nd_size = write_ndjson(nd, n)
-        print(f"   data: {ss_size / 1e6:,.1f} MB stream file, {nd_size / 1e6:,.1f} MB NDJSON, polars {pl.__version__}")
+        ss, nd, _, _ = write_pair(tmp, n, note=f", polars {pl.__version__}")
 
         one_key = pl.col("stream_key") == "orders"
         late = dt.datetime.fromtimestamp((c.T0_MS + n * 9 // 10) / 1000, dt.UTC)

@@ -35,7 +35,7 @@ import datetime as dt
 import os
 import warnings
 from collections.abc import Iterable, Sequence
-from typing import IO, Any, Literal, get_args
+from typing import IO, TYPE_CHECKING, Any, Literal, get_args
 
 import numpy as np
 import pandas as pd
@@ -50,6 +50,9 @@ from nbkit.transport.file_reader import StreamReader
 from nbkit.transport.plausibility import KeyLoss, describe_losses, losses, suspects
 from nbkit.transport.positions import FilePosition
 from nbkit.wire.stdio_line import LineDecoder, parse_line
+
+if TYPE_CHECKING:
+    from nbkit.tabular.reader import Output
 
 __all__ = ["DTYPE_BACKENDS", "DtypeBackend", "concat_frames", "read_arrow", "read_pipe", "read_stream"]
 
@@ -188,31 +191,11 @@ def read_stream(
     ...     print([len(chunk) for chunk in chunks])
     [2, 1]
     """
+    options = dict(locals())  # the parameters as given (first, before any other name is bound)
+    del options["dtype_backend"]
     if dtype_backend not in (None, *DTYPE_BACKENDS):
         raise ValueError(f"dtype_backend must be one of {', '.join(DTYPE_BACKENDS)}, not {dtype_backend!r}")
-    from nbkit.tabular.reader import FrameReader
-
-    reader = FrameReader(
-        path,
-        keys=keys,
-        payload=payload,
-        start=start,
-        end=end,
-        progress=progress,
-        include_internal=include_internal,
-        on_bad_frames=on_bad_frames,
-        storage_options=storage_options,
-        block_size=block_size,
-        nrows=nrows,
-        columns=columns,
-        chunksize=chunksize,
-        include_path_column=include_path_column,
-        output="pandas-arrow" if dtype_backend == "pyarrow" else "pandas",
-    )
-    if chunksize is not None:
-        return reader
-    reader._depth = 1  # warnings name the caller of this function
-    return reader.read()
+    return _read("pandas-arrow" if dtype_backend == "pyarrow" else "pandas", options)
 
 
 def read_arrow(
@@ -279,28 +262,18 @@ def read_arrow(
     >>> duckdb.sql('SELECT "payload.item", count(*) AS n FROM "table" GROUP BY 1 ORDER BY 1').fetchall()
     [('book', 2), ('lamp', 1)]
     """
+    return _read("arrow", dict(locals()))
+
+
+def _read(output: Output, options: dict[str, Any]) -> Any:
+    """The read behind :func:`read_stream` and :func:`read_arrow` (``options``: their parameters but
+    ``dtype_backend``): ``FrameReader(...).read()``, or the reader itself with ``chunksize``."""
     from nbkit.tabular.reader import FrameReader
 
-    reader = FrameReader(
-        path,
-        keys=keys,
-        payload=payload,
-        start=start,
-        end=end,
-        progress=progress,
-        include_internal=include_internal,
-        on_bad_frames=on_bad_frames,
-        storage_options=storage_options,
-        block_size=block_size,
-        nrows=nrows,
-        columns=columns,
-        chunksize=chunksize,
-        include_path_column=include_path_column,
-        output="arrow",
-    )
-    if chunksize is not None:
+    reader = FrameReader(options.pop("path"), output=output, **options)
+    if options["chunksize"] is not None:
         return reader
-    reader._depth = 1  # warnings name the caller of this function
+    reader._depth = 2  # warnings name the caller of read_stream or read_arrow
     return reader.read()
 
 

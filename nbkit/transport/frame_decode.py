@@ -12,7 +12,8 @@ functions over it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, MutableSequence
+from typing import Any
 
 from nbkit.errors import FormatError
 from nbkit.transport.messages import Message
@@ -193,44 +194,33 @@ class FrameDecoder:
         """:func:`~nbkit.wire.scan.scan_frames` over the current buffer from ``pos``; where it stopped."""
         if not self.phase:
             return scan_frames(self.buffer, self.base, pos, until, self.interval, keymap, cols, ends)
-        # a salvage read on a shifted beacon grid: scan in offsets moved onto the grid, then move back
-        shift = self.interval - self.phase
-        taken, ended = len(cols.offset), 0 if ends is None else len(ends)
-        stop = scan_frames(
-            self.buffer,
-            self.base + shift,
-            pos + shift,
-            -1 if until < 0 else until + shift,
-            self.interval,
-            keymap,
-            cols,
-            ends,
-        )
-        offsets = cols.offset
-        for j in range(taken, len(offsets)):
-            offsets[j] -= shift
-        if ends is not None:
-            for j in range(ended, len(ends)):
-                ends[j] -= shift
-        return stop - shift
+        return self._scan_on_grid(scan_frames, pos, until, cols.offset, ends, keymap, cols, ends)
 
     def scan_columns(self, pos: int, keymap: dict[bytes, int], cols: ColumnBuffers, until: int = -1) -> int:
         """:func:`~nbkit.wire.scan.scan_columns` over the current buffer from ``pos``; where it stopped."""
         if not self.phase:
             return scan_columns(self.buffer, self.base, pos, until, self.interval, keymap, cols)
-        # a salvage read on a shifted beacon grid: scan in offsets moved onto the grid, then move back
+        return self._scan_on_grid(scan_columns, pos, until, cols.offset, None, keymap, cols)
+
+    def _scan_on_grid(
+        self,
+        scan: Callable[..., int],
+        pos: int,
+        until: int,
+        offsets: MutableSequence[int],
+        ends: list[int] | None,
+        *args: Any,
+    ) -> int:
+        """``scan(buffer, base, pos, until, interval, *args)`` on a salvage read's shifted beacon grid: it scans
+        in offsets moved onto the grid, then the frame ``offsets`` (and ``ends``) it appended are moved back."""
         shift = self.interval - self.phase
-        taken = len(cols.offset)
-        stop = scan_columns(
-            self.buffer,
-            self.base + shift,
-            pos + shift,
-            -1 if until < 0 else until + shift,
-            self.interval,
-            keymap,
-            cols,
+        taken, ended = len(offsets), 0 if ends is None else len(ends)
+        stop = scan(
+            self.buffer, self.base + shift, pos + shift, -1 if until < 0 else until + shift, self.interval, *args
         )
-        offsets = cols.offset
         for j in range(taken, len(offsets)):
             offsets[j] -= shift
+        if ends is not None:
+            for j in range(ended, len(ends)):
+                ends[j] -= shift
         return stop - shift

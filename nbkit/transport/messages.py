@@ -12,14 +12,16 @@ from typing import Literal, NamedTuple, get_args
 
 from nbkit.errors import NbkitError
 from nbkit.wire.ssformat import is_eos
+from nbkit.wire.ssframe import Frame
 
 __all__ = ["END_REASONS", "EndReason", "Message", "ReadEnd", "make_message"]
 
 
-class Message(NamedTuple):
+class Message(Frame):
     """One message frame: where it starts (``offset``) and ends (``end``) in the file, and its fields.
 
-    A named tuple, as :class:`StreamReader <nbkit.StreamReader>` yields it.
+    A named tuple, as :class:`StreamReader <nbkit.StreamReader>` yields it: the fields of the decoded
+    :class:`~nbkit.wire.ssframe.Frame`, with what a reader's caller asks of a message.
 
     Parameters
     ----------
@@ -48,13 +50,7 @@ class Message(NamedTuple):
     ('orders', 1, b'{"id": 1}', 128)
     """
 
-    stream_key: str
-    shard_id: int
-    seq: int
-    timestamp_ms: int
-    payload: bytes
-    offset: int
-    end: int
+    __slots__ = ()
 
     @property
     def is_eos(self) -> bool:

@@ -231,15 +231,25 @@ def check_local_file(path: str, what: str = "a stream file", *, pipes: bool = Fa
     """
     try:
         mode = os.stat(path).st_mode
-    except FileNotFoundError:
-        raise MissingFileError(f"{path}: no such file; check the path") from None
-    except NotADirectoryError:
-        raise MissingFileError(f"{path}: no such file (a part of the path is not a directory)") from None
-    except PermissionError:
-        raise FilePermissionError(f"{path}: permission denied; the file must be readable") from None
+    except OSError as exc:
+        raise _read_error(path, exc) from None
     if stat.S_ISREG(mode) or (pipes and (stat.S_ISFIFO(mode) or stat.S_ISCHR(mode))):
         return
     _refuse_special(path, mode, what)
+
+
+def _read_error(path: str | os.PathLike, exc: OSError) -> OSError:
+    """The nbkit error, naming ``path``, for what stat-ing or opening a local file to read raised: missing,
+    a directory, not readable; another OSError is left as it is."""
+    if isinstance(exc, FileNotFoundError):
+        return MissingFileError(f"{path}: no such file; check the path")
+    if isinstance(exc, NotADirectoryError):
+        return MissingFileError(f"{path}: no such file (a part of the path is not a directory)")
+    if isinstance(exc, IsADirectoryError):
+        return PathIsDirectoryError(f"{path}: is a directory, not a stream file")
+    if isinstance(exc, PermissionError):
+        return FilePermissionError(f"{path}: permission denied; the file must be readable")
+    return exc
 
 
 class LocalSource:
@@ -262,12 +272,8 @@ class LocalSource:
         try:
             # O_NONBLOCK: were the path swapped for a FIFO since the check, opening it still returns at once
             fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-        except FileNotFoundError:
-            raise MissingFileError(f"{path}: no such file; check the path") from None
-        except IsADirectoryError:
-            raise PathIsDirectoryError(f"{path}: is a directory, not a stream file") from None
-        except PermissionError:
-            raise FilePermissionError(f"{path}: permission denied; the file must be readable") from None
+        except OSError as exc:
+            raise _read_error(path, exc) from None
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             os.close(fd)

@@ -17,6 +17,7 @@ import json
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from site_build import ROOT, built_site  # noqa: F401  (built_site is a fixture)
@@ -104,11 +105,17 @@ def _assert_clean(refused: list[str], console: list[str]) -> None:
     assert not errors, f"console errors: {errors}"
 
 
-def test_site_pages_in_a_browser(site_url, browser_page, budget, artifacts_dir, request):
-    page, console = browser_page.page, browser_page.console
+def _open_site(site_url, browser_page, budget, artifacts_dir, request) -> tuple[Any, list[str], list[str], Any, Any]:
+    """The page, its console lines, the refused requests (:func:`_only_local`), and this test's
+    ``shot(name)`` and ``visit(path)``."""
+    page = browser_page.page
     refused = _only_local(page, site_url)
     shot = functools.partial(_screenshot, page, artifacts_dir, request.node.name)
-    visit = functools.partial(_visit, page, site_url, budget)
+    return page, browser_page.console, refused, shot, functools.partial(_visit, page, site_url, budget)
+
+
+def test_site_pages_in_a_browser(site_url, browser_page, budget, artifacts_dir, request):
+    page, console, refused, shot, visit = _open_site(site_url, browser_page, budget, artifacts_dir, request)
 
     try:
         visit("index.html")
@@ -187,10 +194,7 @@ def test_glossary_a_diagram_and_the_page_frame(site_url, browser_page, budget, a
     without children, a lesson's Binder and download links under its title, the broker comparison's six
     columns inside the page, the troubleshooting entries. Screenshots: ``glossary``, ``diagram``,
     ``lesson-links``, ``comparison`` and ``troubleshooting`` in ``test-artifacts/browser/``."""
-    page, console = browser_page.page, browser_page.console
-    refused = _only_local(page, site_url)
-    shot = functools.partial(_screenshot, page, artifacts_dir, request.node.name)
-    visit = functools.partial(_visit, page, site_url, budget)
+    page, console, refused, shot, visit = _open_site(site_url, browser_page, budget, artifacts_dir, request)
 
     try:
         visit("glossary.html")

@@ -282,18 +282,25 @@ def test_head_n_1_stops_the_stage_within_one_buffer_and_reports_its_losses(tmp_p
     assert deliveries + undelivered == read, summary
 
 
+def _sigterm_slow_stage_on_a_file(tmp_path, child_env, lines: int) -> tuple[subprocess.Popen, list[bytes]]:
+    """The SLOW stage reading a regular file of ``lines`` order lines, sent SIGTERM once it has started; the
+    stage and the stderr lines read so far."""
+    data = tmp_path / "in.txt"
+    data.write_text("".join(f"[orders | {i}] {i}\n" for i in range(lines)))
+    with data.open("rb") as stdin:  # the stage has its own descriptor of the file
+        stage = _stage(tmp_path, child_env, _module(tmp_path, "slow", SLOW), stdin, group=0)
+    seen: list[bytes] = []
+    _await_line(stage.stderr, b"started", 1, seen)
+    stage.send_signal(signal.SIGTERM)
+    return stage, seen
+
+
 def test_sigterm_on_a_stage_reading_a_file_delivers_what_it_read_and_counts_the_rest(tmp_path, child_env):
     """stdin is a regular file: SIGTERM stops reading, the lines already read are still delivered (none is
     dropped), the rest are counted as unread, and the stage exits 143."""
     lines = 50_000
-    data = tmp_path / "in.txt"
-    data.write_text("".join(f"[orders | {i}] {i}\n" for i in range(lines)))
-    with data.open("rb") as stdin:
-        stage = _stage(tmp_path, child_env, _module(tmp_path, "slow", SLOW), stdin, group=0)
-        seen: list[bytes] = []
-        _await_line(stage.stderr, b"started", 1, seen)
-        stage.send_signal(signal.SIGTERM)
-        out, err = stage.communicate(timeout=60)
+    stage, seen = _sigterm_slow_stage_on_a_file(tmp_path, child_env, lines)
+    out, err = stage.communicate(timeout=60)
     err_text = b"".join(seen).decode() + err.decode()
     assert out == b""
     assert stage.returncode == 143, err_text
@@ -306,17 +313,11 @@ def test_sigterm_on_a_stage_reading_a_file_delivers_what_it_read_and_counts_the_
 
 def test_two_sigterms_on_a_slow_stage_report_the_lines_read_and_not_delivered(tmp_path, child_env):
     lines = 50_000
-    data = tmp_path / "in.txt"
-    data.write_text("".join(f"[orders | {i}] {i}\n" for i in range(lines)))
-    with data.open("rb") as stdin:
-        stage = _stage(tmp_path, child_env, _module(tmp_path, "slow", SLOW), stdin, group=0)
-        seen: list[bytes] = []
-        _await_line(stage.stderr, b"started", 1, seen)
-        stage.send_signal(signal.SIGTERM)
-        # two signals, not one: a pause so they do not merge (signals do not queue); both outcomes are checked
-        time.sleep(0.05)
-        stage.send_signal(signal.SIGTERM)
-        out, err = stage.communicate(timeout=60)
+    stage, seen = _sigterm_slow_stage_on_a_file(tmp_path, child_env, lines)
+    # two signals, not one: a pause so they do not merge (signals do not queue); both outcomes are checked
+    time.sleep(0.05)
+    stage.send_signal(signal.SIGTERM)
+    out, err = stage.communicate(timeout=60)
     err_text = b"".join(seen).decode() + err.decode()
     summary = _summary(err_text)
     deliveries, read, unread = (_count(summary, w) for w in ("deliver(?:y|ies)", "lines read(?! and)", "left unread"))

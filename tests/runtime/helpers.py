@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from nbkit import SettlementEvent, StreamReader, StreamWriter, VirtualClock
+from nbkit import FileBroker, HandlerOutcome, SettlementEvent, StreamReader, StreamWriter, VirtualClock
 from nbkit.runtime.broker import Broker
 
 RETRY = "x-ruststream-retry-count"
@@ -180,6 +180,20 @@ def settle_all(app, limit: int = 1000) -> list[SettlementEvent]:
     raise AssertionError(f"copies still circulating after {limit} rounds")
 
 
+def failing_broker(path: Path) -> FileBroker:
+    """A broker replaying ``path`` to ``jobs``'s handler that raises on ``boom``, asks a retry of ``cap``
+    (one attempt allowed: its copy goes to ``jobs.dead``) and returns None for anything else."""
+    broker = FileBroker(path)
+
+    @broker.subscriber("jobs", replay=True, max_attempts=1, dead_letter="jobs.dead")
+    def handler(d):
+        if d.payload == b"boom":
+            raise RuntimeError("kaput")
+        return HandlerOutcome.retry() if d.payload == b"cap" else None
+
+    return broker
+
+
 # ---------------------------------------------------------------- both transports
 
 
@@ -194,7 +208,7 @@ class Rig:
     def __init__(
         self, transport: str, tmp_path: Path, clock: VirtualClock, *, loop: bool = False, key: str = "jobs"
     ) -> None:
-        from nbkit import FileBroker, StdioBroker
+        from nbkit import StdioBroker
 
         self.transport = transport
         self.clock = clock
@@ -230,8 +244,6 @@ class Rig:
         if isinstance(payload, str):
             payload = payload.encode()
         if self.transport == "file":
-            from nbkit import FileBroker
-
             # another producer appends; the app's broker holds the writer, so publish through it
             assert isinstance(self.broker, FileBroker)
             self.injected.add(self.broker.publish(self.key, payload, headers).seq)

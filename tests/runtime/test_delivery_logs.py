@@ -14,7 +14,7 @@ from checkout_env import checkout_env
 from nbkit import App, FileBroker, HandlerOutcome, Session, StdioBroker
 from nbkit.runtime import logs
 
-from .helpers import ACK_TEXT, drain, seed
+from .helpers import ACK_TEXT, drain, failing_broker, seed
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -37,13 +37,7 @@ def test_four_identical_warn_lines_name_four_deliveries(ss, clock, caplog):
 
 def test_every_settlement_record_carries_the_delivery(ss, clock, caplog):
     seed(ss, [("jobs", b"ok"), ("jobs", b"boom"), ("jobs", b"cap"), ("jobs", b"reject")])
-    broker = FileBroker(ss)
-
-    @broker.subscriber("jobs", replay=True, max_attempts=1, dead_letter="jobs.dead")
-    def handler(d):
-        if d.payload == b"boom":
-            raise RuntimeError("kaput")
-        return HandlerOutcome.retry() if d.payload == b"cap" else None
+    broker = failing_broker(ss)
 
     other = FileBroker(ss)
     other.subscriber("jobs", replay=True, max_attempts=1, name="strict")(lambda d: HandlerOutcome.retry())

@@ -1,6 +1,6 @@
 """Settlement events: the record's fields are the events schema, the module docstring's table and the
-record's Parameters are made from it, and each field holds what the settlement records (the frame's
-columns and dtypes are held to the schema in tests/tabular/test_events.py)."""
+record's Parameters are made from it, and each field holds what the settlement records (the frame made of
+these records is tested in tests/tabular/test_events.py)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from nbkit import App, HandlerOutcome, SettlementEvent, StdioBroker
 from nbkit.runtime.events import EVENT_COLUMNS, EVENT_SCHEMA, Column
 from nbkit.wire.envelope import encode
 
-from .helpers import drain
+from .helpers import START, drain
 
 
 def _documented_schema() -> list[tuple[str, str, str]]:
@@ -133,6 +133,33 @@ def test_each_event_field_holds_what_its_name_says(mixed_app):
     assert later.due == later.time + 2.5 == later.written_at
     assert later.copy_seq is not None and later.abandoned is False and later.error is None and later.redriven is False
     assert later.lost_at is None
+
+
+def test_each_action_records_its_values(mixed_app):
+    """What the settlement records for every action: delays, destinations, due and written times, the
+    abandoned copy (shutdown_timeout=10 publishes the 1 s and 2.5 s copies and abandons the 100 s one)."""
+    events = mixed_app.events
+    t0 = START
+    assert [e.outcome for e in events] == ["ack", "drop", "retry", "retry_after", "retry_after", "retry_after", "retry"]
+    assert [e.action for e in events] == [
+        "unsupported",
+        "unsupported",
+        "copy",
+        "delayed-copy",
+        "delayed-copy",
+        "delayed-copy",
+        "dead-letter",
+    ]
+    assert {e.subscription for e in events} == {"jobs"} and {e.time for e in events} == {t0}
+    assert [e.seq for e in events] == [0, 1, 2, 3, 4, 5, 6]
+    assert [e.attempt for e in events] == [1] * 6 + [5]
+    assert [e.delay for e in events] == [None, None, 0.0, 2.5, 100.0, 1.0, 0.0]
+    assert [e.destination for e in events] == [None, None] + ["jobs.retry"] * 4 + ["jobs.dead"]
+    assert [e.due for e in events][3:6] == [t0 + 2.5, t0 + 100, t0 + 1]
+    assert [e.written_at for e in events][2:] == [t0, t0 + 2.5, None, t0 + 1, t0]
+    assert [e.abandoned for e in events] == [False] * 4 + [True] + [False] * 2
+    assert [e.copy_seq for e in events][2:] == [0, 2, None, 1, 0]  # per destination key, from 0
+    assert [e.error for e in events][:3] == [None, "KeyError: 'k'", None]
 
 
 def _record_twins():

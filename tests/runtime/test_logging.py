@@ -7,7 +7,7 @@ import logging
 
 from nbkit import App, FileBroker, HandlerOutcome, StdioBroker
 
-from .helpers import ACK_TEXT, KeepRecords, drain, seed
+from .helpers import ACK_TEXT, KeepRecords, drain, failing_broker, seed
 
 DECLARATION_PREFIX = "retry declaration; a cap applies to the copies this process publishes"
 
@@ -18,13 +18,7 @@ def _texts(caplog, logger: str) -> list[tuple[int, str]]:
 
 def test_every_runtime_record_carries_text_and_fields(ss, clock, caplog):
     seed(ss, [("jobs", b"ok"), ("jobs", b"boom"), ("jobs", b"cap")])
-    broker = FileBroker(ss)
-
-    @broker.subscriber("jobs", replay=True, max_attempts=1, dead_letter="jobs.dead")
-    def handler(d):
-        if d.payload == b"boom":
-            raise RuntimeError("kaput")
-        return HandlerOutcome.retry() if d.payload == b"cap" else None
+    broker = failing_broker(ss)
 
     app = App(broker, clock=clock)
     with caplog.at_level(logging.DEBUG, logger="nbkit"):

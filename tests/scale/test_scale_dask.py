@@ -159,12 +159,17 @@ def test_json_fields_from_the_sample_match_read_stream(tmp_path, same_rows):
     same_rows(ddf.compute(), want)
 
 
+def _late_row_raises(path: os.PathLike, last: str, match: str) -> None:
+    """200 ``{"id": n}`` payloads then ``last``, read with a 1 KiB sample: computing it raises ``match``."""
+    _json_file(path, [f'{{"id":{i}}}' for i in range(200)] + [last])
+    ddf = nbkit.dask.read_stream(path, payload="json", blocksize="1KiB", sample=1024)
+    with pytest.raises(NbkitError, match=match):
+        ddf.compute()
+
+
 def test_json_field_after_the_sample_raises_with_the_fix(tmp_path):
     path = tmp_path / "late-field.ss"
-    _json_file(path, [f'{{"id":{i}}}' for i in range(200)] + ['{"id":1,"late":true}'])
-    ddf = nbkit.dask.read_stream(path, payload="json", blocksize="1KiB", sample=1024)
-    with pytest.raises(NbkitError, match=r"'late' first appear.*json_fields="):
-        ddf.compute()
+    _late_row_raises(path, '{"id":1,"late":true}', r"'late' first appear.*json_fields=")
     fields = {"id": "int64", "late": object}
     fixed = nbkit.dask.read_stream(path, payload="json", blocksize="1KiB", json_fields=fields)
     got = fixed.compute()
@@ -173,10 +178,7 @@ def test_json_field_after_the_sample_raises_with_the_fix(tmp_path):
 
 def test_json_value_the_dtype_cannot_hold_raises(tmp_path):
     path = tmp_path / "late-null.ss"
-    _json_file(path, [f'{{"id":{i}}}' for i in range(200)] + ['{"id":null}'])
-    ddf = nbkit.dask.read_stream(path, payload="json", blocksize="1KiB", sample=1024)
-    with pytest.raises(NbkitError, match=r"'id'.*cannot hold"):
-        ddf.compute()
+    _late_row_raises(path, '{"id":null}', r"'id'.*cannot hold")
     got = nbkit.dask.read_stream(path, payload="json", blocksize="1KiB", json_fields=["id"]).compute()
     assert got["payload.id"].dtype == object and got["payload.id"].iloc[-1] is None
 

@@ -1,50 +1,27 @@
-"""The events frame (``nbkit.events_frame``): its columns and dtypes are the events schema's, and its values
-those each settlement recorded."""
+"""The events frame (``nbkit.events_frame``): its columns and dtypes are the events schema's, and each value is
+the record's, converted by its column's dtype (what a settlement records is tested in tests/runtime/test_events.py)."""
 
 from __future__ import annotations
 
 import pandas as pd
 import pytest
 
-from nbkit import Action, App, HandlerOutcome, StdioBroker, VirtualClock
+from nbkit import Action, SettlementEvent
 from nbkit.runtime.events import EVENT_COLUMNS, EVENT_SCHEMA
 from nbkit.tabular.events import events_frame
-from nbkit.wire.envelope import encode
 
-
-def _drain(app: App) -> None:
-    for _ in range(1000):
-        if app.step() is None:
-            return
-    raise AssertionError("still delivering after 1000 steps")
+T0 = pd.Timestamp("2024-01-01", tz="UTC").timestamp()
 
 
 @pytest.fixture
-def mixed_app():
-    """One event of every action, on a pipe; a 100 s delayed copy abandoned at shutdown."""
-    cap = encode({"x-ruststream-retry-count": "4"}, b"cap", force_text=True).decode()
-    stdin = ["[jobs] ack", "[jobs] boom", "[jobs] now", "[jobs] later", "[jobs] lost", "[jobs] soon", f"[jobs] {cap}"]
-    broker = StdioBroker(stdin=stdin, stdout=[])
-    behaviour = {
-        b"ack": lambda: None,
-        b"now": HandlerOutcome.retry,
-        b"later": lambda: HandlerOutcome.retry_after(2.5),
-        b"lost": lambda: HandlerOutcome.retry_after(100),
-        b"soon": lambda: HandlerOutcome.retry_after(1),
-        b"cap": HandlerOutcome.retry,
-    }
-
-    def handler(d):
-        if d.payload == b"boom":
-            raise KeyError("k")
-        return behaviour[d.payload]()
-
-    broker.subscriber("jobs", out_retry="jobs.retry", max_attempts=5, dead_letter="jobs.dead")(handler)
-    app = App(broker, clock=VirtualClock(), shutdown_timeout=10)
-    app.start()
-    _drain(app)
-    app.shutdown()
-    return app
+def events() -> list[SettlementEvent]:
+    """Three records as a settlement makes them: no copy, a delayed copy written later, an abandoned dead letter."""
+    first = SettlementEvent(T0, "file", "orders", "orders", 0, 1, 1, "ack", "unsupported")
+    later = SettlementEvent(T0 + 0.0016, "pipe", "jobs", "jobs", 2, 7, 1, "retry_after", "delayed-copy")
+    later = later._replace(delay=2.5, destination="jobs.retry", due=T0 + 2.5, written_at=T0 + 2.5, copy_seq=3)
+    dead = SettlementEvent(T0 + 60, "pipe", "jobs", "jobs", 0, 8, 5, "retry", "dead-letter", delay=0.0)
+    dead = dead._replace(destination="jobs.dead", abandoned=True, error="KeyError: 'k'", redriven=True, lost_at=T0 + 61)
+    return [first, later, dead]
 
 
 def _schema_of(frame: pd.DataFrame) -> list[tuple[str, str, tuple[str, ...]]]:
@@ -59,8 +36,8 @@ def _schema_of(frame: pd.DataFrame) -> list[tuple[str, str, tuple[str, ...]]]:
 SCHEMA = [(name, column.dtype, column.categories) for name, column in EVENT_SCHEMA.items()]
 
 
-def test_the_frame_columns_and_dtypes_are_the_schema(mixed_app):
-    frame = events_frame(mixed_app.events)
+def test_the_frame_columns_and_dtypes_are_the_schema(events):
+    frame = events_frame(events)
     assert list(frame.columns) == list(EVENT_COLUMNS)
     assert _schema_of(frame) == SCHEMA
     assert list(frame["transport"].cat.categories) == ["file", "pipe"]
@@ -73,54 +50,34 @@ def test_an_empty_frame_has_the_same_schema():
     assert _schema_of(empty) == SCHEMA
 
 
-def test_any_iterable_of_events_and_the_public_name(mixed_app):
+def test_any_iterable_of_events_and_the_public_name(events):
     import nbkit
 
     assert nbkit.events_frame is events_frame
-    pd.testing.assert_frame_equal(events_frame(iter(mixed_app.events)), events_frame(list(mixed_app.events)))
+    pd.testing.assert_frame_equal(events_frame(iter(events)), events_frame(list(events)))
 
 
-def test_events_frame_values(mixed_app):
-    frame = events_frame(mixed_app.events)
+def test_each_value_is_the_records_in_its_columns_dtype(events):
+    """Times become UTC datetimes to the millisecond, a missing value <NA> (NaT for a time)."""
+    frame = events_frame(events)
     t0 = pd.Timestamp("2024-01-01", tz="UTC")
-    assert frame["outcome"].tolist() == [
-        "ack",
-        "drop",
-        "retry",
-        "retry_after",
-        "retry_after",
-        "retry_after",
-        "retry",
-    ]
-    assert frame["action"].tolist() == [
-        "unsupported",
-        "unsupported",
-        "copy",
-        "delayed-copy",
-        "delayed-copy",
-        "delayed-copy",
-        "dead-letter",
-    ]
-    assert frame["subscription"].tolist() == ["jobs"] * 7
-    assert frame["seq"].tolist() == [0, 1, 2, 3, 4, 5, 6]
-    assert frame["attempt"].tolist() == [1] * 6 + [5]
-    assert frame["delay"].tolist()[2:] == [0.0, 2.5, 100.0, 1.0, 0.0]
-    assert frame["delay"].isna().tolist() == [True, True, False, False, False, False, False]
-    assert frame["destination"].tolist()[2:] == ["jobs.retry"] * 4 + ["jobs.dead"]
-    assert frame["due"].tolist()[3:6] == [
-        t0 + pd.Timedelta(seconds=2.5),
-        t0 + pd.Timedelta(seconds=100),
-        t0 + pd.Timedelta(seconds=1),
-    ]
-    # shutdown_timeout=10 published the 1 s and 2.5 s copies and abandoned the 100 s one
-    assert frame["written_at"].tolist()[2:] == [
-        t0,
-        t0 + pd.Timedelta(seconds=2.5),
-        pd.NaT,
-        t0 + pd.Timedelta(seconds=1),
-        t0,
-    ]
-    assert frame["abandoned"].tolist() == [False] * 4 + [True] + [False] * 2
-    assert frame["copy_seq"].tolist()[2:] == [0, 2, pd.NA, 1, 0]  # per destination key, from 0
-    assert frame["error"].tolist()[:3] == [pd.NA, "KeyError: 'k'", pd.NA]
-    assert (frame["time"] == t0).all()
+    assert frame["time"].tolist() == [t0, t0 + pd.Timedelta(milliseconds=2), t0 + pd.Timedelta(seconds=60)]
+    assert frame["transport"].tolist() == ["file", "pipe", "pipe"]
+    assert frame["subscription"].tolist() == ["orders", "jobs", "jobs"]
+    assert (frame["shard_id"].tolist(), frame["seq"].tolist(), frame["attempt"].tolist()) == (
+        [0, 2, 0],
+        [1, 7, 8],
+        [1, 1, 5],
+    )
+    assert frame["outcome"].tolist() == ["ack", "retry_after", "retry"]
+    assert frame["action"].tolist() == ["unsupported", "delayed-copy", "dead-letter"]
+    assert frame["delay"].tolist() == [pd.NA, 2.5, 0.0]
+    assert frame["destination"].isna().tolist() == [True, False, False]
+    assert frame["destination"].tolist()[1:] == ["jobs.retry", "jobs.dead"]
+    assert frame["due"].tolist() == [pd.NaT, t0 + pd.Timedelta(seconds=2.5), pd.NaT]
+    assert frame["written_at"].tolist() == [pd.NaT, t0 + pd.Timedelta(seconds=2.5), pd.NaT]
+    assert frame["copy_seq"].tolist() == [pd.NA, 3, pd.NA]
+    assert frame["abandoned"].tolist() == [False, False, True]
+    assert frame["error"].tolist() == [pd.NA, pd.NA, "KeyError: 'k'"]
+    assert frame["redriven"].tolist() == [False, False, True]
+    assert frame["lost_at"].tolist() == [pd.NaT, pd.NaT, t0 + pd.Timedelta(seconds=61)]

@@ -9,6 +9,7 @@ import warnings
 
 import pandas as pd
 import pytest
+from stream_files import Pipe
 
 import nbkit
 from nbkit.errors import InvalidArgumentError, MissingFileError
@@ -31,21 +32,6 @@ def _write(path, n, *, keys=("orders", "audit"), field="id", start=0):
 @pytest.fixture
 def stream(tmp_path):
     return _write(tmp_path / "orders.ss", 700)
-
-
-class Pipe(io.RawIOBase):
-    """A non-seekable byte stream handing out at most 999 bytes a read (as a pipe or socket may)."""
-
-    def __init__(self, data: bytes) -> None:
-        self._data = io.BytesIO(data)
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, b) -> int:
-        chunk = self._data.read(min(len(b), 999))
-        b[: len(chunk)] = chunk
-        return len(chunk)
 
 
 def _same(got: pd.DataFrame, want: pd.DataFrame) -> None:

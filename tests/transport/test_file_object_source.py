@@ -5,25 +5,11 @@ from __future__ import annotations
 import io
 
 import pytest
+from stream_files import Pipe
 
 import nbkit
 from nbkit.transport.file_object_source import FileObjectSource, NotSeekableError
 from nbkit.transport.file_reader import StreamReader
-
-
-class Pipe(io.RawIOBase):
-    """Non-seekable bytes, at most 1000 a read; counts how many it handed out."""
-
-    def __init__(self, data: bytes) -> None:
-        self._data = io.BytesIO(data)
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, b) -> int:
-        chunk = self._data.read(min(len(b), 1000))
-        b[: len(chunk)] = chunk
-        return len(chunk)
 
 
 @pytest.fixture
