@@ -329,7 +329,7 @@ def test_run_on_the_real_clock_waits_for_the_copy():
     t0 = time.monotonic()
     app.run()
     elapsed = time.monotonic() - t0
-    assert 0.15 <= elapsed < 1.5
+    assert elapsed >= 0.15  # the real clock waited for the copy (no upper bound: a loaded machine may be slow)
     [ev] = app.events
     assert ev.written_at - ev.time >= 0.15
     assert [(ln.key, ln.payload) for ln in lines(out)] == [("jobs.retry", b"a")]

@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 
 import pandas as pd
 import pytest
@@ -127,9 +126,7 @@ def test_a_cluster_of_worker_processes_in_another_folder_reads_the_url(s3, big, 
                 assert client.run(os.path.exists, big) == dict.fromkeys(cwd, True)  # same machine: hide it below
                 ddf = nbkit.dask.read_stream(url, blocksize="128KiB", payload="json", storage_options=s3.options)
                 before = client.run(lambda: fetch_totals().bytes)
-                start = time.perf_counter()
                 got = ddf.compute()
-                elapsed = time.perf_counter() - start
                 after = client.run(lambda: fetch_totals().bytes)
         finally:
             worker.terminate()
@@ -139,4 +136,3 @@ def test_a_cluster_of_worker_processes_in_another_folder_reads_the_url(s3, big, 
     size = os.path.getsize(big)
     assert size <= fetched + HEADER_SIZE * ddf.npartitions < size * 1.1  # the workers fetched the file once
     assert len([w for w in after if after[w] > before.get(w, 0)]) == 2  # both workers read partitions
-    assert elapsed < 120
