@@ -235,12 +235,6 @@ class _Objects(Mode):
     def values(self, bodies: list[bytes]) -> list[Any]:
         return json_values(bodies)
 
-    def column(self, bodies: list[bytes], sizes: list[int]) -> pd.Series:
-        return pd.Series(self.values(bodies), dtype=object)
-
-    def buffer_column(self, cols: ColumnBuffers, starts: np.ndarray, ends: np.ndarray) -> pd.Series:
-        return pd.Series(chunked_values(self.values, cols, starts, ends), dtype=object, copy=False)
-
     def arrow_column(self, bodies: list[bytes], decoded: Callable[[], Any]) -> Any:
         raise ValueError('Arrow output takes payload="json" (text and field columns), not "objects"')
 
