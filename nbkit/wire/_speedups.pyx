@@ -12,6 +12,8 @@ Same signatures, results and errors as the pure-Python reference twin:
   :func:`nbkit.wire.stdio_line.format_line` (stdio lines),
 - :func:`new_record` as :func:`nbkit.runtime.events.new_record` (a named tuple from its values),
 - :func:`text_lines` as :func:`nbkit.transport.pipe_io.text_lines` (a chunk of stdin's lines),
+- :func:`file_deliveries` as :func:`nbkit.wire.deliveries.file_deliveries` (a file subscription's deliveries),
+- :func:`new_slotted` as :func:`nbkit.runtime.delivery.new_slotted` (a Delivery from its fields),
 
 Identical errors by construction: every input off the hot path (a field out of range, a header that is
 not the canonical ``[ts | key | seq]``) is handed to the pure twin,
@@ -1059,11 +1061,105 @@ cdef class _FileDeliveries:
             headers, payload = {_SEQUENCE_HEADER: str(seq)}, data
         else:
             headers, payload = decode_delivery(data, seq)
-        return self._make(payload, headers, stream_key, shard_id, seq, timestamp_ms, u"file", self._subscription,
-                          offset)
+        values = (payload, headers, stream_key, shard_id, seq, timestamp_ms, u"file", self._subscription, offset)
+        if type(self._make) is type:  # a Delivery: made as new_slotted makes it
+            delivery = _new_slotted(<type>self._make, values)
+            if delivery is not None:
+                return delivery
+        return self._make(*values)
 
 
 def file_deliveries(messages, subscription, make):
     """The compiled :func:`nbkit.wire.deliveries.file_deliveries`: the same deliveries, each made in one C call
-    (a payload without an envelope gets its headers here; any other goes to :func:`decode_delivery`)."""
+    (a payload without an envelope gets its headers here; any other goes to :func:`decode_delivery`), ``make``
+    a slots dataclass (a Delivery) made as :func:`new_slotted` makes it."""
     return _FileDeliveries(messages, subscription, make)
+
+
+# ------------------------------------------------------------------------------------- slotted objects
+
+from cpython.object cimport PyObject
+from types import MemberDescriptorType as _MemberDescriptor
+
+
+cdef extern from "Python.h":
+    ctypedef struct PyMemberDef:
+        int type
+        Py_ssize_t offset
+        int flags
+    ctypedef struct PyMemberDescrObject:
+        PyMemberDef* d_member
+
+DEF _MAX_SLOTS = 32
+DEF _T_OBJECT_EX = 16  # structmember.h: a slot that raises AttributeError while unset
+DEF _READONLY = 1
+
+cdef object _slotted_cls = None  # the class whose slots are described below (one at a time: Delivery)
+cdef Py_ssize_t _slot_offsets[_MAX_SLOTS]
+cdef Py_ssize_t _slot_count = -1  # -1: _slotted_cls is not one whose __init__ only sets its slots
+cdef Py_ssize_t _slot_least = 0  # the values it takes at least: the fields after them have defaults
+cdef tuple _slot_defaults = ()  # each field's default (where it has one)
+
+
+cdef Py_ssize_t _slots_of(type cls) except -2:
+    """How many slots ``cls`` has (their offsets in ``_slot_offsets``, the fields' defaults in ``_slot_defaults``);
+    -1 when ``cls(*values)`` may do more than set its slots in order: only a dataclass of ``__slots__``
+    (``slots=True``) straight on ``object``, every field an ``__init__`` parameter in slot order with a plain
+    default or none, with no ``__post_init__``, qualifies."""
+    global _slotted_cls, _slot_count, _slot_least, _slot_defaults
+    cdef Py_ssize_t n = -1, i
+    cdef PyMemberDef* member
+    own = cls.__dict__
+    fields = own.get("__dataclass_fields__")
+    slots = own.get("__slots__")
+    _slotted_cls, _slot_count = cls, -1
+    if not (PyType_HasFeature(cls, Py_TPFLAGS_HEAPTYPE) and cls.__mro__ == (cls, object) and type(fields) is dict
+            and type(slots) is tuple and tuple(fields) == slots and len(slots) <= _MAX_SLOTS
+            and not hasattr(cls, "__post_init__")):
+        return -1
+    from dataclasses import MISSING
+    defaults = []
+    least = 0
+    for i, f in enumerate(fields.values()):
+        if not f.init or f.default_factory is not MISSING or type(f.kw_only) is not bool or f.kw_only:
+            return -1
+        if f.default is MISSING:
+            least = i + 1
+        defaults.append(f.default)
+        descr = own.get(slots[i])
+        if type(descr) is not _MemberDescriptor:
+            return -1
+        member = (<PyMemberDescrObject*><void*>descr).d_member
+        if member.type != _T_OBJECT_EX or member.flags & _READONLY:
+            return -1
+        _slot_offsets[i] = member.offset
+    _slot_count, _slot_least, _slot_defaults = len(slots), least, tuple(defaults)
+    return _slot_count
+
+
+cdef object _new_slotted(type cls, tuple values):
+    """``cls(*values)`` with the values (then the defaults of the fields after them) put straight in the slots,
+    when ``cls`` qualifies (:func:`_slots_of`) and ``values`` are as many as it takes; else None."""
+    cdef Py_ssize_t i, n = _slot_count if cls is _slotted_cls else _slots_of(cls)
+    cdef Py_ssize_t given = PyTuple_GET_SIZE(values)
+    cdef PyObject* item
+    if n < 0 or given < _slot_least or given > n:
+        return None
+    obj = PyType_GenericAlloc(cls, 0)
+    for i in range(n):
+        item = PyTuple_GET_ITEM(values, i) if i < given else PyTuple_GET_ITEM(_slot_defaults, i)
+        Py_INCREF(<object>item)  # (the slot takes the reference; a new object's slots are all empty)
+        (<PyObject**>((<char*><void*>obj) + _slot_offsets[i]))[0] = item
+    return obj
+
+
+def new_slotted(cls, values):
+    """The compiled :func:`nbkit.runtime.delivery.new_slotted`: ``cls(*values)``, an object of a slots dataclass
+    (a :class:`~nbkit.Delivery`) made without the Python call of its ``__init__``: allocated as ``cls``, the
+    values put in its slots in order, as that ``__init__`` sets them. Any other class or values: ``cls(*values)``,
+    which answers or raises as the pure twin does."""
+    if type(cls) is type and type(values) is tuple:
+        obj = _new_slotted(<type>cls, <tuple>values)
+        if obj is not None:
+            return obj
+    return cls(*values)
