@@ -88,6 +88,35 @@ cdef inline void _put64(uint8_t* p, uint64_t v) noexcept nogil:
         p[k] = <uint8_t>(v >> (56 - 8 * k))
 
 
+cdef extern from "Python.h":
+    long long PyLong_AsLongLongAndOverflow(object o, int* overflow) except? -1
+    object PyUnicode_New(Py_ssize_t size, unsigned int maxchar)
+    void* PyUnicode_DATA(object)
+
+
+cdef str _decimal(object n):
+    """``str(n)``: an int from 0 to 2**63 - 1 (a sequence number) written in decimal here, without the general
+    conversion of ``str``; anything else is ``str``'s."""
+    cdef int overflow = 0
+    cdef long long v
+    cdef char digits[20]
+    cdef Py_ssize_t i = 20
+    if type(n) is not int:
+        return str(n)
+    v = PyLong_AsLongLongAndOverflow(n, &overflow)
+    if overflow or v < 0:
+        return str(n)
+    while True:
+        i -= 1
+        digits[i] = 48 + v % 10
+        v //= 10
+        if v == 0:
+            break
+    text = PyUnicode_New(20 - i, 127)
+    memcpy(PyUnicode_DATA(text), &digits[i], 20 - i)
+    return text
+
+
 cdef struct _Frame:
     Py_ssize_t klen  # the key's length (its bytes start one past the frame's start)
     Py_ssize_t p  # where the payload starts
@@ -532,7 +561,7 @@ def format_line(timestamp_ms, str stream_key, seq, str payload):
 
 
 cdef str _format_line(timestamp_ms, str stream_key, seq, str payload):
-    return u"[" + _second(timestamp_ms) + u" | " + stream_key + u" | " + str(seq) + u"] " + payload + u"\n"
+    return u"[" + _second(timestamp_ms) + u" | " + stream_key + u" | " + _decimal(seq) + u"] " + payload + u"\n"
 
 
 cdef str _second(timestamp_ms):
@@ -941,7 +970,7 @@ def line_delivery(str line, lineno, dict counters not None):
         headers, payload = _pure_envelope_decode(data)
     else:
         headers, payload = {}, data
-    headers[_SEQUENCE_HEADER] = str(seq)
+    headers[_SEQUENCE_HEADER] = _decimal(seq)
     if _LineDelivery is None:
         _LineDelivery = _stdio_module().LineDelivery
     return _named(_LineDelivery, (ts, stream_key, seq, shard, payload, headers, key is None))
@@ -971,7 +1000,7 @@ def copy_line(timestamp_ms, str stream_key, seq, headers, payload):
         block_len = _plain_block_len(<dict>headers)
         if block_len >= 0:
             second = _second(timestamp_ms)
-            seq_text = str(seq)
+            seq_text = _decimal(seq)
             if PyUnicode_IS_ASCII(second) and PyUnicode_IS_ASCII(seq_text):
                 plen = PyBytes_GET_SIZE(payload)
                 b64_len = (4 + block_len + plen + 2) // 3 * 4
@@ -1009,7 +1038,7 @@ def decode_delivery(data, seq):
             from nbkit.wire.envelope import decode
             _pure_envelope_decode = decode
         headers, payload = _pure_envelope_decode(data)
-    headers[_SEQUENCE_HEADER] = str(seq)
+    headers[_SEQUENCE_HEADER] = _decimal(seq)
     return headers, payload
 
 
@@ -1058,7 +1087,7 @@ cdef class _FileDeliveries:
             return next(_pure_file_deliveries()((msg,), self._subscription, self._make))
         if type(data) is bytes and not (PyBytes_GET_SIZE(data) >= 2 and PyBytes_AS_STRING(data)[0] == 114
                                         and PyBytes_AS_STRING(data)[1] == 115):  # no envelope: decode_delivery's
-            headers, payload = {_SEQUENCE_HEADER: str(seq)}, data
+            headers, payload = {_SEQUENCE_HEADER: _decimal(seq)}, data
         else:
             headers, payload = decode_delivery(data, seq)
         values = (payload, headers, stream_key, shard_id, seq, timestamp_ms, u"file", self._subscription, offset)
