@@ -9,10 +9,12 @@ writes the copy now or hands it to :class:`~nbkit.runtime.delayed.DelayedCopies`
 lines, and records it: :meth:`Settlement.record` makes the one
 :class:`~nbkit.runtime.events.SettlementEvent`, adds it to the app's history and saves the checkpoint.
 
-The burst is the same settlement written tightly for the commonest case, a first attempt whose outcome
+The burst is the same settlement written tightly for the commonest cases, a first attempt whose outcome
 writes no copy and logs nothing but the ``ack / nack failed`` WARNING (a file or pipe service's every
-ack): that line is written by the settlement's :class:`~nbkit.runtime.run_log.AckLog`, as :meth:`~Settlement.settle`
-writes it, and the event is made by the same :meth:`~Settlement.record`. Anything else goes to
+ack), and a first attempt whose copy is written now and logs nothing (a pipe stage's ``retry_after(0)``):
+that line is written by the settlement's :class:`~nbkit.runtime.run_log.AckLog`, that copy by the broker's
+:meth:`~nbkit.runtime.broker.Broker.write_copy` at the settlement's time, both as :meth:`~Settlement.settle`
+writes them, and the event is made by the same :meth:`~Settlement.record`. Anything else goes to
 :meth:`~Settlement.settle`.
 """
 
