@@ -390,7 +390,12 @@ class Settlement:
         ready: Iterator[Delivery] = iter(())
         taken = 0
         try:  # (a stream error may end the loop: what was settled is still counted)
-            while not (stop.requested or heap or driver.held is not None or sub.ended):
+            # ``while True`` and a break, not ``while not (...)``: Python 3.11 specializes a function's bytecode
+            # after a few calls or unconditional backward jumps, and this one is called once a burst; with the
+            # test as the loop's condition it ran unspecialized for the whole burst (a generic look-up per name)
+            while True:
+                if stop.requested or heap or driver.held is not None or sub.ended:
+                    break
                 delivery = next(ready, None) if scans_ahead else None
                 if delivery is None:
                     polled = poll(sub)
