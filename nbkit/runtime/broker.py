@@ -196,9 +196,9 @@ class Broker(ABC, Generic[R]):
 
     def write_copy(self, key: str, payload: bytes, headers: dict[str, str], now: float) -> Published:
         """Write a settlement's copy of a delivery under ``key``: its payload and headers (the retry count set),
-        at ``now``, the settlement's time. What :meth:`publish` does, without the checks a copy needs not (its
-        key was checked when the subscription was registered, its payload is bytes and it has headers).
-        The base class publishes it (the time is the broker's); a pipe writes it at ``now``.
+        at ``now``, the settlement's time. What :meth:`publish` does, without the checks a copy does not need
+        (its key was checked when the subscription was registered, its payload is bytes and it has headers).
+        The base class publishes it (at the broker's own time); a pipe writes its line at ``now``.
 
         Parameters
         ----------
