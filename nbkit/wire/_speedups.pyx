@@ -1131,54 +1131,66 @@ cdef tuple _slot_defaults = ()  # each field's default (where it has one)
 
 
 cdef Py_ssize_t _slots_of(type cls) except -2:
-    """How many slots ``cls`` has (their offsets in ``_slot_offsets``, the fields' defaults in ``_slot_defaults``);
-    -1 when ``cls(*values)`` may do more than set its slots in order: only a dataclass of ``__slots__``
-    (``slots=True``) straight on ``object``, every field an ``__init__`` parameter in slot order with a plain
-    default or none, with no ``__post_init__``, qualifies."""
+    """Describe ``cls`` in ``_slotted_cls`` and the globals after it: how many slots it has (-1 when ``cls(*values)``
+    may do more than set its slots in order), their offsets, the values it takes at least and its fields'
+    defaults. Only a dataclass of ``__slots__`` (``slots=True``) straight on ``object``, every field an
+    ``__init__`` parameter in slot order with a plain default or none, with no ``__post_init__``, qualifies.
+    The globals are set together at the end, with no Python code run between (another thread, or a finalizer
+    run by an allocation, may describe another class meanwhile)."""
     global _slotted_cls, _slot_count, _slot_least, _slot_defaults
-    cdef Py_ssize_t n = -1, i
+    cdef Py_ssize_t n = -1, i, least = 0
+    cdef Py_ssize_t offsets[_MAX_SLOTS]
     cdef PyMemberDef* member
     own = cls.__dict__
     fields = own.get("__dataclass_fields__")
     slots = own.get("__slots__")
-    _slotted_cls, _slot_count = cls, -1
-    if not (PyType_HasFeature(cls, Py_TPFLAGS_HEAPTYPE) and cls.__mro__ == (cls, object) and type(fields) is dict
+    defaults = []
+    if (PyType_HasFeature(cls, Py_TPFLAGS_HEAPTYPE) and cls.__mro__ == (cls, object) and type(fields) is dict
             and type(slots) is tuple and tuple(fields) == slots and len(slots) <= _MAX_SLOTS
             and not hasattr(cls, "__post_init__")):
-        return -1
-    from dataclasses import MISSING
-    defaults = []
-    least = 0
-    for i, f in enumerate(fields.values()):
-        if not f.init or f.default_factory is not MISSING or type(f.kw_only) is not bool or f.kw_only:
-            return -1
-        if f.default is MISSING:
-            least = i + 1
-        defaults.append(f.default)
-        descr = own.get(slots[i])
-        if type(descr) is not _MemberDescriptor:
-            return -1
-        member = (<PyMemberDescrObject*><void*>descr).d_member
-        if member.type != _T_OBJECT_EX or member.flags & _READONLY:
-            return -1
-        _slot_offsets[i] = member.offset
-    _slot_count, _slot_least, _slot_defaults = len(slots), least, tuple(defaults)
-    return _slot_count
+        from dataclasses import MISSING
+        n = len(slots)
+        for i, f in enumerate(fields.values()):
+            descr = own.get(slots[i])
+            if (not f.init or f.default_factory is not MISSING or f.kw_only is not False
+                    or type(descr) is not _MemberDescriptor):
+                n = -1
+                break
+            member = (<PyMemberDescrObject*><void*>descr).d_member
+            if member.type != _T_OBJECT_EX or member.flags & _READONLY:
+                n = -1
+                break
+            if f.default is MISSING:
+                least = i + 1
+            defaults.append(f.default)
+            offsets[i] = member.offset
+    described = tuple(defaults)
+    # (from here on, C only: the description changes in one piece)
+    if n > 0:
+        memcpy(_slot_offsets, offsets, n * sizeof(Py_ssize_t))
+    _slot_count, _slot_least, _slot_defaults = n, least, described
+    _slotted_cls = cls
+    return n
 
 
 cdef object _new_slotted(type cls, tuple values):
     """``cls(*values)`` with the values (then the defaults of the fields after them) put straight in the slots,
     when ``cls`` qualifies (:func:`_slots_of`) and ``values`` are as many as it takes; else None."""
-    cdef Py_ssize_t i, n = _slot_count if cls is _slotted_cls else _slots_of(cls)
-    cdef Py_ssize_t given = PyTuple_GET_SIZE(values)
+    cdef Py_ssize_t i, n, least, given = PyTuple_GET_SIZE(values)
+    cdef Py_ssize_t offsets[_MAX_SLOTS]
     cdef PyObject* item
-    if n < 0 or given < _slot_least or given > n:
+    if cls is not _slotted_cls:
+        _slots_of(cls)
+    # the description of cls, copied (an allocation may run Python code that describes another class)
+    n, least, defaults = _slot_count, _slot_least, _slot_defaults
+    if n < 0 or given < least or given > n:
         return None
+    memcpy(offsets, _slot_offsets, n * sizeof(Py_ssize_t))
     obj = PyType_GenericAlloc(cls, 0)
     for i in range(n):
-        item = PyTuple_GET_ITEM(values, i) if i < given else PyTuple_GET_ITEM(_slot_defaults, i)
+        item = PyTuple_GET_ITEM(values, i) if i < given else PyTuple_GET_ITEM(defaults, i)
         Py_INCREF(<object>item)  # (the slot takes the reference; a new object's slots are all empty)
-        (<PyObject**>((<char*><void*>obj) + _slot_offsets[i]))[0] = item
+        (<PyObject**>((<char*><void*>obj) + offsets[i]))[0] = item
     return obj
 
 
