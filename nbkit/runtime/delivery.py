@@ -190,9 +190,10 @@ class Delivery:
 
 
 def new_slotted(cls: type[T], values: tuple[Any, ...]) -> T:
-    """``cls(*values)``: how the transports make a :class:`Delivery` from its fields in order (one per line or
-    message). The compiled core's twin puts the values straight in the slots of a slots dataclass such as
-    Delivery (what its ``__init__`` does, without the Python call), and calls ``cls`` for anything else.
+    """``cls(*values)``: how a pipe's :class:`Delivery` is made from its fields in order (one per stdin line).
+    The compiled core's twin puts the values straight in the slots of a slots dataclass such as Delivery (what
+    its ``__init__`` does, without the Python call), and calls ``cls`` for anything else; the compiled
+    ``file_deliveries`` makes a file's deliveries the same way.
 
     Examples
     --------
