@@ -48,16 +48,9 @@ from nbkit.errors import (
 )
 from nbkit.runtime import held_signals
 from nbkit.scale import DISTRIBUTION, EXTRA
-from nbkit.transport.bounded import Bounds, bounded_messages
-from nbkit.transport.damage import BAD_FRAME_CHOICES, DamagedRegion
-from nbkit.transport.file_info import summarize
-from nbkit.transport.file_reader import StreamReader
-from nbkit.transport.file_writer import StreamWriter
-from nbkit.transport.messages import Message, ReadEnd
-from nbkit.transport.ndjson import write_ndjson
+from nbkit.transport.damage import BAD_FRAME_CHOICES
 from nbkit.transport.pipe_io import MAX_LINE_BYTES
 from nbkit.transport.positions import parse_time
-from nbkit.transport.repair import repair
 from nbkit.transport.source import (
     DEFAULT_BLOCK_SIZE,
     DEFAULT_TIMEOUTS,
@@ -83,8 +76,12 @@ from nbkit.wire.ssdecode import (
 )
 from nbkit.wire.ssformat import DEFAULT_BEACON_INTERVAL, MAX_U64
 
+# The stream-file commands import the file transport where they run: ``nbkit run`` of a pipe stage never loads it
 if TYPE_CHECKING:
     from nbkit.runtime.app import App
+    from nbkit.transport.bounded import Bounds
+    from nbkit.transport.damage import DamagedRegion
+    from nbkit.transport.messages import Message, ReadEnd
 
 __all__ = ["build_parser", "load_app", "main"]
 
@@ -224,6 +221,8 @@ def _after(since_ms: int | None) -> int | None:
 
 def _bounds(args: argparse.Namespace) -> Bounds:
     """``cat``'s :class:`~nbkit.transport.bounded.Bounds` from its options."""
+    from nbkit.transport.bounded import Bounds
+
     for name in ("first", "last"):
         value = getattr(args, name)
         if value is not None and value < 0:
@@ -423,6 +422,10 @@ def _cmd_cat(args: argparse.Namespace) -> int:
 def _cat_file(args: argparse.Namespace, keys: frozenset[str] | None, printer: _CatPrinter, comments: bool) -> int:
     """``cat`` of a stream file: each message through ``printer``; the header and beacons as ``# ...``
     lines when ``comments``; damage, a truncated tail and absent keys said on stderr."""
+    from nbkit.transport.bounded import Bounds, bounded_messages
+    from nbkit.transport.file_info import summarize
+    from nbkit.transport.file_reader import StreamReader
+
     out = sys.stdout
     shown = 0
     # the key filter runs in the frame scanner: frames of other keys are checked, never made into Messages
@@ -500,6 +503,8 @@ def _add_info(p: argparse.ArgumentParser) -> None:
 
 def _cmd_info(args: argparse.Namespace) -> int:
     """Summarize a stream file: header, size, streams, beacons, end of stream, damage."""
+    from nbkit.transport.file_info import summarize
+
     if args.source == "stdio":
         return _info_capture(args)
     with _range_notes():
@@ -645,6 +650,8 @@ def _stdin_idle() -> Callable[[], bool] | None:
 
 def _cmd_write(args: argparse.Namespace) -> int:
     """Append messages given as ndjson on stdin (what `cat --format ndjson` prints) to a stream file."""
+    from nbkit.transport.ndjson import write_ndjson
+
     write_ndjson(
         args.file,
         _stdin_lines(),
@@ -929,6 +936,8 @@ def _add_repair(p: argparse.ArgumentParser) -> None:
 
 def _cmd_repair(args: argparse.Namespace) -> int:
     """Write a clean copy of a damaged stream file with every recoverable message; print what was dropped."""
+    from nbkit.transport.repair import repair
+
     options = _storage_options(args)
     if not is_url(args.damaged) and not is_url(args.output) and (options or args.block_size is not None):
         raise InvalidArgumentError(
@@ -1108,6 +1117,8 @@ def _parse_headers(specs: list[str]) -> dict[str, str]:
 
 def _cmd_publish(args: argparse.Namespace) -> int:
     """Append messages to a stream file that a running service may be reading and writing."""
+    from nbkit.transport.file_writer import StreamWriter
+
     validate_key(args.key)
     if not 0 <= args.shard <= MAX_U64:
         raise InvalidArgumentError(f"--shard {args.shard}: a shard id is an unsigned 64-bit integer")

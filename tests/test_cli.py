@@ -744,3 +744,27 @@ def test_run_help_says_stdout_is_data_and_lists_every_exit_code(capsys) -> None:
         assert f"\n  {code}" in text or f" {code} by" in text or f", {code} by" in text, code
     for option in ("--ack-log-rate", "--max-pending", "--skip-blank-lines", "--strip-cr", "--on-bad-lines"):
         assert option in text
+
+
+def test_run_of_a_pipe_stage_does_not_load_the_file_transport(tmp_path: Path) -> None:
+    """``nbkit run`` of a pipe-only service starts without the stream-file reader and writer (a start-up cost)."""
+    (tmp_path / "service.py").write_text(
+        "import atexit, sys\n"
+        "from nbkit import App, StdioBroker\n"
+        "broker = StdioBroker()\n"
+        "broker.subscriber('jobs', out_retry='jobs.retry')(lambda delivery: None)\n"
+        "app = App(broker)\n"
+        "file_modules = ('nbkit.transport.file_', 'nbkit.runtime.file')\n"
+        "loaded = lambda: sorted(m for m in sys.modules if m.startswith(file_modules))\n"
+        "atexit.register(lambda: print('loaded:', loaded(), file=sys.stderr))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "nbkit", "run", "service:app"],
+        input=b"[jobs] a\n",
+        capture_output=True,
+        cwd=tmp_path,
+        env=checkout_env(),
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "loaded: []" in done.stderr.decode()

@@ -194,6 +194,30 @@ class Broker(ABC, Generic[R]):
     def publish(self, key: str, payload: bytes | str, headers: dict | None = None) -> Published:
         """Write one message under ``key``, its headers in the rs1/rs2 envelope (each transport documents how)."""
 
+    def write_copy(self, key: str, payload: bytes, headers: dict[str, str], now: float) -> Published:
+        """Write a settlement's copy of a delivery under ``key``: its payload and headers (the retry count set),
+        at ``now``, the settlement's time. What :meth:`publish` does, without the checks a copy does not need
+        (its key was checked when the subscription was registered, its payload is bytes and it has headers).
+        The base class publishes it (at the broker's own time); a pipe writes its line at ``now``.
+
+        Parameters
+        ----------
+        key : str
+            The copy's stream key (a retry or dead-letter key).
+        payload : bytes
+            The delivery's payload.
+        headers : dict
+            The copy's headers.
+        now : float
+            The settlement's time (epoch seconds).
+
+        Returns
+        -------
+        Published
+            Where the copy went.
+        """
+        return self.publish(key, payload, headers)
+
     def retry_destination(self, registration: R) -> str:
         """The key a registration's retry copies go to: on a file its own key, on a pipe its ``out_retry``.
 

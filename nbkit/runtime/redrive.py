@@ -28,8 +28,6 @@ from dataclasses import dataclass, field
 
 from nbkit.errors import ConfigurationError, InvalidKeyError, MissingFileError
 from nbkit.runtime.clock import Clock, RealClock
-from nbkit.transport.file_reader import StreamReader
-from nbkit.transport.file_writer import StreamWriter
 from nbkit.transport.positions import parse_time
 from nbkit.wire import envelope
 from nbkit.wire.envelope import retry_count
@@ -309,6 +307,8 @@ def _redriven_from(headers: dict) -> str | None:
 # -- a stream file ---------------------------------------------------------------------------------------
 def _scan(path: str, source: str, target: str) -> tuple[list[DeadLetter], set[str]]:
     """The dead letters under ``source`` and the refs already redriven under ``target``, in one read."""
+    from nbkit.transport.file_reader import StreamReader  # (the file transport, where a file is redriven)
+
     dead: list[DeadLetter] = []
     done: set[str] = set()
     with StreamReader(path, keys=[source, target]) as reader:
@@ -403,6 +403,8 @@ def redrive(
             tuple(d for d in chosen if d.ref in done),
             dry_run=True,
         )
+    from nbkit.transport.file_writer import StreamWriter  # (the file transport, where a file is redriven)
+
     with StreamWriter(
         path, existing_only=True, exclusive=True, lock_timeout=lock_timeout, clock_ms=lambda: round(clock.now() * 1000)
     ) as writer:

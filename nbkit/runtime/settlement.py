@@ -9,10 +9,12 @@ writes the copy now or hands it to :class:`~nbkit.runtime.delayed.DelayedCopies`
 lines, and records it: :meth:`Settlement.record` makes the one
 :class:`~nbkit.runtime.events.SettlementEvent`, adds it to the app's history and saves the checkpoint.
 
-The burst is the same settlement written tightly for the commonest case, a first attempt whose outcome
+The burst is the same settlement written tightly for the commonest cases, a first attempt whose outcome
 writes no copy and logs nothing but the ``ack / nack failed`` WARNING (a file or pipe service's every
-ack): that line is written by the settlement's :class:`~nbkit.runtime.run_log.AckLog`, as :meth:`~Settlement.settle`
-writes it, and the event is made by the same :meth:`~Settlement.record`. Anything else goes to
+ack), and a first attempt whose copy is written now and logs nothing (a pipe stage's ``retry_after(0)``):
+that line is written by the settlement's :class:`~nbkit.runtime.run_log.AckLog`, that copy by the broker's
+:meth:`~nbkit.runtime.broker.Broker.write_copy` at the settlement's time, both as :meth:`~Settlement.settle`
+writes them, and the event is made by the same :meth:`~Settlement.record`. Anything else goes to
 :meth:`~Settlement.settle`.
 """
 
@@ -226,7 +228,7 @@ class Settlement:
                 due = now + decision.delay
             else:  # written now, before the event is made: it records where the copy went (or why it was lost)
                 try:
-                    published = self.broker.publish(destination, delivery.payload, copy_headers)
+                    published = self.broker.write_copy(destination, delivery.payload, copy_headers, now)
                 except NbkitError as exc:
                     error = copy_lost(counts, self.broker, self.settled_delivery(delivery, attempt), destination, exc)
                 else:
@@ -354,10 +356,13 @@ class Settlement:
 
         Each delivery is what ``App.step`` would take next, handed to :meth:`handle` and settled as
         :meth:`settle` settles it. Those the reader has scanned already (:meth:`Subscription.ready`) skip the
-        polling layers. A HandlerOutcome (or None) on a first attempt whose decision writes no copy and logs
-        only the ``ack / nack failed`` WARNING is settled here: its line is written by :meth:`AckLog.write
-        <nbkit.runtime.run_log.AckLog.write>` (as in :meth:`settle`), and its event is made by :meth:`record`.
-        Anything else goes to :meth:`settle` (or, a result that may be awaitable, to ``driver.complete``).
+        polling layers. A HandlerOutcome (or None) on a first attempt is settled here when its decision logs
+        nothing but the ``ack / nack failed`` WARNING, written by :meth:`AckLog.write
+        <nbkit.runtime.run_log.AckLog.write>` (as in :meth:`settle`), or writes its copy now and logs nothing
+        (``retry_after(0)`` with ``out_retry``, or a dead letter before any cap): the copy is written by the
+        broker's :meth:`~nbkit.runtime.broker.Broker.write_copy` at the settlement's time, as in :meth:`settle`.
+        Either way the event is made by :meth:`record`. Anything else goes to :meth:`settle` (or, a result that
+        may be awaitable, to ``driver.complete``).
         """
         sub = self.sub
         stop = driver.stop
@@ -366,22 +371,31 @@ class Settlement:
         record = self.record
         ack_line = self.ack_log.write
         warns = partial(self.ack_log.logger.isEnabledFor, logging.WARNING)  # asked per delivery, as settle() does
+        write_copy = self.broker.write_copy
         retry_header = RETRY_COUNT_HEADER
+        first_count = _COUNT_TEXTS[1]  # a first attempt's copy: retry count 1
         ack = HandlerOutcome.ack()
         # what settling ``last`` records (its outcome and decision); ``quiet``: it writes no copy and logs
-        # nothing but the ack / nack WARNING
+        # nothing but the ack / nack WARNING; ``copies``: it writes its copy now (to ``destination``) and logs
+        # nothing; ``dead``: that copy is a dead letter
         last: HandlerOutcome | None = None
         kind: OutcomeKind = "ack"
         decision: Decision | None = None
         decided: tuple[Decision, str | None] | None = None  # decision() for ``last``
-        quiet = False
+        destination: str | None = None
+        quiet = copies = dead = False
         counts = self.counts
-        quiet_n = 0  # quiet settlements of ``kind`` not yet added to counts.outcomes
+        quiet_n = 0  # settlements of ``kind`` made here, not yet added to counts.outcomes
         scans_ahead = sub.scans_ahead
         ready: Iterator[Delivery] = iter(())
         taken = 0
         try:  # (a stream error may end the loop: what was settled is still counted)
-            while not (stop.requested or heap or driver.held is not None or sub.ended):
+            # ``while True`` and a break, not ``while not (...)``: Python 3.11 specializes a function's bytecode
+            # after a few calls or unconditional backward jumps, and this one is called once a burst; with the
+            # test as the loop's condition it ran unspecialized for the whole burst (a generic look-up per name)
+            while True:
+                if stop.requested or heap or driver.held is not None or sub.ended:
+                    break
                 delivery = next(ready, None) if scans_ahead else None
                 if delivery is None:
                     polled = poll(sub)
@@ -404,17 +418,40 @@ class Settlement:
                     decided = self.decision(result.kind, result.delay, 1)
                     decision, destination = decided
                     kind = result.kind
+                    action = decision.action
                     # (a retry() that requeues nothing logs its own ERROR line: settle() does that)
-                    quiet = destination is None and decision.action is _UNSUPPORTED and kind != "retry"
+                    quiet = destination is None and action is _UNSUPPORTED and kind != "retry"
+                    copies = destination is not None and action is not _DELAYED_COPY and not decision.at_cap
+                    dead = action is _DEAD_LETTER
                     last = result
-                if not quiet or decision is None:
+                if decision is None or destination is None:
+                    if not quiet or decision is None:
+                        self.settle(delivery, result, decided)
+                        continue
+                    if warns() and not ack_line(delivery.stream_key, delivery.seq, 1, delivery.line):  # settle()'s
+                        self.settle(delivery, result, decided)  # a record to make, naming settle(): settle() logs it
+                        continue
+                    quiet_n += 1
+                    record(delivery, self.clock.now(), 1, kind, decision)  # (the app's clock may be replaced meanwhile)
+                    continue
+                if not copies:
                     self.settle(delivery, result, decided)
                     continue
-                if warns() and not ack_line(delivery.stream_key, delivery.seq, 1, delivery.line):  # settle()'s line
-                    self.settle(delivery, result, decided)  # a record to make, naming settle(): settle() logs it
-                    continue
+                now = self.clock.now()
+                copy_headers = dict(delivery.headers)
+                copy_headers[retry_header] = first_count
                 quiet_n += 1
-                record(delivery, self.clock.now(), 1, kind, decision)  # (the app's clock may be replaced meanwhile)
+                try:
+                    published = write_copy(destination, delivery.payload, copy_headers, now)
+                except NbkitError as exc:  # as settle() records it
+                    error = copy_lost(counts, self.broker, self.settled_delivery(delivery, 1), destination, exc)
+                    record(delivery, now, 1, kind, decision, destination, error=error)
+                    continue
+                if dead:
+                    counts.dead_letters += 1
+                else:
+                    counts.copies += 1
+                record(delivery, now, 1, kind, decision, destination, None, published.time, published.seq)
         finally:
             if quiet_n:
                 counts.outcome(kind, quiet_n)

@@ -18,7 +18,7 @@ from nbkit.errors import (
 )
 from nbkit.runtime import logs, run_log
 from nbkit.runtime.broker import Broker, Published, Subscription, as_payload, new_published, registrator
-from nbkit.runtime.delivery import Delivery
+from nbkit.runtime.delivery import Delivery, new_slotted
 from nbkit.runtime.registration import Handler, PipeRegistration, check_key, common_options
 from nbkit.transport.pipe_io import MAX_LINE_BYTES, UNREAD_WAIT, LineInput, LineOutput, LineSink, LineSource
 from nbkit.transport.polling import NEED_MORE, NeedMore
@@ -474,24 +474,29 @@ class StdioBroker(Broker[PipeRegistration]):
             if timestamp_ms is None:  # the line carries no time: the time it was read
                 timestamp_ms = int(round(self.clock.now() * 1000))
             if sole_key is not None and (broadcast or sole_key == key):  # one subscription: its own headers dict
-                yield Delivery(payload, headers, key, shard_id, seq, timestamp_ms, "pipe", sole_name, None, lineno)
+                yield new_slotted(
+                    Delivery, (payload, headers, key, shard_id, seq, timestamp_ms, "pipe", sole_name, None, lineno)
+                )
                 continue
             first = True
             for route in routes:
                 if broadcast or route.key == key:
                     # each delivery has its own headers: the first takes the decoded dict, the others a copy
                     route.deliver(
-                        Delivery(
-                            payload,
-                            headers if first else dict(headers),
-                            key,
-                            shard_id,
-                            seq,
-                            timestamp_ms,
-                            "pipe",
-                            route.name,
-                            None,
-                            lineno,
+                        new_slotted(
+                            Delivery,
+                            (
+                                payload,
+                                headers if first else dict(headers),
+                                key,
+                                shard_id,
+                                seq,
+                                timestamp_ms,
+                                "pipe",
+                                route.name,
+                                None,
+                                lineno,
+                            ),
                         )
                     )
                     first = False
@@ -668,8 +673,32 @@ class StdioBroker(Broker[PipeRegistration]):
                 "skip blank lines with StdioBroker(skip_blank_lines=True) or nbkit run --skip-blank-lines, "
                 "or check the payload before forwarding it)"
             )
-        now = self.clock.now()
-        seq, line = self.formatter.copy(key, headers, data, round(now * 1000))  # the rs1/rs2 envelope's line
+        return self.write_copy(key, data, headers, self.clock.now())
+
+    def write_copy(self, key: str, payload: bytes, headers: dict[str, str] | None, now: float) -> Published:
+        """Write one line to stdout under ``key`` at ``now``: :meth:`publish` after its checks (the key valid, the
+        payload bytes, not empty or with headers), and how a settlement writes a delivery's copy.
+
+        Parameters
+        ----------
+        key : str
+            The stream key (valid).
+        payload : bytes
+            The payload.
+        headers : dict, optional
+            Headers to send with it (in the rs1/rs2 envelope).
+        now : float
+            The line's time (epoch seconds; its timestamp is in milliseconds).
+
+        Returns
+        -------
+        Published
+            A named tuple: ``stream_key``, ``seq`` (the line's sequence), ``time`` (``now``).
+        """
+        if self.closed:
+            self._check_open()
+        # round(now * 1000), without round()'s look-up of __round__ (half the time of it, per line)
+        seq, line = self.formatter.copy(key, headers, payload, (now * 1000).__round__())  # the rs1/rs2 envelope's line
         self.sink.write(line)
         if self.loopback and self.source is not None:
             self.source.feed(line[:-1])

@@ -12,6 +12,8 @@ Same signatures, results and errors as the pure-Python reference twin:
   :func:`nbkit.wire.stdio_line.format_line` (stdio lines),
 - :func:`new_record` as :func:`nbkit.runtime.events.new_record` (a named tuple from its values),
 - :func:`text_lines` as :func:`nbkit.transport.pipe_io.text_lines` (a chunk of stdin's lines),
+- :func:`file_deliveries` as :func:`nbkit.wire.deliveries.file_deliveries` (a file subscription's deliveries),
+- :func:`new_slotted` as :func:`nbkit.runtime.delivery.new_slotted` (a Delivery from its fields),
 
 Identical errors by construction: every input off the hot path (a field out of range, a header that is
 not the canonical ``[ts | key | seq]``) is handed to the pure twin,
@@ -84,6 +86,35 @@ cdef inline void _put64(uint8_t* p, uint64_t v) noexcept nogil:
     cdef int k
     for k in range(8):
         p[k] = <uint8_t>(v >> (56 - 8 * k))
+
+
+cdef extern from "Python.h":
+    long long PyLong_AsLongLongAndOverflow(object o, int* overflow) except? -1
+    object PyUnicode_New(Py_ssize_t size, unsigned int maxchar)
+    void* PyUnicode_DATA(object)
+
+
+cdef str _decimal(object n):
+    """``str(n)``: an int from 0 to 2**63 - 1 (a sequence number) written in decimal here, without the general
+    conversion of ``str``; anything else is ``str``'s."""
+    cdef int overflow = 0
+    cdef long long v
+    cdef char digits[20]
+    cdef Py_ssize_t i = 20
+    if type(n) is not int:
+        return str(n)
+    v = PyLong_AsLongLongAndOverflow(n, &overflow)
+    if overflow or v < 0:
+        return str(n)
+    while True:
+        i -= 1
+        digits[i] = 48 + v % 10
+        v //= 10
+        if v == 0:
+            break
+    text = PyUnicode_New(20 - i, 127)
+    memcpy(PyUnicode_DATA(text), &digits[i], 20 - i)
+    return text
 
 
 cdef struct _Frame:
@@ -530,7 +561,7 @@ def format_line(timestamp_ms, str stream_key, seq, str payload):
 
 
 cdef str _format_line(timestamp_ms, str stream_key, seq, str payload):
-    return u"[" + _second(timestamp_ms) + u" | " + stream_key + u" | " + str(seq) + u"] " + payload + u"\n"
+    return u"[" + _second(timestamp_ms) + u" | " + stream_key + u" | " + _decimal(seq) + u"] " + payload + u"\n"
 
 
 cdef str _second(timestamp_ms):
@@ -939,7 +970,7 @@ def line_delivery(str line, lineno, dict counters not None):
         headers, payload = _pure_envelope_decode(data)
     else:
         headers, payload = {}, data
-    headers[_SEQUENCE_HEADER] = str(seq)
+    headers[_SEQUENCE_HEADER] = _decimal(seq)
     if _LineDelivery is None:
         _LineDelivery = _stdio_module().LineDelivery
     return _named(_LineDelivery, (ts, stream_key, seq, shard, payload, headers, key is None))
@@ -969,7 +1000,7 @@ def copy_line(timestamp_ms, str stream_key, seq, headers, payload):
         block_len = _plain_block_len(<dict>headers)
         if block_len >= 0:
             second = _second(timestamp_ms)
-            seq_text = str(seq)
+            seq_text = _decimal(seq)
             if PyUnicode_IS_ASCII(second) and PyUnicode_IS_ASCII(seq_text):
                 plen = PyBytes_GET_SIZE(payload)
                 b64_len = (4 + block_len + plen + 2) // 3 * 4
@@ -1007,7 +1038,7 @@ def decode_delivery(data, seq):
             from nbkit.wire.envelope import decode
             _pure_envelope_decode = decode
         headers, payload = _pure_envelope_decode(data)
-    headers[_SEQUENCE_HEADER] = str(seq)
+    headers[_SEQUENCE_HEADER] = _decimal(seq)
     return headers, payload
 
 
@@ -1056,14 +1087,120 @@ cdef class _FileDeliveries:
             return next(_pure_file_deliveries()((msg,), self._subscription, self._make))
         if type(data) is bytes and not (PyBytes_GET_SIZE(data) >= 2 and PyBytes_AS_STRING(data)[0] == 114
                                         and PyBytes_AS_STRING(data)[1] == 115):  # no envelope: decode_delivery's
-            headers, payload = {_SEQUENCE_HEADER: str(seq)}, data
+            headers, payload = {_SEQUENCE_HEADER: _decimal(seq)}, data
         else:
             headers, payload = decode_delivery(data, seq)
-        return self._make(payload, headers, stream_key, shard_id, seq, timestamp_ms, u"file", self._subscription,
-                          offset)
+        values = (payload, headers, stream_key, shard_id, seq, timestamp_ms, u"file", self._subscription, offset)
+        if type(self._make) is type:  # a Delivery: made as new_slotted makes it
+            delivery = _new_slotted(<type>self._make, values)
+            if delivery is not None:
+                return delivery
+        return self._make(*values)
 
 
 def file_deliveries(messages, subscription, make):
     """The compiled :func:`nbkit.wire.deliveries.file_deliveries`: the same deliveries, each made in one C call
-    (a payload without an envelope gets its headers here; any other goes to :func:`decode_delivery`)."""
+    (a payload without an envelope gets its headers here; any other goes to :func:`decode_delivery`), ``make``
+    a slots dataclass (a Delivery) made as :func:`new_slotted` makes it."""
     return _FileDeliveries(messages, subscription, make)
+
+
+# ------------------------------------------------------------------------------------- slotted objects
+
+from cpython.object cimport PyObject
+from types import MemberDescriptorType as _MemberDescriptor
+
+
+cdef extern from "Python.h":
+    ctypedef struct PyMemberDef:
+        int type
+        Py_ssize_t offset
+        int flags
+    ctypedef struct PyMemberDescrObject:
+        PyMemberDef* d_member
+
+DEF _MAX_SLOTS = 32
+DEF _T_OBJECT_EX = 16  # structmember.h: a slot that raises AttributeError while unset
+DEF _READONLY = 1
+
+cdef object _slotted_cls = None  # the class whose slots are described below (one at a time: Delivery)
+cdef Py_ssize_t _slot_offsets[_MAX_SLOTS]
+cdef Py_ssize_t _slot_count = -1  # -1: _slotted_cls is not one whose __init__ only sets its slots
+cdef Py_ssize_t _slot_least = 0  # the values it takes at least: the fields after them have defaults
+cdef tuple _slot_defaults = ()  # each field's default (where it has one)
+
+
+cdef Py_ssize_t _slots_of(type cls) except -2:
+    """Describe ``cls`` in ``_slotted_cls`` and the globals after it: how many slots it has (-1 when ``cls(*values)``
+    may do more than set its slots in order), their offsets, the values it takes at least and its fields'
+    defaults. Only a dataclass of ``__slots__`` (``slots=True``) straight on ``object``, every field an
+    ``__init__`` parameter in slot order with a plain default or none, with no ``__post_init__``, qualifies.
+    The globals are set together at the end, with no Python code run between (another thread, or a finalizer
+    run by an allocation, may describe another class meanwhile)."""
+    global _slotted_cls, _slot_count, _slot_least, _slot_defaults
+    cdef Py_ssize_t n = -1, i, least = 0
+    cdef Py_ssize_t offsets[_MAX_SLOTS]
+    cdef PyMemberDef* member
+    own = cls.__dict__
+    fields = own.get("__dataclass_fields__")
+    slots = own.get("__slots__")
+    defaults = []
+    if (PyType_HasFeature(cls, Py_TPFLAGS_HEAPTYPE) and cls.__mro__ == (cls, object) and type(fields) is dict
+            and type(slots) is tuple and tuple(fields) == slots and len(slots) <= _MAX_SLOTS
+            and not hasattr(cls, "__post_init__")):
+        from dataclasses import MISSING
+        n = len(slots)
+        for i, f in enumerate(fields.values()):
+            descr = own.get(slots[i])
+            if (not f.init or f.default_factory is not MISSING or f.kw_only is not False
+                    or type(descr) is not _MemberDescriptor):
+                n = -1
+                break
+            member = (<PyMemberDescrObject*><void*>descr).d_member
+            if member.type != _T_OBJECT_EX or member.flags & _READONLY:
+                n = -1
+                break
+            if f.default is MISSING:
+                least = i + 1
+            defaults.append(f.default)
+            offsets[i] = member.offset
+    described = tuple(defaults)
+    # (from here on, C only: the description changes in one piece)
+    if n > 0:
+        memcpy(_slot_offsets, offsets, n * sizeof(Py_ssize_t))
+    _slot_count, _slot_least, _slot_defaults = n, least, described
+    _slotted_cls = cls
+    return n
+
+
+cdef object _new_slotted(type cls, tuple values):
+    """``cls(*values)`` with the values (then the defaults of the fields after them) put straight in the slots,
+    when ``cls`` qualifies (:func:`_slots_of`) and ``values`` are as many as it takes; else None."""
+    cdef Py_ssize_t i, n, least, given = PyTuple_GET_SIZE(values)
+    cdef Py_ssize_t offsets[_MAX_SLOTS]
+    cdef PyObject* item
+    if cls is not _slotted_cls:
+        _slots_of(cls)
+    # the description of cls, copied (an allocation may run Python code that describes another class)
+    n, least, defaults = _slot_count, _slot_least, _slot_defaults
+    if n < 0 or given < least or given > n:
+        return None
+    memcpy(offsets, _slot_offsets, n * sizeof(Py_ssize_t))
+    obj = PyType_GenericAlloc(cls, 0)
+    for i in range(n):
+        item = PyTuple_GET_ITEM(values, i) if i < given else PyTuple_GET_ITEM(defaults, i)
+        Py_INCREF(<object>item)  # (the slot takes the reference; a new object's slots are all empty)
+        (<PyObject**>((<char*><void*>obj) + offsets[i]))[0] = item
+    return obj
+
+
+def new_slotted(cls, values):
+    """The compiled :func:`nbkit.runtime.delivery.new_slotted`: ``cls(*values)``, an object of a slots dataclass
+    (a :class:`~nbkit.Delivery`) made without the Python call of its ``__init__``: allocated as ``cls``, the
+    values put in its slots in order, as that ``__init__`` sets them. Any other class or values: ``cls(*values)``,
+    which answers or raises as the pure twin does."""
+    if type(cls) is type and type(values) is tuple:
+        obj = _new_slotted(<type>cls, <tuple>values)
+        if obj is not None:
+            return obj
+    return cls(*values)

@@ -15,10 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from nbkit import App, FileBroker, FilePosition, HandlerOutcome, PositionStore, VirtualClock
+from nbkit import App, FileBroker, FilePosition, HandlerOutcome, PositionStore, StdioBroker, VirtualClock
 from nbkit.runtime import logs, run_log
+from nbkit.wire.stdio_line import copy_line
 
-from .helpers import KeepRecords, records, seed
+from .helpers import RETRY, START_MS, KeepRecords, records, seed
 
 N = 120  # messages under "orders" (and as many under "audit", which the subscription skips)
 
@@ -113,6 +114,76 @@ def test_run_settles_as_stepping_does(tmp_path, options):
     events, text = ran[0], ran[1]
     assert len(events) >= N and {e.action for e in events} >= {"unsupported", "delayed-copy"}
     assert text.count("ack / nack failed") > N // 2 and "handler raised" in text and ", in handle\n" in text
+
+
+def _mixed_pipe(delivery) -> object:
+    """:func:`_mixed` on a pipe, with copies written now (``retry_after(0)``) among them."""
+    return HandlerOutcome.retry_after(0) if delivery.seq % 10 in (0, 9) else _mixed(delivery)
+
+
+def _copies_pipe(delivery) -> object:
+    """Copies written now, acks and drops, and no delayed copy: ``run()`` settles them in its burst."""
+    return [HandlerOutcome.retry_after(0), HandlerOutcome.drop(), None][delivery.seq % 3]
+
+
+def _pipe_line(i: int) -> str:
+    """Stdin line ``i``: most under "jobs", some under "audit" (not read), every fifth a copy (attempt 2)."""
+    key = "jobs" if i % 7 else "audit"
+    if i % 5 == 4:
+        return copy_line(START_MS + i * 1000, key, i, {RETRY: "1"}, b'{"n": %d}' % i)[:-1]
+    return f'[2024-01-01T00:00:{i % 60:02d} | {key} | {i}] {{"n": {i}}}'
+
+
+def _pipe_outcome(run: Callable[[App], None], stdin: str, tmp_path: Path, name: str, handler=_mixed_pipe, **options):
+    """(events, log text, the stdout lines, the input counts) after ``run`` of a pipe stage over N lines (and
+    a few for another key), read from a file (the lines of a read come from ``ready()``) or from a list."""
+    lines = [_pipe_line(i) for i in range(N)]
+    if stdin == "file":
+        path = tmp_path / f"{name}.txt"
+        path.write_text("".join(line + "\n" for line in lines))
+        source: object = open(path, "rb")  # noqa: SIM115 (closed below)
+    else:
+        source = lines
+    out: list[str] = []
+    broker = StdioBroker(stdin=source, stdout=out)  # type: ignore[arg-type]
+    broker.subscriber("jobs", out_retry="jobs.retry", **options)(handler)  # type: ignore[arg-type]
+    app = App(broker, clock=VirtualClock(), keep_events=None)
+    try:
+        with _run_log() as text:
+            run(app)
+    finally:
+        if stdin == "file":
+            source.close()  # type: ignore[attr-defined]
+    return list(app.events), text.getvalue(), out, broker.input_counts()
+
+
+@pytest.mark.parametrize("stdin", ["file", "list"])
+@pytest.mark.parametrize("options", [{}, {"max_attempts": 2, "dead_letter": "jobs.dead"}])
+def test_a_pipe_stage_settles_as_stepping_does(tmp_path, options, stdin):
+    """The pipe: run's burst (the lines read already, then stdin) and astep() against step(), copies among them."""
+    got = {take: _pipe_outcome(run, stdin, tmp_path, f"{take}-{stdin}", **options) for take, run in TAKES.items()}
+    assert got["run"] == got["step"] and got["astep"] == got["step"]
+    events, text, out, _ = got["run"]
+    actions = {e.action for e in events}
+    assert actions == {"unsupported", "delayed-copy", "copy"} | ({"dead-letter"} if options else set())
+    assert {e.attempt for e in events} == {1, 2}
+    assert text.count("ack / nack failed") > N // 4 and "handler raised" in text
+    assert len(out) == sum(1 for e in events if e.copy_seq is not None) > N // 10
+
+
+@pytest.mark.parametrize("stdin", ["file", "list"])
+@pytest.mark.parametrize("options", [{}, {"dead_letter": "jobs.dead"}])
+def test_a_pipe_stages_copies_written_in_the_burst_are_those_stepping_writes(tmp_path, options, stdin):
+    """No delayed copy pending: run() settles in its burst, copies (or dead letters) written there."""
+    got = {
+        take: _pipe_outcome(run, stdin, tmp_path, f"copies-{take}-{stdin}", handler=_copies_pipe, **options)
+        for take, run in TAKES.items()
+    }
+    assert got["run"] == got["step"] and got["astep"] == got["step"]
+    events, _, out, _ = got["run"]
+    written = [e for e in events if e.copy_seq is not None]
+    assert {e.action for e in written} == {"dead-letter" if options else "copy"} and len(out) == len(written) > N // 5
+    assert all(e.written_at == e.time for e in written)
 
 
 def test_records_name_settle_when_another_handler_sees_them(tmp_path):
