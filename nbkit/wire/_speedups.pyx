@@ -976,10 +976,6 @@ def line_delivery(str line, lineno, dict counters not None):
     return _named(_LineDelivery, (ts, stream_key, seq, shard, payload, headers, key is None))
 
 
-cdef extern from "Python.h":
-    object PyUnicode_New(Py_ssize_t, Py_UCS4)
-
-
 cdef inline Py_ssize_t _put(uint8_t* w, str text) noexcept:
     """Copy an ASCII str's characters to ``w``; returns how many."""
     cdef Py_ssize_t n = PyUnicode_GET_LENGTH(text)
