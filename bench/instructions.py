@@ -279,10 +279,13 @@ def read_total(out_file: str) -> int:
 
 def child_env(tmp: str) -> dict[str, str]:
     """The children's environment: this checkout first on the path, a fixed hash seed (the same dict and
-    set orders every run) and the bytecode cached in ``tmp`` (written once by the warm-up runs)."""
+    set orders every run), the bytecode cached in ``tmp`` (written once by the warm-up runs) and one
+    thread for numpy's BLAS (its idle worker threads spin for a while after numpy's import, and callgrind
+    counts their spin: up to about 750 instructions a message in the bytes read, varying from run to run)."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [REPO, HERE, env.get("PYTHONPATH")]))
     env["PYTHONHASHSEED"] = "0"
+    env["OPENBLAS_NUM_THREADS"] = env["OMP_NUM_THREADS"] = "1"
     env["PYTHONPYCACHEPREFIX"] = os.path.join(tmp, "pycache")
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     env.pop("NBKIT_PURE_PYTHON", None)  # the compiled core is what CI holds to the budget
