@@ -100,6 +100,23 @@ def _literal_names(cells: list[Any]) -> dict[str, Any]:
     return names
 
 
+def _context(call: ast.Call, known: dict[str, Any], where: str) -> dict[str, Any]:
+    """The context a ``check(...)`` call passes (``measured=`` and ``reveal=`` left out), as literal values."""
+    context: dict[str, Any] = {}
+    for keyword in call.keywords:
+        if keyword.arg in ("measured", "reveal"):
+            continue
+        assert keyword.arg is not None, f"{where}: check(**...) cannot be recomputed"
+        if isinstance(keyword.value, ast.Name) and keyword.value.id in known:
+            context[keyword.arg] = known[keyword.value.id]
+        else:
+            try:
+                context[keyword.arg] = ast.literal_eval(keyword.value)
+            except ValueError:
+                pytest.fail(f"{where}: {keyword.arg}= is not a literal (nor a name bound to one in an earlier cell)")
+    return context
+
+
 def _exercises(source: Path) -> list[tuple[str, int, dict[str, Any]]]:
     """(id, index of the cell that first asks it, the context it passes) for each exercise of a lesson."""
     cells = _source_cells(source)
@@ -111,21 +128,7 @@ def _exercises(source: Path) -> list[tuple[str, int, dict[str, Any]]]:
             name = _exercise_id(call)
             if name in found:
                 continue
-            known = _literal_names(cells[: index + 1])
-            context: dict[str, Any] = {}
-            for keyword in call.keywords:
-                assert keyword.arg is not None, f"{source.name}: check({name!r}, **...) cannot be recomputed"
-                if isinstance(keyword.value, ast.Name) and keyword.value.id in known:
-                    context[keyword.arg] = known[keyword.value.id]
-                else:
-                    try:
-                        context[keyword.arg] = ast.literal_eval(keyword.value)
-                    except ValueError:
-                        pytest.fail(
-                            f"{source.name}: check({name!r}) passes {keyword.arg}= that is not a literal "
-                            "(nor a name bound to one in an earlier cell); the test cannot recompute it"
-                        )
-            found[name] = (index, context)
+            found[name] = (index, _context(call, _literal_names(cells[: index + 1]), f"{source.name}: check({name!r})"))
     return [(name, index, context) for name, (index, context) in found.items()]
 
 
@@ -408,23 +411,6 @@ def test_the_solution_compares_the_prediction_with_a_measurement(source, name, i
     assert any(isinstance(c.args[1], ast.Name) and c.args[1].id == "prediction" for c in calls if len(c.args) > 1) or (
         exercise(name).accept is not None
     ), f"{name}: the solution compares the learner's own prediction"
-
-
-def _context(call: ast.Call, known: dict[str, Any], where: str) -> dict[str, Any]:
-    """The context a ``check(...)`` call passes (``measured=`` and ``reveal=`` left out), as literal values."""
-    context: dict[str, Any] = {}
-    for keyword in call.keywords:
-        if keyword.arg in ("measured", "reveal"):
-            continue
-        assert keyword.arg is not None, f"{where}: check(**...) cannot be recomputed"
-        if isinstance(keyword.value, ast.Name) and keyword.value.id in known:
-            context[keyword.arg] = known[keyword.value.id]
-        else:
-            try:
-                context[keyword.arg] = ast.literal_eval(keyword.value)
-            except ValueError:
-                pytest.fail(f"{where}: {keyword.arg}= is not a literal (nor a name bound to one in an earlier cell)")
-    return context
 
 
 @pytest.mark.parametrize(("source", "name", "index", "context"), EXERCISES, ids=[e[1] for e in EXERCISES])
