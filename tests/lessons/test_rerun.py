@@ -29,27 +29,40 @@ def _source(stem: str) -> Path:
     return source
 
 
+def _lesson_folder(tmp_path: Path) -> Path:
+    """A folder laid out as notebooks/ for the files a lesson reads (its data/): lessons run here, never in
+    notebooks/ itself, where the notebook tests run the same lessons at the same time on another worker
+    and a lesson's ``setup()`` empties the folder its files go to."""
+    for path in (NOTEBOOKS / "data").rglob("*"):
+        if path.is_file():
+            target = tmp_path / "data" / path.relative_to(NOTEBOOKS / "data")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(path, target)
+    return tmp_path
+
+
 @pytest.mark.parametrize("stem", QUICK)
-def test_run_all_twice_in_one_kernel(stem):
-    _run_all_twice(jupytext.read(_source(stem)))
+def test_run_all_twice_in_one_kernel(stem, tmp_path):
+    _run_all_twice(jupytext.read(_source(stem)), _lesson_folder(tmp_path))
 
 
-def test_the_scale_lesson_runs_all_twice_in_one_kernel_on_a_small_workload():
+def test_the_scale_lesson_runs_all_twice_in_one_kernel_on_a_small_workload(tmp_path):
     """06 at its own size makes a 990 MiB file (minutes); Run All twice is about its cluster, file and
     checkpoint being made again, which 2,000 orders show as well."""
     nb = jupytext.read(_source("06"))
     [setup] = [cell for cell in nb.cells if cell.cell_type == "code" and "ORDERS = 40_000" in cell.source]
     setup.source = setup.source.replace("ORDERS = 40_000", "ORDERS = 2_000")
-    _run_all_twice(nb)
+    _run_all_twice(nb, _lesson_folder(tmp_path))
 
 
-def _run_all_twice(nb) -> None:
-    """Run every cell of ``nb`` top to bottom, then again in the same kernel; a cell's error raises."""
+def _run_all_twice(nb, folder: Path) -> None:
+    """Run every cell of ``nb`` top to bottom in ``folder``, then again in the same kernel; a cell's error
+    raises."""
     nb.metadata["language_info"] = {"name": "python"}
     for cell in nb.cells:
         if cell.cell_type == "code" and "NBVAL_SKIP" in cell.source:
             cell.source = "pass"  # what nbval and tools/build_notebooks.py do with these cells
-    client = NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(NOTEBOOKS)}})
+    client = NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(folder)}})
     with client.setup_kernel():
         for _ in range(2):
             for index, cell in enumerate(nb.cells):
@@ -78,7 +91,7 @@ NOT_AN_ANSWER = "prediction = 'not an answer at all'"
 
 
 @pytest.mark.parametrize("stem", EVERY)
-def test_an_exercise_cell_run_before_the_cells_above_it_prints_its_prompt(stem):
+def test_an_exercise_cell_run_before_the_cells_above_it_prints_its_prompt(stem, tmp_path):
     """A learner who jumps to an exercise and runs its cell first (a fresh kernel, nothing above it run)
     gets the prompt to predict, not a NameError, and once they write a prediction, a verdict: each exercise
     cell imports what it calls and passes the check literal values or names its own cell binds (or none,
@@ -88,7 +101,8 @@ def test_an_exercise_cell_run_before_the_cells_above_it_prints_its_prompt(stem):
     asks = _unsolved_exercise_cells(nb)
     if not asks:
         pytest.skip(f"{stem} asks no exercise")
-    client = NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(NOTEBOOKS)}})
+    folder = _lesson_folder(tmp_path)
+    client = NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(folder)}})
     with client.setup_kernel():
         for index in asks:
             cell = nb.cells[index]
@@ -105,11 +119,7 @@ def test_an_exercise_cell_run_before_the_cells_above_it_prints_its_prompt(stem):
 def test_a_lesson_runs_again_in_a_folder_where_it_already_ran(stem, tmp_path):
     """Restart & Run All in a folder the lesson already ran in (its files, positions and work/ folder left
     from the first run) runs without an error, and its exercise cells print what they printed the first time."""
-    for path in (NOTEBOOKS / "data").rglob("*"):
-        if path.is_file():
-            target = tmp_path / "data" / path.relative_to(NOTEBOOKS / "data")
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy(path, target)
+    folder = _lesson_folder(tmp_path)
     printed = []
     for _ in range(2):
         nb = jupytext.read(_source(stem))
@@ -117,8 +127,6 @@ def test_a_lesson_runs_again_in_a_folder_where_it_already_ran(stem, tmp_path):
         for cell in nb.cells:
             if cell.cell_type == "code" and "NBVAL_SKIP" in cell.source:
                 cell.source = "pass"
-        NotebookClient(
-            nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
-        ).execute()
+        NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(folder)}}).execute()
         printed.append([_text(nb.cells[i]) for i in _unsolved_exercise_cells(nb)])
     assert printed[1] == printed[0]
