@@ -227,19 +227,34 @@ class Settlement:
             if action is _DELAYED_COPY and decision.delay is not None:
                 due = now + decision.delay
             else:  # written now, before the event is made: it records where the copy went (or why it was lost)
-                try:
-                    published = self.broker.write_copy(destination, delivery.payload, copy_headers, now)
-                except NbkitError as exc:
-                    error = copy_lost(counts, self.broker, self.settled_delivery(delivery, attempt), destination, exc)
-                else:
-                    copy_seq, written_at = published.seq, published.time
-                    if action is _DEAD_LETTER:
-                        counts.dead_letters += 1
-                    else:
-                        counts.copies += 1
+                copy_seq, written_at, lost = self.write_now(
+                    delivery, attempt, destination, copy_headers, now, action is _DEAD_LETTER
+                )
+                if lost is not None:  # why the copy was lost takes the place of the handler's error
+                    error = lost
         return self.record(
             delivery, now, attempt, kind, decision, destination, due, written_at, copy_seq, error, copy_headers
         )
+
+    def write_now(
+        self, delivery: Delivery, attempt: int, destination: str, copy_headers: dict[str, str], now: float, dead: bool
+    ) -> tuple[int | None, float | None, str | None]:
+        """Write a copy of ``delivery`` to ``destination`` now, through the broker at the settlement's time, and
+        count it (``dead``: as a dead letter); returns its (seq, written_at, None), or (None, None, why it was
+        lost). :meth:`settle` and the burst both write a copy that is not delayed here."""
+        try:
+            published = self.broker.write_copy(destination, delivery.payload, copy_headers, now)
+        except NbkitError as exc:
+            return (
+                None,
+                None,
+                copy_lost(self.counts, self.broker, self.settled_delivery(delivery, attempt), destination, exc),
+            )
+        if dead:
+            self.counts.dead_letters += 1
+        else:
+            self.counts.copies += 1
+        return published.seq, published.time, None
 
     def record(
         self,
@@ -371,7 +386,7 @@ class Settlement:
         record = self.record
         ack_line = self.ack_log.write
         warns = partial(self.ack_log.logger.isEnabledFor, logging.WARNING)  # asked per delivery, as settle() does
-        write_copy = self.broker.write_copy
+        write_now = self.write_now
         retry_header = RETRY_COUNT_HEADER
         first_count = _COUNT_TEXTS[1]  # a first attempt's copy: retry count 1
         ack = HandlerOutcome.ack()
@@ -441,17 +456,8 @@ class Settlement:
                 copy_headers = dict(delivery.headers)
                 copy_headers[retry_header] = first_count
                 quiet_n += 1
-                try:
-                    published = write_copy(destination, delivery.payload, copy_headers, now)
-                except NbkitError as exc:  # as settle() records it
-                    error = copy_lost(counts, self.broker, self.settled_delivery(delivery, 1), destination, exc)
-                    record(delivery, now, 1, kind, decision, destination, error=error)
-                    continue
-                if dead:
-                    counts.dead_letters += 1
-                else:
-                    counts.copies += 1
-                record(delivery, now, 1, kind, decision, destination, None, published.time, published.seq)
+                copy_seq, written_at, error = write_now(delivery, 1, destination, copy_headers, now, dead)
+                record(delivery, now, 1, kind, decision, destination, None, written_at, copy_seq, error)
         finally:
             if quiet_n:
                 counts.outcome(kind, quiet_n)
