@@ -82,6 +82,20 @@ def test_benchmark_runs_on_tiny_data(script):
         assert any(line.strip().startswith("PASS  every line written back") for line in lines), done.stdout
 
 
+def test_payload_column_benchmark_prints_the_page_cost_and_the_zero_copy_verdict():
+    """bench/payload_column.py: the cost of fresh pages, each pandas operation on a binary_view column, and
+    one verdict that says whether a zero-copy payload column would be usable (whichever way it goes)."""
+    done = _run("payload_column", "--mib", "1", "--repeat", "1")
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("== ") and "machine:" in lines[1]
+    assert any("fresh memory costs about" in line and "per 4 KiB page" in line for line in lines), done.stdout
+    assert any(line.strip().startswith("s.take([1, 0])") for line in lines), done.stdout
+    verdicts = [line.strip() for line in lines if line.strip().startswith(("PASS", "FAIL"))]
+    assert len(verdicts) == 1 and "binary_view" in verdicts[0], done.stdout
+    assert lines[-1] in ("== 0/1 targets met", "== 1/1 targets met")
+
+
 @pytest.mark.timeout(900)
 def test_notebooks_benchmark_runs_on_one_notebook(tmp_path):
     # A copy of 00-start-here in tmp_path: the kernel runs beside the notebook and writes work/00 there, so
