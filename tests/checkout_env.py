@@ -7,6 +7,7 @@ the package only through ``PYTHONPATH``. Every test that starts one takes its en
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -30,3 +31,19 @@ def checkout_env(*, scripts: bool = False, **extra: str) -> dict[str, str]:
         env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
     env.update(extra)
     return env
+
+
+def write_nbkit_command(folder: Path) -> Path:
+    """Write ``folder/nbkit``: a command that runs ``python -m nbkit`` under this interpreter.
+
+    A child process writes it. If this process held the file open for writing, a process it forked
+    meanwhile from another thread (a server, a Dask worker) could inherit that descriptor. Running the
+    script would then fail with "Text file busy" (ETXTBSY) for as long as that child lives. CI hit this
+    once in a troubleshooting page's run.
+    """
+    folder.mkdir(parents=True, exist_ok=True)
+    script = folder / "nbkit"
+    text = f'#!/bin/sh\nexec "{sys.executable}" -m nbkit "$@"\n'
+    write = "import os, sys; open(sys.argv[1], 'w').write(sys.argv[2]); os.chmod(sys.argv[1], 0o755)"
+    subprocess.run([sys.executable, "-c", write, str(script), text], check=True)
+    return script

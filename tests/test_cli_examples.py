@@ -16,12 +16,11 @@ import shlex
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
-from checkout_env import checkout_env
+from checkout_env import checkout_env, write_nbkit_command
 from waiting import wait_until
 
 from nbkit.cli import build_parser
@@ -44,10 +43,7 @@ pytestmark = pytest.mark.timeout(300)
 def _environment(folder: Path) -> dict[str, str]:
     """PATH with a ``nbkit`` that runs this checkout's package under this interpreter."""
     shim = folder / ".bin"
-    shim.mkdir(exist_ok=True)
-    script = shim / "nbkit"
-    script.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m nbkit "$@"\n')
-    script.chmod(0o755)
+    write_nbkit_command(shim)
     env = checkout_env(MPLBACKEND="Agg")
     env["PATH"] = f"{shim}{os.pathsep}{env.get('PATH', '')}"
     return env

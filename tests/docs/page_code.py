@@ -70,6 +70,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
+from checkout_env import write_nbkit_command
+
 ROOT = Path(__file__).resolve().parents[2]
 RUN = ("python", "console", "bash")  # the languages that run (a python file block is written instead)
 TIMEOUT = 60  # seconds, for each process
@@ -343,9 +345,7 @@ def environment() -> dict[str, str]:
 def _nbkit_bin() -> str:
     """A temporary folder holding an ``nbkit`` script that runs ``python -m nbkit`` with this interpreter."""
     folder = Path(tempfile.mkdtemp(prefix="page-code-bin-"))
-    script = folder / "nbkit"
-    script.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m nbkit "$@"\n', encoding="utf-8")
-    script.chmod(0o755)
+    write_nbkit_command(folder)
     atexit.register(shutil.rmtree, folder, ignore_errors=True)
     return str(folder)
 
