@@ -344,11 +344,15 @@ def world_readable_dir():
 
 
 # the standard library lives under /root (pyenv), which "nobody" cannot read: what nbkit imports lazily
-# on these paths (gettext's locale, for argparse) is imported before the drop
+# on these paths (gettext's locale, for argparse) is imported before the drop. So is the checkout's own
+# file and wire layers: a clone inside a private folder (``mktemp -d``, mode 0700) is not readable by
+# "nobody" either, and the commands load some of their modules lazily (nbkit cat: transport.bounded).
 DROP = (
     # the parser is built once first: its help texts import modules nbkit loads lazily, which the
     # unprivileged user may not be able to read where root's Python is installed
-    "import os, sys, locale; from nbkit import cli; cli.build_parser(); "
+    "import os, sys, locale, importlib, pkgutil; from nbkit import cli, transport, wire; cli.build_parser(); "
+    "[importlib.import_module(m.name) for p in (transport, wire) "
+    "for m in pkgutil.iter_modules(p.__path__, p.__name__ + '.')]; "
     "os.setgid(65534); os.setuid(65534); sys.exit(cli.main(sys.argv[1:]))"
 )
 
